@@ -1,0 +1,40 @@
+# Quick start: `make run` opens the dashboard on a demo repository; `make test` runs every check.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup run test lint typecheck pytest bench snapshots clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+run: setup
+	$(BIN)/daintree demo
+
+lint: setup
+	$(BIN)/ruff check daintree_tui tests bench
+
+typecheck: setup
+	$(BIN)/mypy
+
+pytest: setup
+	$(BIN)/pytest -q -p no:cacheprovider
+
+test: lint typecheck pytest
+
+bench: setup
+	$(BIN)/python -m bench
+
+snapshots: setup
+	$(BIN)/pytest -q tests/test_snapshots.py --snapshot-update
+
+clean:
+	rm -rf $(VENV) build *.egg-info

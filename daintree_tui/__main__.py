@@ -1,0 +1,3 @@
+from daintree_tui.cli import run
+
+run()

@@ -1,0 +1,1 @@
+"""Domain and services. Imports neither textual nor rich (a test proves it)."""

@@ -1,0 +1,304 @@
+"""Configuration: the repo's `.daintree.toml` over the user's `config.toml`, merged key by key.
+
+Every key is validated here so that a bad value is one clear error naming the key, never a traceback later.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from daintree_tui.core.errors import ConfigError
+from daintree_tui.core.log import warn
+
+REPO_CONFIG_NAME = ".daintree.toml"
+HOOK_NAMES = ("post_create", "pre_remove", "post_remove", "pre_merge", "on_session_exit", "on_waiting")
+LINK_MODES = ("symlink", "copy", "none")
+
+
+def user_config_dir() -> Path:
+    """The user's config directory (platformdirs; honours XDG_CONFIG_HOME)."""
+    from platformdirs import user_config_dir as _dir
+
+    return Path(_dir("daintree", appauthor=False))
+
+
+def user_data_dir() -> Path:
+    """Where per-user records (trusted configs) live: never inside a repository."""
+    from platformdirs import user_data_dir as _dir
+
+    return Path(_dir("daintree", appauthor=False))
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """One `deps.link` entry: a path in the primary and how it reaches each worktree."""
+
+    path: str
+    mode: str = "symlink"
+
+
+@dataclass(frozen=True)
+class HookSpec:
+    """One hook command and where it came from (repo commands need trust)."""
+
+    command: str
+    source: str  # "repo" or "user"
+    background: bool = False
+    optional: bool = False
+    timeout: float | None = None
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """An agent preset as configured: overrides of the built-in presets, or new ones."""
+
+    command: str | None = None
+    prompt: str | None = None
+    waiting_pattern: str | None = None
+    max_minutes: float | None = None
+    role: str | None = None
+
+
+@dataclass
+class Config:
+    """The effective configuration of one repository."""
+
+    worktree_dir: str = ".worktrees"
+    branch_prefix: str = "wt/"
+    base: str = "HEAD"
+    deps_include: list[str] = field(default_factory=lambda: [".env", ".env.*", ".envrc"])
+    deps_link: list[LinkSpec] = field(default_factory=lambda: [LinkSpec("node_modules")])
+    ports_range: tuple[int, int] = (3100, 3999)
+    ports_per_worktree: int = 3
+    hooks: dict[str, list[HookSpec]] = field(default_factory=dict)
+    hook_timeout: float = 120.0
+    agents: dict[str, AgentConfig] = field(default_factory=dict)
+    default_agent: str = "shell"
+    keys: dict[str, str] = field(default_factory=dict)
+    bell: bool = True
+    waiting_debounce: float = 2.0
+    max_sessions: int = 3
+    repo_config_path: Path | None = None
+
+
+_TOP_KEYS = {
+    "worktree_dir", "branch_prefix", "base", "deps", "ports", "hooks", "agents", "default_agent", "keys",
+    "notifications", "sessions", "max_sessions", "roles", "default_role", "bakeoff",
+}
+_SECTION_KEYS = {
+    "deps": {"include", "link"},
+    "ports": {"range", "per_worktree"},
+    "hooks": {*HOOK_NAMES, "timeout"},
+    "notifications": {"bell", "desktop", "quiet_hours", "on_waiting", "on_exited"},
+    "sessions": {"waiting_debounce"},
+}
+_AGENT_KEYS = {"command", "prompt", "waiting_pattern", "max_minutes", "role"}
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        return {}
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config: {path} is not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"config: cannot read {path}: {exc.strerror}") from None
+
+
+def _tag_hooks(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """Remember which file each hook list came from: repo hooks need trust, the user's own do not."""
+    hooks = data.get("hooks")
+    if isinstance(hooks, dict):
+        for name, value in list(hooks.items()):
+            if name in HOOK_NAMES:
+                hooks[name] = {"__source__": source, "items": value}
+    return data
+
+
+def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """Merge two config trees key by key; `over` wins on every leaf it sets."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and "__source__" not in value:
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _warn_unknown(data: dict[str, Any]) -> None:
+    unknown = [k for k in data if k not in _TOP_KEYS]
+    for section, allowed in _SECTION_KEYS.items():
+        value = data.get(section)
+        if isinstance(value, dict):
+            unknown += [f"{section}.{k}" for k in value if k not in allowed]
+    agents = data.get("agents")
+    if isinstance(agents, dict):
+        for name, value in agents.items():
+            if isinstance(value, dict):
+                unknown += [f"agents.{name}.{k}" for k in value if k not in _AGENT_KEYS]
+    if unknown:
+        warn(f"config: unknown keys ignored: {', '.join(sorted(unknown))}")
+
+
+def _expect(cond: bool, key: str, what: str, value: Any) -> None:
+    if not cond:
+        raise ConfigError(f"config: {key} must be {what} (got {value!r})")
+
+
+def _str(data: dict[str, Any], key: str, default: str) -> str:
+    value = data.get(key, default)
+    _expect(isinstance(value, str) and value != "", key, "a non-empty string", value)
+    return str(value)
+
+
+def _str_list(value: Any, key: str) -> list[str]:
+    _expect(isinstance(value, list) and all(isinstance(v, str) for v in value), key, "a list of strings", value)
+    return list(value)
+
+
+def _number(value: Any, key: str, positive: bool = True) -> float:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and (value > 0 or not positive)
+    _expect(ok, key, "a positive number", value)
+    return float(value)
+
+
+def _parse_links(value: Any) -> list[LinkSpec]:
+    _expect(isinstance(value, list), "deps.link", "a list", value)
+    links = []
+    for item in value:
+        if isinstance(item, str):
+            links.append(LinkSpec(item))
+            continue
+        _expect(isinstance(item, dict) and isinstance(item.get("path"), str), "deps.link",
+                "a list of paths or {path, mode} tables", item)
+        mode = item.get("mode", "symlink")
+        _expect(mode in LINK_MODES, "deps.link.mode", f"one of {', '.join(LINK_MODES)}", mode)
+        links.append(LinkSpec(item["path"], mode))
+    for link in links:
+        _expect(not Path(link.path).is_absolute() and ".." not in Path(link.path).parts, "deps.link",
+                "paths inside the repository", link.path)
+    return links
+
+
+def _parse_hooks(raw: Any) -> tuple[dict[str, list[HookSpec]], float]:
+    hooks: dict[str, list[HookSpec]] = {}
+    if raw is None:
+        return hooks, 120.0
+    _expect(isinstance(raw, dict), "hooks", "a table", raw)
+    timeout = _number(raw.get("timeout", 120), "hooks.timeout")
+    for name in HOOK_NAMES:
+        tagged = raw.get(name)
+        if tagged is None:
+            continue
+        source, items = tagged["__source__"], tagged["items"]
+        key = f"hooks.{name}"
+        if isinstance(items, str):
+            items = [items]
+        _expect(isinstance(items, list), key, "a list of commands", items)
+        specs = []
+        for item in items:
+            if isinstance(item, str):
+                specs.append(HookSpec(item, source))
+                continue
+            _expect(isinstance(item, dict) and isinstance(item.get("command"), str), key,
+                    "a list of commands or {command, background, optional, timeout} tables", item)
+            hook_timeout = item.get("timeout")
+            specs.append(HookSpec(
+                item["command"], source, bool(item.get("background", False)), bool(item.get("optional", False)),
+                None if hook_timeout is None else _number(hook_timeout, f"{key}.timeout"),
+            ))
+        hooks[name] = specs
+    return hooks, timeout
+
+
+def _parse_agents(raw: Any) -> dict[str, AgentConfig]:
+    if raw is None:
+        return {}
+    _expect(isinstance(raw, dict), "agents", "a table", raw)
+    agents = {}
+    for name, value in raw.items():
+        key = f"agents.{name}"
+        _expect(isinstance(value, dict), key, "a table", value)
+        for sub in ("command", "prompt", "waiting_pattern", "role"):
+            if sub in value:
+                _expect(isinstance(value[sub], str), f"{key}.{sub}", "a string", value[sub])
+        max_minutes = value.get("max_minutes")
+        agents[name] = AgentConfig(
+            command=value.get("command"), prompt=value.get("prompt"),
+            waiting_pattern=value.get("waiting_pattern"),
+            max_minutes=None if max_minutes is None else _number(max_minutes, f"{key}.max_minutes"),
+            role=value.get("role"),
+        )
+    return agents
+
+
+def parse(data: dict[str, Any], repo_config_path: Path | None = None) -> Config:
+    """Validate a merged config tree into a `Config`; raise `ConfigError` naming the first bad key."""
+    _warn_unknown(data)
+    cfg = Config(repo_config_path=repo_config_path)
+    cfg.worktree_dir = _str(data, "worktree_dir", cfg.worktree_dir)
+    cfg.branch_prefix = _str(data, "branch_prefix", cfg.branch_prefix)
+    cfg.base = _str(data, "base", cfg.base)
+    cfg.default_agent = _str(data, "default_agent", cfg.default_agent)
+    deps = data.get("deps", {})
+    _expect(isinstance(deps, dict), "deps", "a table", deps)
+    if "include" in deps:
+        cfg.deps_include = _str_list(deps["include"], "deps.include")
+    if "link" in deps:
+        cfg.deps_link = _parse_links(deps["link"])
+    ports = data.get("ports", {})
+    _expect(isinstance(ports, dict), "ports", "a table", ports)
+    if "range" in ports:
+        rng = ports["range"]
+        ok = (isinstance(rng, list) and len(rng) == 2 and all(isinstance(p, int) for p in rng)
+              and 1 <= rng[0] <= rng[1] <= 65535)
+        _expect(ok, "ports.range", "two port numbers [low, high] with low <= high", rng)
+        cfg.ports_range = (rng[0], rng[1])
+    if "per_worktree" in ports:
+        per = ports["per_worktree"]
+        _expect(isinstance(per, int) and not isinstance(per, bool) and 1 <= per <= 100,
+                "ports.per_worktree", "an integer from 1 to 100", per)
+        cfg.ports_per_worktree = per
+    cfg.hooks, cfg.hook_timeout = _parse_hooks(data.get("hooks"))
+    cfg.agents = _parse_agents(data.get("agents"))
+    keys = data.get("keys", {})
+    _expect(isinstance(keys, dict) and all(isinstance(v, str) for v in keys.values()), "keys",
+            "a table of binding id = key", keys)
+    cfg.keys = dict(keys)
+    notifications = data.get("notifications", {})
+    _expect(isinstance(notifications, dict), "notifications", "a table", notifications)
+    if "bell" in notifications:
+        _expect(isinstance(notifications["bell"], bool), "notifications.bell", "true or false",
+                notifications["bell"])
+        cfg.bell = notifications["bell"]
+    sessions = data.get("sessions", {})
+    _expect(isinstance(sessions, dict), "sessions", "a table", sessions)
+    if "waiting_debounce" in sessions:
+        cfg.waiting_debounce = _number(sessions["waiting_debounce"], "sessions.waiting_debounce")
+    if "max_sessions" in data:
+        value = data["max_sessions"]
+        _expect(isinstance(value, int) and not isinstance(value, bool) and value >= 1, "max_sessions",
+                "a positive integer", value)
+        cfg.max_sessions = value
+    return cfg
+
+
+def load(root: Path) -> Config:
+    """Load the effective configuration for the repository at `root`."""
+    user_path = user_config_dir() / "config.toml"
+    repo_path = root / REPO_CONFIG_NAME
+    user = _tag_hooks(_read_toml(user_path), "user")
+    repo = _tag_hooks(_read_toml(repo_path), "repo")
+    return parse(merge(user, repo), repo_path if repo_path.exists() else None)
+
+
+def env_flag(name: str) -> bool:
+    """True when an environment switch like DAINTREE_NO_TMUX is set to something other than 0/empty."""
+    return os.environ.get(name, "") not in ("", "0")

@@ -1,0 +1,40 @@
+"""Follow a growing file line by line (events, session logs), woken by watchfiles instead of polling."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+
+def follow_lines(path: Path, from_end: bool = True) -> Iterator[str]:
+    """Yield each new complete line appended to `path` (waits for the file to appear); runs until interrupted."""
+    from watchfiles import watch
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    offset = path.stat().st_size if from_end and path.exists() else 0
+    pending = b""
+    for _ in _changes(path, watch):
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            continue
+        if size < offset:  # truncated or replaced: start over
+            offset, pending = 0, b""
+        if size == offset:
+            continue
+        with path.open("rb") as fh:
+            fh.seek(offset)
+            chunk = fh.read(size - offset)
+        offset = size
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            yield line.decode("utf-8", errors="replace")
+
+
+def _changes(path: Path, watch: object) -> Iterator[object]:
+    yield None  # read once before the first change
+    for changes in watch(path.parent, debounce=50, step=25, rust_timeout=1000, yield_on_timeout=True):  # type: ignore[operator]
+        if not changes or any(os.path.basename(p) == path.name for _, p in changes):
+            yield changes

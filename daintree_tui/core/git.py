@@ -1,0 +1,138 @@
+"""Thin, fast wrappers over the git CLI.
+
+The hot paths (worktree add, status, rev-list) shell out to git directly: one fork each, no object parsing in
+Python. GitPython is used where its object model pays for itself (see `project.py`).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from daintree_tui.core.errors import OperationError
+
+_GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+
+
+def git(cwd: Path, *args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run `git -C cwd args...` and capture its output as text.
+
+    Raises:
+        OperationError: when `check` is set and git exits non-zero; the message is git's last stderr line.
+    """
+    env = {**os.environ, **_GIT_ENV}
+    env.pop("GIT_DIR", None)
+    env.pop("GIT_WORK_TREE", None)
+    try:
+        proc = subprocess.run(
+            ["git", "-C", str(cwd), *args], capture_output=True, text=True, env=env, input=input,
+            stdin=None if input is not None else subprocess.DEVNULL,
+        )
+    except FileNotFoundError:
+        raise OperationError("git is not installed or not on PATH") from None
+    if check and proc.returncode != 0:
+        raise OperationError(f"git {args[0]} failed: {last_line(proc.stderr) or f'exit {proc.returncode}'}")
+    return proc
+
+
+def last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+def rev_parse_commit(root: Path, ref: str) -> str | None:
+    """The commit a ref names, or None when it names none."""
+    if not ref or ref.startswith("-"):
+        return None
+    proc = git(root, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}", check=False)
+    return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+
+def branch_exists(root: Path, branch: str) -> bool:
+    return git(root, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False).returncode == 0
+
+
+def branch_name_ok(root: Path, branch: str) -> bool:
+    return git(root, "check-ref-format", "--branch", branch, check=False).returncode == 0
+
+
+def is_ancestor(root: Path, commit: str, of: str) -> bool:
+    return git(root, "merge-base", "--is-ancestor", commit, of, check=False).returncode == 0
+
+
+def dirty_files(worktree: Path) -> list[str]:
+    """Files with uncommitted or untracked changes in a worktree (ignored files excluded)."""
+    proc = git(worktree, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules=none")
+    return parse_porcelain_z(proc.stdout)
+
+
+def parse_porcelain_z(out: str) -> list[str]:
+    files: list[str] = []
+    parts = out.split("\0")
+    i = 0
+    while i < len(parts):
+        item = parts[i]
+        if len(item) < 4:
+            i += 1
+            continue
+        status, path = item[:2], item[3:]
+        files.append(path)
+        # A rename or copy carries its source path in the next field.
+        i += 2 if status[0] in "RC" else 1
+    return files
+
+
+def ahead_behind(root: Path, base: str, branch: str) -> tuple[int, int]:
+    """(ahead, behind): commits on `branch` not in `base`, and the reverse."""
+    proc = git(root, "rev-list", "--left-right", "--count", f"{base}...{branch}", check=False)
+    try:
+        behind, ahead = (int(x) for x in proc.stdout.split())
+    except ValueError:
+        return 0, 0
+    return ahead, behind
+
+
+@dataclass(frozen=True)
+class GitWorktree:
+    """One record of `git worktree list --porcelain`."""
+
+    path: Path
+    head: str
+    branch: str | None
+    prunable: bool = False
+
+
+def list_worktrees(root: Path) -> list[GitWorktree]:
+    out = git(root, "worktree", "list", "--porcelain").stdout
+    result: list[GitWorktree] = []
+    for block in out.strip().split("\n\n"):
+        fields: dict[str, str] = {}
+        for line in block.splitlines():
+            key, _, value = line.partition(" ")
+            fields[key] = value
+        if "worktree" not in fields:
+            continue
+        branch = fields.get("branch")
+        if branch and branch.startswith("refs/heads/"):
+            branch = branch[len("refs/heads/"):]
+        result.append(GitWorktree(Path(fields["worktree"]), fields.get("HEAD", ""), branch, "prunable" in fields))
+    return result
+
+
+def add_exclude(common_dir: Path, patterns: Sequence[str]) -> None:
+    """Add patterns to `.git/info/exclude` (never to the user's .gitignore), each once."""
+    exclude = common_dir / "info" / "exclude"
+    try:
+        existing = exclude.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        existing = []
+    missing = [p for p in patterns if p not in existing]
+    if not missing:
+        return
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    prefix = "" if not existing or exclude.read_text(encoding="utf-8").endswith("\n") else "\n"
+    with exclude.open("a", encoding="utf-8") as fh:
+        fh.write(prefix + "".join(f"{p}\n" for p in missing))

@@ -1,0 +1,84 @@
+"""The worktree registry `.worktrees/index.json`, with recovery from `.bak` or from git itself."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from daintree_tui.core import git as g
+from daintree_tui.core.log import warn
+from daintree_tui.core.models import WorktreeEntry, WorktreeStatus
+from daintree_tui.core.project import Project
+from daintree_tui.core.store import read_json, write_json
+
+
+class Index:
+    """Load and save index entries. Callers hold the project lock around load-modify-save."""
+
+    def __init__(self, project: Project) -> None:
+        self.project = project
+        self.recovered: str | None = None  # what the last load had to recover, for reconcile to log
+
+    @property
+    def path(self) -> Path:
+        return self.project.index_path
+
+    def load(self, *, heal: bool = False) -> list[WorktreeEntry]:
+        """Read the entries; a torn or missing file is recovered from `.bak`, else rebuilt from git.
+
+        Args:
+            heal: write the recovered index back (state-changing commands do; plain reads only report).
+        """
+        self.recovered = None
+        data, problem = read_json(self.path, "index")
+        entries: list[WorktreeEntry] | None = None
+        if data is not None:
+            entries = self._parse(data)
+            if entries is None:
+                problem = f"index {self.path} has an unexpected shape"
+        if entries is None and (problem or self.path.exists()):
+            entries = self.rebuild_from_git()
+            problem = f"{problem}; rebuilt {len(entries)} entries from git worktree list"
+        if problem:
+            self.recovered = problem
+            warn(problem)
+            if heal and entries is not None:
+                self.save(entries)
+        return entries or []
+
+    def _parse(self, data: object) -> list[WorktreeEntry] | None:
+        if not isinstance(data, dict) or not isinstance(data.get("worktrees"), list):
+            return None
+        entries = []
+        for raw in data["worktrees"]:
+            try:
+                entries.append(WorktreeEntry.from_dict(raw))
+            except (KeyError, TypeError, ValueError) as exc:
+                warn(f"index: skipping a malformed entry ({exc})")
+        return entries
+
+    def save(self, entries: list[WorktreeEntry]) -> None:
+        write_json(self.path, {"worktrees": [e.to_dict() for e in entries]})
+
+    def rebuild_from_git(self) -> list[WorktreeEntry]:
+        """Entries for the git worktrees under the worktree dir on our branch prefix (ports get reassigned)."""
+        if not self.project.is_git:
+            return []
+        return [self.entry_from_git(w) for w in self.ours_in_git()]
+
+    def ours_in_git(self) -> list[g.GitWorktree]:
+        root = self.project.worktrees_root
+        return [w for w in g.list_worktrees(self.project.root) if w.path.parent == root and not w.prunable]
+
+    def entry_from_git(self, wt: g.GitWorktree) -> WorktreeEntry:
+        branch = wt.branch or ""
+        base = g.git(self.project.root, "merge-base", "HEAD", wt.head, check=False).stdout.strip() or wt.head
+        return WorktreeEntry(name=wt.path.name, path=str(wt.path), branch=branch, base_ref="HEAD",
+                             base_commit=base, status=WorktreeStatus.ACTIVE, created_at=time.time())
+
+
+def find(entries: list[WorktreeEntry], name: str) -> WorktreeEntry | None:
+    for entry in entries:
+        if entry.name == name:
+            return entry
+    return None

@@ -1,0 +1,114 @@
+"""The repository a command works on, and where its state lives.
+
+All state lives under the *primary* worktree's root, also when a command runs from inside an agent's worktree.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from daintree_tui.core import config as config_mod
+from daintree_tui.core.errors import InputError
+from daintree_tui.core.git import add_exclude
+from daintree_tui.core.store import EventLog, StateLock
+
+STATE_EXCLUDES = ("/.tasks/", "/.worktrees/")
+
+
+@dataclass
+class Project:
+    """One repository (or, for task commands, any directory) and the paths of its state."""
+
+    root: Path
+    common_dir: Path | None  # the shared .git directory; None outside a git repository
+
+    @classmethod
+    def discover(cls, start: Path | str | None = None) -> Project:
+        """Find the primary worktree root from `start` (default: the current directory)."""
+        path = Path(start or os.getcwd()).expanduser()
+        if not path.is_dir():
+            raise InputError(f"no such directory: {path}")
+        path = path.resolve()
+        proc = subprocess.run(
+            ["git", "-C", str(path), "rev-parse", "--path-format=absolute", "--git-common-dir", "--show-toplevel"],
+            capture_output=True, text=True, stdin=subprocess.DEVNULL,
+        )
+        lines = proc.stdout.split("\n")
+        if proc.returncode != 0 or len(lines) < 2 or not lines[1]:
+            return cls(path, None)
+        common = Path(lines[0])
+        # The primary worktree is the one whose .git *is* the common dir; from inside a linked worktree
+        # --show-toplevel names the linked one, so derive the primary from the common dir instead.
+        root = common.parent if common.name == ".git" else Path(lines[1])
+        return cls(root.resolve(), common)
+
+    @property
+    def is_git(self) -> bool:
+        return self.common_dir is not None
+
+    def require_git(self) -> None:
+        if not self.is_git:
+            raise InputError(f"not a git repository: {self.root}")
+
+    @cached_property
+    def config(self) -> config_mod.Config:
+        return config_mod.load(self.root)
+
+    @property
+    def tasks_dir(self) -> Path:
+        return self.root / ".tasks"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root / ".worktrees"
+
+    @property
+    def index_path(self) -> Path:
+        return self.state_dir / "index.json"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.state_dir / ".logs"
+
+    @property
+    def tmp_root(self) -> Path:
+        return self.state_dir / ".tmp"
+
+    @property
+    def journal_dir(self) -> Path:
+        return self.state_dir / ".journal"
+
+    @property
+    def trash_dir(self) -> Path:
+        return self.state_dir / ".trash"
+
+    @cached_property
+    def worktrees_root(self) -> Path:
+        """Where worktree directories go (`worktree_dir`, default `.worktrees/`)."""
+        return (self.root / self.config.worktree_dir).resolve()
+
+    def worktree_path(self, name: str) -> Path:
+        return self.worktrees_root / name
+
+    def tmpdir_for(self, name: str) -> Path:
+        return self.tmp_root / name
+
+    def log_path(self, name: str) -> Path:
+        return self.logs_dir / f"{name}.log"
+
+    @cached_property
+    def lock(self) -> StateLock:
+        return StateLock(self.state_dir / ".lock")
+
+    @cached_property
+    def events(self) -> EventLog:
+        return EventLog(self.state_dir / "events.jsonl")
+
+    def ensure_excluded(self) -> None:
+        """Keep the primary's `git status` clean: exclude our state dirs in `.git/info/exclude`."""
+        if self.common_dir is not None:
+            add_exclude(self.common_dir, STATE_EXCLUDES)

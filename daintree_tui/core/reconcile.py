@@ -1,0 +1,172 @@
+"""Reconcile tasks, the index and git after a crash (`doctor`, `doctor --fix`, every dashboard start)."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+from daintree_tui.core import git as g
+from daintree_tui.core.index import find
+from daintree_tui.core.models import LIVE, TaskStatus, WorktreeEntry, WorktreeStatus
+from daintree_tui.core.ports import lease_block
+from daintree_tui.core.project import Project
+from daintree_tui.core.store import read_json, write_json
+from daintree_tui.core.tasks import TaskService
+from daintree_tui.core.worktrees import SessionControl, WorktreeService
+
+
+class Reconciler:
+    """Finds disagreements between tasks, index and git; with `fix`, repairs each and logs `reconcile.fixed`."""
+
+    def __init__(self, project: Project, sessions: SessionControl | None = None) -> None:
+        self.project = project
+        self.worktrees = WorktreeService(project, sessions)
+        self.tasks = TaskService(project)
+        self.findings: list[str] = []
+        self.fix = False
+
+    def _found(self, what: str) -> bool:
+        """Record a finding; returns whether to repair it now."""
+        self.findings.append(what)
+        if self.fix:
+            self.project.events.append("reconcile.fixed", fix=what)
+        return self.fix
+
+    def run(self, fix: bool) -> list[str]:
+        self.fix = fix
+        self.findings = []
+        project = self.project
+        self._check_tasks()
+        if not project.is_git or not (project.state_dir.exists() or project.tasks_dir.exists()):
+            return self.findings
+        with project.lock.hold():
+            entries = self.worktrees.index.load(heal=fix)
+            if self.worktrees.index.recovered:
+                self._found(self.worktrees.index.recovered)
+            self._check_journals(entries)
+            self._prune()
+            self._check_dirs(entries)
+            self._adopt_orphans(entries)
+            self._check_ports(entries)
+            if fix:
+                self.worktrees.index.save(entries)
+            self._check_bindings(entries)
+            self._check_leftovers(entries)
+        return self.findings
+
+    def _check_tasks(self) -> None:
+        for task_id in self.tasks.ids_on_disk():
+            path = self.tasks.path(task_id)
+            data, problem = read_json(path, "task file")
+            if problem and data is not None and self._found(problem):
+                write_json(path, data)
+
+    def _check_journals(self, entries: list[WorktreeEntry]) -> None:
+        root = self.project.root
+        for journal in self.worktrees.journals():
+            name, op = journal["name"], journal.get("op")
+            entry = find(entries, name)
+            if op == "create":
+                if entry is not None and entry.live and entry.path == journal.get("path"):
+                    if self._found(f"create of {name} was interrupted after it was recorded; kept it"):
+                        self.worktrees.journal_clear(name)
+                    continue
+                if self._found(f"create of {name} was interrupted; rolled it back"):
+                    path = Path(journal["path"])
+                    if path.exists():
+                        self.worktrees.discard_worktree(path)
+                    branch = journal.get("branch", "")
+                    tip = g.rev_parse_commit(root, branch) if branch else None
+                    if tip and tip == journal.get("base_commit") and not journal.get("reset_branch"):
+                        g.git(root, "branch", "-D", branch, check=False)
+                    shutil.rmtree(self.project.tmpdir_for(name), ignore_errors=True)
+                    self.worktrees.journal_clear(name)
+            elif op == "remove":
+                if entry is not None and entry.live:
+                    if self._found(f"remove of {name} was interrupted; finished it"):
+                        self.worktrees.finish_remove(entries, entry, bool(journal.get("complete_task")))
+                elif self._found(f"remove of {name} had finished; cleared its journal"):
+                    self.worktrees.journal_clear(name)
+
+    def _prune(self) -> None:
+        out = g.git(self.project.root, "worktree", "prune", "--dry-run", "--verbose", check=False).stdout.strip()
+        if out and self._found(f"git has stale worktree records: {out.splitlines()[0]}"):
+            g.git(self.project.root, "worktree", "prune", check=False)
+
+    def _check_dirs(self, entries: list[WorktreeEntry]) -> None:
+        for entry in entries:
+            if entry.live and not Path(entry.path).is_dir():
+                if self._found(f"worktree {entry.name}: its directory is gone; marked removed"):
+                    released = entry.ports
+                    entry.status, entry.removed_at, entry.ports = WorktreeStatus.REMOVED, time.time(), []
+                    if released:
+                        self.project.events.append("port.released", worktree=entry.brief(), ports=released)
+
+    def _adopt_orphans(self, entries: list[WorktreeEntry]) -> None:
+        live_paths = {Path(e.path) for e in entries if e.live}
+        for wt in self.worktrees.index.ours_in_git():
+            if wt.path in live_paths:
+                continue
+            if self._found(f"git worktree {wt.path} is not in the index; adopted it as {wt.path.name}"):
+                entry = self.worktrees.index.entry_from_git(wt)
+                old = find(entries, entry.name)
+                if old is not None:
+                    entries.remove(old)
+                entries.append(entry)
+
+    def _check_ports(self, entries: list[WorktreeEntry]) -> None:
+        cfg = self.project.config
+        seen: set[int] = set()
+        for entry in entries:
+            if not entry.live:
+                continue
+            clash = not entry.ports or any(p in seen for p in entry.ports)
+            if clash and self._found(f"worktree {entry.name}: ports missing or shared; leased a new block"):
+                entry.ports = lease_block(seen | {p for e in entries if e.live for p in e.ports
+                                                  if e is not entry}, cfg.ports_range, cfg.ports_per_worktree)
+                self.project.events.append("port.assigned", worktree=entry.brief(), ports=entry.ports)
+            seen.update(entry.ports)
+
+    def _check_bindings(self, entries: list[WorktreeEntry]) -> None:
+        live = {e.name: e for e in entries if e.status in LIVE}
+        tasks = {t.id: t for t in self.tasks.list()}
+        for task in tasks.values():
+            if task.worktree and task.worktree not in live:
+                if self._found(f"task {task.id} is bound to {task.worktree!r}, which is not live; unbound it"):
+                    self.tasks.unbind(task.id)
+        changed = False
+        for entry in live.values():
+            if entry.task_id is None:
+                continue
+            task = tasks.get(entry.task_id)
+            if task is None:
+                if self._found(f"worktree {entry.name} names task {entry.task_id}, which does not exist; unlinked"):
+                    entry.task_id, changed = None, True
+                continue
+            if task.worktree != entry.name and (not task.worktree or task.worktree not in live):
+                if self._found(f"task {task.id} was not bound to its worktree {entry.name}; bound it"):
+                    self.tasks.bind(task.id, entry.name)
+        for task in tasks.values():
+            bound = live.get(task.worktree)
+            if bound is not None and bound.task_id is None and task.status != TaskStatus.COMPLETED:
+                if self._found(f"worktree {bound.name} did not record task {task.id}; linked it"):
+                    bound.task_id, changed = task.id, True
+        if changed and self.fix:
+            self.worktrees.index.save(entries)
+
+    def _check_leftovers(self, entries: list[WorktreeEntry]) -> None:
+        trash = self.project.trash_dir
+        if trash.is_dir() and any(trash.iterdir()) and self._found("an interrupted delete left files in .trash"):
+            self.worktrees.empty_trash()
+        live = {e.name for e in entries if e.live}
+        tmp_root = self.project.tmp_root
+        if tmp_root.is_dir():
+            for tmp in tmp_root.iterdir():
+                if tmp.name not in live and self._found(f"temp dir of removed worktree {tmp.name}; deleted it"):
+                    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def reconcile(project: Project, fix: bool, sessions: SessionControl | None = None) -> list[str]:
+    """Report (and with `fix`, repair) every disagreement between tasks, index and git."""
+    return Reconciler(project, sessions).run(fix)

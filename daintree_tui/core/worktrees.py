@@ -1,0 +1,461 @@
+"""Worktrees, the execution plane: create, list, status, run, keep, remove (DESIGN.md section 3).
+
+Every operation validates its input before any side effect, and every create either completes or rolls back
+everything it did. A journal file per in-flight operation lets `doctor --fix` finish or undo what a `kill -9`
+interrupted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from daintree_tui.core import deps
+from daintree_tui.core import git as g
+from daintree_tui.core.environment import worktree_env
+from daintree_tui.core.errors import DaintreeError, InputError, OperationError
+from daintree_tui.core.hooks import run_hooks
+from daintree_tui.core.index import Index, find
+from daintree_tui.core.log import warn
+from daintree_tui.core.models import Task, WorktreeEntry, WorktreeStatus
+from daintree_tui.core.ports import lease_block
+from daintree_tui.core.project import Project
+from daintree_tui.core.runner import RunResult, run_command
+from daintree_tui.core.store import read_json, write_json
+from daintree_tui.core.tasks import TaskService
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+DEFAULT_RUN_TIMEOUT = 300.0
+
+
+class SessionControl(Protocol):
+    """What the worktree service needs of a session host: stopping a worktree's session before removal."""
+
+    def stop(self, name: str) -> bool: ...
+
+
+def validate_name(name: str) -> None:
+    """Reject a worktree name that is not `[A-Za-z0-9][A-Za-z0-9._-]{0,62}` (no `..`, no trailing `.`/`.lock`)."""
+    if not NAME_RE.match(name) or name.endswith((".", ".lock")) or ".." in name:
+        raise InputError(
+            f"invalid worktree name {name!r}: use 1-63 letters, digits, '.', '_' or '-', starting with a letter "
+            "or digit, without '..' and not ending in '.' or '.lock'"
+        )
+
+
+def slugify(text: str, limit: int = 40) -> str:
+    """A worktree name from free text (a task subject): lowercase words joined by '-'."""
+    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:limit].strip("-")
+    return slug or "task"
+
+
+@dataclass(frozen=True)
+class Facts:
+    """Live git facts about one worktree, computed on demand."""
+
+    exists: bool
+    dirty: int = 0
+    ahead: int = 0
+    behind: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"exists": self.exists, "dirty": self.dirty, "ahead": self.ahead, "behind": self.behind}
+
+
+@dataclass
+class RemoveResult:
+    name: str
+    message: str
+    removed: bool
+    branch_deleted: bool = False
+    warnings: list[str] = field(default_factory=list)
+    entry: WorktreeEntry | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "removed": self.removed, "message": self.message,
+                               "branch_deleted": self.branch_deleted, "warnings": self.warnings}
+        if self.entry is not None:
+            out["worktree"] = self.entry.to_dict()
+        return out
+
+
+class _Undo:
+    """A stack of compensating actions, run newest first; each failure is reported, none stops the rest."""
+
+    def __init__(self) -> None:
+        self._steps: list[tuple[str, Callable[[], None]]] = []
+
+    def push(self, what: str, step: Callable[[], None]) -> None:
+        self._steps.append((what, step))
+
+    def run(self) -> None:
+        for what, step in reversed(self._steps):
+            try:
+                step()
+            except Exception as exc:  # keep undoing: one failed step must not strand the others
+                warn(f"rollback: could not {what}: {exc}")
+        self._steps.clear()
+
+
+class WorktreeService:
+    """The worktree lifecycle over one project."""
+
+    def __init__(self, project: Project, sessions: SessionControl | None = None) -> None:
+        self.project = project
+        self.index = Index(project)
+        self.tasks = TaskService(project)
+        self.sessions = sessions
+
+    @property
+    def cfg(self) -> Any:
+        return self.project.config
+
+    def branch_for(self, name: str) -> str:
+        return f"{self.cfg.branch_prefix}{name}"
+
+    # -- journal ---------------------------------------------------------------------------------------------
+
+    def _journal(self, name: str) -> Path:
+        return self.project.journal_dir / f"{name}.json"
+
+    def _journal_write(self, name: str, **data: Any) -> None:
+        write_json(self._journal(name), {"name": name, "started": time.time(), **data})
+
+    def journal_clear(self, name: str) -> None:
+        for path in (self._journal(name), self._journal(name).with_name(f"{name}.json.bak")):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+    def journals(self) -> list[dict[str, Any]]:
+        out = []
+        if self.project.journal_dir.is_dir():
+            for path in sorted(self.project.journal_dir.glob("*.json")):
+                data, _ = read_json(path, "journal")
+                if isinstance(data, dict) and "name" in data:
+                    out.append(data)
+        return out
+
+    # -- reading ---------------------------------------------------------------------------------------------
+
+    def entries(self, include_removed: bool = False) -> list[WorktreeEntry]:
+        entries = self.index.load() if self.project.is_git else []
+        return [e for e in entries if include_removed or e.live]
+
+    def get(self, name: str, *, live: bool = False) -> WorktreeEntry:
+        entry = find(self.entries(include_removed=True), name)
+        if entry is None or (live and not entry.live):
+            raise InputError(f"no worktree named {name!r}" + (" (it was removed)" if entry else ""))
+        return entry
+
+    def facts(self, entry: WorktreeEntry) -> Facts:
+        path = Path(entry.path)
+        if not entry.live or not (path / ".git").exists():
+            return Facts(exists=path.is_dir())
+        try:
+            dirty = len(g.dirty_files(path))
+        except OperationError:
+            dirty = 0
+        base = g.rev_parse_commit(self.project.root, entry.base_ref) or entry.base_commit
+        ahead, behind = g.ahead_behind(self.project.root, base, entry.branch)
+        return Facts(True, dirty, ahead, behind)
+
+    def facts_for(self, entries: Sequence[WorktreeEntry]) -> dict[str, Facts]:
+        """Facts for many worktrees at once: git runs in parallel, a few forks at a time."""
+        with ThreadPoolExecutor(max_workers=min(8, max(1, len(entries)))) as pool:
+            return dict(zip([e.name for e in entries], pool.map(self.facts, entries), strict=True))
+
+    def dirty_files(self, entry: WorktreeEntry) -> list[str]:
+        path = Path(entry.path)
+        if not (path / ".git").exists():
+            return []
+        return g.dirty_files(path)
+
+    # -- create ----------------------------------------------------------------------------------------------
+
+    def _validate_create(self, entries: list[WorktreeEntry], name: str, task_id: int | None,
+                         base_ref: str) -> tuple[Task | None, str, bool]:
+        existing = find(entries, name)
+        if existing is not None and existing.live:
+            raise InputError(f"worktree {name!r} already exists ({existing.status})")
+        task = None
+        if task_id is not None:
+            task = self.tasks.get(task_id)
+            bound = find(entries, task.worktree) if task.worktree else None
+            if bound is not None and bound.live:
+                raise InputError(f"task {task_id} is already bound to worktree {bound.name!r}")
+        base_commit = g.rev_parse_commit(self.project.root, base_ref)
+        if base_commit is None:
+            raise InputError(f"invalid base ref {base_ref!r}: it names no commit")
+        branch = self.branch_for(name)
+        reset_branch = False
+        if g.branch_exists(self.project.root, branch):
+            # The branch of a removed worktree of the same name may be reused when resetting it loses nothing.
+            reusable = (existing is not None and existing.branch == branch
+                        and g.is_ancestor(self.project.root, branch, base_commit))
+            if not reusable:
+                raise InputError(f"branch {branch} already exists (delete it or choose another name)")
+            reset_branch = True
+        path = self.project.worktree_path(name)
+        if path.is_symlink() or (path.exists() and (not path.is_dir() or any(path.iterdir()))):
+            raise InputError(f"target directory {path} exists and is not empty")
+        return task, base_commit, reset_branch
+
+    def create(self, name: str, task_id: int | None = None, base: str | None = None) -> WorktreeEntry:
+        """Create worktree `name` on branch `wt/<name>` from `base`, bound to task `task_id`.
+
+        Raises:
+            InputError: rejected before any side effect.
+            OperationError: a step failed; everything done so far was rolled back.
+        """
+        project = self.project
+        project.require_git()
+        validate_name(name)
+        branch = self.branch_for(name)
+        if not g.branch_name_ok(project.root, branch):
+            raise InputError(f"invalid worktree name {name!r}: {branch} is not a valid branch name")
+        base_ref = base or self.cfg.base
+        with project.lock.hold():
+            entries = self.index.load(heal=True)
+            task, base_commit, reset_branch = self._validate_create(entries, name, task_id, base_ref)
+            entry = self._create_locked(entries, name, task, base_ref, base_commit, reset_branch)
+        try:
+            run_hooks(project, "post_create", entry)
+        except DaintreeError as exc:
+            with project.lock.hold():
+                self._rollback_created(entry, reset_branch)
+            project.events.append("worktree.create.failed", worktree=entry.brief(), error=str(exc),
+                                  task=task.brief() if task else None)
+            raise OperationError(f"create {name} rolled back: {exc}") from None
+        project.events.append("worktree.create.after", worktree=entry.brief(), task=task.brief() if task else None)
+        return entry
+
+    def _create_locked(self, entries: list[WorktreeEntry], name: str, task: Task | None, base_ref: str,
+                       base_commit: str, reset_branch: bool) -> WorktreeEntry:
+        project, root = self.project, self.project.root
+        branch = self.branch_for(name)
+        path = project.worktree_path(name)
+        old_tip = g.rev_parse_commit(root, branch) if reset_branch else None
+        project.ensure_excluded()
+        self._journal_write(name, op="create", path=str(path), branch=branch, base_commit=base_commit,
+                            reset_branch=reset_branch)
+        brief = {"name": name, "path": str(path), "branch": branch}
+        project.events.append("worktree.create.before", worktree=brief, task=task.brief() if task else None)
+        undo = _Undo()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            g.git(root, "worktree", "add", "--quiet", "-B" if reset_branch else "-b", branch, str(path), base_commit)
+            # Pushed before the directory's removal so that it runs after it: git keeps a checked-out branch.
+            if old_tip:
+                undo.push("restore the branch", lambda: g.git(root, "branch", "-f", branch, old_tip))
+            else:
+                undo.push("delete the branch", lambda: g.git(root, "branch", "-D", branch))
+            undo.push("remove the worktree directory", lambda: self.discard_worktree(path))
+            skip = [project.worktrees_root, project.state_dir, project.tasks_dir]
+            includes = deps.files_to_include(root, deps.include_patterns(root, self.cfg), skip)
+            copied = deps.copy_includes(root, path, includes)
+            assert project.common_dir is not None
+            linked = deps.link_dependencies(root, path, self.cfg, project.common_dir)
+            tmpdir = project.tmpdir_for(name)
+            tmpdir.mkdir(parents=True, exist_ok=True)
+            undo.push("remove the temp dir", lambda: shutil.rmtree(tmpdir, ignore_errors=True))
+            leased = [p for e in entries if e.live for p in e.ports]
+            ports = lease_block(leased, self.cfg.ports_range, self.cfg.ports_per_worktree)
+            entry = WorktreeEntry(name=name, path=str(path), branch=branch, base_ref=base_ref,
+                                  base_commit=base_commit, task_id=task.id if task else None, ports=ports,
+                                  created_at=time.time())
+            previous = list(entries)
+            self.index.save([e for e in entries if e.name != name] + [entry])
+            undo.push("restore the index", lambda: self.index.save(previous))
+            if task is not None:
+                before = task.to_dict()
+                self.tasks.bind(task.id, name)
+                undo.push("restore the task", lambda: write_json(self.tasks.path(task.id), before))
+        except BaseException as exc:
+            undo.run()
+            self.journal_clear(name)
+            reason = str(exc) if isinstance(exc, DaintreeError) else f"{type(exc).__name__}: {exc}"
+            project.events.append("worktree.create.failed", worktree=brief, task=task.brief() if task else None,
+                                  error=reason)
+            if isinstance(exc, DaintreeError):
+                raise
+            if isinstance(exc, OSError):
+                raise OperationError(f"create {name} failed and was rolled back: {exc}") from None
+            raise
+        self.journal_clear(name)
+        if copied or linked:
+            project.events.append("deps.linked", worktree=entry.brief(), copied=copied, linked=linked)
+        project.events.append("port.assigned", worktree=entry.brief(), ports=ports)
+        return entry
+
+    def discard_worktree(self, path: Path) -> None:
+        """Remove a worktree directory this process just made (never the user's: create checked it was new)."""
+        g.git(self.project.root, "worktree", "remove", "--force", "--force", str(path), check=False)
+        shutil.rmtree(path, ignore_errors=True)
+        g.git(self.project.root, "worktree", "prune", check=False)
+
+    def _rollback_created(self, entry: WorktreeEntry, reset_branch: bool) -> None:
+        """Undo a create whose post_create hook failed (the index entry and task binding exist already)."""
+        self.discard_worktree(Path(entry.path))
+        if not reset_branch:
+            g.git(self.project.root, "branch", "-D", entry.branch, check=False)
+        shutil.rmtree(self.project.tmpdir_for(entry.name), ignore_errors=True)
+        entries = [e for e in self.index.load(heal=True) if e.name != entry.name]
+        self.index.save(entries)
+        if entry.task_id is not None:
+            self.tasks.unbind(entry.task_id)
+
+    # -- keep ------------------------------------------------------------------------------------------------
+
+    def keep(self, name: str) -> WorktreeEntry:
+        """Mark an active worktree kept: its dir, branch, ports and session stay."""
+        self.project.require_git()
+        with self.project.lock.hold():
+            entries = self.index.load(heal=True)
+            entry = find(entries, name)
+            if entry is None:
+                raise InputError(f"no worktree named {name!r}")
+            if entry.status != WorktreeStatus.ACTIVE:
+                raise InputError(f"worktree {name!r} is {entry.status}; only an active worktree can be kept")
+            entry.status = WorktreeStatus.KEPT
+            entry.kept_at = time.time()
+            self.index.save(entries)
+            task = self.tasks.find(entry.task_id) if entry.task_id is not None else None
+            self.project.events.append("worktree.keep", worktree=entry.brief(), task=task.brief() if task else None)
+        return entry
+
+    # -- remove ----------------------------------------------------------------------------------------------
+
+    def remove(self, name: str, *, force: bool = False, complete_task: bool = False,
+               delete_branch: bool = False) -> RemoveResult:
+        """Remove a worktree: refuse uncommitted work unless forced, stop its session, free its ports,
+        unbind (or complete) its task, and delete its branch only when asked and merged (or forced)."""
+        project = self.project
+        project.require_git()
+        validate_name(name)
+        entry = self.get(name)
+        if not entry.live:
+            return RemoveResult(name, f"worktree {name} is already removed", removed=False, entry=entry)
+        path = Path(entry.path)
+        if not force:
+            dirty = self.dirty_files(entry)
+            if dirty:
+                shown = ", ".join(dirty[:10]) + (f" and {len(dirty) - 10} more" if len(dirty) > 10 else "")
+                raise OperationError(f"worktree {name} has uncommitted changes: {shown} (use --force to discard)")
+        if path.is_dir():
+            run_hooks(project, "pre_remove", entry)
+        if self.sessions is not None:
+            with contextlib.suppress(Exception):
+                self.sessions.stop(name)
+        with project.lock.hold():
+            entries = self.index.load(heal=True)
+            entry = find(entries, name) or entry
+            if not entry.live:
+                return RemoveResult(name, f"worktree {name} is already removed", removed=False, entry=entry)
+            if not force and path.is_dir():
+                dirty = self.dirty_files(entry)  # again under the lock: the agent may have written since
+                if dirty:
+                    raise OperationError(f"worktree {name} has uncommitted changes: {', '.join(dirty[:10])}")
+            self._journal_write(name, op="remove", path=str(path), force=force, complete_task=complete_task)
+            bound = self.tasks.find(entry.task_id) if entry.task_id is not None else None
+            project.events.append("worktree.remove.before", worktree=entry.brief(),
+                                  task=bound.brief() if bound else None)
+            try:
+                self.finish_remove(entries, entry, complete_task)
+            except BaseException as exc:
+                reason = str(exc) if isinstance(exc, DaintreeError) else f"{type(exc).__name__}: {exc}"
+                project.events.append("worktree.remove.failed", worktree=entry.brief(), error=reason)
+                if isinstance(exc, OSError):
+                    raise OperationError(f"remove {name} failed: {exc}") from None
+                raise
+        result = RemoveResult(name, f"removed worktree {name}", removed=True, entry=entry)
+        if delete_branch:
+            self._delete_branch(entry, force, result)
+        run_hooks(project, "post_remove", entry, cwd=project.root)
+        return result
+
+    def finish_remove(self, entries: list[WorktreeEntry], entry: WorktreeEntry, complete_task: bool) -> None:
+        """The locked part of remove, also used by reconcile to finish an interrupted remove."""
+        project = self.project
+        path = Path(entry.path)
+        if path.is_dir():
+            self._move_to_trash(path)
+        g.git(project.root, "worktree", "prune", check=False)
+        tmpdir = project.tmpdir_for(entry.name)
+        if tmpdir.exists():
+            self._move_to_trash(tmpdir)
+        released = entry.ports
+        entry.status = WorktreeStatus.REMOVED
+        entry.removed_at = time.time()
+        entry.ports = []
+        self.index.save(entries)
+        if released:
+            project.events.append("port.released", worktree=entry.brief(), ports=released)
+        task = None
+        if entry.task_id is not None:
+            task = self.tasks.unbind(entry.task_id, complete=complete_task)
+        self.journal_clear(entry.name)
+        project.events.append("worktree.remove.after", worktree=entry.brief(), task=task.brief() if task else None)
+        self.empty_trash(background=True)
+
+    def _move_to_trash(self, path: Path) -> None:
+        """Rename a tree into `.worktrees/.trash/` (instant); the slow delete happens in the background."""
+        trash = self.project.trash_dir
+        trash.mkdir(parents=True, exist_ok=True)
+        target = trash / f"{path.name}-{uuid.uuid4().hex[:8]}"
+        try:
+            os.rename(path, target)
+        except OSError:
+            # Another filesystem (worktree_dir elsewhere): delete in place.
+            shutil.rmtree(path, ignore_errors=True)
+
+    def empty_trash(self, background: bool = False) -> None:
+        """Delete what remove left in the trash; an interrupted delete is finished by the next call."""
+        trash = self.project.trash_dir
+        if not trash.is_dir() or not any(trash.iterdir()):
+            return
+        if background:
+            subprocess.Popen(["rm", "-rf", "--", *[str(p) for p in trash.iterdir()]], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        else:
+            for child in trash.iterdir():
+                shutil.rmtree(child, ignore_errors=True)
+
+    def _delete_branch(self, entry: WorktreeEntry, force: bool, result: RemoveResult) -> None:
+        root = self.project.root
+        if not g.branch_exists(root, entry.branch):
+            return
+        targets = [t for t in (g.rev_parse_commit(root, entry.base_ref), g.rev_parse_commit(root, "HEAD")) if t]
+        merged = any(g.is_ancestor(root, entry.branch, t) for t in targets)
+        if merged or force:
+            g.git(root, "branch", "-D", entry.branch)
+            result.branch_deleted = True
+        else:
+            msg = f"branch {entry.branch} kept: it is not merged into {entry.base_ref} (use --force to delete it)"
+            result.warnings.append(msg)
+            warn(msg)
+
+    # -- run -------------------------------------------------------------------------------------------------
+
+    def run(self, name: str, argv: Sequence[str], timeout: float | None = DEFAULT_RUN_TIMEOUT) -> RunResult:
+        """Run a command in the worktree with its environment; returns its exit code and capped output."""
+        self.project.require_git()
+        if not argv:
+            raise InputError("run needs a command after --")
+        if timeout is not None and timeout <= 0:
+            raise InputError("--timeout must be a positive number of seconds")
+        entry = self.get(name, live=True)
+        path = Path(entry.path)
+        if not path.is_dir():
+            raise OperationError(f"worktree {name} has no directory at {path} (run `daintree doctor --fix`)")
+        self.project.tmpdir_for(name).mkdir(parents=True, exist_ok=True)
+        return run_command(list(argv), path, worktree_env(self.project, entry), timeout)

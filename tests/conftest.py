@@ -1,0 +1,92 @@
+"""Shared fixtures: real git repositories in tmp_path, the real CLI in a subprocess, a private user config."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "Test", "GIT_AUTHOR_EMAIL": "test@example.invalid",
+    "GIT_COMMITTER_NAME": "Test", "GIT_COMMITTER_EMAIL": "test@example.invalid",
+}
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test gets its own user config/data dirs and a git identity; nothing of the real user's leaks in."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / "state"))
+    monkeypatch.delenv("CLAUDECODE", raising=False)
+    monkeypatch.delenv("DAINTREE_WORKTREE", raising=False)
+    for key, value in GIT_IDENTITY.items():
+        monkeypatch.setenv(key, value)
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True).stdout
+
+
+def make_repo(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q", "-b", "main")
+    (path / "README.md").write_text("# demo\n")
+    (path / "app.py").write_text("print('hello')\n")
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "initial")
+    return path
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A real git repository with one commit on `main`."""
+    return make_repo(tmp_path / "repo")
+
+
+class CLI:
+    """Runs the real `daintree` CLI in a subprocess."""
+
+    def __init__(self, cwd: Path) -> None:
+        self.cwd = cwd
+
+    def __call__(self, *args: str, cwd: Path | None = None, timeout: float = 60,
+                 env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "daintree_tui", *args], cwd=cwd or self.cwd, capture_output=True, text=True,
+            timeout=timeout, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL,
+        )
+
+    def json(self, *args: str, cwd: Path | None = None) -> Any:
+        proc = self(*args, "--json", cwd=cwd)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+    def ok(self, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        proc = self(*args, cwd=cwd)
+        assert proc.returncode == 0, f"{args}: rc={proc.returncode} stderr={proc.stderr}"
+        return proc
+
+
+@pytest.fixture
+def cli(repo: Path) -> CLI:
+    return CLI(repo)
+
+
+def events(repo: Path) -> list[dict[str, Any]]:
+    path = repo / ".worktrees" / "events.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture
+def project(repo: Path) -> Iterator[Any]:
+    from daintree_tui.core.project import Project
+
+    yield Project.discover(repo)

@@ -1,0 +1,47 @@
+"""Store: atomic JSON with .bak recovery, and an event log that survives torn lines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from daintree_tui.core.store import EventLog, read_json, write_json
+
+
+def test_write_json_keeps_backup_and_recovers(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    write_json(path, {"a": 1})
+    assert json.loads(path.with_name("state.json.bak").read_text()) == {"a": 1}
+    path.write_text('{"a": ')  # torn by something outside our control
+    data, problem = read_json(path, "state")
+    assert data == {"a": 1}
+    assert problem is not None and "recovered" in problem
+
+
+def test_read_json_without_backup_reports(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    path.write_text("not json")
+    data, problem = read_json(path, "state")
+    assert data is None and problem is not None and "no usable backup" in problem
+    assert read_json(tmp_path / "absent.json", "x") == (None, None)
+
+
+def test_event_log_reads_past_torn_line_and_writer_starts_fresh_line(tmp_path: Path) -> None:
+    log = EventLog(tmp_path / "events.jsonl")
+    log.append("task.created", task={"id": 1})
+    with log.path.open("a") as fh:
+        fh.write('{"event": "worktree.create.bef')  # a writer killed mid-line
+    log.append("task.updated", task={"id": 1})
+    records, skipped = log.read()
+    assert [r["event"] for r in records] == ["task.created", "task.updated"]
+    assert skipped == 1
+    assert log.path.read_text().endswith("\n")
+    last, _ = log.read(limit=1)
+    assert [r["event"] for r in last] == ["task.updated"]
+
+
+def test_event_record_shape(tmp_path: Path) -> None:
+    log = EventLog(tmp_path / "events.jsonl")
+    rec = log.append("worktree.keep", worktree={"name": "x"})
+    assert set(rec) >= {"event", "ts", "task", "worktree"}
+    assert isinstance(rec["ts"], float)

@@ -1,0 +1,89 @@
+"""Tasks through the service and the real CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import CLI
+
+
+def test_create_list_show_update(cli: CLI, repo: Path) -> None:
+    t1 = cli.json("task", "create", "Refactor auth", "--description", "use jwt")
+    assert t1["id"] == 1 and t1["status"] == "pending" and t1["worktree"] == "" and t1["blockedBy"] == []
+    t2 = cli.json("task", "create", "UI login", "--blocked-by", "1")
+    assert t2["id"] == 2 and t2["blockedBy"] == [1]
+    stored = json.loads((repo / ".tasks" / "task_1.json").read_text())
+    assert set(stored) >= {"id", "subject", "description", "status", "owner", "worktree", "blockedBy",
+                           "created_at", "updated_at"}
+    assert (repo / ".tasks" / "task_1.json").read_text().startswith('{\n  "id": 1')  # indent 2
+    assert [t["id"] for t in cli.json("task", "list")] == [1, 2]
+    upd = cli.json("task", "update", "1", "--status", "in_progress", "--owner", "alice")
+    assert upd["status"] == "in_progress" and upd["owner"] == "alice"
+    assert [t["id"] for t in cli.json("task", "list", "--status", "in_progress")] == [1]
+    assert cli.json("task", "show", "2")["subject"] == "UI login"
+    # the primary's git status stays clean
+    assert subprocess.run(["git", "status", "--short"], cwd=repo, capture_output=True, text=True).stdout == ""
+
+
+def test_unknown_fields_are_kept(cli: CLI, repo: Path) -> None:
+    cli.ok("task", "create", "x")
+    path = repo / ".tasks" / "task_1.json"
+    data = json.loads(path.read_text())
+    data["custom"] = {"keep": True}
+    path.write_text(json.dumps(data))
+    cli.ok("task", "update", "1", "--owner", "bob")
+    assert json.loads(path.read_text())["custom"] == {"keep": True}
+
+
+def test_bad_inputs_exit_2_with_one_line(cli: CLI) -> None:
+    cli.ok("task", "create", "x")
+    for args in (["task", "show", "99"], ["task", "show", "abc"], ["task", "update", "1", "--status", "done"],
+                 ["task", "update", "0", "--status", "pending"], ["task", "create", "  "],
+                 ["task", "create", "y", "--blocked-by", "7"], ["task", "update", "1"], ["task", "bogus"],
+                 ["task"]):
+        proc = cli(*args)
+        assert proc.returncode == 2, args
+        assert len(proc.stderr.strip().splitlines()) == 1, (args, proc.stderr)
+        assert "Traceback" not in proc.stderr
+
+
+def test_junk_and_corrupt_task_files_are_skipped_with_warning(cli: CLI, repo: Path) -> None:
+    cli.ok("task", "create", "good")
+    (repo / ".tasks" / "notes.txt").write_text("hello")
+    (repo / ".tasks" / "task_7.json").write_text("{broken")
+    proc = cli("task", "list", "--json")
+    assert proc.returncode == 0
+    assert [t["id"] for t in json.loads(proc.stdout)] == [1]
+    assert "notes.txt" in proc.stderr and "task_7.json" in proc.stderr
+    # the next id still never collides with the corrupt file's id
+    assert cli.json("task", "create", "next")["id"] == 8
+
+
+def test_corrupt_task_file_recovers_from_backup(cli: CLI, repo: Path) -> None:
+    cli.ok("task", "create", "precious")
+    (repo / ".tasks" / "task_1.json").write_text('{"id": 1, "subj')
+    tasks = cli.json("task", "list")
+    assert tasks[0]["subject"] == "precious"
+
+
+def test_three_processes_creating_never_share_an_id(repo: Path) -> None:
+    code = ("import sys; from daintree_tui.core.project import Project; from daintree_tui.core.tasks import "
+            "TaskService; s = TaskService(Project.discover(sys.argv[1]));"
+            "[s.create(f'task {sys.argv[2]}-{i}') for i in range(15)]")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(repo), str(n)]) for n in range(3)]
+    assert all(p.wait(timeout=60) == 0 for p in procs)
+    files = sorted((repo / ".tasks").glob("task_*.json"))
+    ids = sorted(json.loads(f.read_text())["id"] for f in files)
+    assert ids == list(range(1, 46))
+
+
+def test_tasks_work_outside_git(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    cli = CLI(plain)
+    assert cli.json("task", "create", "no git here")["id"] == 1
+    proc = cli("worktree", "list")
+    assert proc.returncode == 2 and "not a git repository" in proc.stderr

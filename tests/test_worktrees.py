@@ -1,0 +1,363 @@
+"""The worktree lifecycle, through the real CLI over real git repositories (DESIGN.md section 3)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CLI, events, git
+
+
+def test_seed_walkthrough(cli: CLI, repo: Path) -> None:
+    cli.ok("task", "create", "Refactor auth")
+    cli.ok("task", "create", "Login UI")
+    auth = cli.json("worktree", "create", "auth-refactor", "--task", "1")
+    assert auth["branch"] == "wt/auth-refactor" and auth["task_id"] == 1 and auth["status"] == "active"
+    assert Path(auth["path"]) == repo / ".worktrees" / "auth-refactor"
+    assert len(auth["ports"]) == 3
+    ui = cli.json("wt", "create", "ui-login", "--task", "2")
+    assert not set(ui["ports"]) & set(auth["ports"])
+    assert cli.json("task", "show", "1")["status"] == "in_progress"
+    assert cli.json("task", "show", "1")["worktree"] == "auth-refactor"
+    run = cli("worktree", "run", "ui-login", "--", "git", "status", "--short")
+    assert run.returncode == 0 and run.stdout == ""
+    assert cli.json("worktree", "keep", "ui-login")["status"] == "kept"
+    removed = cli.json("worktree", "remove", "auth-refactor", "--complete-task")
+    assert removed["removed"] is True
+    assert not (repo / ".worktrees" / "auth-refactor").exists()
+    assert cli.json("task", "show", "1")["status"] == "completed"
+    assert cli.json("task", "show", "1")["worktree"] == ""
+    names = [e["name"] for e in cli.json("worktree", "list")]
+    assert names == ["ui-login"]
+    assert {e["name"] for e in cli.json("worktree", "list", "--all")} == {"ui-login", "auth-refactor"}
+    seq = [(e["event"], e["worktree"].get("name")) for e in events(repo)
+           if e["event"].startswith("worktree.") or e["event"] == "task.completed"]
+    assert seq == [
+        ("worktree.create.before", "auth-refactor"), ("worktree.create.after", "auth-refactor"),
+        ("worktree.create.before", "ui-login"), ("worktree.create.after", "ui-login"),
+        ("worktree.keep", "ui-login"),
+        ("worktree.remove.before", "auth-refactor"), ("task.completed", "auth-refactor"),
+        ("worktree.remove.after", "auth-refactor"),
+    ]
+    assert git(repo, "status", "--short") == ""
+    index = json.loads((repo / ".worktrees" / "index.json").read_text())
+    entry = next(e for e in index["worktrees"] if e["name"] == "auth-refactor")
+    assert entry["status"] == "removed" and entry["ports"] == [] and "removed_at" in entry
+
+
+@pytest.mark.parametrize("name", ["-bad", "a..b", "x.lock", "end.", "sp ace", "a" * 64, "ü", "a/b", ""])
+def test_invalid_names_rejected_without_side_effects(cli: CLI, repo: Path, name: str) -> None:
+    proc = cli("worktree", "create", name)
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not (repo / ".worktrees" / "events.jsonl").exists()
+
+
+def test_rejections_exit_2_and_emit_nothing(cli: CLI, repo: Path) -> None:
+    cli.ok("task", "create", "t")
+    cli.ok("worktree", "create", "one", "--task", "1")
+    before = len(events(repo))
+    git(repo, "branch", "wt/taken")
+    (repo / ".worktrees" / "full").mkdir()
+    (repo / ".worktrees" / "full" / "x").write_text("x")
+    cases = [
+        ["worktree", "create", "one"],                      # name already live
+        ["worktree", "create", "two", "--task", "9"],       # missing task
+        ["worktree", "create", "two", "--task", "1"],       # task bound to a live worktree
+        ["worktree", "create", "two", "--base", "nope"],    # bad base ref
+        ["worktree", "create", "taken"],                    # existing branch
+        ["worktree", "create", "full"],                     # non-empty target dir
+        ["worktree", "keep", "ghost"],                      # unknown worktree
+        ["worktree", "remove", "ghost"],
+        ["worktree", "status", "ghost"],
+        ["worktree", "run", "ghost", "--", "true"],
+    ]
+    for args in cases:
+        proc = cli(*args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1, (args, proc.stderr)
+    assert len(events(repo)) == before
+    assert not (repo / ".worktrees" / "two").exists()
+
+
+def test_keep_only_from_active(cli: CLI) -> None:
+    cli.ok("worktree", "create", "k")
+    cli.ok("worktree", "keep", "k")
+    assert cli("worktree", "keep", "k").returncode == 2
+    cli.ok("worktree", "remove", "k")
+    assert cli("worktree", "keep", "k").returncode == 2
+
+
+def test_remove_refuses_dirty_work_and_names_files(cli: CLI, repo: Path) -> None:
+    cli.ok("task", "create", "t")
+    cli.ok("worktree", "create", "dirty", "--task", "1")
+    wt = repo / ".worktrees" / "dirty"
+    (wt / "app.py").write_text("changed\n")
+    (wt / "notes.md").write_text("untracked\n")
+    proc = cli("worktree", "remove", "dirty")
+    assert proc.returncode == 1
+    assert "app.py" in proc.stderr and "notes.md" in proc.stderr
+    assert (wt / "notes.md").read_text() == "untracked\n"
+    assert cli.json("worktree", "status", "dirty")["facts"]["dirty"] == 2
+    cli.ok("worktree", "remove", "dirty", "--force")
+    assert not wt.exists()
+    assert cli.json("task", "show", "1")["status"] == "pending"  # can be picked up again
+
+
+def test_remove_already_removed_is_a_noop(cli: CLI) -> None:
+    cli.ok("worktree", "create", "gone")
+    cli.ok("worktree", "remove", "gone")
+    proc = cli("worktree", "remove", "gone")
+    assert proc.returncode == 0 and "already removed" in proc.stdout
+
+
+def test_dir_deleted_by_hand_is_not_an_error(cli: CLI, repo: Path) -> None:
+    import shutil
+
+    cli.ok("worktree", "create", "manual")
+    shutil.rmtree(repo / ".worktrees" / "manual")
+    proc = cli("worktree", "remove", "manual")
+    assert proc.returncode == 0, proc.stderr
+    assert "manual" not in git(repo, "worktree", "list")
+
+
+def test_delete_branch_only_when_merged_unless_forced(cli: CLI, repo: Path) -> None:
+    cli.ok("worktree", "create", "merged")
+    cli.ok("worktree", "remove", "merged", "--delete-branch")
+    assert "wt/merged" not in git(repo, "branch", "--list")
+    cli.ok("worktree", "create", "work")
+    wt = repo / ".worktrees" / "work"
+    (wt / "feature.py").write_text("x = 1\n")
+    git(wt, "add", "-A")
+    git(wt, "commit", "-q", "-m", "feature")
+    proc = cli("worktree", "remove", "work", "--delete-branch")
+    assert proc.returncode == 0
+    assert "not merged" in proc.stderr
+    assert "wt/work" in git(repo, "branch", "--list")
+    cli.ok("worktree", "create", "work2")
+    wt2 = repo / ".worktrees" / "work2"
+    (wt2 / "f.py").write_text("y\n")
+    git(wt2, "add", "-A")
+    git(wt2, "commit", "-q", "-m", "f")
+    cli.ok("worktree", "remove", "work2", "--delete-branch", "--force")
+    assert "wt/work2" not in git(repo, "branch", "--list")
+
+
+def test_removed_name_can_be_created_again(cli: CLI, repo: Path) -> None:
+    cli.ok("worktree", "create", "again")
+    cli.ok("worktree", "remove", "again")
+    entry = cli.json("worktree", "create", "again")
+    assert entry["status"] == "active"
+    index = json.loads((repo / ".worktrees" / "index.json").read_text())
+    assert [e["name"] for e in index["worktrees"]].count("again") == 1
+    # but not when the old branch carries unmerged commits: that work is never thrown away
+    wt = repo / ".worktrees" / "again"
+    (wt / "n.txt").write_text("n")
+    git(wt, "add", "-A")
+    git(wt, "commit", "-q", "-m", "n")
+    cli.ok("worktree", "remove", "again")
+    proc = cli("worktree", "create", "again")
+    assert proc.returncode == 2 and "already exists" in proc.stderr
+
+
+def test_deps_copy_ignored_includes_and_link_node_modules(cli: CLI, repo: Path) -> None:
+    (repo / ".gitignore").write_text(".env\n.env.*\nnode_modules/\nsecret.txt\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-q", "-m", "ignore")
+    (repo / ".env").write_text("TOKEN=1\n")
+    (repo / ".env.local").write_text("LOCAL=1\n")
+    (repo / "secret.txt").write_text("not included\n")
+    (repo / "node_modules" / "left-pad").mkdir(parents=True)
+    (repo / "node_modules" / "left-pad" / "index.js").write_text("module.exports = 1\n")
+    cli.ok("worktree", "create", "deps")
+    wt = repo / ".worktrees" / "deps"
+    assert (wt / ".env").read_text() == "TOKEN=1\n" and not (wt / ".env").is_symlink()
+    assert (wt / ".env.local").exists()
+    assert not (wt / "secret.txt").exists()
+    assert (wt / "node_modules").is_symlink()
+    assert (wt / "node_modules").resolve() == (repo / "node_modules").resolve()
+    (wt / ".env").write_text("TOKEN=changed\n")
+    assert (repo / ".env").read_text() == "TOKEN=1\n"  # an agent's edit does not leak back
+    assert git(wt, "status", "--short") == ""  # the link never shows as untracked
+    linked = [e for e in events(repo) if e["event"] == "deps.linked"]
+    assert linked and linked[0]["linked"] == [{"path": "node_modules", "mode": "symlink"}]
+    cli.ok("worktree", "remove", "deps")  # nor blocks remove
+    assert (repo / "node_modules" / "left-pad" / "index.js").exists()
+
+
+def test_worktreeinclude_file_and_copy_mode(cli: CLI, repo: Path) -> None:
+    (repo / ".gitignore").write_text("*.key\nvendor/\n")
+    (repo / ".worktreeinclude").write_text("dev.key\n")
+    (repo / ".daintree.toml").write_text('[deps]\nlink = [{path = "vendor", mode = "copy"}]\n')
+    git(repo, "add", ".gitignore", ".worktreeinclude", ".daintree.toml")
+    git(repo, "commit", "-q", "-m", "cfg")
+    (repo / "dev.key").write_text("k")
+    (repo / "other.key").write_text("o")
+    (repo / "vendor").mkdir()
+    (repo / "vendor" / "lib.txt").write_text("lib")
+    cli.ok("worktree", "create", "inc")
+    wt = repo / ".worktrees" / "inc"
+    assert (wt / "dev.key").exists() and not (wt / "other.key").exists()
+    assert (wt / "vendor" / "lib.txt").read_text() == "lib" and not (wt / "vendor").is_symlink()
+
+
+def test_run_environment_exit_code_and_timeout(cli: CLI, repo: Path) -> None:
+    cli.ok("task", "create", "t")
+    entry = cli.json("worktree", "create", "envy", "--task", "1")
+    code = ("import os, json; print(json.dumps({k: os.environ.get(k) for k in "
+            "['DAINTREE_TASK_ID','DAINTREE_WORKTREE','DAINTREE_WORKTREE_PATH','DAINTREE_BRANCH','DAINTREE_ROOT',"
+            "'PORT','DAINTREE_PORT_0','DAINTREE_PORT_2','TMPDIR','CLAUDECODE']} | {'cwd': os.getcwd()}))")
+    proc = cli("worktree", "run", "envy", "--", sys.executable, "-c", code, env={"CLAUDECODE": "1"})
+    assert proc.returncode == 0, proc.stderr
+    env = json.loads(proc.stdout)
+    assert env["DAINTREE_TASK_ID"] == "1" and env["DAINTREE_WORKTREE"] == "envy"
+    assert env["DAINTREE_BRANCH"] == "wt/envy" and env["DAINTREE_ROOT"] == str(repo)
+    assert env["PORT"] == str(entry["ports"][0]) and env["DAINTREE_PORT_2"] == str(entry["ports"][2])
+    assert env["TMPDIR"] == str(repo / ".worktrees" / ".tmp" / "envy")
+    assert env["CLAUDECODE"] is None
+    assert env["cwd"] == entry["path"]
+    assert cli("worktree", "run", "envy", "--", "sh", "-c", "exit 7").returncode == 7
+    start = time.monotonic()
+    proc = cli("worktree", "run", "envy", "--timeout", "1", "--", "sleep", "30")
+    assert proc.returncode == 124 and time.monotonic() - start < 10
+
+
+def test_run_returns_while_background_child_holds_output(cli: CLI) -> None:
+    cli.ok("worktree", "create", "bg")
+    start = time.monotonic()
+    proc = cli("worktree", "run", "bg", "--", "sh", "-c", "sleep 30 & echo started")
+    assert proc.returncode == 0 and "started" in proc.stdout
+    assert time.monotonic() - start < 10
+
+
+def test_run_caps_output_and_marks_the_cut(cli: CLI) -> None:
+    cli.ok("worktree", "create", "loud")
+    proc = cli("worktree", "run", "loud", "--json", "--", sys.executable, "-c", "print('x' * 600000)")
+    result = json.loads(proc.stdout)
+    assert len(result["stdout"]) < 300 * 1024
+    assert "[output truncated: " in result["stdout"]
+
+
+def test_parallel_creates_get_unique_ports_and_entries(repo: Path) -> None:
+    procs = [subprocess.Popen([sys.executable, "-m", "daintree_tui", "worktree", "create", f"p{i}", "--json"],
+                              cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(3)]
+    outs = [p.communicate(timeout=60) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    ports = [port for out, _ in outs for port in json.loads(out)["ports"]]
+    assert len(ports) == len(set(ports)) == 9
+    index = json.loads((repo / ".worktrees" / "index.json").read_text())
+    assert sorted(e["name"] for e in index["worktrees"]) == ["p0", "p1", "p2"]
+
+
+def test_ports_skip_a_port_in_use(cli: CLI, repo: Path) -> None:
+    import socket
+
+    (repo / ".daintree.toml").write_text("[ports]\nrange = [3500, 3520]\nper_worktree = 2\n")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 3500))
+        sock.listen()
+        entry = cli.json("worktree", "create", "busy")
+    assert 3500 not in entry["ports"] and entry["ports"] == [3501, 3502]
+
+
+def test_failed_step_rolls_back_everything(cli: CLI, repo: Path) -> None:
+    (repo / ".daintree.toml").write_text("[ports]\nrange = [3600, 3601]\nper_worktree = 2\n")
+    cli.ok("worktree", "create", "first")
+    proc = cli("worktree", "create", "second")  # no ports left: fails after git worktree add
+    assert proc.returncode == 1 and "no block" in proc.stderr
+    assert not (repo / ".worktrees" / "second").exists()
+    assert "wt/second" not in git(repo, "branch", "--list")
+    assert "second" not in git(repo, "worktree", "list")
+    assert [e["name"] for e in cli.json("worktree", "list")] == ["first"]
+    assert events(repo)[-1]["event"] == "worktree.create.failed"
+
+
+def test_json_flag_before_or_after_subcommand(cli: CLI, repo: Path) -> None:
+    cli.ok("task", "create", "x")
+    a = subprocess.run([sys.executable, "-m", "daintree_tui", "--json", "--repo", str(repo), "task", "list"],
+                       capture_output=True, text=True, cwd="/")
+    b = subprocess.run([sys.executable, "-m", "daintree_tui", "task", "list", "--repo", str(repo), "--json"],
+                       capture_output=True, text=True, cwd="/")
+    assert a.returncode == b.returncode == 0
+    assert json.loads(a.stdout) == json.loads(b.stdout)
+
+
+def test_commands_from_inside_a_worktree_use_the_primary(cli: CLI, repo: Path) -> None:
+    cli.ok("task", "create", "x")
+    cli.ok("worktree", "create", "inner")
+    tasks = cli.json("task", "list", cwd=repo / ".worktrees" / "inner")
+    assert [t["id"] for t in tasks] == [1]
+    assert not (repo / ".worktrees" / "inner" / ".tasks").exists()
+
+
+def test_worktree_dir_elsewhere_keeps_state_under_dot_worktrees(cli: CLI, repo: Path, tmp_path: Path) -> None:
+    (repo / ".daintree.toml").write_text(f'worktree_dir = "{tmp_path / "trees"}"\n')
+    entry = cli.json("worktree", "create", "far")
+    assert Path(entry["path"]) == tmp_path / "trees" / "far"
+    assert (repo / ".worktrees" / "index.json").exists()
+    cli.ok("worktree", "remove", "far")
+    assert not (tmp_path / "trees" / "far").exists()
+
+
+def test_events_limit_and_json(cli: CLI) -> None:
+    cli.ok("task", "create", "a")
+    cli.ok("task", "create", "b")
+    recs = cli.json("worktree", "events", "--limit", "1")
+    assert len(recs) == 1 and recs[0]["event"] == "task.created" and recs[0]["task"]["id"] == 2
+
+
+def test_events_follow_prints_new_events(cli: CLI, repo: Path) -> None:
+    cli.ok("task", "create", "a")
+    proc = subprocess.Popen([sys.executable, "-m", "daintree_tui", "worktree", "events", "--follow", "--json",
+                             "--limit", "0"], cwd=repo, stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.0)
+        cli.ok("task", "create", "b")
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert json.loads(line)["task"]["subject"] == "b"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_remove_is_fast_for_a_large_tree(cli: CLI, repo: Path) -> None:
+    cli.ok("worktree", "create", "big")
+    wt = repo / ".worktrees" / "big"
+    gen = wt / "gen"
+    gen.mkdir()
+    for i in range(20000):
+        (gen / f"f{i}.txt").write_text("x")
+    (wt / ".git").exists()
+    start = time.monotonic()
+    proc = cli("worktree", "remove", "big", "--force")
+    elapsed = time.monotonic() - start
+    assert proc.returncode == 0
+    assert not wt.exists()
+    assert elapsed < 3.0, elapsed
+    deadline = time.monotonic() + 30
+    while any((repo / ".worktrees" / ".trash").iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any((repo / ".worktrees" / ".trash").iterdir())
+
+
+def test_env_tmpdir_removed_with_worktree(cli: CLI, repo: Path) -> None:
+    cli.ok("worktree", "create", "tmpy")
+    assert (repo / ".worktrees" / ".tmp" / "tmpy").is_dir()
+    cli.ok("worktree", "remove", "tmpy")
+    assert not (repo / ".worktrees" / ".tmp" / "tmpy").exists()
+
+
+def test_non_git_repo_flag(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    proc = CLI(plain)("worktree", "create", "x")
+    assert proc.returncode == 2 and proc.stderr.strip() == f"daintree: not a git repository: {plain}"
+    assert os.listdir(plain) == []
