@@ -14,7 +14,6 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, NoReturn
 
 from daintree_tui.core.errors import DaintreeError, InputError
@@ -352,7 +351,7 @@ def cmd_dashboard(args: argparse.Namespace, project: Project) -> int:
 # -- parser ----------------------------------------------------------------------------------------------------
 
 
-def _common() -> argparse.ArgumentParser:
+def _common() -> _Parser:
     common = _Parser(add_help=False)
     common.add_argument("--repo", metavar="PATH", default=argparse.SUPPRESS, help="the repository (default: cwd)")
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
@@ -360,7 +359,7 @@ def _common() -> argparse.ArgumentParser:
     return common
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> _Parser:
     common = _common()
     parser = _Parser(prog="daintree", parents=[common],
                      description="Parallel AI coding agents, each in its own git worktree.")

@@ -35,7 +35,7 @@ class Task:
     status: TaskStatus = TaskStatus.PENDING
     owner: str = ""
     worktree: str = ""
-    blockedBy: list[int] = field(default_factory=list)  # noqa: N815 - the on-disk name
+    blockedBy: list[int] = field(default_factory=list)
     created_at: float = 0.0
     updated_at: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)

@@ -90,18 +90,19 @@ class Reconciler:
                     self.worktrees.journal_clear(name)
 
     def _prune(self) -> None:
-        out = g.git(self.project.root, "worktree", "prune", "--dry-run", "--verbose", check=False).stdout.strip()
+        proc = g.git(self.project.root, "worktree", "prune", "--dry-run", "--verbose", check=False)
+        out = (proc.stdout + proc.stderr).strip()  # git reports on stderr
         if out and self._found(f"git has stale worktree records: {out.splitlines()[0]}"):
             g.git(self.project.root, "worktree", "prune", check=False)
 
     def _check_dirs(self, entries: list[WorktreeEntry]) -> None:
         for entry in entries:
-            if entry.live and not Path(entry.path).is_dir():
-                if self._found(f"worktree {entry.name}: its directory is gone; marked removed"):
-                    released = entry.ports
-                    entry.status, entry.removed_at, entry.ports = WorktreeStatus.REMOVED, time.time(), []
-                    if released:
-                        self.project.events.append("port.released", worktree=entry.brief(), ports=released)
+            gone = entry.live and not Path(entry.path).is_dir()
+            if gone and self._found(f"worktree {entry.name}: its directory is gone; marked removed"):
+                released = entry.ports
+                entry.status, entry.removed_at, entry.ports = WorktreeStatus.REMOVED, time.time(), []
+                if released:
+                    self.project.events.append("port.released", worktree=entry.brief(), ports=released)
 
     def _adopt_orphans(self, entries: list[WorktreeEntry]) -> None:
         live_paths = {Path(e.path) for e in entries if e.live}
@@ -132,26 +133,26 @@ class Reconciler:
         live = {e.name: e for e in entries if e.status in LIVE}
         tasks = {t.id: t for t in self.tasks.list()}
         for task in tasks.values():
-            if task.worktree and task.worktree not in live:
-                if self._found(f"task {task.id} is bound to {task.worktree!r}, which is not live; unbound it"):
-                    self.tasks.unbind(task.id)
+            stale = task.worktree and task.worktree not in live
+            if stale and self._found(f"task {task.id} is bound to {task.worktree!r}, which is not live; unbound it"):
+                self.tasks.unbind(task.id)
         changed = False
         for entry in live.values():
             if entry.task_id is None:
                 continue
-            task = tasks.get(entry.task_id)
-            if task is None:
+            bound_task = tasks.get(entry.task_id)
+            if bound_task is None:
                 if self._found(f"worktree {entry.name} names task {entry.task_id}, which does not exist; unlinked"):
                     entry.task_id, changed = None, True
                 continue
-            if task.worktree != entry.name and (not task.worktree or task.worktree not in live):
-                if self._found(f"task {task.id} was not bound to its worktree {entry.name}; bound it"):
-                    self.tasks.bind(task.id, entry.name)
+            unbound = bound_task.worktree != entry.name and (not bound_task.worktree or bound_task.worktree not in live)
+            if unbound and self._found(f"task {bound_task.id} was not bound to its worktree {entry.name}; bound it"):
+                self.tasks.bind(bound_task.id, entry.name)
         for task in tasks.values():
             bound = live.get(task.worktree)
-            if bound is not None and bound.task_id is None and task.status != TaskStatus.COMPLETED:
-                if self._found(f"worktree {bound.name} did not record task {task.id}; linked it"):
-                    bound.task_id, changed = task.id, True
+            missing = bound is not None and bound.task_id is None and task.status != TaskStatus.COMPLETED
+            if missing and bound and self._found(f"worktree {bound.name} did not record task {task.id}; linked it"):
+                bound.task_id, changed = task.id, True
         if changed and self.fix:
             self.worktrees.index.save(entries)
 

@@ -93,9 +93,9 @@ class _Undo:
     """A stack of compensating actions, run newest first; each failure is reported, none stops the rest."""
 
     def __init__(self) -> None:
-        self._steps: list[tuple[str, Callable[[], None]]] = []
+        self._steps: list[tuple[str, Callable[[], object]]] = []
 
-    def push(self, what: str, step: Callable[[], None]) -> None:
+    def push(self, what: str, step: Callable[[], object]) -> None:
         self._steps.append((what, step))
 
     def run(self) -> None:
