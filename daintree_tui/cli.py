@@ -179,6 +179,11 @@ def cmd_wt_create(args: argparse.Namespace, project: Project) -> int:
         from daintree_tui.sessions.presets import resolve_preset
 
         agent = resolve_preset(project.config, args.agent)  # a bad preset is rejected before anything happens
+        agent.check_program()
+        if _session_control(project) is None:
+            from daintree_tui.sessions.manager import SessionManager
+
+            SessionManager(project).host  # noqa: B018 - raises the clear "tmux is not installed" error
     entry = _worktrees(project).create(args.name, task_id=task_id, base=args.base)
     data = entry.to_dict()
     text = f"created worktree {entry.name} at {entry.path} (branch {entry.branch}, port {entry.ports[0]})"

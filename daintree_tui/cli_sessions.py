@@ -1,10 +1,145 @@
-"""CLI commands of the sessions layer (filled in by the sessions issue)."""
+"""CLI commands of the sessions layer: `session ...` and `demo`."""
 
 from __future__ import annotations
 
+import argparse
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+from daintree_tui.core.errors import InputError
+from daintree_tui.core.project import Project
+
+
+def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
+    from daintree_tui.cli import _emit as emit
+
+    emit(args, data, text)
+
+
+def _manager(project: Project) -> Any:
+    from daintree_tui.sessions.manager import SessionManager
+
+    return SessionManager(project)
+
+
+def cmd_session_start(args: argparse.Namespace, project: Project) -> int:
+    info = _manager(project).start(args.name, args.agent, prompt=args.prompt)
+    _emit(args, info.to_dict(), f"started session {info.session} ({info.agent}) in worktree {info.name}\n"
+                                f"log: {info.log}")
+    return 0
+
+
+_STATUS_GLYPH = {"starting": "…", "running": "▶", "waiting": "⏸", "exited": "■"}
+
+
+def cmd_session_list(args: argparse.Namespace, project: Project) -> int:
+    from daintree_tui.cli import _table
+
+    infos = _manager(project).list()
+    rows = [[i.name, i.session, i.agent,
+             f"{_STATUS_GLYPH.get(str(i.status), '?')} {i.status}"
+             + (f" ({i.exit_code})" if i.exit_code is not None else ""), str(i.pid or "-")] for i in infos]
+    _emit(args, [i.to_dict() for i in infos],
+          _table(rows, ["WORKTREE", "SESSION", "AGENT", "STATUS", "PID"]) or "no sessions")
+    return 0
+
+
+def cmd_session_send(args: argparse.Namespace, project: Project) -> int:
+    if args.text is None:
+        raise InputError("send needs TEXT")
+    _manager(project).send(args.name, args.text, enter=not args.no_enter, paste=args.paste)
+    _emit(args, {"name": args.name, "sent": len(args.text)}, f"sent {len(args.text)} characters to {args.name}")
+    return 0
+
+
+def cmd_session_keys(args: argparse.Namespace, project: Project) -> int:
+    _manager(project).keys(args.name, args.keys)
+    _emit(args, {"name": args.name, "keys": args.keys}, f"sent {' '.join(args.keys)} to {args.name}")
+    return 0
+
+
+def cmd_session_stop(args: argparse.Namespace, project: Project) -> int:
+    stopped = _manager(project).stop(args.name)
+    _emit(args, {"name": args.name, "stopped": stopped},
+          f"stopped session of {args.name}" if stopped else f"no session running for {args.name}")
+    return 0
+
+
+def cmd_session_capture(args: argparse.Namespace, project: Project) -> int:
+    text = _manager(project).capture(args.name, history=args.history)
+    _emit(args, {"name": args.name, "screen": text}, text)
+    return 0
+
+
+def cmd_session_log(args: argparse.Namespace, project: Project) -> int:
+    from daintree_tui.core.follow import follow_lines
+
+    project.require_git()
+    path = project.log_path(args.name)
+    if not path.exists() and not args.follow:
+        raise InputError(f"no log for worktree {args.name!r} ({path})")
+    if path.exists():
+        data = path.read_bytes()
+        if args.lines:
+            data = b"\n".join(data.split(b"\n")[-args.lines - 1:])
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    if args.follow:
+        for line in follow_lines(path):
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+    return 0
+
+
+def cmd_session_signal(args: argparse.Namespace, project: Project) -> int:
+    result = _manager(project).signal(args.name, args.state, exit_code=args.code)
+    _emit(args, result, f"{args.name}: {args.state}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace, project: Project) -> int:
+    from daintree_tui.demo.repo import create_demo_repo
+
+    path = create_demo_repo(Path(args.path).expanduser() if args.path else None, start_agents=True)
+    if args.no_ui:
+        _emit(args, {"path": str(path)}, str(path))
+        return 0
+    from daintree_tui.tui.app import run_dashboard
+
+    return run_dashboard(Project.discover(path))
 
 
 def register(sub: Any, add: Callable[..., Any]) -> None:
-    return None
+    session = add(sub, "session", None, "sessions: who does it (agents in terminals)")
+    ssub = session.add_subparsers(dest="session_command", metavar="ACTION", required=True)
+    p = add(ssub, "start", cmd_session_start, "start an agent in a worktree")
+    p.add_argument("name")
+    p.add_argument("--agent", metavar="PRESET")
+    p.add_argument("--prompt", help="first prompt (default: the bound task's subject and description)")
+    add(ssub, "list", cmd_session_list, "list sessions and their status")
+    p = add(ssub, "send", cmd_session_send, "type text into a session (then Enter)")
+    p.add_argument("name")
+    p.add_argument("text", nargs="?")
+    p.add_argument("--no-enter", action="store_true", help="do not press Enter after the text")
+    p.add_argument("--paste", action="store_true", help="send as one bracketed paste")
+    p = add(ssub, "keys", cmd_session_keys, "send tmux key names (Enter, C-c, Up) to a session")
+    p.add_argument("name")
+    p.add_argument("keys", nargs="+", metavar="KEY")
+    p = add(ssub, "stop", cmd_session_stop, "stop a session")
+    p.add_argument("name")
+    p = add(ssub, "capture", cmd_session_capture, "print a session's screen")
+    p.add_argument("name")
+    p.add_argument("--history", type=int, default=0, metavar="N", help="include N lines of scrollback")
+    p = add(ssub, "log", cmd_session_log, "print a session's output log")
+    p.add_argument("name")
+    p.add_argument("--follow", "-f", action="store_true")
+    p.add_argument("--lines", "-n", type=int, default=0, metavar="N", help="only the last N lines")
+    p = add(ssub, "signal", cmd_session_signal, "an agent's hook reports its state (waiting, running, exited)")
+    p.add_argument("name")
+    p.add_argument("state")
+    p.add_argument("--code", type=int, help="exit code, with exited")
+    p = add(sub, "demo", cmd_demo, "open the dashboard on a throwaway demo repository with demo agents")
+    p.add_argument("--no-ui", action="store_true", help="prepare the demo and print its path")
+    p.add_argument("--path", help="where to create it (default: a new temp dir)")

@@ -90,3 +90,30 @@ def project(repo: Path) -> Iterator[Any]:
     from daintree_tui.core.project import Project
 
     yield Project.discover(repo)
+
+
+@pytest.fixture
+def tmux_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A unique private tmux socket for this test; its server is killed at teardown."""
+    import uuid
+
+    name = f"daintree-test-{uuid.uuid4().hex[:10]}"
+    monkeypatch.setenv("DAINTREE_TMUX_SOCKET", name)
+    monkeypatch.delenv("DAINTREE_NO_TMUX", raising=False)
+    monkeypatch.setenv("DAINTREE_DEMO_SPEED", "20")
+    yield name
+    subprocess.run(["tmux", "-L", name, "kill-server"], capture_output=True)
+
+
+def wait_for(predicate: Any, timeout: float = 10.0, interval: float = 0.05) -> Any:
+    """Poll until `predicate()` is truthy; fail with a clear message after `timeout` seconds."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        time.sleep(interval)

@@ -1,0 +1,1 @@
+"""The built-in demo: a throwaway repository and an agent that needs no API key."""

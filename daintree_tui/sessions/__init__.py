@@ -1,0 +1,1 @@
+"""Session hosts (tmux, plain-PTY fallback), agent presets, status, terminal emulation. Imports no textual."""

@@ -1,0 +1,169 @@
+"""Terminal emulation core: a pyte screen that survives what real agents print, behind a `feed` that never raises.
+
+Traps fixed here (see shared TERMINAL.md):
+- pyte 0.8.2 stops drawing a text run at U+FE0F / U+200D (`ok ✔️ tests passed` showed as `ok ✔`), and emoji
+  modifier sequences (skin tones, flags) took 4 cells: joiners, variation selectors and modifiers are folded
+  into the previous cell here.
+- pyte raises TypeError on private CSI sequences it does not know (vim's `CSI ? 4 m`), losing the rest of the
+  chunk: every CSI handler here accepts and ignores `private`.
+- Multibyte characters split across reads: bytes go through pyte's ByteStream (an incremental UTF-8 decoder).
+"""
+
+from __future__ import annotations
+
+import inspect
+import unicodedata
+from collections.abc import Callable
+from typing import Any
+
+import pyte
+from pyte import modes as mo
+from wcwidth import wcwidth
+
+ZWJ = "\u200d"
+_VARIATION_SELECTORS = frozenset(chr(c) for c in range(0xFE00, 0xFE10))
+_SKIN_TONES = range(0x1F3FB, 0x1F400)
+_REGIONAL = range(0x1F1E6, 0x1F200)
+
+# pyte stores DEC private modes shifted left by 5.
+MODE_APP_CURSOR = 1 << 5  # DECCKM
+MODE_BRACKETED_PASTE = 2004 << 5
+MODE_MOUSE_X10 = 1000 << 5
+MODE_MOUSE_BUTTON = 1002 << 5
+MODE_MOUSE_ANY = 1003 << 5
+MODE_MOUSE_SGR = 1006 << 5
+MODE_CURSOR_VISIBLE = mo.DECTCEM
+
+
+def _tolerant(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a CSI handler so a private (`CSI ? ...`) form it does not know is ignored instead of raising."""
+
+    def handler(*args: Any, private: bool = False, **kwargs: Any) -> Any:
+        if private:
+            return None
+        return method(*args, **kwargs)
+
+    handler.__name__ = method.__name__
+    return handler
+
+
+class SafeScreen(pyte.Screen):
+    """A pyte Screen for real agent output: emoji sequences, unknown private modes, query answers."""
+
+    def __init__(self, columns: int, lines: int, respond: Callable[[str], None] | None = None) -> None:
+        super().__init__(columns, lines)
+        self._respond = respond
+        self._join_next = False
+        for name in set(pyte.Stream.csi.values()):
+            method = getattr(self, name, None)
+            if method is None:
+                continue
+            params = inspect.signature(method).parameters
+            takes_private = "private" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+            if not takes_private:
+                setattr(self, name, _tolerant(method))
+
+    def write_process_input(self, data: str) -> None:
+        """pyte answers device-attribute queries through here: send the answer back to the PTY."""
+        if self._respond is not None:
+            self._respond(data)
+
+    def _fold_into_previous(self, char: str) -> None:
+        line = self.buffer[self.cursor.y]
+        x = self.cursor.x - 1
+        if x >= 1 and line[x].data == "":  # the stub cell after a wide character
+            x -= 1
+        if x < 0:
+            return
+        cell = line[x]
+        line[x] = cell._replace(data=unicodedata.normalize("NFC", cell.data + char))
+        self.dirty.add(self.cursor.y)
+
+    def draw(self, data: str) -> None:
+        """Draw text, folding joiners, variation selectors and emoji modifiers into the previous cell."""
+        data = data.translate(self.g1_charset if self.charset else self.g0_charset)
+        run: list[str] = []
+        prev_regional = False
+
+        def flush() -> None:
+            if run:
+                super(SafeScreen, self).draw("".join(run))
+                run.clear()
+
+        for char in data:
+            code = ord(char)
+            joins = (
+                self._join_next or char == ZWJ or char in _VARIATION_SELECTORS or code in _SKIN_TONES
+                or (prev_regional and code in _REGIONAL)
+            )
+            width = wcwidth(char)
+            if joins or (width == 0 and unicodedata.combining(char)):
+                flush()
+                self._fold_into_previous(char)
+                self._join_next = char == ZWJ
+                prev_regional = False
+                continue
+            if width <= 0:
+                continue  # unprintable or zero-width format character: pyte would stop the whole run here
+            run.append(char)
+            prev_regional = code in _REGIONAL
+        flush()
+
+
+class TerminalEmulator:
+    """A screen fed with bytes from a PTY. `feed` never raises; answers to terminal queries go to `respond`."""
+
+    def __init__(self, columns: int = 80, lines: int = 24, respond: Callable[[bytes], None] | None = None) -> None:
+        self._respond = respond
+        self.screen = SafeScreen(columns, lines, self._answer)
+        self.stream = pyte.ByteStream(self.screen)
+        self.errors = 0
+
+    def _answer(self, data: str) -> None:
+        if self._respond is not None:
+            self._respond(data.encode("utf-8"))
+
+    def feed(self, data: bytes) -> None:
+        """Parse output; a sequence pyte cannot handle is dropped, never raised into the caller."""
+        try:
+            self.stream.feed(data)
+        except Exception:
+            # pyte re-initialises its parser after a handler raises; count it and carry on.
+            self.errors += 1
+
+    def resize(self, columns: int, lines: int) -> None:
+        if (columns, lines) != (self.screen.columns, self.screen.lines) and columns > 0 and lines > 0:
+            self.screen.resize(lines, columns)
+            self.screen.dirty.update(range(lines))
+
+    def take_dirty(self) -> set[int]:
+        dirty = set(self.screen.dirty)
+        self.screen.dirty.clear()
+        return dirty
+
+    def has_mode(self, mode: int) -> bool:
+        return mode in self.screen.mode
+
+    @property
+    def app_cursor(self) -> bool:
+        return self.has_mode(MODE_APP_CURSOR)
+
+    @property
+    def bracketed_paste(self) -> bool:
+        return self.has_mode(MODE_BRACKETED_PASTE)
+
+    @property
+    def mouse_tracking(self) -> bool:
+        return any(self.has_mode(m) for m in (MODE_MOUSE_X10, MODE_MOUSE_BUTTON, MODE_MOUSE_ANY))
+
+    @property
+    def cursor_visible(self) -> bool:
+        return self.has_mode(MODE_CURSOR_VISIBLE) and not self.screen.cursor.hidden
+
+    def line_text(self, y: int) -> str:
+        """One screen line as plain text (for tests and previews; rendering uses the cells)."""
+        line = self.screen.buffer[y]
+        return "".join(line[x].data for x in range(self.screen.columns)).rstrip()
+
+    def text(self) -> str:
+        return "\n".join(self.line_text(y) for y in range(self.screen.lines)).rstrip("\n")

@@ -1,0 +1,81 @@
+"""The session host interface, and the choice between tmux and the in-process PTY fallback."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from daintree_tui.core.project import Project
+
+SESSION_PREFIX = "dt-"
+
+
+def session_name(worktree: str) -> str:
+    return f"{SESSION_PREFIX}{worktree}"
+
+
+@dataclass(frozen=True)
+class PaneState:
+    """What the host knows about one session's pane."""
+
+    worktree: str
+    session: str
+    dead: bool
+    exit_code: int | None
+    pid: int | None
+    created: float
+
+
+class SessionHost(Protocol):
+    """Runs agent sessions. `persistent` says whether they outlive this process."""
+
+    persistent: bool
+
+    def start(self, worktree: str, argv: Sequence[str], cwd: Path, env: Mapping[str, str], log: Path,
+              size: tuple[int, int] = (200, 50)) -> PaneState: ...
+
+    def list(self) -> list[PaneState]: ...
+
+    def exists(self, worktree: str) -> bool: ...
+
+    def send_text(self, worktree: str, text: str, *, enter: bool = False, paste: bool = False) -> None: ...
+
+    def send_keys(self, worktree: str, keys: Sequence[str]) -> None: ...
+
+    def capture(self, worktree: str, *, ansi: bool = False, history: int = 0) -> str: ...
+
+    def stop(self, worktree: str) -> bool: ...
+
+
+def tmux_available() -> bool:
+    """tmux is on PATH and not switched off (DAINTREE_NO_TMUX=1 forces the PTY fallback)."""
+    return os.environ.get("DAINTREE_NO_TMUX", "") in ("", "0") and shutil.which("tmux") is not None
+
+
+_pty_hosts: dict[Path, SessionHost] = {}
+
+
+def host_for(project: Project, create: bool = True) -> SessionHost | None:
+    """The host for a project: tmux when installed, else one in-process PTY host per project.
+
+    Args:
+        create: make a PTY host when tmux is absent (the dashboard does; the CLI, whose sessions would die
+            with it, does not).
+    """
+    if tmux_available():
+        from daintree_tui.sessions.tmux import TmuxHost
+
+        return TmuxHost(project)
+    if project.root in _pty_hosts:
+        return _pty_hosts[project.root]
+    if not create:
+        return None
+    from daintree_tui.sessions.pty_host import PtyHost
+
+    host = PtyHost(project)
+    _pty_hosts[project.root] = host
+    return host

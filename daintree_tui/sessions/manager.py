@@ -1,0 +1,221 @@
+"""SessionManager: the sessions plane over a host. Starts agents in worktrees, lists them with their status,
+sends them input, stops them, and logs every status change as an event.
+
+Per-session metadata (`.worktrees/.sessions/<name>.json`: agent, command, start time, last seen status, the
+agent's own signal) is a cache of what was observed; tmux and the log file are the truth.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from daintree_tui.core.environment import worktree_env
+from daintree_tui.core.errors import InputError, OperationError
+from daintree_tui.core.index import Index, find
+from daintree_tui.core.models import WorktreeEntry
+from daintree_tui.core.project import Project
+from daintree_tui.core.store import read_json, write_json
+from daintree_tui.core.tasks import TaskService
+from daintree_tui.sessions.host import PaneState, SessionHost, host_for, session_name
+from daintree_tui.sessions.presets import Preset, all_presets, resolve_preset
+from daintree_tui.sessions.status import Observation, SessionStatus, derive_status
+
+SIGNAL_STATES = ("waiting", "running", "exited")
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """One session as the CLI and the dashboard see it."""
+
+    name: str
+    session: str
+    agent: str
+    status: SessionStatus
+    exit_code: int | None
+    pid: int | None
+    started_at: float
+    log: str
+    persistent: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "session": self.session, "agent": self.agent, "status": str(self.status),
+                "exit_code": self.exit_code, "pid": self.pid, "started_at": self.started_at, "log": self.log,
+                "persistent": self.persistent}
+
+
+class SessionManager:
+    """Sessions of one project."""
+
+    def __init__(self, project: Project, host: SessionHost | None = None) -> None:
+        self.project = project
+        resolved = host if host is not None else host_for(project, create=False)
+        self._host = resolved
+
+    @property
+    def host(self) -> SessionHost:
+        if self._host is None:
+            raise OperationError("tmux is not installed: install tmux to run sessions from the command line "
+                                 "(the dashboard can run them without it, but they end when it quits)")
+        return self._host
+
+    # -- metadata --------------------------------------------------------------------------------------------
+
+    def meta_path(self, name: str) -> Path:
+        return self.project.state_dir / ".sessions" / f"{name}.json"
+
+    def meta(self, name: str) -> dict[str, Any]:
+        data, _ = read_json(self.meta_path(name), "session record")
+        return data if isinstance(data, dict) else {}
+
+    def _live_entry(self, name: str) -> WorktreeEntry:
+        self.project.require_git()
+        entry = find(Index(self.project).load(), name)
+        if entry is None or not entry.live:
+            raise InputError(f"no live worktree named {name!r}")
+        return entry
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+
+    def preset(self, agent: str | None) -> Preset:
+        return resolve_preset(self.project.config, agent)
+
+    def start(self, name: str, agent: str | None = None, prompt: str | None = None,
+              size: tuple[int, int] = (200, 50), use_task_prompt: bool = True) -> SessionInfo:
+        """Start `agent` in worktree `name`; a session that already runs there is an error, an exited one is
+        replaced. The task's subject and description become the first prompt unless `prompt` is given."""
+        entry = self._live_entry(name)
+        preset = self.preset(agent)
+        env = worktree_env(self.project, entry)
+        env["DAINTREE_AGENT"] = preset.name
+        preset.check_program(env)
+        host = self.host
+        existing = next((s for s in host.list() if s.worktree == name), None)
+        if existing is not None and not existing.dead:
+            raise InputError(f"session {session_name(name)} is already running (stop it first)")
+        if existing is not None:
+            host.stop(name)
+        if prompt is None and use_task_prompt and entry.task_id is not None:
+            task = TaskService(self.project).find(entry.task_id)
+            if task is not None:
+                prompt = preset.render_prompt(subject=task.subject, description=task.description,
+                                              worktree=entry.name, port=entry.ports[0] if entry.ports else "")
+        argv = preset.argv(prompt if preset.prompt_mode != "type" else None)
+        log = self.project.log_path(name)
+        self.project.tmpdir_for(name).mkdir(parents=True, exist_ok=True)
+        now = time.time()
+        state = host.start(name, argv, Path(entry.path), env, log, size)
+        meta = {"agent": preset.name, "command": argv, "started_at": now, "status": str(SessionStatus.STARTING),
+                "exit_code": None, "signal": None, "host": "tmux" if host.persistent else "pty"}
+        write_json(self.meta_path(name), meta)
+        if prompt and preset.prompt_mode == "type":
+            host.send_text(name, prompt, enter=True)
+        self.project.events.append("session.started", worktree=entry.brief(), agent=preset.name,
+                                   session=session_name(name), pid=state.pid)
+        return self._info(name, state, meta, SessionStatus.STARTING)
+
+    def stop(self, name: str) -> bool:
+        """Stop the session of worktree `name` (no error when there is none)."""
+        stopped = self.host.stop(name)
+        if stopped:
+            self._record(name, SessionStatus.EXITED, None, reason="stopped")
+        return stopped
+
+    def signal(self, name: str, state: str, exit_code: int | None = None) -> dict[str, Any]:
+        """Record the agent's own word on its state (from its hooks); logged as an event when it changes."""
+        if state not in SIGNAL_STATES:
+            raise InputError(f"invalid state {state!r} (expected one of: {', '.join(SIGNAL_STATES)})")
+        self._live_entry(name)
+        with self.project.lock.hold():
+            meta = self.meta(name)
+            meta["signal"] = {"state": state, "ts": time.time()}
+            write_json(self.meta_path(name), meta)
+        self._record(name, SessionStatus(state), exit_code)
+        return {"name": name, "state": state}
+
+    # -- observation -----------------------------------------------------------------------------------------
+
+    def list(self, with_screens: bool = True) -> list[SessionInfo]:
+        """Every session with its derived status; a status that changed since last seen is logged once."""
+        host = self._host
+        if host is None:
+            return []
+        presets = all_presets(self.project.config)
+        states = host.list()
+        patterns = {s.worktree: presets[m["agent"]].waiting_pattern for s in states
+                    if (m := self.meta(s.worktree)).get("agent") in presets}
+        wanted = [w for w, p in patterns.items() if p]
+        screens: dict[str, str] = {}
+        if with_screens and wanted:
+            capture_all = getattr(host, "capture_all", None)
+            if capture_all is not None:
+                screens = capture_all(wanted, ansi=False)
+            else:
+                screens = {w: host.capture(w) for w in wanted}
+        infos = []
+        now = time.time()
+        for state in states:
+            meta = self.meta(state.worktree)
+            status = derive_status(self._observe(state, meta, screens.get(state.worktree)), now,
+                                   self.project.config.waiting_debounce, patterns.get(state.worktree))
+            if status != meta.get("status") and meta:
+                self._record(state.worktree, status, state.exit_code)
+            infos.append(self._info(state.worktree, state, meta, status))
+        return sorted(infos, key=lambda i: i.started_at)
+
+    def get(self, name: str) -> SessionInfo | None:
+        return next((s for s in self.list() if s.name == name), None)
+
+    def _observe(self, state: PaneState, meta: dict[str, Any], screen: str | None) -> Observation:
+        log = self.project.log_path(state.worktree)
+        try:
+            st = log.stat()
+            last_output = st.st_mtime if st.st_size else None
+        except OSError:
+            last_output = None
+        signal = meta.get("signal") or {}
+        return Observation(alive=not state.dead, exit_code=state.exit_code,
+                           started_at=float(meta.get("started_at") or state.created), last_output=last_output,
+                           signal_state=signal.get("state"), signal_ts=signal.get("ts"), screen_tail=screen)
+
+    def _record(self, name: str, status: SessionStatus, exit_code: int | None, reason: str | None = None) -> None:
+        """Store a status change and log it as `session.<status>`, once, even with several observers."""
+        with self.project.lock.hold():
+            meta = self.meta(name)
+            if meta.get("status") == str(status):
+                return
+            meta["status"] = str(status)
+            if status == SessionStatus.EXITED:
+                meta["exit_code"] = exit_code
+            write_json(self.meta_path(name), meta)
+        if status in (SessionStatus.WAITING, SessionStatus.EXITED, SessionStatus.RUNNING):
+            self.project.events.append(f"session.{status}", worktree={"name": name}, agent=meta.get("agent"),
+                                       exit_code=exit_code if status == SessionStatus.EXITED else None,
+                                       reason=reason)
+
+    def _info(self, name: str, state: PaneState, meta: dict[str, Any], status: SessionStatus) -> SessionInfo:
+        return SessionInfo(name=name, session=state.session, agent=str(meta.get("agent", "?")), status=status,
+                           exit_code=state.exit_code, pid=state.pid,
+                           started_at=float(meta.get("started_at") or state.created),
+                           log=str(self.project.log_path(name)), persistent=self.host.persistent)
+
+    # -- input -----------------------------------------------------------------------------------------------
+
+    def send(self, name: str, text: str, *, enter: bool = True, paste: bool = False) -> None:
+        self._require_session(name)
+        self.host.send_text(name, text, enter=enter, paste=paste)
+
+    def keys(self, name: str, keys: Sequence[str]) -> None:
+        self._require_session(name)
+        self.host.send_keys(name, keys)
+
+    def capture(self, name: str, history: int = 0) -> str:
+        self._require_session(name)
+        return self.host.capture(name, history=history)
+
+    def _require_session(self, name: str) -> None:
+        if not self.host.exists(name):
+            raise InputError(f"no session for worktree {name!r} (start one with `daintree session start {name}`)")

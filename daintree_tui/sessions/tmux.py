@@ -1,0 +1,238 @@
+"""TmuxHost: agent sessions on a private tmux server, one per repository, that outlive the dashboard.
+
+The server runs with a config file of its own (`-f`), so the user's `~/.tmux.conf` never applies. Sessions
+are always addressed with `-t=NAME` (plain `-t` matches prefixes: `dt-a` would match `dt-ab`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shlex
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from daintree_tui.core.errors import OperationError
+from daintree_tui.core.project import Project
+from daintree_tui.sessions.host import SESSION_PREFIX, PaneState, session_name
+
+TMUX_CONF = """\
+# Written by daintree: this private server never reads ~/.tmux.conf.
+set -g status off
+set -g prefix None
+set -g prefix2 None
+set -sg escape-time 0
+set -g default-terminal "tmux-256color"
+set -sa terminal-overrides ",*:Tc"
+set -sa terminal-features ",*:RGB"
+set -g mouse on
+set -g history-limit 50000
+set -g remain-on-exit on
+set -g window-size latest
+set -g aggressive-resize on
+set -g allow-rename off
+set -g set-titles off
+set -g focus-events on
+set -g exit-empty on
+"""
+
+_LIST_FORMAT = "\t".join(["#{session_name}", "#{pane_dead}", "#{pane_dead_status}", "#{pane_pid}",
+                          "#{session_created}"])
+
+
+def socket_name(project: Project) -> str:
+    """`daintree-<short hash of the repo path>`; DAINTREE_TMUX_SOCKET overrides it (tests use a unique one)."""
+    override = os.environ.get("DAINTREE_TMUX_SOCKET")
+    if override:
+        return override
+    return "daintree-" + hashlib.sha1(str(project.root).encode()).hexdigest()[:10]
+
+
+# A tmux server keeps the environment of the client that started it and gives it to every pane. Start it
+# with only what tmux itself needs, and pass each session's full environment explicitly (`new-session -e`),
+# so a variable we remove (CLAUDECODE) cannot come back through the server.
+_SERVER_ENV_KEYS = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TMUX_TMPDIR")
+_NOT_PASSED = ("TMUX", "TMUX_PANE")
+
+
+def server_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k in _SERVER_ENV_KEYS}
+
+
+def socket_path(name: str) -> Path:
+    base = os.environ.get("TMUX_TMPDIR") or "/tmp"
+    return Path(base) / f"tmux-{os.getuid()}" / name
+
+
+class TmuxHost:
+    """Sessions `dt-<worktree>` on the repo's private tmux server."""
+
+    persistent = True
+
+    def __init__(self, project: Project) -> None:
+        self.project = project
+        self.socket = socket_name(project)
+        self.conf = project.state_dir / "tmux.conf"
+
+    # -- plumbing --------------------------------------------------------------------------------------------
+
+    def base_argv(self) -> list[str]:
+        return ["tmux", "-L", self.socket, "-f", str(self.conf)]
+
+    def attach_argv(self, worktree: str) -> list[str]:
+        """The command an embedded terminal runs to show a session."""
+        return [*self.base_argv(), "attach-session", "-t", f"={session_name(worktree)}"]
+
+    def tmux(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        try:
+            proc = subprocess.run([*self.base_argv(), *args], capture_output=True, text=True, env=server_env(),
+                                  stdin=subprocess.DEVNULL, timeout=30)
+        except FileNotFoundError:
+            raise OperationError("tmux is not installed") from None
+        except subprocess.TimeoutExpired:
+            raise OperationError(f"tmux {args[0]} did not answer within 30s") from None
+        if check and proc.returncode != 0:
+            raise OperationError(f"tmux {args[0]} failed: {proc.stderr.strip() or proc.returncode}")
+        return proc
+
+    def _write_conf(self) -> None:
+        self.conf.parent.mkdir(parents=True, exist_ok=True)
+        if not self.conf.exists() or self.conf.read_text() != TMUX_CONF:
+            self.conf.write_text(TMUX_CONF)
+
+    def server_running(self) -> bool:
+        proc = self.tmux("list-sessions", "-F", "#{session_name}", check=False)
+        if proc.returncode == 0:
+            return True
+        self._clean_stale_socket(proc.stderr)
+        return False
+
+    def _clean_stale_socket(self, stderr: str) -> None:
+        """A killed server leaves its socket behind: remove it so the next start is clean."""
+        path = socket_path(self.socket)
+        if path.exists() and ("refused" in stderr or "error connecting" in stderr or "no server" in stderr):
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+    # -- the interface ---------------------------------------------------------------------------------------
+
+    def start(self, worktree: str, argv: Sequence[str], cwd: Path, env: Mapping[str, str], log: Path,
+              size: tuple[int, int] = (200, 50)) -> PaneState:
+        """Create `dt-<worktree>` running `argv` as the pane's first process, logged from its first byte.
+
+        One tmux call: new-session (with every environment variable passed explicitly: a tmux server keeps
+        the environment of the client that started it) and pipe-pane.
+        """
+        self._write_conf()
+        if not self.server_running():
+            self._clean_stale_socket("refused")
+        name = session_name(worktree)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        env_args = [arg for key, value in sorted(env.items()) if "=" not in key and key not in _NOT_PASSED
+                    for arg in ("-e", f"{key}={value}")]
+        cols, rows = size
+        args = ["new-session", "-d", "-s", name, "-c", str(cwd), "-x", str(cols), "-y", str(rows), *env_args,
+                "--", *argv, ";", "pipe-pane", "-o", "-t", f"={name}:", f"cat >> {shlex.quote(str(log))}"]
+        proc = self.tmux(*args, check=False)
+        if proc.returncode != 0:
+            raise OperationError(f"could not start session {name}: {proc.stderr.strip() or 'tmux failed'}")
+        state = self.state(worktree)
+        if state is None:
+            raise OperationError(f"session {name} did not come up")
+        return state
+
+    def list(self) -> list[PaneState]:
+        """Every daintree session on this server, in one tmux call."""
+        proc = self.tmux("list-panes", "-a", "-F", _LIST_FORMAT, check=False)
+        if proc.returncode != 0:
+            self._clean_stale_socket(proc.stderr)
+            return []
+        states: dict[str, PaneState] = {}
+        for line in proc.stdout.splitlines():
+            parts = line.split("\t")
+            if len(parts) != 5 or not parts[0].startswith(SESSION_PREFIX):
+                continue
+            name, dead, status, pid, created = parts
+            if name in states:
+                continue  # first pane only: a session is one agent
+            states[name] = PaneState(
+                worktree=name[len(SESSION_PREFIX):], session=name, dead=dead == "1",
+                exit_code=int(status) if dead == "1" and status.lstrip("-").isdigit() else None,
+                pid=int(pid) if pid.isdigit() else None, created=float(created or time.time()),
+            )
+        return list(states.values())
+
+    def state(self, worktree: str) -> PaneState | None:
+        for state in self.list():
+            if state.worktree == worktree:
+                return state
+        return None
+
+    def exists(self, worktree: str) -> bool:
+        return self.tmux("has-session", "-t", f"={session_name(worktree)}", check=False).returncode == 0
+
+    def send_text(self, worktree: str, text: str, *, enter: bool = False, paste: bool = False) -> None:
+        """Type text into the pane (literally), or paste it as one bracketed paste when the pane asks for it."""
+        target = f"={session_name(worktree)}:"
+        if paste:
+            proc = subprocess.run([*self.base_argv(), "load-buffer", "-b", "daintree-paste", "-"], input=text,
+                                  text=True, capture_output=True)
+            if proc.returncode != 0:
+                raise OperationError(f"tmux load-buffer failed: {proc.stderr.strip()}")
+            self.tmux("paste-buffer", "-p", "-d", "-b", "daintree-paste", "-t", target)
+        elif text:
+            self.tmux("send-keys", "-t", target, "-l", "--", text)
+        if enter:
+            self.tmux("send-keys", "-t", target, "Enter")
+
+    def send_keys(self, worktree: str, keys: Sequence[str]) -> None:
+        """Send tmux key names (`Enter`, `C-c`, `Up`) to the pane."""
+        self.tmux("send-keys", "-t", f"={session_name(worktree)}:", *keys)
+
+    def capture(self, worktree: str, *, ansi: bool = False, history: int = 0) -> str:
+        args = ["capture-pane", "-p", "-t", f"={session_name(worktree)}:"]
+        if ansi:
+            args.append("-e")
+        if history:
+            args += ["-S", str(-history)]
+        return self.tmux(*args).stdout
+
+    def capture_all(self, worktrees: Sequence[str], ansi: bool = True) -> dict[str, str]:
+        """Capture several panes in one tmux call (previews of sessions not on screen)."""
+        if not worktrees:
+            return {}
+        marker = "\x1e daintree-capture "
+        args: list[str] = []
+        for name in worktrees:
+            args += ["display-message", "-p", "-t", f"={session_name(name)}:", f"{marker}{name}", ";",
+                     "capture-pane", "-p", *(["-e"] if ansi else []), "-t", f"={session_name(name)}:", ";"]
+        proc = self.tmux(*args[:-1], check=False)
+        out: dict[str, str] = {}
+        current: str | None = None
+        lines: list[str] = []
+        for line in proc.stdout.split("\n"):
+            if line.startswith(marker):
+                if current is not None:
+                    out[current] = "\n".join(lines)
+                current, lines = line[len(marker):], []
+            else:
+                lines.append(line)
+        if current is not None:
+            out[current] = "\n".join(lines)
+        return out
+
+    def stop(self, worktree: str) -> bool:
+        """Kill the session; kill the server too when it was the last one."""
+        if not self.exists(worktree):
+            return False
+        self.tmux("kill-session", "-t", f"={session_name(worktree)}", check=False)
+        if not self.tmux("list-sessions", check=False).stdout.strip():
+            self.kill_server()
+        return True
+
+    def kill_server(self) -> None:
+        self.tmux("kill-server", check=False)
+        self._clean_stale_socket("refused")

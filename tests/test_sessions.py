@@ -1,0 +1,263 @@
+"""Sessions on real tmux (a unique private socket per test) and real PTYs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from daintree_tui.core.project import Project
+from daintree_tui.sessions.manager import SessionManager
+from daintree_tui.sessions.presets import resolve_preset
+from daintree_tui.sessions.tmux import TmuxHost
+from tests.conftest import CLI, events, wait_for
+
+pytestmark = pytest.mark.usefixtures("tmux_socket")
+
+ECHO_AGENT = f"{sys.executable} -c \"import sys; print('agent ready', flush=True); [print('echo:', l.strip(), flush=True) for l in sys.stdin]\""  # noqa: E501
+
+
+def configure_agents(repo: Path, extra: str = "") -> None:
+    (repo / ".daintree.toml").write_text(
+        f"[agents.echo]\ncommand = '''{ECHO_AGENT}'''\n"
+        f"[agents.exit3]\ncommand = \"sh -c 'echo bye; exit 3'\"\n"
+        "[agents.ghost]\ncommand = \"no-such-agent-binary --flag\"\n"
+        "[sessions]\nwaiting_debounce = 0.5\n" + extra
+    )
+
+
+def test_start_verify_log_send_and_echo(cli: CLI, repo: Path) -> None:
+    configure_agents(repo)
+    cli.ok("worktree", "create", "one")
+    info = cli.json("session", "start", "one", "--agent", "echo")
+    assert info["session"] == "dt-one" and info["agent"] == "echo"
+    log = repo / ".worktrees" / ".logs" / "one.log"
+    wait_for(lambda: log.exists() and b"agent ready" in log.read_bytes(), timeout=5)
+    cli.ok("session", "send", "one", "hello there")
+    wait_for(lambda: b"echo: hello there" in log.read_bytes(), timeout=5)
+    assert "echo: hello there" in cli("session", "capture", "one").stdout
+    listed = cli.json("session", "list")
+    assert [s["name"] for s in listed] == ["one"]
+    assert any(e["event"] == "session.started" for e in events(repo))
+
+
+def test_pane_runs_agent_as_first_process_with_env_in_worktree(cli: CLI, repo: Path) -> None:
+    (repo / ".daintree.toml").write_text(
+        "[agents.envdump]\ncommand = \"sh -c 'echo CWD=$PWD; echo WT=$DAINTREE_WORKTREE PORT=$PORT "
+        "CC=${CLAUDECODE:-unset} TMPDIR=$TMPDIR; sleep 30'\"\n")
+    entry = cli.json("worktree", "create", "envw")
+    proc = cli("session", "start", "envw", "--agent", "envdump", env={"CLAUDECODE": "1"})
+    assert proc.returncode == 0, proc.stderr
+    log = repo / ".worktrees" / ".logs" / "envw.log"
+    text = wait_for(lambda: log.exists() and "TMPDIR" in log.read_text() and log.read_text())
+    assert f"CWD={entry['path']}" in text
+    assert f"WT=envw PORT={entry['ports'][0]} CC=unset" in text
+    assert f"TMPDIR={repo / '.worktrees' / '.tmp' / 'envw'}" in text
+
+
+def test_status_transitions_and_exit_code(cli: CLI, repo: Path) -> None:
+    configure_agents(repo)
+    cli.ok("worktree", "create", "st")
+    cli.ok("session", "start", "st", "--agent", "echo")
+    assert wait_for(lambda: cli.json("session", "list")[0]["status"] == "waiting", timeout=10)
+    cli.ok("session", "signal", "st", "running")
+    assert cli.json("session", "list")[0]["status"] == "running"
+    cli.ok("session", "signal", "st", "waiting")
+    assert cli.json("session", "list")[0]["status"] == "waiting"
+    cli.ok("worktree", "create", "ex")
+    cli.ok("session", "start", "ex", "--agent", "exit3")
+    done = wait_for(lambda: [s for s in cli.json("session", "list") if s["name"] == "ex" and s["status"] == "exited"])
+    assert done[0]["exit_code"] == 3
+    names = [e["event"] for e in events(repo) if e["worktree"].get("name") == "ex"]
+    assert "session.exited" in names
+    exited = [e for e in events(repo) if e["event"] == "session.exited"]
+    assert exited[0]["exit_code"] == 3
+    # the same change observed twice is logged once
+    cli.json("session", "list")
+    assert len([e for e in events(repo) if e["event"] == "session.exited"]) == 1
+    assert cli("session", "signal", "st", "sleepy").returncode == 2
+
+
+def test_missing_program_is_a_clear_error(cli: CLI, repo: Path) -> None:
+    configure_agents(repo)
+    cli.ok("worktree", "create", "m")
+    proc = cli("session", "start", "m", "--agent", "ghost")
+    assert proc.returncode == 2 and "no-such-agent-binary" in proc.stderr and "not on PATH" in proc.stderr
+    proc = cli("session", "start", "m", "--agent", "nope")
+    assert proc.returncode == 2 and "unknown agent preset" in proc.stderr
+    proc = cli("worktree", "create", "m2", "--agent", "ghost")
+    assert proc.returncode == 2 and not (repo / ".worktrees" / "m2").exists()
+    assert cli("session", "start", "nowt").returncode == 2
+
+
+def test_sessions_survive_the_starter_being_killed(cli: CLI, repo: Path) -> None:
+    configure_agents(repo)
+    cli.ok("worktree", "create", "surv")
+    code = ("import sys, os; from daintree_tui.core.project import Project;"
+            "from daintree_tui.sessions.manager import SessionManager;"
+            "SessionManager(Project.discover(sys.argv[1])).start('surv', 'echo'); os.kill(os.getpid(), 9)")
+    proc = subprocess.run([sys.executable, "-c", code, str(repo)], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    listed = cli.json("session", "list")
+    assert [s["name"] for s in listed] == ["surv"] and listed[0]["status"] != "exited"
+    cli.ok("session", "send", "surv", "still here")
+    log = repo / ".worktrees" / ".logs" / "surv.log"
+    wait_for(lambda: b"echo: still here" in log.read_bytes())
+
+
+def test_worktree_create_with_agent_and_remove_stops_session(cli: CLI, repo: Path, tmux_socket: str) -> None:
+    configure_agents(repo)
+    cli.ok("task", "create", "Fix the parser", "--description", "it breaks on tabs")
+    out = cli.json("worktree", "create", "parser", "--task", "1", "--agent", "echo")
+    assert out["session"]["session"] == "dt-parser"
+    log = repo / ".worktrees" / ".logs" / "parser.log"
+    wait_for(lambda: log.exists() and b"agent ready" in log.read_bytes())
+    cli.ok("worktree", "remove", "parser", "--force")
+    assert cli.json("session", "list") == []
+    assert subprocess.run(["tmux", "-L", tmux_socket, "has-session", "-t", "=dt-parser"],
+                          capture_output=True).returncode != 0
+
+
+def test_first_prompt_from_task(cli: CLI, repo: Path) -> None:
+    (repo / ".daintree.toml").write_text(
+        "[agents.args]\ncommand = \"sh -c 'printf \\\"ARG=%s\\\\n\\\" \\\"$0\\\"; sleep 30'\"\n"
+        "prompt = \"Task: {subject} in {worktree}\"\n")
+    cli.ok("task", "create", "Make it fast")
+    cli.ok("worktree", "create", "fast", "--task", "1")
+    cli.ok("session", "start", "fast", "--agent", "args")
+    log = repo / ".worktrees" / ".logs" / "fast.log"
+    assert "ARG=Task: Make it fast in fast" in wait_for(lambda: log.exists() and log.read_text())
+
+
+def test_demo_agent_edits_asks_and_answers(cli: CLI, repo: Path) -> None:
+    cli.ok("worktree", "create", "demo1")
+    cli.ok("session", "start", "demo1", "--agent", "demo")
+    wt = repo / ".worktrees" / "demo1"
+    wait_for(lambda: "[y/n]" in cli("session", "capture", "demo1").stdout, timeout=15)
+    assert (wt / "NOTES.md").exists()
+    assert cli.json("worktree", "status", "demo1")["facts"]["dirty"] == 1
+    assert wait_for(lambda: cli.json("session", "list")[0]["status"] == "waiting")
+    cli.ok("session", "send", "demo1", "y")
+    wait_for(lambda: "updating the docs" in cli("session", "capture", "demo1").stdout)
+
+
+def test_demo_agent_is_deterministic_with_a_seed(repo: Path) -> None:
+    def run() -> str:
+        return subprocess.run([sys.executable, "-m", "daintree_tui.demo.agent", "--seed", "7", "--speed", "1000",
+                               "--exit"], input="n\n", capture_output=True, text=True, cwd=repo).stdout
+
+    first, second = run(), run()
+    assert first == second and "leaving the docs" in first
+
+
+def test_keys_and_stale_socket(cli: CLI, repo: Path, tmux_socket: str) -> None:
+    configure_agents(repo)
+    cli.ok("worktree", "create", "k")
+    cli.ok("session", "start", "k", "--agent", "echo")
+    cli.ok("session", "keys", "k", "a", "b", "Enter")
+    log = repo / ".worktrees" / ".logs" / "k.log"
+    wait_for(lambda: b"echo: ab" in log.read_bytes())
+    host = TmuxHost(Project.discover(repo))
+    pid = int(subprocess.run(["tmux", "-L", tmux_socket, "display-message", "-p", "#{pid}"], capture_output=True,
+                             text=True).stdout.strip())
+    os.kill(pid, signal.SIGKILL)
+    time.sleep(0.2)
+    assert host.list() == []
+    cli.ok("session", "start", "k", "--agent", "echo")  # a fresh server on the same socket name
+
+
+def test_exact_match_never_prefix(cli: CLI, repo: Path) -> None:
+    configure_agents(repo)
+    cli.ok("worktree", "create", "ab")
+    cli.ok("worktree", "create", "a")
+    cli.ok("session", "start", "ab", "--agent", "echo")
+    assert cli("session", "send", "a", "x").returncode == 2  # `-t a` would have matched dt-ab
+
+
+def test_tmux_config_is_private(repo: Path, tmux_socket: str) -> None:
+    project = Project.discover(repo)
+    configure_agents(repo)
+    from daintree_tui.core.worktrees import WorktreeService
+
+    WorktreeService(project).create("cfg")
+    SessionManager(project).start("cfg", "echo")
+
+    def opt(name: str) -> str:
+        return subprocess.run(["tmux", "-L", tmux_socket, "show-options", "-gv", name], capture_output=True,
+                              text=True).stdout.strip()
+
+    assert opt("status") == "off" and opt("prefix") == "None" and opt("remain-on-exit") == "on"
+    assert opt("history-limit") == "50000" and opt("mouse") == "on"
+    assert subprocess.run(["tmux", "-L", tmux_socket, "show-options", "-sv", "escape-time"], capture_output=True,
+                          text=True).stdout.strip() == "0"
+
+
+def test_presets_are_overridable_and_extendable(repo: Path) -> None:
+    (repo / ".daintree.toml").write_text('default_agent = "mine"\n[agents.claude]\ncommand = "claude --fast"\n'
+                                         '[agents.mine]\ncommand = "my-agent"\n')
+    cfg = Project.discover(repo).config
+    assert resolve_preset(cfg, "claude").argv("hi") == ["claude", "--fast", "hi"]
+    assert resolve_preset(cfg, None).name == "mine"
+    assert resolve_preset(cfg, "gemini").argv("do it") == ["gemini", "--prompt-interactive", "do it"]
+    assert resolve_preset(cfg, "aider").argv("typed later") == ["aider"]
+
+
+def test_pty_host_fallback_when_tmux_is_absent(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DAINTREE_NO_TMUX", "1")
+    configure_agents(repo)
+    from daintree_tui.core.worktrees import WorktreeService
+    from daintree_tui.sessions.host import host_for
+
+    project = Project.discover(repo)
+    WorktreeService(project).create("ptyw")
+    host = host_for(project)
+    assert host is not None and host.persistent is False
+    manager = SessionManager(project, host)
+    info = manager.start("ptyw", "echo")
+    assert info.persistent is False
+    log = repo / ".worktrees" / ".logs" / "ptyw.log"
+    wait_for(lambda: log.exists() and b"agent ready" in log.read_bytes())
+    manager.send("ptyw", "via pty")
+    wait_for(lambda: b"echo: via pty" in log.read_bytes())
+    assert "echo: via pty" in manager.capture("ptyw")
+    assert manager.stop("ptyw")
+    # the CLI, whose sessions would die with it, refuses with a clear message
+    proc = CLI(repo)("session", "start", "ptyw", "--agent", "echo", env={"DAINTREE_NO_TMUX": "1"})
+    assert proc.returncode == 1 and "tmux is not installed" in proc.stderr
+
+
+def test_session_log_follow(cli: CLI, repo: Path) -> None:
+    configure_agents(repo)
+    cli.ok("worktree", "create", "f")
+    cli.ok("session", "start", "f", "--agent", "echo")
+    log = repo / ".worktrees" / ".logs" / "f.log"
+    wait_for(lambda: log.exists() and b"agent ready" in log.read_bytes())
+    proc = subprocess.Popen([sys.executable, "-m", "daintree_tui", "session", "log", "f", "--follow"], cwd=repo,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        assert "agent ready" in proc.stdout.readline()
+        cli.ok("session", "send", "f", "followed")
+        deadline = time.monotonic() + 5
+        seen = ""
+        while "echo: followed" not in seen and time.monotonic() < deadline:
+            seen += proc.stdout.readline()
+        assert "echo: followed" in seen
+    finally:
+        proc.terminate()
+        proc.wait(timeout=5)
+
+
+def test_json_list_shape(cli: CLI, repo: Path) -> None:
+    configure_agents(repo)
+    cli.ok("worktree", "create", "js")
+    cli.ok("session", "start", "js", "--agent", "echo")
+    proc = cli("session", "list", "--json")
+    data = json.loads(proc.stdout)
+    assert set(data[0]) >= {"name", "session", "agent", "status", "exit_code", "pid", "log"}
