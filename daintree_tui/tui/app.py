@@ -1,0 +1,122 @@
+"""The daintree dashboard app. Kept small: screens own their logic; this wires services, keys and styles."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import ClassVar
+
+from textual.app import App
+from textual.binding import Binding, BindingType
+from textual.worker import Worker, WorkerState
+
+from daintree_tui.core.errors import DaintreeError
+from daintree_tui.core.project import Project
+from daintree_tui.sessions.manager import SessionInfo
+from daintree_tui.sessions.pty_host import PtyHost
+from daintree_tui.tui.backend import Backend
+from daintree_tui.tui.commands import DashboardCommands
+from daintree_tui.tui.keymap import leave_keys, user_keymap
+from daintree_tui.tui.screens.main import MainScreen
+from daintree_tui.tui.widgets.terminal import TerminalView
+
+STYLES = Path(__file__).resolve().parent.parent / "styles" / "app.tcss"
+
+
+class DaintreeApp(App[None]):
+    """Tasks, worktrees and one embedded terminal per agent."""
+
+    CSS_PATH = STYLES
+    TITLE = "daintree"
+    COMMANDS = App.COMMANDS | {DashboardCommands}
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+q", "quit_dashboard", "Quit", show=False, priority=True, id="app_quit"),
+    ]
+
+    def __init__(self, backend: Backend, clock: Callable[[], float] = time.time,
+                 clock_format: Callable[[float], str] | None = None) -> None:
+        super().__init__()
+        self.backend = backend
+        self.clock = clock
+        self.clock_format = clock_format
+        self.keymap = user_keymap(backend.project.config.keys)
+        TerminalView.leave_keys = leave_keys(backend.project.config.keys)
+
+    def on_mount(self) -> None:
+        if self.keymap:
+            self.set_keymap(self.keymap)
+        self.push_screen(MainScreen())
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # While the terminal has focus every key belongs to the agent: priority bindings stand aside.
+        terminal_owns_keys = isinstance(self.focused, TerminalView) and self.focused.attached
+        return not (terminal_owns_keys and action in ("quit_dashboard", "command_palette", "quit"))
+
+    def attach(self, terminal: TerminalView, name: str) -> None:
+        """Show session `name` in `terminal`: a tmux client in a PTY, or the fallback host's own screen."""
+        host = self.backend.host
+        if isinstance(host, PtyHost):
+            session = host._sessions.get(name)
+            if session is None:
+                return
+
+            def subscribe(listener: Callable[[bytes], None]) -> Callable[[], None]:
+                host.subscribe(name, listener)
+                return lambda: host.unsubscribe(name, listener)
+
+            terminal.attach_emulator(name, session.emulator, session.lock, subscribe,
+                                     lambda data: host.write(name, data),
+                                     lambda cols, rows: host.resize(name, cols, rows))
+            return
+        from daintree_tui.sessions.tmux import TmuxHost
+
+        if isinstance(host, TmuxHost):
+            terminal.attach_command(name, host.attach_argv(name))
+
+    def announce(self, name: str, info: SessionInfo) -> None:
+        """A session started waiting or exited: notify, ring the bell, tell the desktop."""
+        what = "is waiting for you" if str(info.status) == "waiting" else (
+            f"exited ({info.exit_code})" if info.exit_code is not None else "exited")
+        self.notify(f"{name}: {info.agent} {what}", title="daintree",
+                    severity="warning" if str(info.status) == "waiting" else "information")
+        if self.backend.project.config.bell:
+            self.bell()
+        if shutil.which("notify-send"):
+            subprocess.Popen(["notify-send", "daintree", f"{name}: {info.agent} {what}"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """Every worker failure becomes a one-line notification; nothing crashes the dashboard."""
+        if event.state != WorkerState.ERROR or event.worker.error is None:
+            return
+        error = event.worker.error
+        message = str(error) if isinstance(error, DaintreeError) else f"{type(error).__name__}: {error}"
+        self.notify(message, title=event.worker.description or "error", severity="error", timeout=8)
+
+    def quit_dashboard(self) -> None:
+        if self.backend.persistent_sessions:
+            message = ("daintree: agents keep running in tmux; run `daintree` here to come back "
+                       f"({self.backend.project.root})")
+        else:
+            message = "daintree: sessions ended with the dashboard (tmux is not installed)"
+            if isinstance(self.backend.host, PtyHost):
+                self.backend.host.stop_all()
+        self.exit(message=message)
+
+    def action_quit_dashboard(self) -> None:
+        self.quit_dashboard()
+
+
+def make_app(project: Project, clock: Callable[[], float] = time.time,
+             clock_format: Callable[[float], str] | None = None, backend: Backend | None = None) -> DaintreeApp:
+    """The one factory the CLI and the tests use."""
+    return DaintreeApp(backend or Backend(project, clock=clock), clock=clock, clock_format=clock_format)
+
+
+def run_dashboard(project: Project) -> int:
+    app = make_app(project)
+    app.run()
+    return app.return_code or 0

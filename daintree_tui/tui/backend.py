@@ -1,0 +1,152 @@
+"""The dashboard's view of the services: plain calls that workers run off the event loop.
+
+No widget code here; every method may block (git, filesystem, tmux) and is called from a thread worker.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from daintree_tui.core import git as g
+from daintree_tui.core.models import Task, WorktreeEntry
+from daintree_tui.core.project import Project
+from daintree_tui.core.reconcile import reconcile
+from daintree_tui.core.store import read_json
+from daintree_tui.core.tasks import TaskService
+from daintree_tui.core.worktrees import Facts, RemoveResult, WorktreeService, slugify
+from daintree_tui.sessions.host import SessionHost, host_for
+from daintree_tui.sessions.manager import SessionInfo, SessionManager
+from daintree_tui.sessions.presets import all_presets
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Tasks and index entries as read from disk at one moment."""
+
+    tasks: tuple[Task, ...]
+    entries: tuple[WorktreeEntry, ...]
+    taken_at: float = field(default_factory=time.time)
+
+
+class Backend:
+    """Services of one project, shared by the dashboard's workers."""
+
+    def __init__(self, project: Project, host: SessionHost | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.project = project
+        self.host = host if host is not None else host_for(project, create=True)
+        self.tasks = TaskService(project)
+        self.worktrees = WorktreeService(project, self.host)
+        self.sessions = SessionManager(project, self.host)
+        self.clock = clock
+
+    @property
+    def persistent_sessions(self) -> bool:
+        return self.host is None or self.host.persistent
+
+    def startup(self) -> list[str]:
+        """Reconcile after whatever happened while no dashboard ran."""
+        if not self.project.is_git:
+            return []
+        return reconcile(self.project, fix=True, sessions=self.host)
+
+    def snapshot(self) -> Snapshot:
+        entries = tuple(self.worktrees.entries()) if self.project.is_git else ()
+        return Snapshot(tuple(self.tasks.list()), entries)
+
+    def facts(self, entries: tuple[WorktreeEntry, ...]) -> dict[str, Facts]:
+        return self.worktrees.facts_for(list(entries))
+
+    def poll_sessions(self, preview: list[str]) -> tuple[list[SessionInfo], dict[str, str]]:
+        """All sessions with status, plus the screens of those previewed (one tmux call for all)."""
+        infos = self.sessions.list()
+        previews: dict[str, str] = {}
+        alive = {i.name for i in infos}
+        wanted = [n for n in preview if n in alive]
+        capture_all = getattr(self.host, "capture_all", None)
+        if wanted and capture_all is not None:
+            previews = capture_all(wanted, ansi=False)
+        elif wanted and self.host is not None:
+            previews = {n: self.host.capture(n) for n in wanted}
+        return infos, previews
+
+    def agents(self) -> list[str]:
+        return sorted(all_presets(self.project.config))
+
+    def default_agent(self) -> str:
+        return self.project.config.default_agent
+
+    def unique_name(self, subject: str) -> str:
+        taken = {e.name for e in self.worktrees.entries(include_removed=False)}
+        base = slugify(subject)
+        name, n = base, 2
+        while name in taken or g.branch_exists(self.project.root, self.worktrees.branch_for(name)):
+            name, n = f"{base}-{n}", n + 1
+        return name
+
+    def quick_create(self, subject: str, description: str, agent: str | None, base: str | None,
+                     size: tuple[int, int]) -> tuple[Task, WorktreeEntry, SessionInfo | None]:
+        """Task + worktree named from the subject's slug + a session with the agent, in one go."""
+        preset = self.sessions.preset(agent)
+        preset.check_program()
+        task = self.tasks.create(subject, description)
+        entry = self.worktrees.create(self.unique_name(subject), task_id=task.id, base=base or None)
+        info = self.sessions.start(entry.name, preset.name, size=size) if self.host is not None else None
+        return task, entry, info
+
+    def start_session(self, name: str, agent: str | None, size: tuple[int, int], restart: bool = False) -> SessionInfo:
+        if restart:
+            self.sessions.stop(name)
+        return self.sessions.start(name, agent, size=size)
+
+    def keep(self, name: str) -> WorktreeEntry:
+        return self.worktrees.keep(name)
+
+    def remove(self, name: str, force: bool, complete_task: bool) -> RemoveResult:
+        return self.worktrees.remove(name, force=force, complete_task=complete_task)
+
+    def dirty_files(self, name: str) -> list[str]:
+        return self.worktrees.dirty_files(self.worktrees.get(name))
+
+    def diff(self, name: str) -> str:
+        """The worktree's changes against its base commit, untracked files included."""
+        entry = self.worktrees.get(name, live=True)
+        path = Path(entry.path)
+        if not path.is_dir():
+            return ""
+        tracked = g.git(path, "diff", "--no-color", entry.base_commit, check=False).stdout
+        untracked = g.git(path, "ls-files", "--others", "--exclude-standard", "-z", check=False).stdout
+        parts = [tracked]
+        for rel in [p for p in untracked.split("\0") if p]:
+            proc = g.git(path, "diff", "--no-color", "--no-index", "--", "/dev/null", rel, check=False)
+            parts.append(proc.stdout)
+        return "".join(parts)
+
+    def read_events(self, offset: int) -> tuple[list[dict[str, object]], int]:
+        """Event records appended since byte `offset` (complete lines only) and the new offset."""
+        from daintree_tui.core.store import parse_event_lines
+
+        path = self.project.events.path
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            return [], 0
+        if size < offset:
+            offset = 0
+        if size == offset:
+            return [], offset
+        with path.open("rb") as fh:
+            fh.seek(offset)
+            data = fh.read(size - offset)
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            return [], offset
+        records, _ = parse_event_lines(data[:cut].split(b"\n"))
+        return records, offset + cut + 1
+
+    def session_meta(self, name: str) -> dict[str, object]:
+        data, _ = read_json(self.sessions.meta_path(name), "session record")
+        return data if isinstance(data, dict) else {}

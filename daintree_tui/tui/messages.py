@@ -1,0 +1,76 @@
+"""Messages that workers post to the dashboard. High-rate ones coalesce (`can_replace`)."""
+
+from __future__ import annotations
+
+from textual.message import Message
+
+from daintree_tui.core.worktrees import Facts
+from daintree_tui.sessions.manager import SessionInfo
+from daintree_tui.tui.backend import Snapshot
+
+
+class SnapshotLoaded(Message):
+    """Tasks and worktrees as on disk now."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, SnapshotLoaded)
+
+
+class FactsLoaded(Message):
+    """Live git facts (dirty count, ahead/behind) for worktrees."""
+
+    def __init__(self, facts: dict[str, Facts]) -> None:
+        super().__init__()
+        self.facts = facts
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, FactsLoaded)
+
+
+class SessionsPolled(Message):
+    """Every session's status, and previews of those not on screen."""
+
+    def __init__(self, sessions: list[SessionInfo], previews: dict[str, str]) -> None:
+        super().__init__()
+        self.sessions = sessions
+        self.previews = previews
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, SessionsPolled)
+
+
+class FilesChanged(Message):
+    """Something under .tasks/ or .worktrees/ changed (debounced by watchfiles)."""
+
+    def __init__(self, state_changed: bool, worktrees_touched: frozenset[str]) -> None:
+        super().__init__()
+        self.state_changed = state_changed
+        self.worktrees_touched = worktrees_touched
+
+
+class EventsAppended(Message):
+    """New lines of events.jsonl."""
+
+    def __init__(self, records: list[dict[str, object]]) -> None:
+        super().__init__()
+        self.records = records
+
+
+class OperationDone(Message):
+    """A service call finished; `focus` names a worktree whose session should take focus."""
+
+    def __init__(self, message: str, focus: str | None = None) -> None:
+        super().__init__()
+        self.message = message
+        self.focus = focus
+
+
+class DiffLoaded(Message):
+    def __init__(self, name: str, diff: str) -> None:
+        super().__init__()
+        self.name = name
+        self.diff = diff

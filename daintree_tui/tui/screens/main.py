@@ -1,0 +1,517 @@
+"""MainScreen: tasks and worktrees on the left, the selected session's terminal on the right, events and diff
+below. All service work runs in thread workers that post messages back; this screen only arranges results."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Input, Label, TabbedContent, TabPane
+from textual.worker import get_current_worker
+
+from daintree_tui.core.models import WorktreeEntry
+from daintree_tui.core.worktrees import Facts
+from daintree_tui.sessions.manager import SessionInfo
+from daintree_tui.tui.messages import (
+    DiffLoaded,
+    EventsAppended,
+    FactsLoaded,
+    FilesChanged,
+    OperationDone,
+    SessionsPolled,
+    SnapshotLoaded,
+)
+from daintree_tui.tui.screens.agent_picker import AgentPickerScreen
+from daintree_tui.tui.screens.help import HelpScreen
+from daintree_tui.tui.screens.new_task import NewTask, NewTaskScreen
+from daintree_tui.tui.screens.remove import RemoveChoice, RemoveScreen
+from daintree_tui.tui.widgets.diff_view import DiffView
+from daintree_tui.tui.widgets.events_log import EventsLog
+from daintree_tui.tui.widgets.session_title import SessionTitle
+from daintree_tui.tui.widgets.task_table import TaskTable
+from daintree_tui.tui.widgets.terminal import TerminalView
+from daintree_tui.tui.widgets.worktree_table import WorktreeTable
+
+if TYPE_CHECKING:
+    from daintree_tui.tui.app import DaintreeApp
+
+POLL_INTERVAL = 1.0
+ATTACH_DELAY = 0.12
+IGNORED_STATE_DIRS = (".logs", ".tmp", ".trash", ".sessions", ".journal")
+
+
+class MainScreen(Screen[None]):
+    """The dashboard."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("n", "new_task", "New", id="new_task"),
+        Binding("enter", "open_session", "Open", id="open_session"),
+        Binding("s", "start_session", "Session", id="start_session"),
+        Binding("k", "keep", "Keep", id="keep"),
+        Binding("x", "remove", "Remove", id="remove"),
+        Binding("d", "diff", "Diff", id="diff"),
+        Binding("c", "copy_path", "Copy path", id="copy_path", show=False),
+        Binding("e", "events", "Events", id="events", show=False),
+        Binding("slash", "filter", "Filter", id="filter"),
+        Binding("left_square_bracket", "cycle_session(-1)", "Prev", id="prev_session", show=False),
+        Binding("right_square_bracket", "cycle_session(1)", "Next", id="next_session", show=False),
+        *[Binding(f"alt+{n}", f"jump_session({n})", f"Session {n}", id=f"jump_session_{n}", show=False)
+          for n in range(1, 10)],
+        Binding("question_mark", "help", "Help", id="help"),
+        Binding("q", "quit_dashboard", "Quit", id="quit"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tasks: tuple = ()
+        self.entries: tuple[WorktreeEntry, ...] = ()
+        self.facts: dict[str, Facts] = {}
+        self.sessions: dict[str, SessionInfo] = {}
+        self.previews: dict[str, str] = {}
+        self.filter_text = ""
+        self._events_offset = 0
+        self._stop_watching = threading.Event()
+        self._attach_timer: object | None = None
+        self._started = False
+
+    @property
+    def dashboard(self) -> DaintreeApp:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False)
+        with Horizontal(id="body"):
+            with Vertical(id="sidebar"):
+                yield Input(placeholder="filter…", id="filter")
+                yield Label("Tasks", classes="pane-title")
+                yield TaskTable(id="tasks")
+                yield Label("Worktrees", classes="pane-title")
+                yield WorktreeTable(id="worktrees")
+            with Vertical(id="main"):
+                yield SessionTitle(id="session-title")
+                yield TerminalView(id="terminal")
+                with TabbedContent(id="bottom", initial="events-tab"):
+                    with TabPane("Events", id="events-tab"):
+                        yield EventsLog(id="events", clock_format=self.dashboard.clock_format)
+                    with TabPane("Diff", id="diff-tab"):
+                        yield DiffView(id="diff")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.title = "daintree"
+        self.sub_title = str(self.dashboard.backend.project.root)
+        self.query_one("#filter", Input).display = False
+        self.query_one(WorktreeTable).focus()
+        self.update_title()
+        self.startup()
+
+    # -- workers ---------------------------------------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="startup", description="reconcile and load")
+    def startup(self) -> None:
+        backend = self.dashboard.backend
+        fixes = backend.startup()
+        self.post_message(SnapshotLoaded(backend.snapshot()))
+        if fixes:
+            self.app.call_from_thread(self.notify, f"Reconciled {len(fixes)} problem(s) left by a crash",
+                                      title="doctor --fix")
+        records, offset = backend.read_events(0)
+        self._events_offset = offset
+        self.post_message(EventsAppended(records[-200:]))
+
+    @work(thread=True, exclusive=True, group="snapshot", description="read tasks and index")
+    def load_snapshot(self) -> None:
+        self.post_message(SnapshotLoaded(self.dashboard.backend.snapshot()))
+
+    @work(thread=True, exclusive=True, group="facts", description="git facts")
+    def load_facts(self, entries: tuple[WorktreeEntry, ...]) -> None:
+        self.post_message(FactsLoaded(self.dashboard.backend.facts(entries)))
+
+    @work(thread=True, exclusive=True, group="poll", description="poll sessions")
+    def poll_sessions(self, preview: list[str]) -> None:
+        infos, previews = self.dashboard.backend.poll_sessions(preview)
+        self.post_message(SessionsPolled(infos, previews))
+
+    @work(thread=True, exclusive=True, group="events", description="tail events")
+    def load_events(self) -> None:
+        records, self._events_offset = self.dashboard.backend.read_events(self._events_offset)
+        if records:
+            self.post_message(EventsAppended(records))
+
+    @work(thread=True, exclusive=True, group="watch", description="watch state files")
+    def monitor_files(self) -> None:
+        from watchfiles import watch
+
+        project = self.dashboard.backend.project
+        project.tasks_dir.mkdir(exist_ok=True)
+        project.state_dir.mkdir(exist_ok=True)
+        roots = [project.tasks_dir, project.state_dir]
+        worktrees_root = project.worktrees_root
+        if not worktrees_root.is_relative_to(project.state_dir) and worktrees_root.is_dir():
+            roots.append(worktrees_root)
+        worker = get_current_worker()
+        for changes in watch(*roots, debounce=150, step=50, stop_event=self._stop_watching,
+                             watch_filter=lambda _, path: not any(f"/{d}/" in path or path.endswith(f"/{d}")
+                                                                  for d in IGNORED_STATE_DIRS)):
+            if worker.is_cancelled:
+                return
+            state, touched = False, set()
+            for _, raw in changes:
+                path = Path(raw)
+                if path.parent in (project.tasks_dir, project.state_dir):
+                    state = True
+                elif path.is_relative_to(worktrees_root):
+                    rel = path.relative_to(worktrees_root).parts
+                    if rel:
+                        touched.add(rel[0])
+            self.post_message(FilesChanged(state, frozenset(touched)))
+
+    # -- message handlers ------------------------------------------------------------------------------------
+
+    def on_snapshot_loaded(self, message: SnapshotLoaded) -> None:
+        self.tasks = message.snapshot.tasks
+        self.entries = message.snapshot.entries
+        self.refresh_tables()
+        self.load_facts(self.entries)
+        if not self._started:
+            self._started = True
+            self.monitor_files()
+            self.schedule_poll(0)
+            self.schedule_attach()
+
+    def on_facts_loaded(self, message: FactsLoaded) -> None:
+        self.facts.update(message.facts)
+        self.refresh_tables()
+
+    def on_files_changed(self, message: FilesChanged) -> None:
+        if message.state_changed:
+            self.load_snapshot()
+            self.load_events()
+        elif message.worktrees_touched:
+            touched = tuple(e for e in self.entries if e.name in message.worktrees_touched)
+            if touched:
+                self.load_facts(touched)
+
+    def on_events_appended(self, message: EventsAppended) -> None:
+        self.query_one(EventsLog).add(message.records)
+
+    def on_sessions_polled(self, message: SessionsPolled) -> None:
+        before = self.sessions
+        self.sessions = {s.name: s for s in message.sessions}
+        self.previews = message.previews
+        for name, info in self.sessions.items():
+            old = before.get(name)
+            if old is not None and old.status != info.status and str(info.status) in ("waiting", "exited"):
+                self.dashboard.announce(name, info)
+        self.refresh_tables()
+        self.update_title()
+        self.schedule_poll(POLL_INTERVAL)
+        terminal = self.query_one(TerminalView)
+        selected = self.selected_worktree()
+        if selected and selected in self.sessions and terminal.worktree != selected:
+            self.schedule_attach()
+
+    def on_operation_done(self, message: OperationDone) -> None:
+        if message.message:
+            self.notify(message.message)
+        self.load_snapshot()
+        self.schedule_poll(0)
+        if message.focus:
+            self.query_one(WorktreeTable).select_name(message.focus)
+            self.call_after_refresh(self.attach_and_focus, message.focus)
+
+    def on_diff_loaded(self, message: DiffLoaded) -> None:
+        self.query_one(DiffView).show(message.name, message.diff)
+
+    @on(TerminalView.Left)
+    def leave_terminal(self) -> None:
+        self.query_one(WorktreeTable).focus()
+        self.update_title()
+
+    @on(TerminalView.Detached)
+    def terminal_detached(self, message: TerminalView.Detached) -> None:
+        self.update_title()
+        self.schedule_poll(0)
+
+    @on(DataTable.RowHighlighted, "#worktrees")
+    def worktree_highlighted(self) -> None:
+        self.schedule_attach()
+        self.update_title()
+
+    @on(DataTable.RowSelected)
+    def row_selected(self) -> None:
+        self.action_open_session()
+
+    @on(Input.Changed, "#filter")
+    def filter_changed(self, event: Input.Changed) -> None:
+        self.filter_text = event.value
+        self.refresh_tables()
+
+    @on(Input.Submitted, "#filter")
+    def filter_done(self) -> None:
+        self.query_one(WorktreeTable).focus()
+
+    # -- view ------------------------------------------------------------------------------------------------
+
+    def session_order(self) -> list[str]:
+        """Worktrees that have a session, in table order: what alt+N and [ ] move through."""
+        return [e.name for e in self.entries if e.name in self.sessions]
+
+    def refresh_tables(self) -> None:
+        numbers = {name: i for i, name in enumerate(self.session_order(), start=1)}
+        self.query_one(TaskTable).show(self.tasks, self.filter_text)
+        self.query_one(WorktreeTable).show(self.entries, self.facts, self.sessions, numbers, self.filter_text)
+
+    def entry(self, name: str | None) -> WorktreeEntry | None:
+        return next((e for e in self.entries if e.name == name), None)
+
+    def selected_worktree(self) -> str | None:
+        """The worktree the keys act on: the focused terminal's, the focused task's, or the table's cursor."""
+        terminal = self.query_one(TerminalView)
+        if terminal.has_focus and terminal.worktree:
+            return terminal.worktree
+        tasks = self.query_one(TaskTable)
+        if tasks.has_focus:
+            task_id = tasks.selected_task_id
+            task = next((t for t in self.tasks if t.id == task_id), None)
+            return task.worktree or None if task else None
+        return self.query_one(WorktreeTable).selected_name
+
+    def update_title(self) -> None:
+        terminal = self.query_one(TerminalView)
+        name = terminal.worktree or self.query_one(WorktreeTable).selected_name
+        self.query_one("#main").set_class(terminal.has_focus, "terminal-focused")
+        self.query_one(SessionTitle).show(self.entry(name), self.sessions.get(name or ""), terminal.has_focus,
+                                          self.dashboard.backend.persistent_sessions)
+
+    def schedule_poll(self, delay: float) -> None:
+        """Poll again `delay` seconds after the last poll finished (never overlapping)."""
+        terminal = self.query_one(TerminalView)
+        preview = [n for n in self.sessions if n != terminal.worktree]
+        if delay <= 0:
+            self.poll_sessions(preview)
+        else:
+            self.set_timer(delay, lambda: self.poll_sessions(
+                [n for n in self.sessions if n != self.query_one(TerminalView).worktree]))
+
+    def schedule_attach(self) -> None:
+        if self._attach_timer is not None:
+            self._attach_timer.stop()  # type: ignore[attr-defined]
+        self._attach_timer = self.set_timer(ATTACH_DELAY, self.attach_selected)
+
+    def attach_selected(self) -> None:
+        self._attach_timer = None
+        terminal = self.query_one(TerminalView)
+        if terminal.has_focus:
+            return
+        name = self.query_one(WorktreeTable).selected_name
+        if name and name in self.sessions:
+            if terminal.worktree != name:
+                self.dashboard.attach(terminal, name)
+        elif terminal.worktree is not None:
+            terminal.detach()
+        self.update_title()
+
+    def attach_and_focus(self, name: str) -> None:
+        terminal = self.query_one(TerminalView)
+        if terminal.worktree != name:
+            self.dashboard.attach(terminal, name)
+        terminal.focus()
+        self.update_title()
+
+    # -- actions ---------------------------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("keep", "remove", "diff", "copy_path", "start_session") and not self.selected_worktree():
+            return None
+        return True
+
+    def action_new_task(self) -> None:
+        backend = self.dashboard.backend
+        self.app.push_screen(NewTaskScreen(backend.agents(), backend.default_agent()), self.new_task_done)
+
+    def new_task_done(self, result: NewTask | None) -> None:
+        if result is not None:
+            self.create_task(result)
+
+    @work(thread=True, group="ops", description="create task")
+    def create_task(self, new: NewTask) -> None:
+        backend = self.dashboard.backend
+        if not new.start:
+            task = backend.tasks.create(new.subject, new.description)
+            self.post_message(OperationDone(f"Created task {task.id}"))
+            return
+        size = self.app.call_from_thread(self.terminal_size)
+        task, entry, info = backend.quick_create(new.subject, new.description, new.agent, new.base, size)
+        self.post_message(OperationDone(f"Task {task.id} → worktree {entry.name}"
+                                        + (f" with {info.agent}" if info else ""), focus=entry.name))
+
+    def terminal_size(self) -> tuple[int, int]:
+        width, height = self.query_one(TerminalView).size
+        return max(width, 40), max(height, 10)
+
+    def action_open_session(self) -> None:
+        tasks = self.query_one(TaskTable)
+        if tasks.has_focus:
+            task = next((t for t in self.tasks if t.id == tasks.selected_task_id), None)
+            if task is None:
+                return
+            if not task.worktree:
+                self.start_for_task(task.id)
+                return
+            name: str | None = task.worktree
+        else:
+            name = self.query_one(WorktreeTable).selected_name
+        if not name:
+            return
+        if name in self.sessions and str(self.sessions[name].status) != "exited":
+            self.query_one(WorktreeTable).select_name(name)
+            self.attach_and_focus(name)
+        else:
+            self.start_session(name, None, restart=name in self.sessions)
+
+    @work(thread=True, group="ops", description="start task")
+    def start_for_task(self, task_id: int) -> None:
+        backend = self.dashboard.backend
+        task = backend.tasks.get(task_id)
+        size = self.app.call_from_thread(self.terminal_size)
+        entry = backend.worktrees.create(backend.unique_name(task.subject), task_id=task.id)
+        info = backend.start_session(entry.name, None, size)
+        self.post_message(OperationDone(f"Task {task.id} → worktree {entry.name} with {info.agent}",
+                                        focus=entry.name))
+
+    @work(thread=True, group="ops", description="start session")
+    def start_session(self, name: str, agent: str | None, restart: bool) -> None:
+        size = self.app.call_from_thread(self.terminal_size)
+        info = self.dashboard.backend.start_session(name, agent, size, restart=restart)
+        self.post_message(OperationDone(f"Started {info.agent} in {name}", focus=name))
+
+    def action_start_session(self) -> None:
+        name = self.selected_worktree()
+        if not name:
+            return
+        backend = self.dashboard.backend
+        restart = name in self.sessions
+
+        def picked(agent: str | None) -> None:
+            if agent:
+                terminal = self.query_one(TerminalView)
+                if terminal.worktree == name:
+                    terminal.detach()
+                self.start_session(name, agent, restart)
+
+        self.app.push_screen(AgentPickerScreen(name, backend.agents(), backend.default_agent(), restart), picked)
+
+    def action_keep(self) -> None:
+        name = self.selected_worktree()
+        if name:
+            self.keep_worktree(name)
+
+    @work(thread=True, group="ops", description="keep")
+    def keep_worktree(self, name: str) -> None:
+        self.dashboard.backend.keep(name)
+        self.post_message(OperationDone(f"Kept {name}"))
+
+    def action_remove(self) -> None:
+        name = self.selected_worktree()
+        if name:
+            self.prepare_remove(name)
+
+    @work(thread=True, group="ops", description="check for uncommitted work")
+    def prepare_remove(self, name: str) -> None:
+        dirty = self.dashboard.backend.dirty_files(name)
+        entry = self.entry(name)
+        has_task = entry is not None and entry.task_id is not None
+
+        def push() -> None:
+            self.app.push_screen(RemoveScreen(name, dirty, has_task), lambda choice: self.remove_chosen(name, choice))
+
+        self.app.call_from_thread(push)
+
+    def remove_chosen(self, name: str, choice: RemoveChoice | None) -> None:
+        if choice is None:
+            return
+        terminal = self.query_one(TerminalView)
+        if terminal.worktree == name:
+            terminal.detach()
+        self.remove_worktree(name, choice)
+
+    @work(thread=True, group="ops", description="remove")
+    def remove_worktree(self, name: str, choice: RemoveChoice) -> None:
+        result = self.dashboard.backend.remove(name, choice.force, choice.complete_task)
+        warnings = "; ".join(result.warnings)
+        self.post_message(OperationDone(result.message + (f" ({warnings})" if warnings else "")))
+
+    def action_diff(self) -> None:
+        name = self.selected_worktree()
+        if name:
+            self.query_one("#bottom", TabbedContent).active = "diff-tab"
+            self.load_diff(name)
+
+    @work(thread=True, exclusive=True, group="diff", description="diff")
+    def load_diff(self, name: str) -> None:
+        self.post_message(DiffLoaded(name, self.dashboard.backend.diff(name)))
+
+    def action_events(self) -> None:
+        self.query_one("#bottom", TabbedContent).active = "events-tab"
+
+    def action_copy_path(self) -> None:
+        entry = self.entry(self.selected_worktree())
+        if entry:
+            self.copy_path(entry.path)
+
+    @work(thread=True, group="clipboard", description="copy path")
+    def copy_path(self, path: str) -> None:
+        import pyperclip
+
+        try:
+            pyperclip.copy(path)
+        except pyperclip.PyperclipException:
+            self.app.call_from_thread(self.app.copy_to_clipboard, path)
+            self.app.call_from_thread(self.notify, f"No system clipboard; sent to the terminal's clipboard: {path}")
+            return
+        self.app.call_from_thread(self.notify, f"Copied {path}")
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.display = True
+        box.focus()
+
+    def key_escape(self) -> None:
+        box = self.query_one("#filter", Input)
+        if box.display:
+            box.value = ""
+            box.display = False
+            self.query_one(WorktreeTable).focus()
+
+    def action_cycle_session(self, step: int) -> None:
+        order = self.session_order()
+        if not order:
+            return
+        current = self.selected_worktree()
+        index = order.index(current) if current in order else -1
+        self.jump_to(order[(index + step) % len(order)])
+
+    def action_jump_session(self, number: int) -> None:
+        order = self.session_order()
+        if 1 <= number <= len(order):
+            self.jump_to(order[number - 1])
+
+    def jump_to(self, name: str) -> None:
+        self.query_one(WorktreeTable).select_name(name)
+        self.attach_and_focus(name)
+
+    def action_help(self) -> None:
+        self.app.push_screen(HelpScreen(self.dashboard.keymap))
+
+    def action_quit_dashboard(self) -> None:
+        self.dashboard.quit_dashboard()
+
+    def on_unmount(self) -> None:
+        self._stop_watching.set()

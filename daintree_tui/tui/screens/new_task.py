@@ -1,0 +1,84 @@
+"""NewTaskScreen: subject, description, agent and base; Enter in the subject creates and starts at once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, Select, TextArea
+
+
+@dataclass(frozen=True)
+class NewTask:
+    """What the dialog returns: a task, and whether to create its worktree and session right away."""
+
+    subject: str
+    description: str
+    agent: str
+    base: str
+    start: bool = True
+
+
+class NewTaskScreen(ModalScreen[NewTask | None]):
+    """Create a task; `enter` in the subject creates task + worktree + session with the chosen agent."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel", id="dialog_cancel"),
+    ]
+
+    def __init__(self, agents: list[str], default_agent: str) -> None:
+        super().__init__()
+        self.agents = agents
+        self.default_agent = default_agent if default_agent in agents else agents[0]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="dialog"):
+            yield Label("New task", classes="dialog-title")
+            yield Input(placeholder="What should the agent do? (Enter: create and start)", id="subject")
+            yield TextArea(id="description", soft_wrap=True, show_line_numbers=False)
+            with Horizontal(classes="dialog-row"):
+                yield Label("Agent", classes="field-label")
+                yield Select([(a, a) for a in self.agents], value=self.default_agent, allow_blank=False,
+                             id="agent")
+                yield Label("Base", classes="field-label")
+                yield Input(placeholder="HEAD", id="base")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Create and start", variant="primary", id="start")
+                yield Button("Task only", id="task-only")
+                yield Button("Cancel", id="cancel")
+
+    def on_mount(self) -> None:
+        self.query_one("#description", TextArea).border_title = "Description"
+        self.query_one("#subject", Input).focus()
+
+    def _result(self, start: bool) -> NewTask | None:
+        subject = self.query_one("#subject", Input).value.strip()
+        if not subject:
+            self.notify("A task needs a subject", severity="warning")
+            return None
+        agent = self.query_one("#agent", Select).value
+        return NewTask(subject, self.query_one("#description", TextArea).text.strip(),
+                       str(agent) if isinstance(agent, str) else self.default_agent,
+                       self.query_one("#base", Input).value.strip(), start)
+
+    @on(Input.Submitted, "#subject")
+    @on(Button.Pressed, "#start")
+    def create_and_start(self) -> None:
+        result = self._result(start=True)
+        if result is not None:
+            self.dismiss(result)
+
+    @on(Button.Pressed, "#task-only")
+    def create_task_only(self) -> None:
+        result = self._result(start=False)
+        if result is not None:
+            self.dismiss(result)
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)

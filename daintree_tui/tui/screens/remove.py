@@ -1,0 +1,72 @@
+"""RemoveScreen: confirm removing a worktree, listing its uncommitted files; discarding them needs a second yes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Checkbox, Label, Static
+
+
+@dataclass(frozen=True)
+class RemoveChoice:
+    force: bool
+    complete_task: bool
+
+
+class RemoveScreen(ModalScreen[RemoveChoice | None]):
+    """Remove a worktree. With uncommitted files, the first yes arms a second, explicit discard."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel", id="dialog_cancel"),
+    ]
+
+    def __init__(self, name: str, dirty: list[str], has_task: bool) -> None:
+        super().__init__()
+        self.worktree = name
+        self.dirty = dirty
+        self.has_task = has_task
+        self.armed = False
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="dialog"):
+            yield Label(f"Remove worktree {self.worktree}?", classes="dialog-title")
+            if self.dirty:
+                warning = Text(f"{len(self.dirty)} uncommitted file(s) would be lost:", style="bold red")
+                yield Static(warning)
+                with VerticalScroll(id="dirty-files"):
+                    yield Static("\n".join(f"  {f}" for f in self.dirty[:200]))
+            else:
+                yield Static(Text("The worktree is clean; its branch stays.", style="dim"))
+            yield Checkbox("Mark its task completed", value=False, id="complete", disabled=not self.has_task)
+            with Horizontal(classes="dialog-buttons"):
+                label = "Discard changes and remove" if self.dirty else "Remove"
+                yield Button(label, variant="error", id="remove")
+                yield Button("Cancel", id="cancel")
+
+    def on_mount(self) -> None:
+        self.query_one("#cancel", Button).focus()
+
+    @on(Button.Pressed, "#remove")
+    def confirm(self) -> None:
+        complete = self.query_one("#complete", Checkbox).value
+        if not self.dirty:
+            self.dismiss(RemoveChoice(force=False, complete_task=complete))
+            return
+        if not self.armed:
+            self.armed = True
+            button = self.query_one("#remove", Button)
+            button.label = f"Yes, discard {len(self.dirty)} file(s) for good"
+            self.notify("Press again to discard the uncommitted work", severity="warning")
+            return
+        self.dismiss(RemoveChoice(force=True, complete_task=complete))
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)

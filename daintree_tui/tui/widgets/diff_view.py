@@ -1,0 +1,33 @@
+"""DiffView: the selected worktree's changes against its base commit, with syntax colour."""
+
+from __future__ import annotations
+
+from rich.syntax import Syntax
+from rich.text import Text
+from textual.widgets import RichLog
+
+
+def changed_files(diff: str) -> list[str]:
+    files = []
+    for line in diff.splitlines():
+        if line.startswith("+++ ") and line[4:] != "/dev/null":
+            files.append(line[6:] if line[4:6] == "b/" else line[4:])
+    return files
+
+
+class DiffView(RichLog):
+    """A read-only, scrollable diff."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, wrap=False, highlight=False, markup=False, auto_scroll=False)
+
+    def show(self, name: str, diff: str) -> None:
+        self.clear()
+        files = changed_files(diff)
+        if not diff.strip():
+            self.write(Text(f"{name}: no changes against its base", style="dim"))
+            return
+        header = Text(f"{name}: {len(files)} file(s) changed: ", style="bold")
+        header.append(", ".join(files), style="cyan")
+        self.write(header)
+        self.write(Syntax(diff, "diff", theme="ansi_dark", background_color="default", word_wrap=False))

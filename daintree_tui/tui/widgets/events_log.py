@@ -1,0 +1,44 @@
+"""EventsLog: a live tail of `.worktrees/events.jsonl`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from rich.text import Text
+from textual.widgets import RichLog
+
+EVENT_STYLE = {"failed": "red", "removed": "magenta", "remove": "magenta", "created": "green", "create": "green",
+               "waiting": "yellow", "exited": "red", "completed": "green", "fixed": "cyan"}
+
+
+def format_event(record: dict[str, Any], clock_format: Callable[[float], str] | None = None) -> Text:
+    ts = float(record.get("ts") or 0)
+    when = clock_format(ts) if clock_format else time.strftime("%H:%M:%S", time.localtime(ts))
+    name = str(record.get("event", "?"))
+    style = next((s for k, s in EVENT_STYLE.items() if k in name), "")
+    text = Text(f"{when} ", style="dim")
+    text.append(f"{name:<24}", style=style)
+    worktree = (record.get("worktree") or {}).get("name")
+    task = (record.get("task") or {}).get("id")
+    if worktree:
+        text.append(f" {worktree}", style="cyan")
+    if task:
+        text.append(f" #{task}", style="dim")
+    detail = record.get("error") or record.get("fix")
+    if detail:
+        text.append(f"  {detail}", style="red" if record.get("error") else "")
+    return text
+
+
+class EventsLog(RichLog):
+    """Lifecycle events, newest last."""
+
+    def __init__(self, *, id: str | None = None, clock_format: Callable[[float], str] | None = None) -> None:
+        super().__init__(id=id, max_lines=2000, wrap=False, highlight=False, markup=False, auto_scroll=True)
+        self.clock_format = clock_format
+
+    def add(self, records: Iterable[dict[str, Any]]) -> None:
+        for record in records:
+            self.write(format_event(record, self.clock_format))

@@ -1,0 +1,32 @@
+"""Row diffing shared by the dashboard's tables: update exactly the rows and cells that changed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+Cell = str | Text
+
+
+def sync_rows(table: DataTable[Cell], rows: Sequence[tuple[str, tuple[Cell, ...]]]) -> None:
+    """Make `table` show `rows` (key, cells), touching only what differs.
+
+    New rows are appended: tasks (by id) and worktrees (by creation) only ever grow at the end.
+    """
+    wanted = dict(rows)
+    existing = [str(key.value) for key in table.rows]
+    for key in existing:
+        if key not in wanted:
+            table.remove_row(key)
+    present = {str(key.value) for key in table.rows}
+    columns = list(table.columns)
+    for key, cells in rows:
+        if key not in present:
+            table.add_row(*cells, key=key)
+            continue
+        current = table.get_row(key)
+        for column, old, new in zip(columns, current, cells, strict=False):
+            if str(old) != str(new) or (isinstance(new, Text) and not isinstance(old, Text)):
+                table.update_cell(key, column, new, update_width=True)

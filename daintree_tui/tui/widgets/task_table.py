@@ -1,0 +1,52 @@
+"""TaskTable: the tasks pane (status glyph, id, subject, bound worktree)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from daintree_tui.core.models import Task
+from daintree_tui.tui.widgets.rows import Cell, sync_rows
+
+STATUS_GLYPH = {
+    "pending": Text("○", style="dim"),
+    "in_progress": Text("◐", style="bold yellow"),
+    "completed": Text("●", style="green"),
+}
+
+
+class TaskTable(DataTable[Cell]):
+    """Tasks, one row each, keyed by id."""
+
+    DEFAULT_CSS = """
+    TaskTable { height: auto; max-height: 50%; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="row", zebra_stripes=False)
+
+    def on_mount(self) -> None:
+        self.add_column(" ", key="status", width=1)
+        self.add_column("#", key="id", width=3)
+        self.add_column("Task", key="subject")
+        self.add_column("Worktree", key="worktree")
+
+    def show(self, tasks: Sequence[Task], filter_text: str = "") -> None:
+        needle = filter_text.lower()
+        rows = []
+        for task in tasks:
+            if needle and needle not in f"{task.subject} {task.worktree} {task.id}".lower():
+                continue
+            subject = Text(task.subject, style="dim strike" if str(task.status) == "completed" else "")
+            worktree = Text(task.worktree or "-", style="cyan" if task.worktree else "dim")
+            rows.append((str(task.id), (STATUS_GLYPH[str(task.status)], str(task.id), subject, worktree)))
+        sync_rows(self, rows)
+
+    @property
+    def selected_task_id(self) -> int | None:
+        if not self.row_count:
+            return None
+        key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key
+        return int(str(key.value)) if key.value is not None else None

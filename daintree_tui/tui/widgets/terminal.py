@@ -1,0 +1,372 @@
+"""TerminalView: an embedded, interactive terminal showing one agent session.
+
+A PTY runs `tmux attach -t=dt-<name>`; its output is read with `loop.add_reader` and fed to the sessions
+layer's emulator. tmux absorbs output floods and redraws only the final screen, so this widget parses only what
+is on screen. Lines are rendered from pyte's dirty set as cached Strips; refresh is coalesced to <= 60 Hz.
+
+Keys (while focused):
+
+| Key      | Action                                              |
+|----------|-----------------------------------------------------|
+| ctrl+]   | Leave the terminal (the only key not forwarded)     |
+| anything | Encoded and sent to the agent, ctrl+q and tab too   |
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from typing import Any, ClassVar
+
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.geometry import Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.strip import Strip
+from textual.widget import Widget
+
+from daintree_tui.sessions.emulator import TerminalEmulator
+from daintree_tui.sessions.keys import WHEEL_DOWN, WHEEL_UP, encode_key, encode_mouse_sgr, encode_paste
+from daintree_tui.sessions.pty_host import set_winsize
+
+FRAME_INTERVAL = 1 / 60
+
+_COLOR_NAMES = {"brown": "yellow", "brightbrown": "bright_yellow"}
+
+
+def _color(value: str) -> str | None:
+    if value == "default" or not value:
+        return None
+    if value in _COLOR_NAMES:
+        return _COLOR_NAMES[value]
+    if value.startswith("bright") and not value.startswith("bright_"):
+        return "bright_" + value[6:]
+    if len(value) == 6 and all(c in "0123456789abcdefABCDEF" for c in value):
+        return "#" + value
+    return value
+
+
+@lru_cache(maxsize=4096)
+def cell_style(fg: str, bg: str, bold: bool, italics: bool, underscore: bool, reverse: bool,
+               strikethrough: bool, blink: bool) -> Style:
+    """A Rich Style for a pyte cell's attributes (cached: a screen uses few distinct ones)."""
+    try:
+        return Style(color=_color(fg), bgcolor=_color(bg), bold=bold or None, italic=italics or None,
+                     underline=underscore or None, reverse=reverse or None, strike=strikethrough or None,
+                     blink=blink or None)
+    except Exception:
+        return Style()
+
+
+CURSOR_STYLE = Style(reverse=True)
+
+
+def render_screen_line(emulator: TerminalEmulator, y: int, width: int, cursor_x: int | None) -> Strip:
+    """One screen line as a Strip, grouping runs of cells with the same attributes into one Segment."""
+    screen = emulator.screen
+    line = screen.buffer[y]
+    segments: list[Segment] = []
+    text: list[str] = []
+    current: Style | None = None
+    columns = min(width, screen.columns)
+    for x in range(columns):
+        cell = line[x]
+        style = cell_style(cell.fg, cell.bg, cell.bold, cell.italics, cell.underscore, cell.reverse,
+                           cell.strikethrough, cell.blink)
+        if x == cursor_x:
+            style = style + CURSOR_STYLE
+        char = cell.data
+        if char == "":  # the stub after a wide character
+            continue
+        if style is not current:
+            if text:
+                segments.append(Segment("".join(text), current))
+            text, current = [], style
+        text.append(char or " ")
+    if text:
+        segments.append(Segment("".join(text), current))
+    strip = Strip(segments)
+    return strip.crop_extend(0, width, None)
+
+
+class TerminalView(Widget, can_focus=True):
+    """Shows one session; interactive while focused."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+right_square_bracket", "leave", "Back to lists", id="leave_terminal", priority=False),
+    ]
+
+    DEFAULT_CSS = """
+    TerminalView {
+        width: 1fr;
+        height: 1fr;
+        min-height: 3;
+    }
+    """
+
+    worktree: reactive[str | None] = reactive(None, layout=False)
+    """The worktree whose session is attached (None: nothing attached)."""
+
+    leave_keys: ClassVar[set[str]] = {"ctrl+right_square_bracket", "ctrl+]"}
+    """Keys that leave the terminal instead of going to the agent (remapped from config `keys.leave_terminal`)."""
+
+    class Detached(Message):
+        """The attach client ended (session killed, server gone)."""
+
+        def __init__(self, terminal: TerminalView, worktree: str | None) -> None:
+            super().__init__()
+            self.terminal = terminal
+            self.worktree = worktree
+
+        @property
+        def control(self) -> TerminalView:
+            return self.terminal
+
+    class Left(Message):
+        """The user pressed the leave key."""
+
+    def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self.emulator = TerminalEmulator(80, 24, respond=self._write)
+        self._fd: int | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._refresh_pending = False
+        self._lines: dict[int, Strip] = {}
+        self._cursor_line: int | None = None
+        self._external_lock: Any = None
+        self._unsubscribe: Callable[[], None] | None = None
+        self._write_external: Callable[[bytes], None] | None = None
+        self._resize_external: Callable[[int, int], None] | None = None
+        self.bytes_read = 0
+
+    # -- attaching -------------------------------------------------------------------------------------------
+
+    def attach_command(self, worktree: str, argv: Sequence[str]) -> None:
+        """Show `worktree` by running `argv` (a `tmux attach`) in a PTY of our own."""
+        self.detach()
+        cols, rows = self._grid_size()
+        self.emulator = TerminalEmulator(cols, rows, respond=self._write)
+        self._lines.clear()
+        master, slave = os.openpty()
+        set_winsize(slave, cols, rows)
+        env = {**os.environ, "TERM": "xterm-256color", "COLORTERM": "truecolor"}
+        env.pop("TMUX", None)
+        try:
+            self._proc = subprocess.Popen(
+                list(argv), stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True,
+                close_fds=True,
+            )
+        finally:
+            os.close(slave)
+        os.set_blocking(master, False)
+        self._fd = master
+        asyncio.get_running_loop().add_reader(master, self._on_readable)
+        self.set_reactive(TerminalView.worktree, worktree)
+        self.refresh()
+
+    def attach_emulator(self, worktree: str, emulator: TerminalEmulator, lock: Any,
+                        subscribe: Callable[[Callable[[bytes], None]], Callable[[], None]],
+                        write: Callable[[bytes], None], resize: Callable[[int, int], None]) -> None:
+        """Show a session whose bytes another owner parses (the PTY fallback host)."""
+        self.detach()
+        self.emulator = emulator
+        self._external_lock = lock
+        self._write_external = write
+        self._resize_external = resize
+        app = self.app
+
+        def on_bytes(_: bytes) -> None:
+            app.call_from_thread(self._schedule_refresh)
+
+        self._unsubscribe = subscribe(on_bytes)
+        self.set_reactive(TerminalView.worktree, worktree)
+        self._lines.clear()
+        cols, rows = self._grid_size()
+        resize(cols, rows)
+        self.refresh()
+
+    def detach(self) -> None:
+        """Stop showing the current session (the session itself keeps running)."""
+        if self._fd is not None:
+            with contextlib.suppress(Exception):
+                asyncio.get_running_loop().remove_reader(self._fd)
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+        if self._proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                self._proc.terminate()
+            with contextlib.suppress(Exception):
+                self._proc.wait(timeout=0.5)
+            self._proc = None
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+        self._unsubscribe = self._write_external = self._resize_external = None
+        self._external_lock = None
+        self.set_reactive(TerminalView.worktree, None)
+        self.emulator = TerminalEmulator(*self._grid_size(), respond=self._write)
+        self._lines.clear()
+        self.refresh()
+
+    @property
+    def attached(self) -> bool:
+        return self.worktree is not None
+
+    def on_unmount(self) -> None:
+        self.detach()
+
+    # -- output ----------------------------------------------------------------------------------------------
+
+    def _on_readable(self) -> None:
+        if self._fd is None:
+            return
+        try:
+            data = os.read(self._fd, 262144)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            worktree = self.worktree
+            self.detach()
+            self.post_message(self.Detached(self, worktree))
+            return
+        self.bytes_read += len(data)
+        self.emulator.feed(data)
+        self._schedule_refresh()
+
+    def _schedule_refresh(self) -> None:
+        if not self._refresh_pending:
+            self._refresh_pending = True
+            self.set_timer(FRAME_INTERVAL, self._flush)
+
+    def _flush(self) -> None:
+        self._refresh_pending = False
+        with self._locked():
+            dirty = self.emulator.take_dirty()
+            cursor_y = self.emulator.screen.cursor.y
+        if self._cursor_line is not None:
+            dirty.add(self._cursor_line)
+        dirty.add(cursor_y)
+        for y in dirty:
+            self._lines.pop(y, None)
+        self.refresh()
+
+    def _locked(self) -> Any:
+        return self._external_lock if self._external_lock is not None else contextlib.nullcontext()
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        with self._locked():
+            screen = self.emulator.screen
+            if y >= screen.lines:
+                return Strip.blank(width)
+            show_cursor = self.has_focus and self.emulator.cursor_visible and y == screen.cursor.y
+            if show_cursor:
+                self._cursor_line = y
+                return render_screen_line(self.emulator, y, width, screen.cursor.x)
+            strip = self._lines.get(y)
+            if strip is None or strip.cell_length != width:
+                strip = render_screen_line(self.emulator, y, width, None)
+                self._lines[y] = strip
+            return strip
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return container.height
+
+    # -- input -----------------------------------------------------------------------------------------------
+
+    def _write(self, data: bytes) -> None:
+        if self._write_external is not None:
+            with contextlib.suppress(Exception):
+                self._write_external(data)
+            return
+        if self._fd is None:
+            return
+        with contextlib.suppress(BlockingIOError):
+            view = memoryview(data)
+            while view:
+                try:
+                    written = os.write(self._fd, view)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    return
+                view = view[written:]
+
+    def send_bytes(self, data: bytes) -> None:
+        """Write raw bytes to the session (used by context injection and tests)."""
+        self._write(data)
+
+    async def on_key(self, event: events.Key) -> None:
+        if event.key in self.leave_keys or not self.attached:
+            return  # let the leave binding (and, unattached, everything else) run
+        data = encode_key(event.key, event.character, app_cursor=self.emulator.app_cursor)
+        if data is None and event.character:
+            data = event.character.encode()
+        if data is not None:
+            self._write(data)
+        event.stop()
+        event.prevent_default()
+
+    def on_paste(self, event: events.Paste) -> None:
+        if self.attached:
+            self._write(encode_paste(event.text, self.emulator.bracketed_paste))
+            event.stop()
+
+    def _wheel(self, event: events.MouseScrollUp | events.MouseScrollDown, button: int) -> None:
+        if not self.attached:
+            return
+        event.stop()
+        if self.emulator.mouse_tracking:
+            self._write(encode_mouse_sgr(button, max(0, event.x), max(0, event.y)))
+        else:
+            key = "up" if button == WHEEL_UP else "down"
+            self._write((encode_key(key, None, app_cursor=self.emulator.app_cursor) or b"") * 3)
+
+    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        self._wheel(event, WHEEL_UP)
+
+    def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
+        self._wheel(event, WHEEL_DOWN)
+
+    def action_leave(self) -> None:
+        self.post_message(self.Left())
+
+    # -- size ------------------------------------------------------------------------------------------------
+
+    def _grid_size(self) -> tuple[int, int]:
+        width, height = self.size
+        return max(width, 20), max(height, 5)
+
+    def on_resize(self, event: events.Resize) -> None:
+        cols, rows = self._grid_size()
+        with self._locked():
+            self.emulator.resize(cols, rows)
+        self._lines.clear()
+        if self._resize_external is not None:
+            self._resize_external(cols, rows)
+        elif self._fd is not None:
+            set_winsize(self._fd, cols, rows)
+            if self._proc is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self._proc.pid, signal.SIGWINCH)
+        self.refresh()
+
+    def on_focus(self) -> None:
+        self._schedule_refresh()
+
+    def on_blur(self) -> None:
+        self._schedule_refresh()
+
+    def screen_text(self) -> str:
+        with self._locked():
+            return self.emulator.text()
