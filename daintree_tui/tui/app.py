@@ -43,6 +43,7 @@ class DaintreeApp(App[None]):
         self.clock = clock
         self.clock_format = clock_format
         self.keymap = user_keymap(backend.project.config.keys)
+        self.exit_message = ""
         TerminalView.leave_keys = leave_keys(backend.project.config.keys)
 
     def on_mount(self) -> None:
@@ -88,7 +89,7 @@ class DaintreeApp(App[None]):
             subprocess.Popen(["notify-send", "daintree", f"{name}: {info.agent} {what}"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+    def report_worker_failure(self, event: Worker.StateChanged) -> None:
         """Every worker failure becomes a one-line notification; nothing crashes the dashboard."""
         if event.state != WorkerState.ERROR or event.worker.error is None:
             return
@@ -104,6 +105,7 @@ class DaintreeApp(App[None]):
             message = "daintree: sessions ended with the dashboard (tmux is not installed)"
             if isinstance(self.backend.host, PtyHost):
                 self.backend.host.stop_all()
+        self.exit_message = message
         self.exit(message=message)
 
     def action_quit_dashboard(self) -> None:

@@ -13,7 +13,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Label, TabbedContent, TabPane
-from textual.worker import get_current_worker
+from textual.worker import Worker, get_current_worker
 
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.worktrees import Facts
@@ -113,7 +113,7 @@ class MainScreen(Screen[None]):
 
     # -- workers ---------------------------------------------------------------------------------------------
 
-    @work(thread=True, exclusive=True, group="startup", description="reconcile and load")
+    @work(thread=True, exit_on_error=False, exclusive=True, group="startup", description="reconcile and load")
     def startup(self) -> None:
         backend = self.dashboard.backend
         fixes = backend.startup()
@@ -125,26 +125,26 @@ class MainScreen(Screen[None]):
         self._events_offset = offset
         self.post_message(EventsAppended(records[-200:]))
 
-    @work(thread=True, exclusive=True, group="snapshot", description="read tasks and index")
+    @work(thread=True, exit_on_error=False, exclusive=True, group="snapshot", description="read tasks and index")
     def load_snapshot(self) -> None:
         self.post_message(SnapshotLoaded(self.dashboard.backend.snapshot()))
 
-    @work(thread=True, exclusive=True, group="facts", description="git facts")
+    @work(thread=True, exit_on_error=False, exclusive=True, group="facts", description="git facts")
     def load_facts(self, entries: tuple[WorktreeEntry, ...]) -> None:
         self.post_message(FactsLoaded(self.dashboard.backend.facts(entries)))
 
-    @work(thread=True, exclusive=True, group="poll", description="poll sessions")
+    @work(thread=True, exit_on_error=False, exclusive=True, group="poll", description="poll sessions")
     def poll_sessions(self, preview: list[str]) -> None:
         infos, previews = self.dashboard.backend.poll_sessions(preview)
         self.post_message(SessionsPolled(infos, previews))
 
-    @work(thread=True, exclusive=True, group="events", description="tail events")
+    @work(thread=True, exit_on_error=False, exclusive=True, group="events", description="tail events")
     def load_events(self) -> None:
         records, self._events_offset = self.dashboard.backend.read_events(self._events_offset)
         if records:
             self.post_message(EventsAppended(records))
 
-    @work(thread=True, exclusive=True, group="watch", description="watch state files")
+    @work(thread=True, exit_on_error=False, exclusive=True, group="watch", description="watch state files")
     def monitor_files(self) -> None:
         from watchfiles import watch
 
@@ -173,6 +173,10 @@ class MainScreen(Screen[None]):
             self.post_message(FilesChanged(state, frozenset(touched)))
 
     # -- message handlers ------------------------------------------------------------------------------------
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        # Worker.StateChanged does not bubble: the screen that runs the workers hands failures to the app.
+        self.dashboard.report_worker_failure(event)
 
     def on_snapshot_loaded(self, message: SnapshotLoaded) -> None:
         self.tasks = message.snapshot.tasks
@@ -340,7 +344,7 @@ class MainScreen(Screen[None]):
         if result is not None:
             self.create_task(result)
 
-    @work(thread=True, group="ops", description="create task")
+    @work(thread=True, exit_on_error=False, group="ops", description="create task")
     def create_task(self, new: NewTask) -> None:
         backend = self.dashboard.backend
         if not new.start:
@@ -376,7 +380,7 @@ class MainScreen(Screen[None]):
         else:
             self.start_session(name, None, restart=name in self.sessions)
 
-    @work(thread=True, group="ops", description="start task")
+    @work(thread=True, exit_on_error=False, group="ops", description="start task")
     def start_for_task(self, task_id: int) -> None:
         backend = self.dashboard.backend
         task = backend.tasks.get(task_id)
@@ -386,7 +390,7 @@ class MainScreen(Screen[None]):
         self.post_message(OperationDone(f"Task {task.id} → worktree {entry.name} with {info.agent}",
                                         focus=entry.name))
 
-    @work(thread=True, group="ops", description="start session")
+    @work(thread=True, exit_on_error=False, group="ops", description="start session")
     def start_session(self, name: str, agent: str | None, restart: bool) -> None:
         size = self.app.call_from_thread(self.terminal_size)
         info = self.dashboard.backend.start_session(name, agent, size, restart=restart)
@@ -413,7 +417,7 @@ class MainScreen(Screen[None]):
         if name:
             self.keep_worktree(name)
 
-    @work(thread=True, group="ops", description="keep")
+    @work(thread=True, exit_on_error=False, group="ops", description="keep")
     def keep_worktree(self, name: str) -> None:
         self.dashboard.backend.keep(name)
         self.post_message(OperationDone(f"Kept {name}"))
@@ -423,7 +427,7 @@ class MainScreen(Screen[None]):
         if name:
             self.prepare_remove(name)
 
-    @work(thread=True, group="ops", description="check for uncommitted work")
+    @work(thread=True, exit_on_error=False, group="ops", description="check for uncommitted work")
     def prepare_remove(self, name: str) -> None:
         dirty = self.dashboard.backend.dirty_files(name)
         entry = self.entry(name)
@@ -442,7 +446,7 @@ class MainScreen(Screen[None]):
             terminal.detach()
         self.remove_worktree(name, choice)
 
-    @work(thread=True, group="ops", description="remove")
+    @work(thread=True, exit_on_error=False, group="ops", description="remove")
     def remove_worktree(self, name: str, choice: RemoveChoice) -> None:
         result = self.dashboard.backend.remove(name, choice.force, choice.complete_task)
         warnings = "; ".join(result.warnings)
@@ -454,7 +458,7 @@ class MainScreen(Screen[None]):
             self.query_one("#bottom", TabbedContent).active = "diff-tab"
             self.load_diff(name)
 
-    @work(thread=True, exclusive=True, group="diff", description="diff")
+    @work(thread=True, exit_on_error=False, exclusive=True, group="diff", description="diff")
     def load_diff(self, name: str) -> None:
         self.post_message(DiffLoaded(name, self.dashboard.backend.diff(name)))
 
@@ -466,7 +470,7 @@ class MainScreen(Screen[None]):
         if entry:
             self.copy_path(entry.path)
 
-    @work(thread=True, group="clipboard", description="copy path")
+    @work(thread=True, exit_on_error=False, group="clipboard", description="copy path")
     def copy_path(self, path: str) -> None:
         import pyperclip
 

@@ -33,13 +33,23 @@ class TaskTable(DataTable[Cell]):
         self.add_column("Task", key="subject")
         self.add_column("Worktree", key="worktree")
 
+    subject_width = 30
+    """Subjects are cut to this many cells so the worktree column stays in view."""
+
     def show(self, tasks: Sequence[Task], filter_text: str = "") -> None:
         needle = filter_text.lower()
+        open_ids = {t.id for t in tasks if str(t.status) != "completed"}
         rows = []
         for task in tasks:
             if needle and needle not in f"{task.subject} {task.worktree} {task.id}".lower():
                 continue
-            subject = Text(task.subject, style="dim strike" if str(task.status) == "completed" else "")
+            label = task.subject
+            if len(label) > self.subject_width:
+                label = label[: self.subject_width - 1] + "…"
+            subject = Text(label, style="dim strike" if str(task.status) == "completed" else "")
+            blockers = [b for b in task.blockedBy if b in open_ids]
+            if blockers:
+                subject.append(f" ⧗{','.join(map(str, blockers))}", style="dim red")
             worktree = Text(task.worktree or "-", style="cyan" if task.worktree else "dim")
             rows.append((str(task.id), (STATUS_GLYPH[str(task.status)], str(task.id), subject, worktree)))
         sync_rows(self, rows)

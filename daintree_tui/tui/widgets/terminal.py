@@ -263,8 +263,15 @@ class TerminalView(Widget, can_focus=True):
     def _locked(self) -> Any:
         return self._external_lock if self._external_lock is not None else contextlib.nullcontext()
 
+    placeholder: reactive[str] = reactive("No session here. Press enter to start one, s to pick the agent.")
+    """What an unattached terminal says."""
+
     def render_line(self, y: int) -> Strip:
         width = self.size.width
+        if not self.attached:
+            if y == self.size.height // 2 - 1:
+                return Strip([Segment(self.placeholder.center(width)[:width], Style(dim=True))])
+            return Strip.blank(width)
         with self._locked():
             screen = self.emulator.screen
             if y >= screen.lines:

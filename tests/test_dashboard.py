@@ -1,0 +1,220 @@
+"""The dashboard through Pilot, over real repositories and real tmux sessions on a private socket."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.widgets import Input
+
+from daintree_tui.core.project import Project
+from daintree_tui.tui.app import DaintreeApp, make_app
+from daintree_tui.tui.screens.main import MainScreen
+from daintree_tui.tui.screens.new_task import NewTaskScreen
+from daintree_tui.tui.screens.remove import RemoveScreen
+from daintree_tui.tui.widgets.task_table import TaskTable
+from daintree_tui.tui.widgets.terminal import TerminalView
+from daintree_tui.tui.widgets.worktree_table import WorktreeTable
+from tests.conftest import CLI
+
+pytestmark = pytest.mark.usefixtures("tmux_socket")
+
+ECHO_AGENT = (f"{sys.executable} -c \"import sys; print('agent ready', flush=True); "
+              "[print('echo:', l.strip(), flush=True) for l in sys.stdin]\"")
+
+
+def configure(repo: Path) -> None:
+    (repo / ".daintree.toml").write_text(
+        f'default_agent = "echo"\n[agents.echo]\ncommand = \'\'\'{ECHO_AGENT}\'\'\'\n'
+        "[notifications]\nbell = false\n")
+
+
+async def until(pilot: Any, predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if loop.time() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        await pilot.pause(0.05)
+
+
+def main_screen(app: DaintreeApp) -> MainScreen:
+    screen = app.screen
+    assert isinstance(screen, MainScreen)
+    return screen
+
+
+def index(repo: Path) -> dict[str, dict[str, Any]]:
+    data = json.loads((repo / ".worktrees" / "index.json").read_text())
+    return {e["name"]: e for e in data["worktrees"]}
+
+
+async def test_quick_create_from_n_then_type_into_terminal_and_leave(repo: Path) -> None:
+    configure(repo)
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, MainScreen) and main_screen(app)._started)
+        await pilot.press("n")
+        await until(pilot, lambda: isinstance(app.screen, NewTaskScreen))
+        await pilot.press(*"Fix login bug")
+        await pilot.press("enter")
+        await until(pilot, lambda: "fix-login-bug" in index(repo) if (repo / ".worktrees/index.json").exists()
+                    else False)
+        task = json.loads((repo / ".tasks" / "task_1.json").read_text())
+        assert task["subject"] == "Fix login bug" and task["worktree"] == "fix-login-bug"
+        terminal = app.screen.query_one(TerminalView)
+        await until(pilot, lambda: terminal.has_focus and terminal.worktree == "fix-login-bug")
+        await until(pilot, lambda: "agent ready" in terminal.screen_text())
+        await pilot.press(*"hello", "enter")
+        log = repo / ".worktrees" / ".logs" / "fix-login-bug.log"
+        await until(pilot, lambda: b"echo: hello" in log.read_bytes())
+        await until(pilot, lambda: "echo: hello" in terminal.screen_text())
+        await pilot.press("ctrl+q")  # goes to the agent, does not quit
+        await pilot.pause(0.2)
+        assert app.is_running
+        await pilot.press("ctrl+right_square_bracket")
+        await until(pilot, lambda: app.screen.query_one(WorktreeTable).has_focus)
+
+
+async def test_enter_on_task_without_worktree_starts_one(repo: Path, cli: CLI) -> None:
+    configure(repo)
+    cli.ok("task", "create", "Write docs")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: main_screen(app).tasks)
+        app.screen.query_one(TaskTable).focus()
+        await pilot.press("enter")
+        await until(pilot, lambda: (repo / ".worktrees/index.json").exists() and "write-docs" in index(repo))
+        terminal = app.screen.query_one(TerminalView)
+        await until(pilot, lambda: terminal.has_focus and "agent ready" in terminal.screen_text())
+
+
+async def test_switch_sessions_keep_and_palette(repo: Path, cli: CLI) -> None:
+    configure(repo)
+    for name in ("alpha", "beta"):
+        cli.ok("worktree", "create", name, "--agent", "echo")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: len(screen.sessions) == 2)
+        terminal = screen.query_one(TerminalView)
+        await pilot.press("alt+2")
+        await until(pilot, lambda: terminal.worktree == "beta" and terminal.has_focus)
+        await pilot.press("ctrl+right_square_bracket")
+        await pilot.press("left_square_bracket")
+        await until(pilot, lambda: terminal.worktree == "alpha")
+        await pilot.press("ctrl+right_square_bracket")
+        screen.query_one(WorktreeTable).select_name("alpha")
+        await pilot.press("k")
+        await until(pilot, lambda: index(repo)["alpha"]["status"] == "kept")
+        screen.query_one(WorktreeTable).select_name("beta")
+        await pilot.press("ctrl+p")
+        await pilot.pause(0.3)
+        await pilot.press(*"Keep worktree")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await until(pilot, lambda: index(repo)["beta"]["status"] == "kept")
+
+
+async def test_remove_dialog_dirty_needs_second_confirmation(repo: Path, cli: CLI) -> None:
+    configure(repo)
+    cli.ok("task", "create", "t")
+    cli.ok("worktree", "create", "dirty", "--task", "1")
+    cli.ok("worktree", "create", "clean")
+    (repo / ".worktrees" / "dirty" / "scratch.txt").write_text("unsaved")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: len(screen.entries) == 2)
+        screen.query_one(WorktreeTable).select_name("dirty")
+        await pilot.press("x")
+        await until(pilot, lambda: isinstance(app.screen, RemoveScreen))
+        assert app.screen.dirty == ["scratch.txt"]
+        await pilot.click("#remove")
+        await pilot.pause(0.3)
+        assert isinstance(app.screen, RemoveScreen)  # armed, not removed
+        assert (repo / ".worktrees" / "dirty" / "scratch.txt").exists()
+        await pilot.press("escape")
+        await pilot.pause(0.2)
+        assert index(repo)["dirty"]["status"] == "active"
+        await pilot.press("x")
+        await until(pilot, lambda: isinstance(app.screen, RemoveScreen))
+        await pilot.click("#complete")
+        await pilot.click("#remove")
+        await pilot.pause(0.6)  # a second, deliberate press (a fast double click does not discard work)
+        await pilot.click("#remove")
+        await until(pilot, lambda: index(repo)["dirty"]["status"] == "removed")
+        assert json.loads((repo / ".tasks" / "task_1.json").read_text())["status"] == "completed"
+        await until(pilot, lambda: [e.name for e in screen.entries] == ["clean"])
+        screen.query_one(WorktreeTable).select_name("clean")
+        await pilot.press("x")
+        await until(pilot, lambda: isinstance(app.screen, RemoveScreen))
+        await pilot.click("#remove")
+        await until(pilot, lambda: index(repo)["clean"]["status"] == "removed")
+
+
+async def test_cli_change_appears_live(repo: Path, cli: CLI) -> None:
+    configure(repo)
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: screen._started)
+        await pilot.pause(0.5)
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        await asyncio.to_thread(cli.ok, "task", "create", "Made in another shell")
+        await until(pilot, lambda: screen.query_one(TaskTable).row_count == 1, timeout=5)
+        await asyncio.to_thread(cli.ok, "worktree", "create", "from-cli")
+        await until(pilot, lambda: screen.query_one(WorktreeTable).row_count == 1, timeout=5)
+        assert loop.time() - start < 5
+
+
+async def test_filter_and_help(repo: Path, cli: CLI) -> None:
+    configure(repo)
+    cli.ok("task", "create", "apples")
+    cli.ok("task", "create", "pears")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: screen.query_one(TaskTable).row_count == 2)
+        await pilot.press("slash", *"pear")
+        await until(pilot, lambda: screen.query_one(TaskTable).row_count == 1)
+        assert screen.query_one("#filter", Input).has_focus
+        await pilot.press("enter", "question_mark")
+        await until(pilot, lambda: type(app.screen).__name__ == "HelpScreen")
+        await pilot.press("escape")
+        await until(pilot, lambda: isinstance(app.screen, MainScreen))
+
+
+async def test_worker_errors_become_notifications(repo: Path, cli: CLI) -> None:
+    (repo / ".daintree.toml").write_text('default_agent = "ghost"\n[agents.ghost]\ncommand = "no-such-binary-x"\n')
+    cli.ok("worktree", "create", "w")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: screen.entries)
+        await pilot.press("enter")
+        await until(pilot, lambda: any("no-such-binary-x" in str(t.render()) for t in app.screen.query("Toast")))
+        assert app.is_running
+
+
+async def test_quit_says_agents_keep_running(repo: Path, cli: CLI, tmux_socket: str) -> None:
+    configure(repo)
+    cli.ok("worktree", "create", "stay", "--agent", "echo")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: main_screen(app).sessions)
+        await pilot.press("q")
+        await pilot.pause(0.2)
+    assert "keep running" in app.exit_message
+    alive = subprocess.run(["tmux", "-L", tmux_socket, "has-session", "-t", "=dt-stay"], capture_output=True)
+    assert alive.returncode == 0

@@ -1,0 +1,105 @@
+"""Snapshot tests of the dashboard's screens at 120x40, with frozen times and no live sessions."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from daintree_tui.core.project import Project
+from daintree_tui.tui.app import DaintreeApp, make_app
+from daintree_tui.tui.screens.main import MainScreen
+from tests.conftest import CLI, git, make_repo
+
+pytestmark = pytest.mark.usefixtures("tmux_socket")
+
+SNAPSHOT_REPO = Path("/tmp/daintree-snapshot/shop")  # fixed: the header shows the repository path
+SIZE = (120, 40)
+
+
+def frozen_clock() -> float:
+    return 1_700_000_000.0
+
+
+def build_repo() -> Path:
+    shutil.rmtree(SNAPSHOT_REPO.parent, ignore_errors=True)
+    repo = make_repo(SNAPSHOT_REPO)
+    (repo / ".daintree.toml").write_text('default_agent = "shell"\n[ports]\nrange = [4100, 4999]\n')
+    cli = CLI(repo)
+    cli.ok("task", "create", "Refactor auth to use salted hashes")
+    cli.ok("task", "create", "Add a discount to the cart total")
+    cli.ok("task", "create", "Speed up the test suite", "--blocked-by", "1")
+    cli.ok("worktree", "create", "auth-refactor", "--task", "1")
+    cli.ok("worktree", "create", "cart-discount", "--task", "2")
+    (repo / ".worktrees" / "cart-discount" / "app.py").write_text("print('discount')\n")
+    (repo / ".worktrees" / "cart-discount" / "cart.py").write_text("def total(): ...\n")
+    wt = repo / ".worktrees" / "auth-refactor"
+    (wt / "auth.py").write_text("import hashlib\n")
+    git(wt, "add", "-A")
+    git(wt, "commit", "-q", "-m", "auth")
+    return repo
+
+
+def app_for(repo: Path) -> DaintreeApp:
+    return make_app(Project.discover(repo), clock=frozen_clock, clock_format=lambda _: "12:00:00")
+
+
+def settled(app: DaintreeApp) -> Callable[[Any], Any]:
+    async def run_before(pilot: Any) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10
+        while loop.time() < deadline:
+            screen = app.screen
+            if isinstance(screen, MainScreen) and screen._started and len(screen.facts) == 2:
+                break
+            await pilot.pause(0.05)
+        await pilot.pause(0.3)
+    return run_before
+
+
+def test_main_screen(snap_compare: Any) -> None:
+    app = app_for(build_repo())
+    assert snap_compare(app, terminal_size=SIZE, run_before=settled(app))
+
+
+def test_new_task_dialog(snap_compare: Any) -> None:
+    app = app_for(build_repo())
+
+    async def run_before(pilot: Any) -> None:
+        await settled(app)(pilot)
+        await pilot.press("n")
+        await pilot.pause(0.3)
+        await pilot.press(*"Fix the flaky test")
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_remove_dialog(snap_compare: Any) -> None:
+    app = app_for(build_repo())
+
+    async def run_before(pilot: Any) -> None:
+        await settled(app)(pilot)
+        screen = app.screen
+        assert isinstance(screen, MainScreen)
+        from daintree_tui.tui.widgets.worktree_table import WorktreeTable
+
+        screen.query_one(WorktreeTable).select_name("cart-discount")
+        await pilot.press("x")
+        await pilot.pause(0.5)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_help(snap_compare: Any) -> None:
+    app = app_for(build_repo())
+
+    async def run_before(pilot: Any) -> None:
+        await settled(app)(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause(0.3)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
