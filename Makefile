@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test lint typecheck pytest bench snapshots clean
+.PHONY: setup run test lint typecheck pytest bench snapshots screenshots clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,9 @@ test: lint typecheck pytest
 
 bench: setup
 	$(BIN)/python -m bench
+
+screenshots: setup
+	$(BIN)/python screenshots/make.py
 
 snapshots: setup
 	$(BIN)/pytest -q tests/test_snapshots.py --snapshot-update

@@ -31,7 +31,7 @@ def cmd_session_start(args: argparse.Namespace, project: Project) -> int:
     return 0
 
 
-_STATUS_GLYPH = {"starting": "…", "running": "▶", "waiting": "⏸", "exited": "■"}
+_STATUS_GLYPH = {"starting": "◌", "running": "▶", "waiting": "●", "exited": "■"}
 
 
 def cmd_session_list(args: argparse.Namespace, project: Project) -> int:

@@ -103,6 +103,9 @@ def tmux_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.setenv("DAINTREE_DEMO_SPEED", "20")
     yield name
     subprocess.run(["tmux", "-L", name, "kill-server"], capture_output=True)
+    from daintree_tui.sessions.tmux import socket_path
+
+    socket_path(name).unlink(missing_ok=True)
 
 
 def wait_for(predicate: Any, timeout: float = 10.0, interval: float = 0.05) -> Any:

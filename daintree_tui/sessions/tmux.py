@@ -36,7 +36,7 @@ set -g aggressive-resize on
 set -g allow-rename off
 set -g set-titles off
 set -g focus-events on
-set -g exit-empty on
+set -s exit-empty off
 """
 
 _LIST_FORMAT = "\t".join(["#{session_name}", "#{pane_dead}", "#{pane_dead_status}", "#{pane_pid}",
@@ -128,7 +128,10 @@ class TmuxHost:
         """
         self._write_conf()
         if not self.server_running():
+            # Start the server with a clean command line: a tmux server keeps the argv of the client that
+            # forked it, and the new-session call below carries the session's environment (API keys too).
             self._clean_stale_socket("refused")
+            self.tmux("start-server")
         name = session_name(worktree)
         log.parent.mkdir(parents=True, exist_ok=True)
         env_args = [arg for key, value in sorted(env.items()) if "=" not in key and key not in _NOT_PASSED

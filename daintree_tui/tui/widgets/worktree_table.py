@@ -13,9 +13,9 @@ from daintree_tui.sessions.manager import SessionInfo
 from daintree_tui.tui.widgets.rows import Cell, sync_rows
 
 SESSION_GLYPH = {
-    "starting": Text("… starting", style="dim"),
+    "starting": Text("◌ starting", style="dim"),
     "running": Text("▶ running", style="green"),
-    "waiting": Text("⏸ WAITING", style="bold black on yellow"),
+    "waiting": Text("● WAITING", style="bold black on yellow"),
     "exited": Text("■ exited", style="red"),
 }
 

@@ -1,0 +1,54 @@
+"""Helpers shared by the benchmarks: generated repositories, timing, a table printer."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@daintree.invalid",
+           "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@daintree.invalid"}
+
+
+def git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True, env=GIT_ENV)
+
+
+def generated_repo(path: Path, files: int) -> Path:
+    """A repository with `files` small files spread over 100 directories, one commit."""
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    for i in range(files):
+        d = path / f"src/pkg{i % 100}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"mod{i}.py").write_text(f"VALUE = {i}\n" * 5)
+    (path / ".gitignore").write_text(".env\nnode_modules/\n")
+    (path / ".env").write_text("SECRET=1\n")
+    (path / "node_modules").mkdir()
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "generated")
+    return path
+
+
+def median_times(fns: list[Callable[[int], object]], runs: int, warmup: int = 1) -> list[float]:
+    """Median wall time of each function, interleaved run by run so that drift (page cache, a busy
+    neighbour) hits baseline and candidate alike, each started after a sync. `warmup` rounds are run first
+    and discarded."""
+    samples: list[list[float]] = [[] for _ in fns]
+    for i in range(-warmup, runs):
+        for k, fn in enumerate(fns):
+            os.sync()  # start each sample with no write-back left over from the one before
+            start = time.perf_counter()
+            fn(i + warmup * 1000 if i < 0 else i)
+            if i >= 0:
+                samples[k].append(time.perf_counter() - start)
+    return [statistics.median(s) for s in samples]
+
+
+def table(title: str, rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True))  # noqa: E731
+    return "\n".join([f"## {title}", line(header), line(["-" * w for w in widths]), *map(line, rows), ""])
