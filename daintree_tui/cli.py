@@ -319,6 +319,38 @@ def cmd_wt_events(args: argparse.Namespace, project: Project) -> int:
     return 0
 
 
+def _review(project: Project) -> Any:
+    from daintree_tui.core.review import ReviewService
+
+    return ReviewService(_worktrees(project))
+
+
+def cmd_wt_diff(args: argparse.Namespace, project: Project) -> int:
+    text = _review(project).diff(args.name, stat=args.stat)
+    _emit(args, {"name": args.name, "diff": text}, text or f"{args.name}: no changes against its base")
+    return 0
+
+
+def cmd_wt_commit(args: argparse.Namespace, project: Project) -> int:
+    result = _review(project).commit(args.name, args.message, all_changes=args.all)
+    _emit(args, result, f"committed {len(result['files'])} file(s) in {args.name}: {result['commit'][:10]}")
+    return 0
+
+
+def cmd_wt_merge(args: argparse.Namespace, project: Project) -> int:
+    result = _review(project).merge(args.name, strategy=args.strategy, into=args.into, remove=args.remove,
+                                    complete_task=args.complete_task)
+    text = result.message + (f"\nremoved worktree {args.name}" if result.removed else "")
+    _emit(args, result.to_dict(), text)
+    return 0
+
+
+def cmd_wt_pr(args: argparse.Namespace, project: Project) -> int:
+    result = _review(project).pr(args.name, draft=args.draft)
+    _emit(args, result, f"opened {'draft ' if args.draft else ''}pull request: {result['url']}")
+    return 0
+
+
 # -- doctor, trust ---------------------------------------------------------------------------------------------
 
 
@@ -418,6 +450,22 @@ def build_parser() -> _Parser:
     p.add_argument("name")
     p.add_argument("--timeout", type=float, default=300.0, metavar="S")
     p.add_argument("cmd", nargs="*", metavar="-- CMD", help="the command, after --")
+    p = add(wsub, "diff", cmd_wt_diff, "changes against the base commit, untracked files included")
+    p.add_argument("name")
+    p.add_argument("--stat", action="store_true")
+    p = add(wsub, "commit", cmd_wt_commit, "commit the agent's work in its worktree")
+    p.add_argument("name")
+    p.add_argument("-m", "--message", required=True)
+    p.add_argument("--all", "-a", action="store_true", help="stage everything first, untracked files included")
+    p = add(wsub, "merge", cmd_wt_merge, "merge a worktree's branch back (through a temporary worktree)")
+    p.add_argument("name")
+    p.add_argument("--strategy", default="ff", help="ff (default), squash or rebase")
+    p.add_argument("--into", metavar="BRANCH", help="target branch (default: the base branch, else the primary's)")
+    p.add_argument("--remove", action="store_true", help="remove the worktree afterwards")
+    p.add_argument("--complete-task", action="store_true", help="mark its task completed")
+    p = add(wsub, "pr", cmd_wt_pr, "push the branch and open a pull request with gh")
+    p.add_argument("name")
+    p.add_argument("--draft", action="store_true")
     p = add(wsub, "events", cmd_wt_events, "the lifecycle log")
     p.add_argument("--limit", type=int, metavar="N")
     p.add_argument("--follow", "-f", action="store_true")

@@ -47,10 +47,20 @@ def cmd_session_list(args: argparse.Namespace, project: Project) -> int:
 
 
 def cmd_session_send(args: argparse.Namespace, project: Project) -> int:
-    if args.text is None:
-        raise InputError("send needs TEXT")
-    _manager(project).send(args.name, args.text, enter=not args.no_enter, paste=args.paste)
-    _emit(args, {"name": args.name, "sent": len(args.text)}, f"sent {len(args.text)} characters to {args.name}")
+    from daintree_tui.sessions.context import build_context
+
+    context = args.files or args.task or args.clipboard
+    if args.text is None and not context:
+        raise InputError("send needs TEXT, or --file PATH..., --task or --clipboard")
+    if args.text is not None and context:
+        raise InputError("give either TEXT or --file/--task/--clipboard, not both")
+    if context:
+        text = build_context(project, args.name, files=args.files or [], task=args.task, clipboard=args.clipboard)
+        _manager(project).send(args.name, text, enter=False, paste=True)
+    else:
+        text = args.text
+        _manager(project).send(args.name, text, enter=not args.no_enter, paste=args.paste)
+    _emit(args, {"name": args.name, "sent": len(text)}, f"sent {len(text)} characters to {args.name}")
     return 0
 
 
@@ -124,6 +134,10 @@ def register(sub: Any, add: Callable[..., Any]) -> None:
     p.add_argument("text", nargs="?")
     p.add_argument("--no-enter", action="store_true", help="do not press Enter after the text")
     p.add_argument("--paste", action="store_true", help="send as one bracketed paste")
+    p.add_argument("--file", dest="files", action="append", metavar="PATH",
+                   help="send a file (path and content, as a fenced block); repeatable")
+    p.add_argument("--task", action="store_true", help="send the bound task's subject and description")
+    p.add_argument("--clipboard", action="store_true", help="send the clipboard's text")
     p = add(ssub, "keys", cmd_session_keys, "send tmux key names (Enter, C-c, Up) to a session")
     p.add_argument("name")
     p.add_argument("keys", nargs="+", metavar="KEY")

@@ -218,3 +218,46 @@ async def test_quit_says_agents_keep_running(repo: Path, cli: CLI, tmux_socket: 
     assert "keep running" in app.exit_message
     alive = subprocess.run(["tmux", "-L", tmux_socket, "has-session", "-t", "=dt-stay"], capture_output=True)
     assert alive.returncode == 0
+
+
+async def test_full_flow_from_the_keyboard(repo: Path, cli: CLI) -> None:
+    """Create a task, an agent works, review the diff, commit, merge back through a trusted pre_merge hook,
+    remove the worktree and complete the task: every step in events.jsonl."""
+    (repo / ".daintree.toml").write_text(
+        'default_agent = "worker"\n'
+        "[agents.worker]\ncommand = \"sh -c 'echo implemented > feature.txt; echo work done; cat'\"\n"
+        '[hooks]\npre_merge = ["test -f feature.txt"]\n[notifications]\nbell = false\n')
+    git_commit_config(repo)
+    cli.ok("trust")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: screen._started)
+        await pilot.press("n", *"Add feature", "enter")
+        await until(pilot, lambda: (repo / ".worktrees/add-feature/feature.txt").exists())
+        await pilot.press("ctrl+right_square_bracket", "d")
+        from daintree_tui.tui.widgets.diff_view import DiffView
+
+        await until(pilot, lambda: "feature.txt" in "\n".join(str(line.text) for line in
+                                                              screen.query_one(DiffView).lines))
+        await pilot.press("C")
+        await until(pilot, lambda: type(app.screen).__name__ == "CommitScreen")
+        await pilot.press("enter")
+        await until(pilot, lambda: "Add feature" in subprocess.run(
+            ["git", "-C", str(repo), "log", "-1", "--format=%s", "wt/add-feature"], capture_output=True,
+            text=True).stdout)
+        await pilot.press("m")
+        await until(pilot, lambda: type(app.screen).__name__ == "MergeScreen")
+        await pilot.click("#merge")
+        await until(pilot, lambda: index(repo)["add-feature"]["status"] == "removed", timeout=15)
+    assert (repo / "feature.txt").read_text() == "implemented\n"
+    assert json.loads((repo / ".tasks" / "task_1.json").read_text())["status"] == "completed"
+    names = [json.loads(line)["event"] for line in (repo / ".worktrees/events.jsonl").read_text().splitlines()]
+    for expected in ("task.created", "worktree.create.after", "session.started", "worktree.commit",
+                     "hook.ran", "worktree.merge.after", "worktree.remove.after", "task.completed"):
+        assert expected in names, expected
+
+
+def git_commit_config(repo: Path) -> None:
+    subprocess.run(["git", "-C", str(repo), "add", ".daintree.toml"], check=True)
+    subprocess.run(["git", "-C", str(repo), "commit", "-q", "-m", "config"], check=True)

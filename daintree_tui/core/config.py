@@ -6,6 +6,7 @@ Every key is validated here so that a bad value is one clear error naming the ke
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,6 +81,9 @@ class Config:
     default_agent: str = "shell"
     keys: dict[str, str] = field(default_factory=dict)
     bell: bool = True
+    desktop: bool = True
+    notify_on: dict[str, bool] = field(default_factory=lambda: {"waiting": True, "exited": True})
+    quiet_hours: tuple[str, str] | None = None
     waiting_debounce: float = 2.0
     max_sessions: int = 3
     repo_config_path: Path | None = None
@@ -274,10 +278,19 @@ def parse(data: dict[str, Any], repo_config_path: Path | None = None) -> Config:
     cfg.keys = dict(keys)
     notifications = data.get("notifications", {})
     _expect(isinstance(notifications, dict), "notifications", "a table", notifications)
-    if "bell" in notifications:
-        _expect(isinstance(notifications["bell"], bool), "notifications.bell", "true or false",
-                notifications["bell"])
-        cfg.bell = notifications["bell"]
+    for key in ("bell", "desktop", "on_waiting", "on_exited"):
+        if key in notifications:
+            _expect(isinstance(notifications[key], bool), f"notifications.{key}", "true or false",
+                    notifications[key])
+    cfg.bell = notifications.get("bell", cfg.bell)
+    cfg.desktop = notifications.get("desktop", cfg.desktop)
+    cfg.notify_on = {"waiting": notifications.get("on_waiting", True), "exited": notifications.get("on_exited", True)}
+    if "quiet_hours" in notifications:
+        quiet = notifications["quiet_hours"]
+        ok = (isinstance(quiet, list) and len(quiet) == 2
+              and all(isinstance(t, str) and re.fullmatch(r"([01]\d|2[0-3]):[0-5]\d", t) for t in quiet))
+        _expect(ok, "notifications.quiet_hours", 'two times ["HH:MM", "HH:MM"]', quiet)
+        cfg.quiet_hours = (quiet[0], quiet[1])
     sessions = data.get("sessions", {})
     _expect(isinstance(sessions, dict), "sessions", "a table", sessions)
     if "waiting_debounce" in sessions:
@@ -302,3 +315,13 @@ def load(root: Path) -> Config:
 def env_flag(name: str) -> bool:
     """True when an environment switch like DAINTREE_NO_TMUX is set to something other than 0/empty."""
     return os.environ.get(name, "") not in ("", "0")
+
+
+def in_quiet_hours(quiet: tuple[str, str] | None, now_hhmm: str) -> bool:
+    """Whether `now_hhmm` falls in the quiet window (which may wrap past midnight)."""
+    if quiet is None:
+        return False
+    start, end = quiet
+    if start <= end:
+        return start <= now_hhmm < end
+    return now_hhmm >= start or now_hhmm < end

@@ -65,7 +65,8 @@ def hook_log(project: Project, name: str) -> Path:
     return project.logs_dir / f"{name}.hooks.log"
 
 
-def run_hooks(project: Project, hook: str, entry: WorktreeEntry, *, cwd: Path | None = None) -> list[HookOutcome]:
+def run_hooks(project: Project, hook: str, entry: WorktreeEntry, *, cwd: Path | None = None,
+              extra_env: dict[str, str] | None = None) -> list[HookOutcome]:
     """Run the commands of one hook in the worktree; stop at the first failing one that is not optional.
 
     Raises:
@@ -78,6 +79,7 @@ def run_hooks(project: Project, hook: str, entry: WorktreeEntry, *, cwd: Path | 
     trusted = cfg_path is not None and is_trusted(cfg_path)
     env = worktree_env(project, entry)
     env["DAINTREE_HOOK"] = hook
+    env.update(extra_env or {})
     workdir = cwd or Path(entry.path)
     log = hook_log(project, entry.name)
     log.parent.mkdir(parents=True, exist_ok=True)

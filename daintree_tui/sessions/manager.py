@@ -7,6 +7,7 @@ agent's own signal) is a cache of what was observed; tmux and the log file are t
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -195,6 +196,21 @@ class SessionManager:
             self.project.events.append(f"session.{status}", worktree={"name": name}, agent=meta.get("agent"),
                                        exit_code=exit_code if status == SessionStatus.EXITED else None,
                                        reason=reason)
+        hook = {SessionStatus.EXITED: "on_session_exit", SessionStatus.WAITING: "on_waiting"}.get(status)
+        if hook and reason != "stopped":
+            self._run_hook(name, hook, exit_code)
+
+    def _run_hook(self, name: str, hook: str, exit_code: int | None) -> None:
+        """Run `on_session_exit` / `on_waiting` hooks; their failures are events, never errors here."""
+        entry = find(Index(self.project).load(), name)
+        if entry is None or not entry.live or not Path(entry.path).is_dir():
+            return
+        from daintree_tui.core.errors import DaintreeError
+        from daintree_tui.core.hooks import run_hooks
+
+        with contextlib.suppress(DaintreeError):
+            run_hooks(self.project, hook, entry, extra_env={"DAINTREE_EXIT_CODE": "" if exit_code is None
+                                                            else str(exit_code)})
 
     def _info(self, name: str, state: PaneState, meta: dict[str, Any], status: SessionStatus) -> SessionInfo:
         return SessionInfo(name=name, session=state.session, agent=str(meta.get("agent", "?")), status=status,

@@ -13,6 +13,7 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.worker import Worker, WorkerState
 
+from daintree_tui.core.config import in_quiet_hours
 from daintree_tui.core.errors import DaintreeError
 from daintree_tui.core.project import Project
 from daintree_tui.sessions.manager import SessionInfo
@@ -79,13 +80,18 @@ class DaintreeApp(App[None]):
 
     def announce(self, name: str, info: SessionInfo) -> None:
         """A session started waiting or exited: notify, ring the bell, tell the desktop."""
+        cfg = self.backend.project.config
+        if not cfg.notify_on.get(str(info.status), True):
+            return
         what = "is waiting for you" if str(info.status) == "waiting" else (
             f"exited ({info.exit_code})" if info.exit_code is not None else "exited")
         self.notify(f"{name}: {info.agent} {what}", title="daintree",
                     severity="warning" if str(info.status) == "waiting" else "information")
-        if self.backend.project.config.bell:
+        if in_quiet_hours(cfg.quiet_hours, time.strftime("%H:%M", time.localtime(self.clock()))):
+            return
+        if cfg.bell:
             self.bell()
-        if shutil.which("notify-send"):
+        if cfg.desktop and shutil.which("notify-send"):
             subprocess.Popen(["notify-send", "daintree", f"{name}: {info.agent} {what}"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 

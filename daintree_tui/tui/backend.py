@@ -8,12 +8,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from daintree_tui.core import git as g
 from daintree_tui.core.models import Task, WorktreeEntry
 from daintree_tui.core.project import Project
 from daintree_tui.core.reconcile import reconcile
+from daintree_tui.core.review import MergeResult, ReviewService
 from daintree_tui.core.store import read_json
 from daintree_tui.core.tasks import TaskService
 from daintree_tui.core.worktrees import Facts, RemoveResult, WorktreeService, slugify
@@ -41,6 +41,7 @@ class Backend:
         self.tasks = TaskService(project)
         self.worktrees = WorktreeService(project, self.host)
         self.sessions = SessionManager(project, self.host)
+        self.review = ReviewService(self.worktrees)
         self.clock = clock
 
     @property
@@ -113,17 +114,41 @@ class Backend:
 
     def diff(self, name: str) -> str:
         """The worktree's changes against its base commit, untracked files included."""
-        entry = self.worktrees.get(name, live=True)
-        path = Path(entry.path)
-        if not path.is_dir():
-            return ""
-        tracked = g.git(path, "diff", "--no-color", entry.base_commit, check=False).stdout
-        untracked = g.git(path, "ls-files", "--others", "--exclude-standard", "-z", check=False).stdout
-        parts = [tracked]
-        for rel in [p for p in untracked.split("\0") if p]:
-            proc = g.git(path, "diff", "--no-color", "--no-index", "--", "/dev/null", rel, check=False)
-            parts.append(proc.stdout)
-        return "".join(parts)
+        return self.review.diff(name)
+
+    def commit(self, name: str, message: str, all_changes: bool) -> dict[str, object]:
+        return self.review.commit(name, message, all_changes)
+
+    def merge(self, name: str, strategy: str, into: str | None, remove: bool, complete_task: bool) -> MergeResult:
+        return self.review.merge(name, strategy=strategy, into=into, remove=remove, complete_task=complete_task)
+
+    def merge_target(self, name: str) -> str:
+        return self.review.target_branch(self.worktrees.get(name, live=True), None)
+
+    def pr(self, name: str) -> dict[str, object]:
+        return self.review.pr(name)
+
+    def inject_task(self, name: str) -> None:
+        from daintree_tui.sessions.context import build_context
+
+        text = build_context(self.project, name, files=[], task=True, clipboard=False)
+        self.sessions.send(name, text, enter=False, paste=True)
+
+    def untrusted_hooks(self) -> list[str]:
+        """Hook commands from the repo's config that will not run until the user trusts it."""
+        from daintree_tui.core.hooks import is_trusted
+
+        cfg = self.project.config
+        commands = [f"{hook}: {spec.command}" for hook, specs in cfg.hooks.items() for spec in specs
+                    if spec.source == "repo"]
+        if not commands or cfg.repo_config_path is None or is_trusted(cfg.repo_config_path):
+            return []
+        return commands
+
+    def trust(self) -> None:
+        from daintree_tui.core.hooks import trust
+
+        trust(self.project)
 
     def read_events(self, offset: int) -> tuple[list[dict[str, object]], int]:
         """Event records appended since byte `offset` (complete lines only) and the new offset."""

@@ -17,6 +17,10 @@ COMMANDS = [
     ("Keep worktree", "keep", "Mark the selected worktree kept"),
     ("Remove worktree", "remove", "Remove the selected worktree (asks first)"),
     ("Show diff", "diff", "Diff the selected worktree against its base"),
+    ("Commit", "commit", "Commit the agent's work in its worktree"),
+    ("Merge back", "merge", "Merge the selected worktree's branch"),
+    ("Open pull request", "pr", "Push and open a PR with gh"),
+    ("Send task to session", "inject_task", "Paste the task's text into the agent"),
     ("Show events", "events", "The lifecycle log"),
     ("Copy worktree path", "copy_path", "Copy the selected worktree's path"),
     ("Filter", "filter", "Filter tasks and worktrees"),
@@ -46,7 +50,8 @@ class DashboardCommands(Provider):
             name = action.split("(")[0]
             if main.check_action(name, ()) is not True:
                 continue
-            if selected and name in ("keep", "remove", "diff", "copy_path", "start_session", "open_session"):
+            if selected and name in ("keep", "remove", "diff", "copy_path", "start_session", "open_session",
+                                     "commit", "merge", "pr", "inject_task"):
                 title = f"{title}: {selected}"
             out.append((title, action, help_text))
         return out

@@ -4,8 +4,9 @@ below. All service work runs in thread workers that post messages back; this scr
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -28,7 +29,10 @@ from daintree_tui.tui.messages import (
     SnapshotLoaded,
 )
 from daintree_tui.tui.screens.agent_picker import AgentPickerScreen
+from daintree_tui.tui.screens.commit import CommitChoice, CommitScreen
+from daintree_tui.tui.screens.confirm import ConfirmScreen
 from daintree_tui.tui.screens.help import HelpScreen
+from daintree_tui.tui.screens.merge import MergeChoice, MergeScreen
 from daintree_tui.tui.screens.new_task import NewTask, NewTaskScreen
 from daintree_tui.tui.screens.remove import RemoveChoice, RemoveScreen
 from daintree_tui.tui.widgets.diff_view import DiffView
@@ -46,6 +50,16 @@ ATTACH_DELAY = 0.12
 IGNORED_STATE_DIRS = (".logs", ".tmp", ".trash", ".sessions", ".journal")
 
 
+def when_given(action: Callable[..., object], *args: object) -> Callable[[Any], None]:
+    """A dialog callback that runs `action(*args, result)` only when the dialog returned something truthy."""
+
+    def callback(result: Any) -> None:
+        if result:
+            action(*args, result)
+
+    return callback
+
+
 class MainScreen(Screen[None]):
     """The dashboard."""
 
@@ -56,6 +70,10 @@ class MainScreen(Screen[None]):
         Binding("k", "keep", "Keep", id="keep"),
         Binding("x", "remove", "Remove", id="remove"),
         Binding("d", "diff", "Diff", id="diff"),
+        Binding("C", "commit", "Commit", id="commit", show=False),
+        Binding("m", "merge", "Merge", id="merge"),
+        Binding("p", "pr", "PR", id="pr", show=False),
+        Binding("i", "inject_task", "Send task", id="inject_task", show=False),
         Binding("c", "copy_path", "Copy path", id="copy_path", show=False),
         Binding("e", "events", "Events", id="events", show=False),
         Binding("slash", "filter", "Filter", id="filter"),
@@ -118,6 +136,9 @@ class MainScreen(Screen[None]):
         backend = self.dashboard.backend
         fixes = backend.startup()
         self.post_message(SnapshotLoaded(backend.snapshot()))
+        untrusted = backend.untrusted_hooks()
+        if untrusted:
+            self.app.call_from_thread(self.ask_trust, untrusted)
         if fixes:
             self.app.call_from_thread(self.notify, f"Reconciled {len(fixes)} problem(s) left by a crash",
                                       title="doctor --fix")
@@ -332,7 +353,9 @@ class MainScreen(Screen[None]):
     # -- actions ---------------------------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("keep", "remove", "diff", "copy_path", "start_session") and not self.selected_worktree():
+        needs_worktree = ("keep", "remove", "diff", "copy_path", "start_session", "commit", "merge", "pr",
+                          "inject_task")
+        if action in needs_worktree and not self.selected_worktree():
             return None
         return True
 
@@ -461,6 +484,91 @@ class MainScreen(Screen[None]):
     @work(thread=True, exit_on_error=False, exclusive=True, group="diff", description="diff")
     def load_diff(self, name: str) -> None:
         self.post_message(DiffLoaded(name, self.dashboard.backend.diff(name)))
+
+    def action_commit(self) -> None:
+        name = self.selected_worktree()
+        if name:
+            self.prepare_commit(name)
+
+    @work(thread=True, exit_on_error=False, group="ops", description="check changes")
+    def prepare_commit(self, name: str) -> None:
+        backend = self.dashboard.backend
+        dirty = backend.dirty_files(name)
+        entry = self.entry(name)
+        task = next((t for t in self.tasks if entry and t.id == entry.task_id), None)
+        suggestion = task.subject if task else ""
+
+        def push() -> None:
+            self.app.push_screen(CommitScreen(name, dirty, suggestion),
+                                 when_given(self.commit_worktree, name))
+
+        self.app.call_from_thread(push)
+
+    @work(thread=True, exit_on_error=False, group="ops", description="commit")
+    def commit_worktree(self, name: str, choice: CommitChoice) -> None:
+        result = self.dashboard.backend.commit(name, choice.message, choice.all_changes)
+        self.post_message(OperationDone(f"Committed {len(result['files'])} file(s) in {name}"))  # type: ignore[arg-type]
+
+    def action_merge(self) -> None:
+        name = self.selected_worktree()
+        if name:
+            self.prepare_merge(name)
+
+    @work(thread=True, exit_on_error=False, group="ops", description="merge target")
+    def prepare_merge(self, name: str) -> None:
+        target = self.dashboard.backend.merge_target(name)
+        self.app.call_from_thread(self.app.push_screen, MergeScreen(name, target),
+                                  when_given(self.merge_worktree, name))
+
+    @work(thread=True, exit_on_error=False, group="ops", description="merge")
+    def merge_worktree(self, name: str, choice: MergeChoice) -> None:
+        self.app.call_from_thread(self.notify, f"Merging {name} ({choice.strategy})…")
+        if choice.remove:
+            self.app.call_from_thread(self.detach_if_showing, name)
+        result = self.dashboard.backend.merge(name, choice.strategy, choice.into, choice.remove,
+                                              choice.complete_task)
+        self.post_message(OperationDone(result.message + (f"; removed {name}" if result.removed else "")))
+
+    def detach_if_showing(self, name: str) -> None:
+        terminal = self.query_one(TerminalView)
+        if terminal.worktree == name:
+            terminal.detach()
+
+    def action_pr(self) -> None:
+        name = self.selected_worktree()
+        if not name:
+            return
+        body = f"Push {name}'s branch and open a pull request with gh?"
+        self.app.push_screen(ConfirmScreen("Open a pull request", body, yes="Push and open PR"),
+                             when_given(lambda _: self.open_pr(name)))
+
+    @work(thread=True, exit_on_error=False, group="ops", description="pull request")
+    def open_pr(self, name: str) -> None:
+        self.app.call_from_thread(self.notify, f"Pushing {name}…")
+        result = self.dashboard.backend.pr(name)
+        self.post_message(OperationDone(f"Opened {result['url']}"))
+
+    def action_inject_task(self) -> None:
+        name = self.selected_worktree()
+        if name and name in self.sessions:
+            self.inject_task(name)
+
+    @work(thread=True, exit_on_error=False, group="ops", description="send task")
+    def inject_task(self, name: str) -> None:
+        self.dashboard.backend.inject_task(name)
+        self.post_message(OperationDone(f"Sent the task to {name}"))
+
+    def ask_trust(self, commands: list[str]) -> None:
+        body = ("This repository's .daintree.toml defines hooks that run shell commands:\n\n"
+                + "\n".join(f"  {c}" for c in commands)
+                + "\n\nTrust it? (recorded for you only, outside the repository; a change asks again)")
+        self.app.push_screen(ConfirmScreen("Trust this repository's hooks?", body, yes="Trust", no="Not now"),
+                             when_given(lambda _: self.trust_config()))
+
+    @work(thread=True, exit_on_error=False, group="ops", description="trust")
+    def trust_config(self) -> None:
+        self.dashboard.backend.trust()
+        self.post_message(OperationDone("Trusted .daintree.toml: its hooks will run"))
 
     def action_events(self) -> None:
         self.query_one("#bottom", TabbedContent).active = "events-tab"

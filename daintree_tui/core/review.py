@@ -1,0 +1,253 @@
+"""Review and integrate: diff, commit, merge back, open a PR.
+
+Merges never touch the primary's uncommitted changes: the merge runs in a temporary detached worktree, and the
+target branch is then moved with a fast-forward (refused when that branch is checked out dirty). A conflict
+leaves every branch and worktree exactly as it was and names the files.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from daintree_tui.core import git as g
+from daintree_tui.core.errors import InputError, OperationError
+from daintree_tui.core.hooks import run_hooks
+from daintree_tui.core.models import WorktreeEntry
+from daintree_tui.core.worktrees import WorktreeService
+
+STRATEGIES = ("ff", "squash", "rebase")
+
+
+@dataclass
+class MergeResult:
+    name: str
+    target: str
+    strategy: str
+    commit: str
+    message: str
+    removed: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "target": self.target, "strategy": self.strategy, "commit": self.commit,
+                "message": self.message, "removed": self.removed, "warnings": self.warnings}
+
+
+def _untracked(path: Path) -> list[str]:
+    out = g.git(path, "ls-files", "--others", "--exclude-standard", "-z").stdout
+    return [p for p in out.split("\0") if p]
+
+
+class ReviewService:
+    """Diff, commit, merge and PR for the worktrees of one project."""
+
+    def __init__(self, worktrees: WorktreeService) -> None:
+        self.worktrees = worktrees
+        self.project = worktrees.project
+
+    def _entry(self, name: str) -> WorktreeEntry:
+        self.project.require_git()
+        entry = self.worktrees.get(name, live=True)
+        if not Path(entry.path).is_dir():
+            raise OperationError(f"worktree {name} has no directory at {entry.path} (run `daintree doctor --fix`)")
+        return entry
+
+    # -- diff ------------------------------------------------------------------------------------------------
+
+    def diff(self, name: str, stat: bool = False) -> str:
+        """Changes against the base commit: committed, uncommitted and untracked files alike."""
+        entry = self._entry(name)
+        path = Path(entry.path)
+        args = ["diff", "--no-color", "--no-ext-diff"] + (["--stat"] if stat else []) + [entry.base_commit]
+        parts = [g.git(path, *args).stdout]
+        for rel in _untracked(path):
+            if stat:
+                lines = sum(1 for _ in (path / rel).open("rb")) if (path / rel).is_file() else 0
+                parts.append(f" {rel} (untracked) | {lines} +\n")
+            else:
+                proc = g.git(path, "diff", "--no-color", "--no-index", "--", "/dev/null", rel, check=False)
+                parts.append(proc.stdout)
+        return "".join(parts)
+
+    # -- commit ----------------------------------------------------------------------------------------------
+
+    def commit(self, name: str, message: str, all_changes: bool = False) -> dict[str, Any]:
+        """Commit in the worktree: what is staged, or everything (untracked included) with `all_changes`."""
+        if not message.strip():
+            raise InputError("a commit needs a message (-m)")
+        entry = self._entry(name)
+        path = Path(entry.path)
+        if all_changes:
+            g.git(path, "add", "-A")
+        staged = g.git(path, "diff", "--cached", "--name-only", "-z").stdout
+        files = [f for f in staged.split("\0") if f]
+        if not files:
+            raise OperationError(f"nothing to commit in {name}" + ("" if all_changes else " (use --all)"))
+        g.git(path, "commit", "-q", "-m", message)
+        sha = g.git(path, "rev-parse", "HEAD").stdout.strip()
+        self.project.events.append("worktree.commit", worktree=entry.brief(), commit=sha, files=files)
+        return {"name": name, "commit": sha, "files": files, "message": message}
+
+    # -- merge -----------------------------------------------------------------------------------------------
+
+    def target_branch(self, entry: WorktreeEntry, into: str | None) -> str:
+        root = self.project.root
+        if into:
+            name = into[len("refs/heads/"):] if into.startswith("refs/heads/") else into
+            if not g.branch_exists(root, name):
+                raise InputError(f"no branch named {into!r} to merge into")
+            return name
+        if entry.base_ref != "HEAD" and g.branch_exists(root, entry.base_ref):
+            return entry.base_ref
+        head = g.git(root, "symbolic-ref", "--quiet", "--short", "HEAD", check=False).stdout.strip()
+        if not head:
+            raise InputError("the primary worktree is on a detached HEAD: say which branch with --into")
+        return head
+
+    def _checked_out_at(self, branch: str) -> Path | None:
+        for wt in g.list_worktrees(self.project.root):
+            if wt.branch == branch:
+                return wt.path
+        return None
+
+    def merge(self, name: str, strategy: str = "ff", into: str | None = None, remove: bool = False,
+              complete_task: bool = False) -> MergeResult:
+        if strategy not in STRATEGIES:
+            raise InputError(f"invalid strategy {strategy!r} (expected one of: {', '.join(STRATEGIES)})")
+        entry = self._entry(name)
+        root = self.project.root
+        target = self.target_branch(entry, into)
+        if target == entry.branch:
+            raise InputError(f"cannot merge {entry.branch} into itself")
+        dirty = g.dirty_files(Path(entry.path))
+        if dirty:
+            raise OperationError(f"worktree {name} has uncommitted changes: {', '.join(dirty[:10])} "
+                                 "(commit them first: daintree worktree commit)")
+        holder = self._checked_out_at(target)
+        if holder is not None:
+            untracked = set(_untracked(holder))
+            held_dirty = [f for f in g.dirty_files(holder) if f not in untracked]
+            if held_dirty:
+                raise OperationError(f"{target} is checked out at {holder} with uncommitted changes "
+                                     f"({', '.join(held_dirty[:5])}); commit or stash them first")
+        branch_tip = g.rev_parse_commit(root, entry.branch)
+        target_tip = g.rev_parse_commit(root, target)
+        assert branch_tip is not None and target_tip is not None
+        if g.is_ancestor(root, branch_tip, target_tip):
+            return MergeResult(name, target, strategy, target_tip, f"{entry.branch} is already merged into {target}")
+        if strategy == "ff" and not g.is_ancestor(root, target_tip, branch_tip):
+            raise OperationError(f"{target} has diverged from {entry.branch}: a fast-forward is impossible "
+                                 "(use --strategy rebase or squash)")
+        run_hooks(self.project, "pre_merge", entry)
+        brief = {**entry.brief(), "target": target, "strategy": strategy}
+        self.project.events.append("worktree.merge.before", worktree=brief)
+        try:
+            new_tip = self._merge_in_temp(entry, target, target_tip, strategy)
+            self._advance(target, target_tip, new_tip, holder)
+        except OperationError as exc:
+            self.project.events.append("worktree.merge.failed", worktree=brief, error=str(exc))
+            raise
+        if strategy == "rebase":
+            # The agent's branch follows its rebased commits (its worktree is clean, checked above).
+            g.git(Path(entry.path), "reset", "-q", "--keep", new_tip, check=False)
+        result = MergeResult(name, target, strategy, new_tip, f"merged {entry.branch} into {target} ({strategy})")
+        self.project.events.append("worktree.merge.after", worktree=brief, commit=new_tip)
+        if remove:
+            removed = self.worktrees.remove(name, complete_task=complete_task, delete_branch=strategy != "squash")
+            result.removed = removed.removed
+            result.warnings += removed.warnings
+        elif complete_task and entry.task_id is not None:
+            from daintree_tui.core.models import TaskStatus
+
+            self.worktrees.tasks.update(entry.task_id, status=TaskStatus.COMPLETED)
+        return result
+
+    def _merge_in_temp(self, entry: WorktreeEntry, target: str, target_tip: str, strategy: str) -> str:
+        """Produce the new target commit in a throwaway detached worktree; nothing else changes."""
+        root = self.project.root
+        self.project.tmp_root.mkdir(parents=True, exist_ok=True)
+        tmp = self.project.tmp_root / f".merge-{entry.name}-{uuid.uuid4().hex[:8]}"
+        start = target_tip if strategy != "rebase" else entry.branch
+        g.git(root, "worktree", "add", "--quiet", "--detach", str(tmp), start)
+        try:
+            if strategy == "ff":
+                g.git(tmp, "merge", "--quiet", "--ff-only", entry.branch)
+            elif strategy == "squash":
+                proc = g.git(tmp, "merge", "--squash", entry.branch, check=False)
+                if proc.returncode != 0:
+                    raise OperationError(self._conflict(tmp, entry.branch, target, "merge"))
+                subject = self._commit_subject(entry)
+                g.git(tmp, "commit", "-q", "-m", subject)
+            else:
+                proc = g.git(tmp, "rebase", "--quiet", target_tip, check=False)
+                if proc.returncode != 0:
+                    message = self._conflict(tmp, entry.branch, target, "rebase")
+                    g.git(tmp, "rebase", "--abort", check=False)
+                    raise OperationError(message)
+            return g.git(tmp, "rev-parse", "HEAD").stdout.strip()
+        finally:
+            g.git(root, "worktree", "remove", "--force", "--force", str(tmp), check=False)
+            shutil.rmtree(tmp, ignore_errors=True)
+            g.git(root, "worktree", "prune", check=False)
+
+    def _conflict(self, tmp: Path, branch: str, target: str, what: str) -> str:
+        files = g.git(tmp, "diff", "--name-only", "--diff-filter=U", check=False).stdout.split()
+        if what == "merge":
+            g.git(tmp, "merge", "--abort", check=False)
+            g.git(tmp, "reset", "-q", "--hard", check=False)
+        shown = ", ".join(files) if files else "see git for details"
+        return f"{what} of {branch} into {target} conflicts in: {shown}; nothing was changed"
+
+    def _commit_subject(self, entry: WorktreeEntry) -> str:
+        task = self.worktrees.tasks.find(entry.task_id) if entry.task_id is not None else None
+        return f"{task.subject} (#{task.id})" if task else f"Merge {entry.branch}"
+
+    def _advance(self, target: str, old: str, new: str, holder: Path | None) -> None:
+        """Move `target` from `old` to `new`: through its worktree when checked out, else the ref itself."""
+        root = self.project.root
+        if holder is not None:
+            proc = g.git(holder, "merge", "--quiet", "--ff-only", new, check=False)
+            if proc.returncode != 0:
+                raise OperationError(f"could not advance {target} at {holder}: {g.last_line(proc.stderr)}")
+        else:
+            g.git(root, "update-ref", f"refs/heads/{target}", new, old)
+
+    # -- pull request ----------------------------------------------------------------------------------------
+
+    def pr(self, name: str, draft: bool = False, remote: str = "origin") -> dict[str, Any]:
+        """Push the branch and open a PR with `gh`; without a usable `gh`, say how to do it by hand."""
+        entry = self._entry(name)
+        root = self.project.root
+        target = self.target_branch(entry, None)
+        push = f"git push -u {remote} {entry.branch}"
+        gh = shutil.which("gh")
+        if gh is None:
+            raise OperationError(f"gh (GitHub CLI) is not installed: push with `{push}` and open the pull "
+                                 "request on your forge")
+        if g.git(root, "remote", "get-url", remote, check=False).returncode != 0:
+            raise OperationError(f"no remote named {remote!r}: add one, then `{push}`")
+        auth = subprocess.run([gh, "auth", "status"], capture_output=True, text=True, cwd=root)
+        if auth.returncode != 0:
+            raise OperationError(f"gh is not logged in (`gh auth login`); or push with `{push}` and open the PR "
+                                 "by hand")
+        g.git(root, "push", "--quiet", "-u", remote, f"{entry.branch}:{entry.branch}")
+        task = self.worktrees.tasks.find(entry.task_id) if entry.task_id is not None else None
+        title = task.subject if task else entry.branch
+        body = (task.description if task and task.description else f"Work from worktree {name}.") + \
+            f"\n\n_Opened by daintree from `{entry.branch}`._"
+        args = [gh, "pr", "create", "--head", entry.branch, "--base", target, "--title", title, "--body", body]
+        if draft:
+            args.append("--draft")
+        proc = subprocess.run(args, capture_output=True, text=True, cwd=Path(entry.path))
+        if proc.returncode != 0:
+            raise OperationError(f"gh pr create failed: {g.last_line(proc.stderr) or proc.returncode}")
+        url = g.last_line(proc.stdout)
+        self.project.events.append("worktree.pr", worktree=entry.brief(), url=url, draft=draft)
+        return {"name": name, "branch": entry.branch, "base": target, "url": url, "draft": draft}
+
+

@@ -1,0 +1,59 @@
+"""MergeScreen: choose how to merge a worktree's branch back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Checkbox, Input, Label, Select
+
+
+@dataclass(frozen=True)
+class MergeChoice:
+    strategy: str
+    into: str | None
+    remove: bool
+    complete_task: bool
+
+
+class MergeScreen(ModalScreen[MergeChoice | None]):
+    """Strategy, target branch, and what to do with the worktree and task afterwards."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel", id="dialog_cancel")]
+
+    def __init__(self, name: str, target: str) -> None:
+        super().__init__()
+        self.worktree = name
+        self.target = target
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="dialog"):
+            yield Label(f"Merge {self.worktree} back", classes="dialog-title")
+            with Horizontal(classes="dialog-row"):
+                yield Label("Strategy", classes="field-label")
+                yield Select([("fast-forward", "ff"), ("squash", "squash"), ("rebase", "rebase")], value="ff",
+                             allow_blank=False, id="strategy")
+                yield Label("Into", classes="field-label")
+                yield Input(value=self.target, id="into")
+            yield Checkbox("Remove the worktree afterwards", value=True, id="remove")
+            yield Checkbox("Mark its task completed", value=True, id="complete")
+            yield Label("pre_merge hooks run first; a conflict changes nothing.", classes="dim")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Merge", variant="primary", id="merge")
+                yield Button("Cancel", id="cancel")
+
+    @on(Button.Pressed, "#merge")
+    def merge(self) -> None:
+        strategy = self.query_one("#strategy", Select).value
+        into = self.query_one("#into", Input).value.strip() or None
+        self.dismiss(MergeChoice(str(strategy), into, self.query_one("#remove", Checkbox).value,
+                                 self.query_one("#complete", Checkbox).value))
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)
