@@ -261,3 +261,29 @@ async def test_full_flow_from_the_keyboard(repo: Path, cli: CLI) -> None:
 def git_commit_config(repo: Path) -> None:
     subprocess.run(["git", "-C", str(repo), "add", ".daintree.toml"], check=True)
     subprocess.run(["git", "-C", str(repo), "commit", "-q", "-m", "config"], check=True)
+
+
+async def test_keys_remap_from_config_and_previews(repo: Path, cli: CLI) -> None:
+    configure(repo)
+    with (repo / ".daintree.toml").open("a") as fh:
+        fh.write('[keys]\nkeep = "K"\nleave_terminal = "ctrl+g"\n')
+    cli.ok("worktree", "create", "one", "--agent", "echo")
+    cli.ok("worktree", "create", "two", "--agent", "echo")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: len(screen.sessions) == 2)
+        table = screen.query_one(WorktreeTable)
+        table.select_name("one")
+        await pilot.press("k")
+        await pilot.pause(0.3)
+        assert index(repo)["one"]["status"] == "active"  # k is no longer keep
+        await pilot.press("K")
+        await until(pilot, lambda: index(repo)["one"]["status"] == "kept")
+        terminal = screen.query_one(TerminalView)
+        await pilot.press("enter")
+        await until(pilot, lambda: terminal.has_focus)
+        await pilot.press("ctrl+g")
+        await until(pilot, lambda: table.has_focus)
+        # the session not on screen is previewed in its row
+        await until(pilot, lambda: "agent ready" in screen.previews.get("two", ""))

@@ -229,7 +229,7 @@ class MainScreen(Screen[None]):
     def on_sessions_polled(self, message: SessionsPolled) -> None:
         before = self.sessions
         self.sessions = {s.name: s for s in message.sessions}
-        self.previews = message.previews
+        self.previews.update(message.previews)
         for name, info in self.sessions.items():
             old = before.get(name)
             if old is not None and old.status != info.status and str(info.status) in ("waiting", "exited"):
@@ -291,7 +291,8 @@ class MainScreen(Screen[None]):
     def refresh_tables(self) -> None:
         numbers = {name: i for i, name in enumerate(self.session_order(), start=1)}
         self.query_one(TaskTable).show(self.tasks, self.filter_text)
-        self.query_one(WorktreeTable).show(self.entries, self.facts, self.sessions, numbers, self.filter_text)
+        self.query_one(WorktreeTable).show(self.entries, self.facts, self.sessions, numbers, self.filter_text,
+                                           self.previews)
 
     def entry(self, name: str | None) -> WorktreeEntry | None:
         return next((e for e in self.entries if e.name == name), None)

@@ -29,6 +29,15 @@ def session_cell(info: SessionInfo | None) -> Text:
     return cell
 
 
+def last_output_line(screen: str, width: int = 48) -> str:
+    """The last non-empty line of a session's screen, for the preview column."""
+    for line in reversed(screen.splitlines()):
+        if line.strip():
+            line = " ".join(line.split())
+            return line if len(line) <= width else line[: width - 1] + "…"
+    return ""
+
+
 class WorktreeTable(DataTable[Cell]):
     """Live worktrees, one row each, keyed by name."""
 
@@ -43,9 +52,11 @@ class WorktreeTable(DataTable[Cell]):
         self.add_column("±", key="dirty", width=3)
         self.add_column("↑↓", key="ab", width=6)
         self.add_column("Branch", key="branch")
+        self.add_column("Latest output", key="activity")
 
     def show(self, entries: Sequence[WorktreeEntry], facts: Mapping[str, Facts],
-             sessions: Mapping[str, SessionInfo], numbers: Mapping[str, int], filter_text: str = "") -> None:
+             sessions: Mapping[str, SessionInfo], numbers: Mapping[str, int], filter_text: str = "",
+             previews: Mapping[str, str] | None = None) -> None:
         needle = filter_text.lower()
         rows = []
         for entry in entries:
@@ -62,7 +73,8 @@ class WorktreeTable(DataTable[Cell]):
             number = str(numbers[entry.name]) if entry.name in numbers else ""
             rows.append((entry.name, (number, name, session_cell(sessions.get(entry.name)),
                                       str(entry.ports[0]) if entry.ports else "-", dirty, ab,
-                                      Text(entry.branch, style="dim"))))
+                                      Text(entry.branch, style="dim"),
+                                      Text(last_output_line((previews or {}).get(entry.name, "")), style="dim"))))
         sync_rows(self, rows)
 
     @property
