@@ -287,3 +287,22 @@ async def test_keys_remap_from_config_and_previews(repo: Path, cli: CLI) -> None
         await until(pilot, lambda: table.has_focus)
         # the session not on screen is previewed in its row
         await until(pilot, lambda: "agent ready" in screen.previews.get("two", ""))
+
+
+async def test_tmux_server_killed_under_the_dashboard(repo: Path, cli: CLI, tmux_socket: str) -> None:
+    configure(repo)
+    cli.ok("worktree", "create", "victim", "--agent", "echo")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: "victim" in screen.sessions)
+        terminal = screen.query_one(TerminalView)
+        await until(pilot, lambda: terminal.worktree == "victim")
+        subprocess.run(["tmux", "-L", tmux_socket, "kill-server"], check=True)
+        await until(pilot, lambda: type(app.screen).__name__ == "ConfirmScreen", timeout=15)
+        assert "victim (echo)" in str(app.screen.body)
+        await pilot.click("#yes")
+        await until(pilot, lambda: "victim" in screen.sessions, timeout=15)
+        assert app.is_running
+    log = repo / ".worktrees" / ".logs" / "victim.log"
+    assert log.read_bytes().count(b"agent ready") == 2

@@ -41,8 +41,9 @@ def assert_agreement(repo: Path) -> None:
         if entry["task_id"] is not None:
             task = json.loads((repo / ".tasks" / f"task_{entry['task_id']}.json").read_text())
             assert task["worktree"] == entry["name"]
-    assert not list((repo / ".worktrees" / ".journal").glob("*.json")) if (repo / ".worktrees" / ".journal").exists() \
-        else True
+    journal = repo / ".worktrees" / ".journal"
+    assert not journal.exists() or not list(journal.glob("*.json"))
+    assert ".merge-" not in git(repo, "worktree", "list")
 
 
 def test_doctor_clean_repo_reports_nothing(cli: CLI) -> None:
@@ -114,11 +115,14 @@ elif op == "remove":
     svc.remove(name, force=True, complete_task=True)
 elif op == "keep":
     svc.keep(name)
+elif op == "merge":
+    from daintree_tui.core.review import ReviewService
+    ReviewService(svc).merge(name, strategy="squash", remove=True, complete_task=True)
 time.sleep(5)
 """
 
 
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", range(5))
 def test_kill_9_at_random_points_then_doctor_fix(repo: Path, seed: int) -> None:
     """kill -9 during create, remove and keep at seeded random moments; doctor --fix restores agreement and no
     uncommitted file is ever lost."""
@@ -131,7 +135,7 @@ def test_kill_9_at_random_points_then_doctor_fix(repo: Path, seed: int) -> None:
     precious: dict[Path, str] = {}
     for i in range(5):
         name = f"k{seed}-{i}"
-        op = rng.choice(["create", "create", "remove", "keep"])
+        op = rng.choice(["create", "create", "remove", "keep", "merge"])
         delay = rng.uniform(0.0, 0.35)
         if op != "create":
             cli.ok("worktree", "create", name)
@@ -139,6 +143,10 @@ def test_kill_9_at_random_points_then_doctor_fix(repo: Path, seed: int) -> None:
             if op == "keep":
                 (wt / "uncommitted.txt").write_text(f"work {i}\n")
                 precious[wt / "uncommitted.txt"] = f"work {i}\n"
+            if op == "merge":
+                (wt / f"merged{i}.txt").write_text("m\n")
+                git(wt, "add", "-A")
+                git(wt, "commit", "-q", "-m", f"m{i}")
         args = [sys.executable, "-c", KILL_SCRIPT, str(repo), op, name, f"{delay:.3f}"]
         if op == "create" and i < 6:
             args.append(str(i + 1))

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from daintree_tui.core.errors import OperationError
+from daintree_tui.core.errors import InputError, OperationError
 
 _GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
 
@@ -23,6 +23,8 @@ def git(cwd: Path, *args: str, check: bool = True, input: str | None = None) -> 
     Raises:
         OperationError: when `check` is set and git exits non-zero; the message is git's last stderr line.
     """
+    if any("\0" in arg for arg in args):
+        raise InputError("invalid input: it contains a NUL byte")
     env = {**os.environ, **_GIT_ENV}
     env.pop("GIT_DIR", None)
     env.pop("GIT_WORK_TREE", None)
@@ -45,7 +47,7 @@ def last_line(text: str) -> str:
 
 def rev_parse_commit(root: Path, ref: str) -> str | None:
     """The commit a ref names, or None when it names none."""
-    if not ref or ref.startswith("-"):
+    if not ref or ref.startswith("-") or "\0" in ref:
         return None
     proc = git(root, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}", check=False)
     return proc.stdout.strip() or None if proc.returncode == 0 else None

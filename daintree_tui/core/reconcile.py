@@ -164,7 +164,12 @@ class Reconciler:
         tmp_root = self.project.tmp_root
         if tmp_root.is_dir():
             for tmp in tmp_root.iterdir():
-                if tmp.name not in live and self._found(f"temp dir of removed worktree {tmp.name}; deleted it"):
+                if tmp.name.startswith(".merge-"):
+                    if self._found(f"an interrupted merge left {tmp.name}; removed it (no branch was changed)"):
+                        g.git(self.project.root, "worktree", "remove", "--force", "--force", str(tmp), check=False)
+                        shutil.rmtree(tmp, ignore_errors=True)
+                        g.git(self.project.root, "worktree", "prune", check=False)
+                elif tmp.name not in live and self._found(f"temp dir of removed worktree {tmp.name}; deleted it"):
                     shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -252,13 +252,14 @@ class WorktreeService:
         project.events.append("worktree.create.before", worktree=brief, task=task.brief() if task else None)
         undo = _Undo()
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            g.git(root, "worktree", "add", "--quiet", "-B" if reset_branch else "-b", branch, str(path), base_commit)
-            # Pushed before the directory's removal so that it runs after it: git keeps a checked-out branch.
+            # Pushed before the add (and so run after the directory's removal: git keeps a checked-out branch):
+            # `git worktree add -b` creates the branch first and leaves it behind when the checkout fails.
             if old_tip:
                 undo.push("restore the branch", lambda: g.git(root, "branch", "-f", branch, old_tip))
             else:
-                undo.push("delete the branch", lambda: g.git(root, "branch", "-D", branch))
+                undo.push("delete the branch", lambda: self._delete_new_branch(branch))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            g.git(root, "worktree", "add", "--quiet", "-B" if reset_branch else "-b", branch, str(path), base_commit)
             undo.push("remove the worktree directory", lambda: self.discard_worktree(path))
             skip = [project.worktrees_root, project.state_dir, project.tasks_dir]
             includes = deps.files_to_include(root, deps.include_patterns(root, self.cfg), skip)
@@ -296,6 +297,10 @@ class WorktreeService:
             project.events.append("deps.linked", worktree=entry.brief(), copied=copied, linked=linked)
         project.events.append("port.assigned", worktree=entry.brief(), ports=ports)
         return entry
+
+    def _delete_new_branch(self, branch: str) -> None:
+        if g.branch_exists(self.project.root, branch):
+            g.git(self.project.root, "branch", "-D", branch)
 
     def discard_worktree(self, path: Path) -> None:
         """Remove a worktree directory this process just made (never the user's: create checked it was new)."""

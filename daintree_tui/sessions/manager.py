@@ -55,6 +55,7 @@ class SessionManager:
         self.project = project
         resolved = host if host is not None else host_for(project, create=False)
         self._host = resolved
+        self._screen_cache: dict[str, tuple[float | None, str]] = {}
 
     @property
     def host(self) -> SessionHost:
@@ -146,26 +147,43 @@ class SessionManager:
             return []
         presets = all_presets(self.project.config)
         states = host.list()
-        patterns = {s.worktree: presets[m["agent"]].waiting_pattern for s in states
-                    if (m := self.meta(s.worktree)).get("agent") in presets}
+        metas = {s.worktree: self.meta(s.worktree) for s in states}
+        patterns = {w: presets[m["agent"]].waiting_pattern for w, m in metas.items() if m.get("agent") in presets}
         wanted = [w for w, p in patterns.items() if p]
-        screens: dict[str, str] = {}
-        if with_screens and wanted:
-            capture_all = getattr(host, "capture_all", None)
-            if capture_all is not None:
-                screens = capture_all(wanted, ansi=False)
-            else:
-                screens = {w: host.capture(w) for w in wanted}
+        screens = self.screens(wanted) if with_screens and wanted else {}
         infos = []
         now = time.time()
         for state in states:
-            meta = self.meta(state.worktree)
+            meta = metas[state.worktree]
             status = derive_status(self._observe(state, meta, screens.get(state.worktree)), now,
                                    self.project.config.waiting_debounce, patterns.get(state.worktree))
             if status != meta.get("status") and meta:
                 self._record(state.worktree, status, state.exit_code)
             infos.append(self._info(state.worktree, state, meta, status))
         return sorted(infos, key=lambda i: i.started_at)
+
+    def screens(self, names: Sequence[str]) -> dict[str, str]:
+        """The plain-text screens of these sessions. Only those whose log grew since the last look are captured
+        (in one tmux call for all): an idle session costs a stat, not a capture."""
+        stale = []
+        for name in names:
+            mtime = self._log_mtime(name)
+            cached = self._screen_cache.get(name)
+            if cached is None or cached[0] != mtime:
+                stale.append(name)
+        if stale:
+            capture_all = getattr(self.host, "capture_all", None)
+            fresh = capture_all(stale, ansi=False) if capture_all is not None else {
+                n: self.host.capture(n) for n in stale}
+            for name in stale:
+                self._screen_cache[name] = (self._log_mtime(name), fresh.get(name, ""))
+        return {n: self._screen_cache[n][1] for n in names if n in self._screen_cache}
+
+    def _log_mtime(self, name: str) -> float | None:
+        try:
+            return self.project.log_path(name).stat().st_mtime
+        except OSError:
+            return None
 
     def get(self, name: str) -> SessionInfo | None:
         return next((s for s in self.list() if s.name == name), None)

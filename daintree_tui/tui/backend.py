@@ -62,17 +62,25 @@ class Backend:
         return self.worktrees.facts_for(list(entries))
 
     def poll_sessions(self, preview: list[str]) -> tuple[list[SessionInfo], dict[str, str]]:
-        """All sessions with status, plus the screens of those previewed (one tmux call for all)."""
+        """All sessions with status, plus the screens of those previewed (captured only when they changed)."""
         infos = self.sessions.list()
-        previews: dict[str, str] = {}
         alive = {i.name for i in infos}
-        wanted = [n for n in preview if n in alive]
-        capture_all = getattr(self.host, "capture_all", None)
-        if wanted and capture_all is not None:
-            previews = capture_all(wanted, ansi=False)
-        elif wanted and self.host is not None:
-            previews = {n: self.host.capture(n) for n in wanted}
+        previews = self.sessions.screens([n for n in preview if n in alive]) if self.host is not None else {}
         return infos, previews
+
+    def lost_sessions(self, names: list[str]) -> dict[str, str]:
+        """Of sessions seen before, those that vanished with the tmux server (not stopped on purpose):
+        name -> the agent they ran."""
+        from daintree_tui.sessions.tmux import TmuxHost
+
+        if not isinstance(self.host, TmuxHost) or self.host.server_running():
+            return {}
+        lost = {}
+        for name in names:
+            meta = self.session_meta(name)
+            if meta.get("status") != "exited" and meta.get("agent"):
+                lost[name] = str(meta["agent"])
+        return lost
 
     def agents(self) -> list[str]:
         return sorted(all_presets(self.project.config))

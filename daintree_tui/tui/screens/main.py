@@ -3,6 +3,7 @@ below. All service work runs in thread workers that post messages back; this scr
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -28,13 +29,6 @@ from daintree_tui.tui.messages import (
     SessionsPolled,
     SnapshotLoaded,
 )
-from daintree_tui.tui.screens.agent_picker import AgentPickerScreen
-from daintree_tui.tui.screens.commit import CommitChoice, CommitScreen
-from daintree_tui.tui.screens.confirm import ConfirmScreen
-from daintree_tui.tui.screens.help import HelpScreen
-from daintree_tui.tui.screens.merge import MergeChoice, MergeScreen
-from daintree_tui.tui.screens.new_task import NewTask, NewTaskScreen
-from daintree_tui.tui.screens.remove import RemoveChoice, RemoveScreen
 from daintree_tui.tui.widgets.diff_view import DiffView
 from daintree_tui.tui.widgets.events_log import EventsLog
 from daintree_tui.tui.widgets.session_title import SessionTitle
@@ -44,8 +38,13 @@ from daintree_tui.tui.widgets.worktree_table import WorktreeTable
 
 if TYPE_CHECKING:
     from daintree_tui.tui.app import DaintreeApp
+    from daintree_tui.tui.screens.commit import CommitChoice
+    from daintree_tui.tui.screens.merge import MergeChoice
+    from daintree_tui.tui.screens.new_task import NewTask
+    from daintree_tui.tui.screens.remove import RemoveChoice
 
 POLL_INTERVAL = 1.0
+IDLE_POLL_INTERVAL = 2.0
 ATTACH_DELAY = 0.12
 IGNORED_STATE_DIRS = (".logs", ".tmp", ".trash", ".sessions", ".journal")
 
@@ -134,8 +133,11 @@ class MainScreen(Screen[None]):
     @work(thread=True, exit_on_error=False, exclusive=True, group="startup", description="reconcile and load")
     def startup(self) -> None:
         backend = self.dashboard.backend
-        fixes = backend.startup()
+        # Paint what is on disk first; reconcile after, and show its repairs if it made any.
         self.post_message(SnapshotLoaded(backend.snapshot()))
+        fixes = backend.startup()
+        if fixes:
+            self.post_message(SnapshotLoaded(backend.snapshot()))
         untrusted = backend.untrusted_hooks()
         if untrusted:
             self.app.call_from_thread(self.ask_trust, untrusted)
@@ -206,6 +208,9 @@ class MainScreen(Screen[None]):
         self.load_facts(self.entries)
         if not self._started:
             self._started = True
+            # Everything built so far (Textual's widgets, styles, our modules) lives as long as the app: move it
+            # out of the collector's reach so a full collection during an output flood stays short.
+            self.call_after_refresh(gc.freeze)
             self.monitor_files()
             self.schedule_poll(0)
             self.schedule_attach()
@@ -229,14 +234,20 @@ class MainScreen(Screen[None]):
     def on_sessions_polled(self, message: SessionsPolled) -> None:
         before = self.sessions
         self.sessions = {s.name: s for s in message.sessions}
+        changed = before != self.sessions or any(self.previews.get(k) != v for k, v in message.previews.items())
         self.previews.update(message.previews)
         for name, info in self.sessions.items():
             old = before.get(name)
             if old is not None and old.status != info.status and str(info.status) in ("waiting", "exited"):
                 self.dashboard.announce(name, info)
-        self.refresh_tables()
-        self.update_title()
-        self.schedule_poll(POLL_INTERVAL)
+        vanished = [n for n in before if n not in self.sessions]
+        if vanished and not self.sessions:
+            self.check_server(vanished)
+        if changed:
+            self.refresh_tables()
+            self.update_title()
+        # 1 Hz while something moves, 0.5 Hz once all is quiet: idle sessions should cost next to nothing.
+        self.schedule_poll(POLL_INTERVAL if changed else IDLE_POLL_INTERVAL)
         terminal = self.query_one(TerminalView)
         selected = self.selected_worktree()
         if selected and selected in self.sessions and terminal.worktree != selected:
@@ -361,6 +372,8 @@ class MainScreen(Screen[None]):
         return True
 
     def action_new_task(self) -> None:
+        from daintree_tui.tui.screens.new_task import NewTaskScreen
+
         backend = self.dashboard.backend
         self.app.push_screen(NewTaskScreen(backend.agents(), backend.default_agent()), self.new_task_done)
 
@@ -421,6 +434,8 @@ class MainScreen(Screen[None]):
         self.post_message(OperationDone(f"Started {info.agent} in {name}", focus=name))
 
     def action_start_session(self) -> None:
+        from daintree_tui.tui.screens.agent_picker import AgentPickerScreen
+
         name = self.selected_worktree()
         if not name:
             return
@@ -453,6 +468,8 @@ class MainScreen(Screen[None]):
 
     @work(thread=True, exit_on_error=False, group="ops", description="check for uncommitted work")
     def prepare_remove(self, name: str) -> None:
+        from daintree_tui.tui.screens.remove import RemoveScreen
+
         dirty = self.dashboard.backend.dirty_files(name)
         entry = self.entry(name)
         has_task = entry is not None and entry.task_id is not None
@@ -493,6 +510,8 @@ class MainScreen(Screen[None]):
 
     @work(thread=True, exit_on_error=False, group="ops", description="check changes")
     def prepare_commit(self, name: str) -> None:
+        from daintree_tui.tui.screens.commit import CommitScreen
+
         backend = self.dashboard.backend
         dirty = backend.dirty_files(name)
         entry = self.entry(name)
@@ -517,6 +536,8 @@ class MainScreen(Screen[None]):
 
     @work(thread=True, exit_on_error=False, group="ops", description="merge target")
     def prepare_merge(self, name: str) -> None:
+        from daintree_tui.tui.screens.merge import MergeScreen
+
         target = self.dashboard.backend.merge_target(name)
         self.app.call_from_thread(self.app.push_screen, MergeScreen(name, target),
                                   when_given(self.merge_worktree, name))
@@ -536,6 +557,8 @@ class MainScreen(Screen[None]):
             terminal.detach()
 
     def action_pr(self) -> None:
+        from daintree_tui.tui.screens.confirm import ConfirmScreen
+
         name = self.selected_worktree()
         if not name:
             return
@@ -559,7 +582,32 @@ class MainScreen(Screen[None]):
         self.dashboard.backend.inject_task(name)
         self.post_message(OperationDone(f"Sent the task to {name}"))
 
+    @work(thread=True, exit_on_error=False, group="server", description="check the tmux server")
+    def check_server(self, vanished: list[str]) -> None:
+        lost = self.dashboard.backend.lost_sessions(vanished)
+        if lost:
+            self.app.call_from_thread(self.offer_restart, lost)
+
+    def offer_restart(self, lost: dict[str, str]) -> None:
+        from daintree_tui.tui.screens.confirm import ConfirmScreen
+
+        self.notify(f"The tmux server stopped: {len(lost)} session(s) ended", severity="error", timeout=10)
+        body = ("The sessions' tmux server is gone (killed or crashed). Their worktrees and any uncommitted work "
+                "are untouched.\n\n" + "\n".join(f"  {n} ({a})" for n, a in lost.items())
+                + "\n\nStart them again with the same agents?")
+        self.app.push_screen(ConfirmScreen("The tmux server stopped", body, yes="Restart sessions", no="Not now"),
+                             when_given(lambda _: self.restart_sessions(lost)))
+
+    @work(thread=True, exit_on_error=False, group="ops", description="restart sessions")
+    def restart_sessions(self, lost: dict[str, str]) -> None:
+        size = self.app.call_from_thread(self.terminal_size)
+        for name, agent in lost.items():
+            self.dashboard.backend.start_session(name, agent, size)
+        self.post_message(OperationDone(f"Restarted {len(lost)} session(s)"))
+
     def ask_trust(self, commands: list[str]) -> None:
+        from daintree_tui.tui.screens.confirm import ConfirmScreen
+
         body = ("This repository's .daintree.toml defines hooks that run shell commands:\n\n"
                 + "\n".join(f"  {c}" for c in commands)
                 + "\n\nTrust it? (recorded for you only, outside the repository; a change asks again)")
@@ -621,6 +669,8 @@ class MainScreen(Screen[None]):
         self.attach_and_focus(name)
 
     def action_help(self) -> None:
+        from daintree_tui.tui.screens.help import HelpScreen
+
         self.app.push_screen(HelpScreen(self.dashboard.keymap))
 
     def action_quit_dashboard(self) -> None:

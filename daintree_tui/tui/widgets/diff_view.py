@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from rich.syntax import Syntax
 from rich.text import Text
 from textual.widgets import RichLog
 
@@ -30,4 +29,6 @@ class DiffView(RichLog):
         header = Text(f"{name}: {len(files)} file(s) changed: ", style="bold")
         header.append(", ".join(files), style="cyan")
         self.write(header)
+        from rich.syntax import Syntax  # pygments is slow to import: load it on the first diff
+
         self.write(Syntax(diff, "diff", theme="ansi_dark", background_color="default", word_wrap=False))

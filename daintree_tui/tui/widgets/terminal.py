@@ -38,6 +38,7 @@ from daintree_tui.sessions.keys import WHEEL_DOWN, WHEEL_UP, encode_key, encode_
 from daintree_tui.sessions.pty_host import set_winsize
 
 FRAME_INTERVAL = 1 / 60
+READ_CHUNK = 4096
 
 _COLOR_NAMES = {"brown": "yellow", "brightbrown": "bright_yellow"}
 
@@ -229,7 +230,9 @@ class TerminalView(Widget, can_focus=True):
         if self._fd is None:
             return
         try:
-            data = os.read(self._fd, 262144)
+            # Small reads keep each callback short (pyte parses ~0.5 MB/s): the event loop never stalls, and
+            # when we fall behind tmux stops streaming and redraws the final screen instead.
+            data = os.read(self._fd, READ_CHUNK)
         except BlockingIOError:
             return
         except OSError:
