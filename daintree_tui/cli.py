@@ -97,7 +97,13 @@ def cmd_task_create(args: argparse.Namespace, project: Project) -> int:
 
     extra: dict[str, object] = {}
     if args.agent:
-        extra["agent"] = args.agent
+        from daintree_tui.sessions.presets import resolve_preset
+
+        extra["agent"] = resolve_preset(project.config, args.agent).name
+    if args.role:
+        if args.role not in project.config.roles:
+            raise InputError(f"unknown role {args.role!r} (configure [roles.{args.role}])")
+        extra["role"] = args.role
     task = TaskService(project).create(args.subject, args.description or "", _ids(args.blocked_by, "--blocked-by"),
                                        extra=extra)
     _emit(args, task.to_dict(), f"created task {task.id}: {task.subject}")
@@ -214,11 +220,15 @@ def cmd_wt_list(args: argparse.Namespace, project: Project) -> int:
     entries = service.entries(include_removed=args.all)
     facts = service.facts_for([e for e in entries if e.live])
     sessions = _session_states(project)
+    from daintree_tui.core.hygiene import DiskUsage, human
+
+    disk = DiskUsage(service).measure([e for e in entries if e.live])
     data = [{**e.to_dict(), **({"facts": facts[e.name].to_dict()} if e.name in facts else {}),
-             "session": sessions.get(e.name)} for e in entries]
-    rows = [_entry_row(e, facts.get(e.name), (sessions.get(e.name) or {}).get("status", "-")) for e in entries]
+             "session": sessions.get(e.name), "disk_bytes": disk.get(e.name)} for e in entries]
+    rows = [[*_entry_row(e, facts.get(e.name), (sessions.get(e.name) or {}).get("status", "-")),
+             human(disk[e.name]) if e.name in disk else "-"] for e in entries]
     _emit(args, data, lambda: _table(rows, ["NAME", "STATUS", "BRANCH", "PORT", "DIRTY", "AHEAD/BEHIND", "TASK",
-                                            "SESSION"]) or "no worktrees")
+                                            "SESSION", "DISK"]) or "no worktrees")
     return 0
 
 
@@ -414,6 +424,7 @@ def build_parser() -> _Parser:
     p.add_argument("subject")
     p.add_argument("--description", "-d", default="")
     p.add_argument("--agent", help="agent preset that should work on it (queue)")
+    p.add_argument("--role", help="role that limits what its agent may do")
     p.add_argument("--blocked-by", metavar="IDS", help="comma-separated task ids this task waits for")
     p = add(tsub, "list", cmd_task_list, "list tasks")
     p.add_argument("--status", help="pending, in_progress or completed")
@@ -481,9 +492,10 @@ def build_parser() -> _Parser:
 
 def _add_session_commands(sub: Any, add: Callable[..., Any]) -> None:
     """The sessions layer's commands (`session ...`, `demo`)."""
-    from daintree_tui import cli_sessions
+    from daintree_tui import cli_orchestrate, cli_sessions
 
     cli_sessions.register(sub, add)
+    cli_orchestrate.register(sub, add)
 
 
 # -- main ------------------------------------------------------------------------------------------------------
@@ -497,7 +509,7 @@ def _configure_logging() -> None:
     logger.propagate = False
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, approved: bool = False) -> int:
     """Entry point of the `daintree` console script."""
     _configure_logging()
     parser = build_parser()
@@ -521,6 +533,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.command:  # `daintree task` without an action
                 parser.error(f"{args.command} needs an action (see daintree {args.command} --help)")
             handler = cmd_dashboard
+        if not approved:
+            from daintree_tui.cli_orchestrate import policy_gate
+
+            stop = policy_gate(args, project, [*argv, *(["--", *after] if after else [])])
+            if stop is not None:
+                return stop
         return handler(args, project)
     except DaintreeError as exc:
         sys.stderr.write(f"daintree: {exc}\n")

@@ -69,8 +69,9 @@ class CLI:
         assert proc.returncode == 0, proc.stderr
         return json.loads(proc.stdout)
 
-    def ok(self, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-        proc = self(*args, cwd=cwd)
+    def ok(self, *args: str, cwd: Path | None = None,
+           env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        proc = self(*args, cwd=cwd, env=env)
         assert proc.returncode == 0, f"{args}: rc={proc.returncode} stderr={proc.stderr}"
         return proc
 

@@ -86,6 +86,9 @@ class Config:
     quiet_hours: tuple[str, str] | None = None
     waiting_debounce: float = 2.0
     max_sessions: int = 3
+    bakeoff_score: str | None = None
+    roles: dict[str, dict[str, Any]] = field(default_factory=dict)
+    default_role: str | None = None
     repo_config_path: Path | None = None
 
 
@@ -99,6 +102,7 @@ _SECTION_KEYS = {
     "hooks": {*HOOK_NAMES, "timeout"},
     "notifications": {"bell", "desktop", "quiet_hours", "on_waiting", "on_exited"},
     "sessions": {"waiting_debounce"},
+    "bakeoff": {"score"},
 }
 _AGENT_KEYS = {"command", "prompt", "waiting_pattern", "max_minutes", "role"}
 
@@ -243,6 +247,30 @@ def _parse_agents(raw: Any) -> dict[str, AgentConfig]:
     return agents
 
 
+ROLE_ACTIONS = ("commit", "merge", "pr", "remove", "push")
+APPROVALS = ("human", "checks", "none")
+
+
+def _parse_roles(raw: Any) -> dict[str, dict[str, Any]]:
+    if raw is None:
+        return {}
+    _expect(isinstance(raw, dict), "roles", "a table of roles", raw)
+    roles = {}
+    for name, value in raw.items():
+        key = f"roles.{name}"
+        _expect(isinstance(value, dict), key, "a table", value)
+        allow = value.get("allow", list(ROLE_ACTIONS))
+        _expect(isinstance(allow, list) and all(a in ROLE_ACTIONS for a in allow), f"{key}.allow",
+                f"a list drawn from {', '.join(ROLE_ACTIONS)}", allow)
+        approval = value.get("approval", "none")
+        _expect(approval in APPROVALS, f"{key}.approval", f"one of {', '.join(APPROVALS)}", approval)
+        unknown = [k for k in value if k not in ("allow", "approval")]
+        if unknown:
+            warn(f"config: unknown keys ignored: {', '.join(f'{key}.{k}' for k in unknown)}")
+        roles[name] = {"allow": list(allow), "approval": approval}
+    return roles
+
+
 def parse(data: dict[str, Any], repo_config_path: Path | None = None) -> Config:
     """Validate a merged config tree into a `Config`; raise `ConfigError` naming the first bad key."""
     _warn_unknown(data)
@@ -295,6 +323,17 @@ def parse(data: dict[str, Any], repo_config_path: Path | None = None) -> Config:
     _expect(isinstance(sessions, dict), "sessions", "a table", sessions)
     if "waiting_debounce" in sessions:
         cfg.waiting_debounce = _number(sessions["waiting_debounce"], "sessions.waiting_debounce")
+    bakeoff = data.get("bakeoff", {})
+    _expect(isinstance(bakeoff, dict), "bakeoff", "a table", bakeoff)
+    if "score" in bakeoff:
+        _expect(isinstance(bakeoff["score"], str) and bakeoff["score"].strip() != "", "bakeoff.score",
+                "a command", bakeoff["score"])
+        cfg.bakeoff_score = bakeoff["score"]
+    cfg.roles = _parse_roles(data.get("roles"))
+    if "default_role" in data:
+        role = data["default_role"]
+        _expect(isinstance(role, str) and role in cfg.roles, "default_role", "the name of a [roles.*] table", role)
+        cfg.default_role = role
     if "max_sessions" in data:
         value = data["max_sessions"]
         _expect(isinstance(value, int) and not isinstance(value, bool) and value >= 1, "max_sessions",

@@ -1,0 +1,218 @@
+"""Bake-offs: several agents on one task, each in its own worktree from the same base; score them, keep the best.
+
+Registry: `.worktrees/bakeoffs.json` (`{"bakeoffs": [record, ...]}`), written atomically under the lock.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from daintree_tui.core import git as g
+from daintree_tui.core.environment import worktree_env
+from daintree_tui.core.errors import InputError, OperationError
+from daintree_tui.core.index import find
+from daintree_tui.core.models import TaskStatus
+from daintree_tui.core.review import ReviewService
+from daintree_tui.core.runner import run_command
+from daintree_tui.core.store import read_json, write_json
+from daintree_tui.core.worktrees import WorktreeService, slugify
+
+SCORE_RE = re.compile(r"SCORE:\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
+DEFAULT_SCORE_TIMEOUT = 600.0
+
+
+def parse_score(output: str) -> float | None:
+    """The number after `SCORE:` on the output's last such line."""
+    matches = SCORE_RE.findall(output)
+    return float(matches[-1]) if matches else None
+
+
+@dataclass(frozen=True)
+class Score:
+    name: str
+    exit_code: int
+    wall: float
+    score: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "exit_code": self.exit_code, "wall": round(self.wall, 3), "score": self.score}
+
+
+def rank(scores: list[Score], minimize: bool = False) -> list[Score]:
+    """Passing candidates first, by score (higher wins, or lower with `minimize`; without a SCORE line, by wall
+    time, lower wins); failing candidates last."""
+
+    def key(s: Score) -> tuple[int, int, float]:
+        if s.exit_code != 0:
+            return (2, 0, s.wall)
+        if s.score is None:
+            return (1, 0, s.wall)
+        return (0, 0, s.score if minimize else -s.score)
+
+    return sorted(scores, key=key)
+
+
+class BakeoffService:
+    """Create, score and pick bake-offs."""
+
+    def __init__(self, worktrees: WorktreeService) -> None:
+        self.worktrees = worktrees
+        self.project = worktrees.project
+        self.tasks = worktrees.tasks
+
+    @property
+    def path(self) -> Path:
+        return self.project.state_dir / "bakeoffs.json"
+
+    def _load(self) -> list[dict[str, Any]]:
+        data, _ = read_json(self.path, "bake-off registry")
+        return list(data.get("bakeoffs", [])) if isinstance(data, dict) else []
+
+    def _save(self, records: list[dict[str, Any]]) -> None:
+        write_json(self.path, {"bakeoffs": records})
+
+    def records(self) -> list[dict[str, Any]]:
+        return self._load()
+
+    def get(self, bakeoff_id: str) -> dict[str, Any]:
+        for record in self._load():
+            if record["id"] == bakeoff_id:
+                return record
+        raise InputError(f"no bake-off with id {bakeoff_id!r}")
+
+    def _update(self, record: dict[str, Any]) -> None:
+        with self.project.lock.hold():
+            records = [r for r in self._load() if r["id"] != record["id"]] + [record]
+            self._save(sorted(records, key=lambda r: int(r["id"][1:])))
+
+    def create(self, task_id: int, agents: list[str], score: str | None = None, base: str | None = None,
+               start_sessions: bool = True) -> dict[str, Any]:
+        """One worktree per agent from the same base commit, each running its agent with the task as prompt."""
+        from daintree_tui.sessions.manager import SessionManager
+        from daintree_tui.sessions.presets import resolve_preset
+
+        self.project.require_git()
+        if not agents:
+            raise InputError("a bake-off needs at least one agent (--agents A,B,C)")
+        task = self.tasks.get(task_id)
+        presets = [resolve_preset(self.project.config, a) for a in agents]
+        for preset in presets:
+            preset.check_program()
+        base_ref = base or self.project.config.base
+        base_commit = g.rev_parse_commit(self.project.root, base_ref)
+        if base_commit is None:
+            raise InputError(f"invalid base ref {base_ref!r}: it names no commit")
+        manager = SessionManager(self.project) if start_sessions else None
+        if manager is not None:
+            manager.host  # noqa: B018 - fail now, before any worktree, when there is no session host
+        with self.project.lock.hold():
+            records = self._load()
+            bakeoff_id = f"b{max((int(r['id'][1:]) for r in records), default=0) + 1}"
+            self._save([*records, {"id": bakeoff_id, "task_id": task_id, "status": "creating"}])
+        slug = slugify(task.subject, limit=30)
+        taken = {e.name for e in self.worktrees.entries(include_removed=True)}
+        names: list[str] = []
+        for preset in presets:
+            name, n = f"{slug}-{preset.name}", 2
+            while name in taken or name in names or g.branch_exists(self.project.root, self.worktrees.branch_for(name)):
+                name, n = f"{slug}-{preset.name}-{n}", n + 1
+            names.append(name)
+        created: list[str] = []
+        try:
+            for name in names:
+                self.worktrees.create(name, base=base_commit)
+                created.append(name)
+                self._tag(name, bakeoff_id)
+        except Exception:
+            for name in created:
+                self.worktrees.remove(name, force=True, delete_branch=True)
+            with self.project.lock.hold():
+                self._save([r for r in self._load() if r["id"] != bakeoff_id])
+            raise
+        record = {"id": bakeoff_id, "task_id": task_id, "agents": [p.name for p in presets], "candidates": names,
+                  "base_ref": base_ref, "base_commit": base_commit, "score_command": score, "status": "running",
+                  "created_at": time.time(), "scores": [], "picked": None}
+        self._update(record)
+        with self.project.lock.hold():
+            current = self.tasks.get(task_id)
+            current.extra.update({"candidates": names, "bakeoff": bakeoff_id})
+            if current.status == TaskStatus.PENDING:
+                current.status = TaskStatus.IN_PROGRESS
+            self.tasks.save(current)
+        if manager is not None:
+            for name, preset in zip(names, presets, strict=True):
+                prompt = preset.render_prompt(subject=task.subject, description=task.description, worktree=name)
+                manager.start(name, preset.name, prompt=prompt)
+        self.project.events.append("bakeoff.created", task=task.brief(), bakeoff=bakeoff_id, candidates=names)
+        return record
+
+    def _tag(self, name: str, bakeoff_id: str) -> None:
+        with self.project.lock.hold():
+            entries = self.worktrees.index.load(heal=True)
+            entry = find(entries, name)
+            if entry is not None:
+                entry.extra["bakeoff"] = bakeoff_id
+                self.worktrees.index.save(entries)
+
+    def score(self, bakeoff_id: str, command: str | None = None, minimize: bool = False,
+              timeout: float = DEFAULT_SCORE_TIMEOUT) -> list[Score]:
+        """Run the score command in every live candidate at once; rank them."""
+        record = self.get(bakeoff_id)
+        command = command or record.get("score_command") or self.project.config.bakeoff_score
+        if not command:
+            raise InputError("no score command: give --score CMD or set bakeoff.score in config")
+        entries = {e.name: e for e in self.worktrees.entries()}
+        live = [n for n in record["candidates"] if n in entries and Path(entries[n].path).is_dir()]
+        if not live:
+            raise OperationError(f"bake-off {bakeoff_id} has no live candidates left")
+
+        def one(name: str) -> Score:
+            entry = entries[name]
+            result = run_command(command, Path(entry.path), worktree_env(self.project, entry), timeout, shell=True)
+            return Score(name, result.exit_code, result.duration, parse_score(result.stdout + "\n" + result.stderr))
+
+        with ThreadPoolExecutor(max_workers=len(live)) as pool:
+            scores = rank(list(pool.map(one, live)), minimize)
+        record["scores"] = [s.to_dict() for s in scores]
+        record["minimize"] = minimize
+        record["scored_at"] = time.time()
+        self._update(record)
+        self.project.events.append("bakeoff.scored", bakeoff=bakeoff_id, scores=record["scores"])
+        return scores
+
+    def pick(self, bakeoff_id: str, name: str, strategy: str = "ff",
+             delete_branches: bool = False) -> dict[str, Any]:
+        """Merge the winner through the merge flow, remove the others (never one with uncommitted work),
+        complete the task."""
+        record = self.get(bakeoff_id)
+        if name not in record["candidates"]:
+            raise InputError(f"{name!r} is not a candidate of bake-off {bakeoff_id} "
+                             f"({', '.join(record['candidates'])})")
+        merged = ReviewService(self.worktrees).merge(name, strategy=strategy, remove=True)
+        removed, kept = [], []
+        for other in record["candidates"]:
+            if other == name:
+                continue
+            try:
+                entry = self.worktrees.get(other)
+            except InputError:
+                continue
+            if not entry.live:
+                continue
+            if self.worktrees.dirty_files(entry):
+                kept.append(other)
+                continue
+            self.worktrees.remove(other, delete_branch=delete_branches, force=delete_branches)
+            removed.append(other)
+        task = self.tasks.update(record["task_id"], status=TaskStatus.COMPLETED)
+        record.update({"status": "picked", "picked": name, "picked_at": time.time(), "removed": removed,
+                       "kept": kept})
+        self._update(record)
+        self.project.events.append("bakeoff.picked", task=task.brief(), bakeoff=bakeoff_id, winner=name,
+                                   removed=removed, kept=kept)
+        return {"bakeoff": bakeoff_id, "winner": name, "merge": merged.to_dict(), "removed": removed, "kept": kept}

@@ -1,0 +1,132 @@
+"""Disk hygiene: how much each worktree takes (measured in the background, cached), and `gc`."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from daintree_tui.core import git as g
+from daintree_tui.core.errors import DaintreeError
+from daintree_tui.core.models import WorktreeEntry, WorktreeStatus
+from daintree_tui.core.store import read_json, write_json
+from daintree_tui.core.worktrees import WorktreeService
+
+CACHE_TTL = 300.0
+
+
+def tree_size(path: Path) -> int:
+    """Bytes used by a tree (`du`, which does not follow the symlinked node_modules)."""
+    proc = subprocess.run(["du", "-sk", "--", str(path)], capture_output=True, text=True)
+    try:
+        return int(proc.stdout.split()[0]) * 1024
+    except (IndexError, ValueError):
+        return 0
+
+
+def human(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GB"
+
+
+class DiskUsage:
+    """Per-worktree disk use, cached in `.worktrees/.cache/disk.json` for CACHE_TTL seconds."""
+
+    def __init__(self, worktrees: WorktreeService) -> None:
+        self.worktrees = worktrees
+        self.path = worktrees.project.state_dir / ".cache" / "disk.json"
+
+    def cached(self) -> dict[str, dict[str, float]]:
+        data, _ = read_json(self.path, "disk cache")
+        return data if isinstance(data, dict) else {}
+
+    def measure(self, entries: list[WorktreeEntry], max_age: float = CACHE_TTL) -> dict[str, int]:
+        cache = self.cached()
+        now = time.time()
+        out = {}
+        for entry in entries:
+            hit = cache.get(entry.name)
+            if hit and now - hit["at"] < max_age:
+                out[entry.name] = int(hit["bytes"])
+                continue
+            size = tree_size(Path(entry.path)) if Path(entry.path).is_dir() else 0
+            cache[entry.name] = {"bytes": size, "at": now}
+            out[entry.name] = size
+        with contextlib.suppress(DaintreeError):
+            write_json(self.path, cache)
+        return out
+
+
+@dataclass
+class GcReport:
+    dry_run: bool
+    actions: list[str] = field(default_factory=list)
+    freed: int = 0
+    kept_dirty: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dry_run": self.dry_run, "actions": self.actions, "freed_bytes": self.freed,
+                "kept_dirty": self.kept_dirty}
+
+
+def collect(worktrees: WorktreeService, older_than_days: float = 14.0, dry_run: bool = False) -> GcReport:
+    """Prune git's records, delete logs and temp dirs of removed worktrees, finish interrupted deletes, and remove
+    kept worktrees that are clean, merged and older than the limit. A dirty worktree is never touched."""
+    project = worktrees.project
+    project.require_git()
+    report = GcReport(dry_run)
+    root = project.root
+    pruned = g.git(root, "worktree", "prune", "--dry-run", "--verbose", check=False)
+    stale = (pruned.stdout + pruned.stderr).strip()
+    if stale:
+        report.actions.append(f"prune git worktree records: {len(stale.splitlines())}")
+        if not dry_run:
+            g.git(root, "worktree", "prune", check=False)
+    entries = worktrees.entries(include_removed=True)
+    live = {e.name for e in entries if e.live}
+    removed = [e for e in entries if e.status == WorktreeStatus.REMOVED and e.name not in live]
+    for entry in removed:
+        for path in (project.log_path(entry.name), project.logs_dir / f"{entry.name}.hooks.log",
+                     project.state_dir / ".sessions" / f"{entry.name}.json", project.tmpdir_for(entry.name)):
+            if path.exists():
+                size = tree_size(path) if path.is_dir() else path.stat().st_size
+                report.actions.append(f"delete {path.relative_to(project.state_dir)} ({human(size)})")
+                report.freed += size
+                if not dry_run:
+                    shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+    trash = project.trash_dir
+    if trash.is_dir():
+        for child in list(trash.iterdir()):
+            size = tree_size(child)
+            report.actions.append(f"finish deleting {child.name} ({human(size)})")
+            report.freed += size
+            if not dry_run:
+                shutil.rmtree(child, ignore_errors=True)
+    cutoff = time.time() - older_than_days * 86400
+    for entry in entries:
+        if entry.status != WorktreeStatus.KEPT or (entry.kept_at or entry.created_at) > cutoff:
+            continue
+        path = Path(entry.path)
+        if path.is_dir() and worktrees.dirty_files(entry):
+            report.kept_dirty.append(entry.name)
+            continue
+        targets = [t for t in (g.rev_parse_commit(root, entry.base_ref), g.rev_parse_commit(root, "HEAD")) if t]
+        if not any(g.is_ancestor(root, entry.branch, t) for t in targets):
+            continue
+        size = tree_size(path) if path.is_dir() else 0
+        report.actions.append(f"remove kept worktree {entry.name} (clean, merged; {human(size)})")
+        report.freed += size
+        if not dry_run:
+            worktrees.remove(entry.name, delete_branch=True)
+            worktrees.empty_trash()
+    if not dry_run:
+        project.events.append("gc.ran", actions=report.actions, freed=report.freed)
+    return report

@@ -1,0 +1,113 @@
+"""Roles and approvals for what an agent may do by itself.
+
+A command run from inside an agent's session (its environment carries `DAINTREE_WORKTREE`) is checked against
+the role of that worktree (the task's `role`, else its agent preset's, else `default_role`). Without any
+`[roles.*]` in config there is no policy: everything is allowed.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from daintree_tui.core.config import ROLE_ACTIONS
+from daintree_tui.core.errors import InputError, OperationError
+from daintree_tui.core.index import Index, find
+from daintree_tui.core.project import Project
+from daintree_tui.core.store import read_json, write_json
+from daintree_tui.core.tasks import TaskService
+
+
+@dataclass(frozen=True)
+class Decision:
+    allowed: bool
+    approval: str  # "none", "human" or "checks"
+    role: str | None
+    reason: str
+
+
+def in_session() -> str | None:
+    """The worktree whose session this process runs in, if any."""
+    return os.environ.get("DAINTREE_WORKTREE") or None
+
+
+def role_of(project: Project, worktree: str) -> str | None:
+    cfg = project.config
+    entry = find(Index(project).load(), worktree)
+    if entry is not None and entry.task_id is not None:
+        task = TaskService(project).find(entry.task_id)
+        if task is not None and isinstance(task.extra.get("role"), str):
+            return str(task.extra["role"])
+    meta, _ = read_json(project.state_dir / ".sessions" / f"{worktree}.json", "session record")
+    agent = meta.get("agent") if isinstance(meta, dict) else None
+    if isinstance(agent, str) and agent in cfg.agents and cfg.agents[agent].role:
+        return cfg.agents[agent].role
+    return cfg.default_role
+
+
+def decide(project: Project, worktree: str, action: str) -> Decision:
+    cfg = project.config
+    if not cfg.roles:
+        return Decision(True, "none", None, "no roles configured")
+    role = role_of(project, worktree)
+    if role is None or role not in cfg.roles:
+        return Decision(True, "none", role, "no role applies")
+    rules = cfg.roles[role]
+    if action not in rules["allow"]:
+        return Decision(False, "none", role, f"role {role!r} does not allow {action}")
+    return Decision(True, rules["approval"], role, f"role {role!r} allows {action}")
+
+
+def matrix(project: Project) -> list[dict[str, Any]]:
+    cfg = project.config
+    return [{"role": name, "default": name == cfg.default_role, "approval": rules["approval"],
+             **{action: action in rules["allow"] for action in ROLE_ACTIONS}} for name, rules in cfg.roles.items()]
+
+
+class Approvals:
+    """Requests queued for a person: `.worktrees/approvals.json`."""
+
+    def __init__(self, project: Project) -> None:
+        self.project = project
+
+    @property
+    def path(self) -> Path:
+        return self.project.state_dir / "approvals.json"
+
+    def _load(self) -> list[dict[str, Any]]:
+        data, _ = read_json(self.path, "approval requests")
+        return list(data.get("requests", [])) if isinstance(data, dict) else []
+
+    def records(self, status: str | None = None) -> list[dict[str, Any]]:
+        return [r for r in self._load() if status is None or r["status"] == status]
+
+    def request(self, worktree: str, action: str, argv: list[str], role: str | None) -> dict[str, Any]:
+        with self.project.lock.hold():
+            records = self._load()
+            record = {"id": max((r["id"] for r in records), default=0) + 1, "worktree": worktree, "action": action,
+                      "argv": argv, "role": role, "status": "pending", "created_at": time.time()}
+            write_json(self.path, {"requests": [*records, record]})
+        self.project.events.append("policy.requested", worktree={"name": worktree}, action=action,
+                                   request=record["id"])
+        return record
+
+    def resolve(self, request_id: int, approve: bool) -> dict[str, Any]:
+        if in_session():
+            raise OperationError("approvals are for a person: run this outside an agent's session")
+        with self.project.lock.hold():
+            records = self._load()
+            record = next((r for r in records if r["id"] == request_id), None)
+            if record is None:
+                raise InputError(f"no approval request with id {request_id}")
+            if record["status"] != "pending":
+                raise InputError(f"request {request_id} is already {record['status']}")
+            record["status"] = "approved" if approve else "rejected"
+            record["resolved_at"] = time.time()
+            write_json(self.path, {"requests": records})
+        self.project.events.append("policy.approved" if approve else "policy.rejected",
+                                   worktree={"name": record["worktree"]}, action=record["action"],
+                                   request=request_id)
+        return record

@@ -1,0 +1,162 @@
+"""The task queue: ready tasks (pending, unblocked, with an agent, no owner) are claimed atomically under the lock
+and started in their own worktree while fewer than `max_sessions` sessions run.
+
+A session the queue started that exits 0 completes its task (its worktree is kept for review) and so unblocks the
+tasks waiting on it; one that exits non-zero leaves its task in progress, owned by `queue-failed:<code>`, for a
+person to look at. Two runners, or a runner and the dashboard, never start one task twice: a claim is a write of
+the task's owner under the lock, and only an unowned task can be claimed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from daintree_tui.core.errors import DaintreeError
+from daintree_tui.core.models import Task, TaskStatus
+from daintree_tui.core.worktrees import WorktreeService
+
+QUEUE_OWNER = "queue"
+
+
+@dataclass
+class StepReport:
+    started: list[str] = field(default_factory=list)
+    completed: list[int] = field(default_factory=list)
+    failed: list[int] = field(default_factory=list)
+    stopped: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    running: int = 0
+    waiting_tasks: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"started": self.started, "completed": self.completed, "failed": self.failed,
+                "stopped": self.stopped, "errors": self.errors, "running": self.running,
+                "waiting_tasks": self.waiting_tasks}
+
+
+def is_ready(task: Task, by_id: dict[int, Task]) -> bool:
+    if task.status != TaskStatus.PENDING or task.owner or task.worktree or not task.extra.get("agent"):
+        return False
+    return all(dep in by_id and by_id[dep].status == TaskStatus.COMPLETED for dep in task.blockedBy)
+
+
+class QueueRunner:
+    """One pass at a time: reap what finished, stop what overran, start what is ready."""
+
+    def __init__(self, worktrees: WorktreeService, sessions: Any) -> None:
+        self.worktrees = worktrees
+        self.project = worktrees.project
+        self.tasks = worktrees.tasks
+        self.sessions = sessions  # a SessionManager
+
+    def claim(self, limit: int) -> list[Task]:
+        """Claim up to `limit` ready tasks, atomically."""
+        if limit <= 0:
+            return []
+        owner = f"{QUEUE_OWNER}:{os.getpid()}"
+        with self.project.lock.hold():
+            tasks = self.tasks.list()
+            by_id = {t.id: t for t in tasks}
+            claimed: list[Task] = []
+            for task in tasks:
+                if len(claimed) >= limit:
+                    break
+                if is_ready(task, by_id):
+                    task.owner = owner
+                    self.tasks.save(task)
+                    claimed.append(task)
+            for task in claimed:
+                self.project.events.append("task.updated", task=task.brief(), owner=owner, reason="claimed")
+        return claimed
+
+    def step(self) -> StepReport:
+        report = StepReport()
+        infos = self.sessions.list()
+        self._enforce_time_limits(infos, report)
+        self._reap(infos, report)
+        running = [i for i in infos if str(i.status) != "exited"]
+        report.running = len(running)
+        capacity = self.project.config.max_sessions - len(running)
+        for task in self.claim(capacity):
+            try:
+                self._start(task, report)
+            except DaintreeError as exc:
+                report.errors.append(f"task {task.id}: {exc}")
+                with self.project.lock.hold():
+                    current = self.tasks.get(task.id)
+                    current.owner = f"{QUEUE_OWNER}-failed:start"
+                    self.tasks.save(current)
+        by_id = {t.id: t for t in self.tasks.list()}
+        report.waiting_tasks = sum(1 for t in by_id.values() if t.status == TaskStatus.PENDING
+                                   and t.extra.get("agent") and not t.owner)
+        return report
+
+    def _start(self, task: Task, report: StepReport) -> None:
+        name = self._name_for(task)
+        self.worktrees.create(name, task_id=task.id)
+        self.sessions.start(name, str(task.extra["agent"]))
+        report.started.append(name)
+
+    def _name_for(self, task: Task) -> str:
+        from daintree_tui.core import git as g
+        from daintree_tui.core.worktrees import slugify
+
+        taken = {e.name for e in self.worktrees.entries(include_removed=False)}
+        base = f"{slugify(task.subject, limit=40)}"
+        name, n = base, 2
+        while name in taken or g.branch_exists(self.project.root, self.worktrees.branch_for(name)):
+            name, n = f"{base}-{n}", n + 1
+        return name
+
+    def _reap(self, infos: list[Any], report: StepReport) -> None:
+        """Queue-owned tasks whose session exited: complete them (exit 0) or mark them failed."""
+        exited = {i.name: i for i in infos if str(i.status) == "exited"}
+        if not exited:
+            return
+        with self.project.lock.hold():
+            for task in self.tasks.list():
+                info = exited.get(task.worktree)
+                ours = task.owner.startswith(f"{QUEUE_OWNER}:") and task.status == TaskStatus.IN_PROGRESS
+                if info is None or not ours or info.exit_code is None:
+                    continue  # not ours, or tmux has not reported the exit code yet
+                if info.exit_code == 0:
+                    task.status = TaskStatus.COMPLETED
+                    task.owner = QUEUE_OWNER
+                    self.tasks.save(task)
+                    self.project.events.append("task.completed", task=task.brief(), worktree={"name": task.worktree})
+                    report.completed.append(task.id)
+                    with contextlib.suppress(DaintreeError):
+                        self.worktrees.keep(task.worktree)
+                else:
+                    task.owner = f"{QUEUE_OWNER}-failed:{info.exit_code}"
+                    self.tasks.save(task)
+                    self.project.events.append("task.updated", task=task.brief(), worktree={"name": task.worktree},
+                                               error=f"session exited {info.exit_code}")
+                    report.failed.append(task.id)
+
+    def _enforce_time_limits(self, infos: list[Any], report: StepReport) -> None:
+        from daintree_tui.sessions.presets import all_presets
+
+        presets = all_presets(self.project.config)
+        now = time.time()
+        for info in infos:
+            preset = presets.get(info.agent)
+            if preset is None or preset.max_minutes is None or str(info.status) == "exited":
+                continue
+            if now - info.started_at > preset.max_minutes * 60:
+                self.sessions.stop(info.name)
+                self.project.events.append("session.timeout", worktree={"name": info.name}, agent=info.agent,
+                                           max_minutes=preset.max_minutes)
+                report.stopped.append(info.name)
+
+    def run(self, once: bool = False, interval: float = 2.0) -> StepReport:
+        """Step until nothing is left to start or running (or once); returns the last pass's report."""
+        while True:
+            report = self.step()
+            if once or (report.running == 0 and report.waiting_tasks == 0 and not report.started):
+                return report
+            time.sleep(interval)

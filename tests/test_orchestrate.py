@@ -1,0 +1,212 @@
+"""Bake-offs, the queue, roles and approvals, gc: real repositories, real tmux, small shell agents."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CLI, events, git, wait_for
+
+pytestmark = pytest.mark.usefixtures("tmux_socket")
+
+PY = sys.executable
+
+
+def write_config(repo: Path, text: str) -> None:
+    (repo / ".daintree.toml").write_text(text)
+
+
+def test_bakeoff_three_candidates_scored_picked_losers_removed_dirty_one_kept(cli: CLI, repo: Path) -> None:
+    write_config(repo, (
+        "[agents.a]\ncommand = \"sh -c 'echo 3 > answer.txt; exec cat'\"\n"
+        "[agents.b]\ncommand = \"sh -c 'echo 7 > answer.txt; exec cat'\"\n"
+        "[agents.c]\ncommand = \"sh -c 'echo 5 > answer.txt; exec cat'\"\n"
+        "[bakeoff]\nscore = \"echo noise; echo SCORE: 1; echo SCORE: $(cat answer.txt)\"\n"))
+    cli.ok("task", "create", "Find the answer", "--description", "compute it")
+    record = cli.json("bakeoff", "create", "1", "--agents", "a,b,c")
+    names = record["candidates"]
+    assert names == ["find-the-answer-a", "find-the-answer-b", "find-the-answer-c"]
+    entries = {e["name"]: e for e in cli.json("worktree", "list")}
+    assert {entries[n]["base_commit"] for n in names} == {record["base_commit"]}
+    assert all(entries[n]["bakeoff"] == record["id"] for n in names)
+    ports = [p for n in names for p in entries[n]["ports"]]
+    assert len(ports) == len(set(ports))
+    task = cli.json("task", "show", "1")
+    assert task["candidates"] == names and task["bakeoff"] == record["id"]
+    for n in names:
+        wait_for(lambda n=n: (repo / ".worktrees" / n / "answer.txt").exists())
+    scores = cli.json("bakeoff", "score", record["id"])
+    assert [s["name"] for s in scores] == ["find-the-answer-b", "find-the-answer-c", "find-the-answer-a"]
+    assert [s["score"] for s in scores] == [7.0, 5.0, 3.0]
+    lowest = cli.json("bakeoff", "score", record["id"], "--minimize")
+    assert lowest[0]["name"] == "find-the-answer-a"
+    for n in ("find-the-answer-b", "find-the-answer-c"):
+        cli.ok("worktree", "commit", n, "-m", f"answer from {n}", "--all")
+    # a stays dirty: its uncommitted answer must survive the pick
+    out = cli.json("bakeoff", "pick", record["id"], "find-the-answer-b", "--strategy", "squash")
+    assert out["winner"] == "find-the-answer-b"
+    assert out["removed"] == ["find-the-answer-c"] and out["kept"] == ["find-the-answer-a"]
+    assert (repo / "answer.txt").read_text() == "7\n"
+    assert (repo / ".worktrees" / "find-the-answer-a" / "answer.txt").read_text() == "3\n"
+    assert "wt/find-the-answer-c" in git(repo, "branch", "--list")  # branches stay without --delete-branches
+    assert cli.json("task", "show", "1")["status"] == "completed"
+    kinds = [e["event"] for e in events(repo)]
+    assert "bakeoff.created" in kinds and "bakeoff.scored" in kinds and "bakeoff.picked" in kinds
+    assert cli.json("bakeoff", "show", record["id"])["picked"] == "find-the-answer-b"
+
+
+def test_bakeoff_failing_candidates_rank_last_and_bad_input(cli: CLI, repo: Path) -> None:
+    write_config(repo, "[agents.ok]\ncommand = \"sh -c 'exec cat'\"\n")
+    cli.ok("task", "create", "t")
+    record = cli.json("bakeoff", "create", "1", "--agents", "ok,ok", "--score",
+                      "test \"$DAINTREE_WORKTREE\" = t-ok && exit 1; sleep 0.2")
+    scores = cli.json("bakeoff", "score", record["id"])
+    assert scores[-1]["name"] == "t-ok" and scores[-1]["exit_code"] == 1
+    assert scores[0]["name"] == "t-ok-2" and scores[0]["score"] is None
+    assert cli("bakeoff", "create", "1", "--agents", "nope").returncode == 2
+    assert cli("bakeoff", "create", "9", "--agents", "ok").returncode == 2
+    assert cli("bakeoff", "score", "b99").returncode == 2
+    assert cli("bakeoff", "pick", record["id"], "stranger").returncode == 2
+
+
+def queue_config(repo: Path, max_sessions: int) -> None:
+    write_config(repo, (
+        f"max_sessions = {max_sessions}\n"
+        f"[agents.job]\ncommand = \"{PY} -c 'import time, os; open(\\\"done.txt\\\", \\\"w\\\").write(os.environ[\\\"DAINTREE_WORKTREE\\\"]); time.sleep(1.5)'\"\n"  # noqa: E501
+        "[ports]\nrange = [5000, 5999]\n"))
+
+
+def test_queue_respects_max_sessions_and_dependencies(cli: CLI, repo: Path) -> None:
+    queue_config(repo, 2)
+    cli.ok("task", "create", "first", "--agent", "job")
+    cli.ok("task", "create", "second", "--agent", "job", "--blocked-by", "1")
+    cli.ok("task", "create", "third", "--agent", "job")
+    cli.ok("task", "create", "fourth", "--agent", "job")
+    cli.ok("task", "create", "no agent")
+    proc = cli("queue", "run", "--interval", "0.3", timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    tasks = {t["id"]: t for t in cli.json("task", "list")}
+    assert all(tasks[i]["status"] == "completed" for i in (1, 2, 3, 4))
+    assert tasks[5]["status"] == "pending" and tasks[5]["worktree"] == ""
+    started = [e for e in events(repo) if e["event"] == "session.started"]
+    completed = [e for e in events(repo) if e["event"] == "task.completed"]
+    assert len(started) == 4
+    t_done_first = next(e["ts"] for e in completed if e["task"]["id"] == 1)
+    t_start_second = next(e["ts"] for e in started if e["worktree"]["name"] == "second")
+    assert t_start_second >= t_done_first  # the dependency ran first
+    # never more than two at once: replay starts and completions in time order
+    timeline = sorted([(e["ts"], 1) for e in started] + [(e["ts"], -1) for e in completed])
+    running = peak = 0
+    for _, delta in timeline:
+        running += delta
+        peak = max(peak, running)
+    assert peak <= 2
+
+
+def test_two_queue_runners_never_start_a_task_twice(cli: CLI, repo: Path) -> None:
+    import subprocess
+
+    queue_config(repo, 4)
+    for i in range(6):
+        cli.ok("task", "create", f"job {i}", "--agent", "job")
+    runners = [subprocess.Popen([PY, "-m", "daintree_tui", "queue", "run", "--interval", "0.2"], cwd=repo,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    for runner in runners:
+        runner.communicate(timeout=120)
+    started = [e["worktree"]["name"] for e in events(repo) if e["event"] == "session.started"]
+    assert len(started) == len(set(started)) == 6
+    worktrees = [e["name"] for e in cli.json("worktree", "list", "--all")]
+    assert len(worktrees) == 6
+
+
+def test_role_denial_from_inside_a_real_session(cli: CLI, repo: Path) -> None:
+    write_config(repo, (
+        'default_role = "worker"\n[roles.worker]\nallow = ["commit"]\napproval = "none"\n'
+        f"[agents.rogue]\ncommand = \"sh -c '{PY} -m daintree_tui worktree remove $DAINTREE_WORKTREE --force; "
+        "echo rc=$? > ../rogue-rc; exec cat'\"\n"))
+    cli.ok("worktree", "create", "victim", "--agent", "rogue")
+    rc_file = repo / ".worktrees" / "rogue-rc"
+    assert wait_for(lambda: rc_file.exists() and rc_file.read_text().strip()) == "rc=1"
+    assert (repo / ".worktrees" / "victim").is_dir()
+    denied = [e for e in events(repo) if e["event"] == "policy.denied"]
+    assert denied and denied[0]["action"] == "remove" and denied[0]["role"] == "worker"
+    log = (repo / ".worktrees" / ".logs" / "victim.log").read_text()
+    assert "does not allow remove" in log
+    shown = cli.json("policy", "show")
+    assert shown == [{"role": "worker", "default": True, "approval": "none", "commit": True, "merge": False,
+                      "pr": False, "remove": False, "push": False}]
+
+
+def test_human_approval_requested_inside_approved_outside(cli: CLI, repo: Path) -> None:
+    write_config(repo, ('[roles.careful]\nallow = ["commit", "merge", "remove"]\napproval = "human"\n'))
+    cli.ok("task", "create", "Ship it", "--role", "careful")
+    cli.ok("worktree", "create", "ship", "--task", "1")
+    wt = repo / ".worktrees" / "ship"
+    (wt / "shipped.txt").write_text("yes\n")
+    git(wt, "add", "-A")
+    git(wt, "commit", "-q", "-m", "ship")
+    inside = {"DAINTREE_WORKTREE": "ship"}
+    proc = cli("worktree", "merge", "ship", "--json", env=inside)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["queued"] is True
+    assert not (repo / "shipped.txt").exists()
+    pending = cli.json("approvals")
+    assert [(r["id"], r["action"], r["worktree"]) for r in pending] == [(1, "merge", "ship")]
+    assert cli("approve", "1", env=inside).returncode == 1  # not from inside a session
+    cli.ok("approve", "1")
+    assert (repo / "shipped.txt").read_text() == "yes\n"
+    assert cli.json("approvals") == []
+    proc = cli("worktree", "remove", "ship", "--json", env=inside)
+    assert json.loads(proc.stdout)["request"] == 2
+    cli.ok("reject", "2")
+    assert (repo / ".worktrees" / "ship").is_dir()
+    kinds = [e["event"] for e in events(repo)]
+    assert kinds.count("policy.requested") == 2 and "policy.approved" in kinds and "policy.rejected" in kinds
+
+
+def test_checks_approval_runs_pre_merge_hooks(cli: CLI, repo: Path) -> None:
+    write_config(repo, ('default_role = "ci"\n[roles.ci]\nallow = ["commit", "merge"]\napproval = "checks"\n'
+                        '[hooks]\npre_merge = ["test -f ok"]\n'))
+    cli.ok("trust")
+    cli.ok("worktree", "create", "w")
+    (repo / ".worktrees" / "w" / "f.txt").write_text("f\n")
+    proc = cli("worktree", "commit", "w", "-m", "f", "--all", env={"DAINTREE_WORKTREE": "w"})
+    assert proc.returncode == 1 and "checks failed" in proc.stderr
+    (repo / ".worktrees" / "w" / "ok").write_text("")
+    cli.ok("worktree", "commit", "w", "-m", "f", "--all", env={"DAINTREE_WORKTREE": "w"})
+
+
+def test_gc_dry_run_and_real_run_never_touch_dirty_work(cli: CLI, repo: Path) -> None:
+    cli.ok("worktree", "create", "gone")
+    (repo / ".worktrees" / ".logs").mkdir(parents=True, exist_ok=True)
+    (repo / ".worktrees" / ".logs" / "gone.log").write_text("x" * 5000)
+    cli.ok("worktree", "remove", "gone")
+    cli.ok("worktree", "create", "old-clean")
+    cli.ok("worktree", "keep", "old-clean")
+    cli.ok("worktree", "create", "old-dirty")
+    (repo / ".worktrees" / "old-dirty" / "precious.txt").write_text("unsaved\n")
+    cli.ok("worktree", "keep", "old-dirty")
+    dry = cli.json("gc", "--older-than", "0", "--dry-run")
+    assert dry["dry_run"] and any("gone.log" in a for a in dry["actions"])
+    assert any("old-clean" in a for a in dry["actions"]) and dry["kept_dirty"] == ["old-dirty"]
+    assert (repo / ".worktrees" / ".logs" / "gone.log").exists() and (repo / ".worktrees" / "old-clean").is_dir()
+    real = cli.json("gc", "--older-than", "0")
+    assert real["freed_bytes"] >= 5000
+    assert not (repo / ".worktrees" / ".logs" / "gone.log").exists()
+    assert not (repo / ".worktrees" / "old-clean").exists()
+    assert (repo / ".worktrees" / "old-dirty" / "precious.txt").read_text() == "unsaved\n"
+    assert [e["name"] for e in cli.json("worktree", "list")] == ["old-dirty"]
+    young = cli.json("gc", "--dry-run")  # default 14 days: nothing kept is old enough
+    assert not any("remove kept" in a for a in young["actions"])
+
+
+def test_worktree_list_shows_disk_use(cli: CLI, repo: Path) -> None:
+    cli.ok("worktree", "create", "big")
+    (repo / ".worktrees" / "big" / "blob.bin").write_bytes(b"\0" * 300_000)
+    listed = cli.json("worktree", "list")
+    assert listed[0]["disk_bytes"] >= 300_000
+    assert "DISK" in cli.ok("worktree", "list").stdout
+    time.sleep(0)
