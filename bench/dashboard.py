@@ -50,7 +50,8 @@ class Viewer:
             if marker in self.tmux("capture-pane", "-p").stdout:
                 return time.perf_counter()
             time.sleep(0.005)
-        raise RuntimeError(f"{marker!r} never appeared; the pane shows: {self.tmux('capture-pane', '-p').stdout.strip()[:500]!r} {self.tmux('ls')}")
+        shown = self.tmux("capture-pane", "-p").stdout.strip()[:500]
+        raise RuntimeError(f"{marker!r} never appeared; the pane shows: {shown!r}")
 
     def pane_pid(self) -> int:
         return int(self.tmux("display-message", "-p", "#{pane_pid}").stdout.strip())
