@@ -162,11 +162,11 @@ def cmd_task_update(args: argparse.Namespace, project: Project) -> int:
 
 def _session_control(project: Project) -> Any:
     """The session host used to stop a worktree's session before its removal (None when sessions are absent)."""
-    try:
-        from daintree_tui.sessions.host import host_for
-    except ImportError:
-        return None
-    return host_for(project, create=False)
+    from daintree_tui.sessions.host import host_for
+    from daintree_tui.sessions.manager import SessionManager
+
+    host = host_for(project, create=False)
+    return SessionManager(project, host) if host is not None else None
 
 
 def _worktrees(project: Project) -> Any:

@@ -306,3 +306,62 @@ async def test_tmux_server_killed_under_the_dashboard(repo: Path, cli: CLI, tmux
         assert app.is_running
     log = repo / ".worktrees" / ".logs" / "victim.log"
     assert log.read_bytes().count(b"agent ready") == 2
+
+
+async def test_bakeoff_view_scores_and_picks(repo: Path, cli: CLI) -> None:
+    (repo / ".daintree.toml").write_text(
+        'default_agent = "x"\n'
+        "[agents.x]\ncommand = \"sh -c 'echo 2 > n.txt; git add -A; git commit -qm x; exec cat'\"\n"
+        "[agents.y]\ncommand = \"sh -c 'echo 9 > n.txt; git add -A; git commit -qm y; exec cat'\"\n"
+        '[bakeoff]\nscore = "echo SCORE: $(cat n.txt)"\n[notifications]\nbell = false\n')
+    cli.ok("task", "create", "Pick a number")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(140, 45)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: screen.tasks)
+        screen.query_one(TaskTable).focus()
+        await pilot.press("b")
+        await until(pilot, lambda: type(app.screen).__name__ == "BakeoffNewScreen")
+        from textual.widgets import SelectionList
+
+        app.screen.query_one(SelectionList).select("y")
+        await pilot.click("#start")
+        await until(pilot, lambda: type(app.screen).__name__ == "BakeoffScreen", timeout=15)
+        terminals = list(app.screen.query(TerminalView))
+        assert len(terminals) == 2
+        await until(pilot, lambda: all(t.attached for t in terminals))
+        await until(pilot, lambda: all((repo / ".worktrees" / n / "n.txt").exists()
+                                       for n in ("pick-a-number-x", "pick-a-number-y")))
+        await pilot.pause(0.5)
+        await pilot.press("r")
+        from textual.widgets import DataTable
+
+        board = app.screen.query_one("#scoreboard", DataTable)
+        await until(pilot, lambda: board.row_count == 2 and str(board.get_row_at(0)[4]) == "9")
+        assert str(board.get_row_at(0)[1]) == "pick-a-number-y"
+        await pilot.press("p")
+        await until(pilot, lambda: isinstance(app.screen, MainScreen), timeout=15)
+        await until(pilot, lambda: (repo / "n.txt").exists())
+    assert (repo / "n.txt").read_text() == "9\n"
+    assert json.loads((repo / ".tasks" / "task_1.json").read_text())["status"] == "completed"
+
+
+async def test_auto_queue_and_approval_prompt(repo: Path, cli: CLI) -> None:
+    (repo / ".daintree.toml").write_text(
+        "max_sessions = 1\n[agents.job]\ncommand = \"sh -c 'exit 0'\"\n"
+        '[roles.careful]\nallow = ["remove"]\napproval = "human"\n[notifications]\nbell = false\n')
+    cli.ok("task", "create", "queued job", "--agent", "job")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: screen._started)
+        await pilot.press("a")
+        await until(pilot, lambda: json.loads((repo / ".tasks" / "task_1.json").read_text())["status"]
+                    == "completed", timeout=20)
+        cli.ok("task", "create", "careful one", "--role", "careful")
+        cli.ok("worktree", "create", "careful", "--task", "2")
+        await asyncio.to_thread(cli, "worktree", "remove", "careful", env={"DAINTREE_WORKTREE": "careful"})
+        await until(pilot, lambda: type(app.screen).__name__ == "ConfirmScreen", timeout=10)
+        assert "remove" in str(app.screen.question)
+        await pilot.click("#yes")
+        await until(pilot, lambda: index(repo)["careful"]["status"] == "removed", timeout=10)

@@ -90,7 +90,7 @@ def test_queue_respects_max_sessions_and_dependencies(cli: CLI, repo: Path) -> N
     proc = cli("queue", "run", "--interval", "0.3", timeout=120)
     assert proc.returncode == 0, proc.stderr
     tasks = {t["id"]: t for t in cli.json("task", "list")}
-    assert all(tasks[i]["status"] == "completed" for i in (1, 2, 3, 4))
+    assert all(tasks[i]["status"] == "completed" for i in (1, 2, 3, 4)), (tasks, proc.stdout)
     assert tasks[5]["status"] == "pending" and tasks[5]["worktree"] == ""
     started = [e for e in events(repo) if e["event"] == "session.started"]
     completed = [e for e in events(repo) if e["event"] == "task.completed"]
@@ -98,13 +98,15 @@ def test_queue_respects_max_sessions_and_dependencies(cli: CLI, repo: Path) -> N
     t_done_first = next(e["ts"] for e in completed if e["task"]["id"] == 1)
     t_start_second = next(e["ts"] for e in started if e["worktree"]["name"] == "second")
     assert t_start_second >= t_done_first  # the dependency ran first
-    # never more than two at once: replay starts and completions in time order
-    timeline = sorted([(e["ts"], 1) for e in started] + [(e["ts"], -1) for e in completed])
+    # never more than two at once: replay session starts and exits in time order
+    exited = [e for e in events(repo) if e["event"] == "session.exited"]
+    assert len(exited) == 4 and all(e["exit_code"] == 0 for e in exited)
+    timeline = sorted([(e["ts"], 1) for e in started] + [(e["ts"], -1) for e in exited])
     running = peak = 0
     for _, delta in timeline:
         running += delta
         peak = max(peak, running)
-    assert peak <= 2
+    assert peak == 2
 
 
 def test_two_queue_runners_never_start_a_task_twice(cli: CLI, repo: Path) -> None:

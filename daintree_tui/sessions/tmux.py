@@ -6,10 +6,12 @@ are always addressed with `-t=NAME` (plain `-t` matches prefixes: `dt-a` would m
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import hashlib
 import os
 import shlex
+import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -40,7 +42,7 @@ set -s exit-empty off
 """
 
 _LIST_FORMAT = "\t".join(["#{session_name}", "#{pane_dead}", "#{pane_dead_status}", "#{pane_pid}",
-                          "#{session_created}"])
+                          "#{session_created}", "#{pane_dead_signal}", "#{pid}"])
 
 
 def socket_name(project: Project) -> str:
@@ -148,25 +150,48 @@ class TmuxHost:
         return state
 
     def list(self) -> list[PaneState]:
-        """Every daintree session on this server, in one tmux call."""
+        """Every daintree session on this server, in one tmux call (two when tmux owes a child its reaping)."""
+        states, unreaped, server_pid = self._list_once()
+        if unreaped and server_pid:
+            # Seen with tmux 3.3a: when two panes' processes exit together, one SIGCHLD is lost and the second
+            # stays a zombie with no exit status. Another SIGCHLD makes tmux reap it and record the status.
+            with contextlib.suppress(OSError):
+                os.kill(server_pid, signal.SIGCHLD)
+            time.sleep(0.02)
+            states, _, _ = self._list_once()
+        return states
+
+    def _list_once(self) -> tuple[builtins.list[PaneState], bool, int | None]:
         proc = self.tmux("list-panes", "-a", "-F", _LIST_FORMAT, check=False)
         if proc.returncode != 0:
             self._clean_stale_socket(proc.stderr)
-            return []
+            return [], False, None
         states: dict[str, PaneState] = {}
+        unreaped = False
+        server_pid: int | None = None
         for line in proc.stdout.splitlines():
             parts = line.split("\t")
-            if len(parts) != 5 or not parts[0].startswith(SESSION_PREFIX):
+            if len(parts) != 7 or not parts[0].startswith(SESSION_PREFIX):
                 continue
-            name, dead, status, pid, created = parts
+            name, dead, status, pid, created, signal_number, server = parts
+            server_pid = int(server) if server.isdigit() else server_pid
             if name in states:
                 continue  # first pane only: a session is one agent
+            exit_code: int | None = None
+            if status.lstrip("-").isdigit():
+                exit_code = int(status)
+            elif signal_number.isdigit():
+                exit_code = 128 + int(signal_number)
+            # tmux marks a pane dead when its output ends, which can come a moment before the process is reaped:
+            # until the exit code is known, the session still counts as running.
+            is_dead = dead == "1" and exit_code is not None
+            unreaped = unreaped or (dead == "1" and exit_code is None)
             states[name] = PaneState(
-                worktree=name[len(SESSION_PREFIX):], session=name, dead=dead == "1",
-                exit_code=int(status) if dead == "1" and status.lstrip("-").isdigit() else None,
+                worktree=name[len(SESSION_PREFIX):], session=name, dead=is_dead,
+                exit_code=exit_code if is_dead else None,
                 pid=int(pid) if pid.isdigit() else None, created=float(created or time.time()),
             )
-        return list(states.values())
+        return list(states.values()), unreaped, server_pid
 
     def state(self, worktree: str) -> PaneState | None:
         for state in self.list():

@@ -5,13 +5,19 @@ No widget code here; every method may block (git, filesystem, tmux) and is calle
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from daintree_tui.core import git as g
+from daintree_tui.core.bakeoff import BakeoffService
+from daintree_tui.core.errors import OperationError
+from daintree_tui.core.hygiene import DiskUsage
 from daintree_tui.core.models import Task, WorktreeEntry
+from daintree_tui.core.policy import Approvals
 from daintree_tui.core.project import Project
+from daintree_tui.core.queue import QueueRunner
 from daintree_tui.core.reconcile import reconcile
 from daintree_tui.core.review import MergeResult, ReviewService
 from daintree_tui.core.store import read_json
@@ -39,9 +45,14 @@ class Backend:
         self.project = project
         self.host = host if host is not None else host_for(project, create=True)
         self.tasks = TaskService(project)
-        self.worktrees = WorktreeService(project, self.host)
         self.sessions = SessionManager(project, self.host)
+        # Removing a worktree stops its session through the manager, which records it as stopped on purpose.
+        self.worktrees = WorktreeService(project, self.sessions if self.host is not None else None)
         self.review = ReviewService(self.worktrees)
+        self.bakeoffs = BakeoffService(self.worktrees)
+        self.queue = QueueRunner(self.worktrees, self.sessions)
+        self.disk = DiskUsage(self.worktrees)
+        self.approvals = Approvals(project)
         self.clock = clock
 
     @property
@@ -76,11 +87,27 @@ class Backend:
         if not isinstance(self.host, TmuxHost) or self.host.server_running():
             return {}
         lost = {}
+        live = {e.name for e in self.worktrees.entries()}
         for name in names:
+            if name not in live:
+                continue  # its worktree was removed: the session was stopped on purpose
             meta = self.session_meta(name)
             if meta.get("status") != "exited" and meta.get("agent"):
                 lost[name] = str(meta["agent"])
         return lost
+
+    def run_approved(self, request_id: int) -> str:
+        """Approve a request and run its command in a subprocess (its output must not touch the screen)."""
+        import subprocess
+        import sys
+
+        record = self.approvals.resolve(request_id, approve=True)
+        env = {k: v for k, v in os.environ.items() if k != "DAINTREE_WORKTREE"}
+        proc = subprocess.run([sys.executable, "-m", "daintree_tui", *record["argv"], "--repo", str(self.project.root)],
+                              capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
+        if proc.returncode != 0:
+            raise OperationError(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "failed")
+        return proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else "done"
 
     def agents(self) -> list[str]:
         return sorted(all_presets(self.project.config))

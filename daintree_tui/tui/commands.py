@@ -23,6 +23,8 @@ COMMANDS = [
     ("Send task to session", "inject_task", "Paste the task's text into the agent"),
     ("Show events", "events", "The lifecycle log"),
     ("Copy worktree path", "copy_path", "Copy the selected worktree's path"),
+    ("Bake-off", "bakeoff", "Several agents race on the selected task"),
+    ("Toggle auto queue", "toggle_auto", "Start ready tasks by themselves"),
     ("Filter", "filter", "Filter tasks and worktrees"),
     ("Next session", "cycle_session(1)", "Jump to the next session"),
     ("Previous session", "cycle_session(-1)", "Jump to the previous session"),

@@ -34,10 +34,12 @@ class FactsLoaded(Message):
 class SessionsPolled(Message):
     """Every session's status, and previews of those not on screen."""
 
-    def __init__(self, sessions: list[SessionInfo], previews: dict[str, str]) -> None:
+    def __init__(self, sessions: list[SessionInfo], previews: dict[str, str],
+                 approvals: list[dict[str, object]] | None = None) -> None:
         super().__init__()
         self.sessions = sessions
         self.previews = previews
+        self.approvals = approvals or []
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, SessionsPolled)
@@ -74,3 +76,14 @@ class DiffLoaded(Message):
         super().__init__()
         self.name = name
         self.diff = diff
+
+
+class DiskLoaded(Message):
+    """Disk use per worktree, measured in the background (cached for minutes)."""
+
+    def __init__(self, disk: dict[str, int]) -> None:
+        super().__init__()
+        self.disk = disk
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, DiskLoaded)

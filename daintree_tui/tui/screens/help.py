@@ -28,6 +28,8 @@ KEY_HELP = [
     ("inject_task", "i", "Send the task's text into the session"),
     ("copy_path", "c", "Copy the worktree's path"),
     ("events", "e", "Events log"),
+    ("bakeoff", "b", "Bake-off: several agents on the selected task"),
+    ("auto_queue", "a", "Auto queue: start ready tasks by themselves (max_sessions at a time)"),
     ("filter", "/", "Filter tasks and worktrees"),
     ("help", "?", "This help"),
     ("command_palette", "ctrl+p", "Command palette"),

@@ -22,6 +22,7 @@ from daintree_tui.core.worktrees import Facts
 from daintree_tui.sessions.manager import SessionInfo
 from daintree_tui.tui.messages import (
     DiffLoaded,
+    DiskLoaded,
     EventsAppended,
     FactsLoaded,
     FilesChanged,
@@ -38,6 +39,7 @@ from daintree_tui.tui.widgets.worktree_table import WorktreeTable
 
 if TYPE_CHECKING:
     from daintree_tui.tui.app import DaintreeApp
+    from daintree_tui.tui.screens.bakeoff_new import BakeoffRequest
     from daintree_tui.tui.screens.commit import CommitChoice
     from daintree_tui.tui.screens.merge import MergeChoice
     from daintree_tui.tui.screens.new_task import NewTask
@@ -80,6 +82,8 @@ class MainScreen(Screen[None]):
         Binding("right_square_bracket", "cycle_session(1)", "Next", id="next_session", show=False),
         *[Binding(f"alt+{n}", f"jump_session({n})", f"Session {n}", id=f"jump_session_{n}", show=False)
           for n in range(1, 10)],
+        Binding("b", "bakeoff", "Bake-off", id="bakeoff", show=False),
+        Binding("a", "toggle_auto", "Auto", id="auto_queue", show=False),
         Binding("question_mark", "help", "Help", id="help"),
         Binding("q", "quit_dashboard", "Quit", id="quit"),
     ]
@@ -96,6 +100,9 @@ class MainScreen(Screen[None]):
         self._stop_watching = threading.Event()
         self._attach_timer: object | None = None
         self._started = False
+        self.disk: dict[str, int] = {}
+        self.auto_queue = False
+        self._seen_requests: set[int] = set()
 
     @property
     def dashboard(self) -> DaintreeApp:
@@ -158,8 +165,17 @@ class MainScreen(Screen[None]):
 
     @work(thread=True, exit_on_error=False, exclusive=True, group="poll", description="poll sessions")
     def poll_sessions(self, preview: list[str]) -> None:
-        infos, previews = self.dashboard.backend.poll_sessions(preview)
-        self.post_message(SessionsPolled(infos, previews))
+        backend = self.dashboard.backend
+        if self.auto_queue:
+            report = backend.queue.step()
+            if report.started:
+                self.app.call_from_thread(self.notify, f"Auto: started {', '.join(report.started)}")
+        infos, previews = backend.poll_sessions(preview)
+        self.post_message(SessionsPolled(infos, previews, backend.approvals.records("pending")))
+
+    @work(thread=True, exit_on_error=False, exclusive=True, group="disk", description="disk use")
+    def load_disk(self, entries: tuple[WorktreeEntry, ...]) -> None:
+        self.post_message(DiskLoaded(self.dashboard.backend.disk.measure(list(entries))))
 
     @work(thread=True, exit_on_error=False, exclusive=True, group="events", description="tail events")
     def load_events(self) -> None:
@@ -218,6 +234,11 @@ class MainScreen(Screen[None]):
     def on_facts_loaded(self, message: FactsLoaded) -> None:
         self.facts.update(message.facts)
         self.refresh_tables()
+        self.load_disk(self.entries)
+
+    def on_disk_loaded(self, message: DiskLoaded) -> None:
+        self.disk.update(message.disk)
+        self.refresh_tables()
 
     def on_files_changed(self, message: FilesChanged) -> None:
         if message.state_changed:
@@ -240,6 +261,10 @@ class MainScreen(Screen[None]):
             old = before.get(name)
             if old is not None and old.status != info.status and str(info.status) in ("waiting", "exited"):
                 self.dashboard.announce(name, info)
+        for request in message.approvals:
+            if request["id"] not in self._seen_requests:
+                self._seen_requests.add(int(request["id"]))  # type: ignore[call-overload]
+                self.ask_approval(request)
         vanished = [n for n in before if n not in self.sessions]
         if vanished and not self.sessions:
             self.check_server(vanished)
@@ -303,7 +328,7 @@ class MainScreen(Screen[None]):
         numbers = {name: i for i, name in enumerate(self.session_order(), start=1)}
         self.query_one(TaskTable).show(self.tasks, self.filter_text)
         self.query_one(WorktreeTable).show(self.entries, self.facts, self.sessions, numbers, self.filter_text,
-                                           self.previews)
+                                           self.previews, self.disk)
 
     def entry(self, name: str | None) -> WorktreeEntry | None:
         return next((e for e in self.entries if e.name == name), None)
@@ -604,6 +629,60 @@ class MainScreen(Screen[None]):
         for name, agent in lost.items():
             self.dashboard.backend.start_session(name, agent, size)
         self.post_message(OperationDone(f"Restarted {len(lost)} session(s)"))
+
+    def ask_approval(self, request: dict[str, object]) -> None:
+        from daintree_tui.tui.screens.confirm import ConfirmScreen
+
+        argv = request["argv"] if isinstance(request["argv"], list) else []
+        body = (f"The agent in {request['worktree']} (role {request.get('role') or '-'}) asks to run:\n\n"
+                f"  daintree {' '.join(map(str, argv))}\n")
+        request_id = int(str(request["id"]))
+
+        def decided(yes: bool | None) -> None:
+            self.resolve_request(request_id, bool(yes))
+
+        self.app.push_screen(ConfirmScreen(f"Approve {request['action']} from {request['worktree']}?", body,
+                                           yes="Approve and run", no="Reject"), decided)
+
+    @work(thread=True, exit_on_error=False, group="ops", description="approval")
+    def resolve_request(self, request_id: int, approve: bool) -> None:
+        backend = self.dashboard.backend
+        if approve:
+            outcome = backend.run_approved(request_id)
+            self.post_message(OperationDone(f"Approved request {request_id}: {outcome}"))
+        else:
+            backend.approvals.resolve(request_id, approve=False)
+            self.post_message(OperationDone(f"Rejected request {request_id}"))
+
+    def action_toggle_auto(self) -> None:
+        self.auto_queue = not self.auto_queue
+        self.sub_title = f"{self.dashboard.backend.project.root}" + ("  [auto queue on]" if self.auto_queue else "")
+        self.notify("Auto queue " + ("on: ready tasks with an agent start by themselves" if self.auto_queue
+                                     else "off"))
+        self.schedule_poll(0)
+
+    def action_bakeoff(self) -> None:
+        from daintree_tui.tui.screens.bakeoff_new import BakeoffNewScreen
+
+        tasks = self.query_one(TaskTable)
+        task = next((t for t in self.tasks if t.id == tasks.selected_task_id), None)
+        if task is None:
+            self.notify("Select a task first (in the tasks list)", severity="warning")
+            return
+        backend = self.dashboard.backend
+        self.app.push_screen(BakeoffNewScreen(task.subject, backend.agents(), backend.default_agent()),
+                             when_given(self.start_bakeoff, task.id))
+
+    @work(thread=True, exit_on_error=False, group="ops", description="bake-off")
+    def start_bakeoff(self, task_id: int, request: BakeoffRequest) -> None:
+        record = self.dashboard.backend.bakeoffs.create(task_id, request.agents, score=request.score)
+        self.post_message(OperationDone(f"Bake-off {record['id']}: {', '.join(record['candidates'])}"))
+        self.app.call_from_thread(self.open_bakeoff, record)
+
+    def open_bakeoff(self, record: dict[str, Any]) -> None:
+        from daintree_tui.tui.screens.bakeoff import BakeoffScreen
+
+        self.app.push_screen(BakeoffScreen(record))
 
     def ask_trust(self, commands: list[str]) -> None:
         from daintree_tui.tui.screens.confirm import ConfirmScreen

@@ -51,12 +51,15 @@ class WorktreeTable(DataTable[Cell]):
         self.add_column("Port", key="port", width=5)
         self.add_column("±", key="dirty", width=3)
         self.add_column("↑↓", key="ab", width=6)
+        self.add_column("Disk", key="disk")
         self.add_column("Branch", key="branch")
         self.add_column("Latest output", key="activity")
 
     def show(self, entries: Sequence[WorktreeEntry], facts: Mapping[str, Facts],
              sessions: Mapping[str, SessionInfo], numbers: Mapping[str, int], filter_text: str = "",
-             previews: Mapping[str, str] | None = None) -> None:
+             previews: Mapping[str, str] | None = None, disk: Mapping[str, int] | None = None) -> None:
+        from daintree_tui.core.hygiene import human
+
         needle = filter_text.lower()
         rows = []
         for entry in entries:
@@ -73,6 +76,8 @@ class WorktreeTable(DataTable[Cell]):
             number = str(numbers[entry.name]) if entry.name in numbers else ""
             rows.append((entry.name, (number, name, session_cell(sessions.get(entry.name)),
                                       str(entry.ports[0]) if entry.ports else "-", dirty, ab,
+                                      Text(human(disk[entry.name]) if disk and entry.name in disk else "…",
+                                           style="dim"),
                                       Text(entry.branch, style="dim"),
                                       Text(last_output_line((previews or {}).get(entry.name, "")), style="dim"))))
         sync_rows(self, rows)

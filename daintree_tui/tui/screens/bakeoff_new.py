@@ -1,0 +1,53 @@
+"""BakeoffNewScreen: pick the agents (and an optional score command) for a bake-off on a task."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, SelectionList
+
+
+@dataclass(frozen=True)
+class BakeoffRequest:
+    agents: list[str]
+    score: str | None
+
+
+class BakeoffNewScreen(ModalScreen[BakeoffRequest | None]):
+    """Several agents race on one task, each in its own worktree."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel", id="dialog_cancel")]
+
+    def __init__(self, subject: str, agents: list[str], default: str) -> None:
+        super().__init__()
+        self.subject = subject
+        self.agents = agents
+        self.default = default
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="dialog"):
+            yield Label(f"Bake-off: {self.subject}", classes="dialog-title")
+            yield SelectionList[str](*[(a, a, a == self.default) for a in self.agents], id="agents")
+            yield Input(placeholder="score command (prints SCORE: N; default: bakeoff.score)", id="score")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Start", variant="primary", id="start")
+                yield Button("Cancel", id="cancel")
+
+    @on(Button.Pressed, "#start")
+    def start(self) -> None:
+        agents = list(self.query_one(SelectionList).selected)
+        if not agents:
+            self.notify("Pick at least one agent", severity="warning")
+            return
+        score = self.query_one("#score", Input).value.strip() or None
+        self.dismiss(BakeoffRequest(agents, score))
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)
