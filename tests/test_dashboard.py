@@ -303,9 +303,9 @@ async def test_tmux_server_killed_under_the_dashboard(repo: Path, cli: CLI, tmux
         assert "victim (echo)" in str(app.screen.body)
         await pilot.click("#yes")
         await until(pilot, lambda: "victim" in screen.sessions, timeout=15)
+        log = repo / ".worktrees" / ".logs" / "victim.log"
+        await until(pilot, lambda: log.read_bytes().count(b"agent ready") == 2)
         assert app.is_running
-    log = repo / ".worktrees" / ".logs" / "victim.log"
-    assert log.read_bytes().count(b"agent ready") == 2
 
 
 async def test_bakeoff_view_scores_and_picks(repo: Path, cli: CLI) -> None:

@@ -212,3 +212,16 @@ def test_worktree_list_shows_disk_use(cli: CLI, repo: Path) -> None:
     assert listed[0]["disk_bytes"] >= 300_000
     assert "DISK" in cli.ok("worktree", "list").stdout
     time.sleep(0)
+
+
+def test_wall_clock_limit_stops_an_overrunning_session(cli: CLI, repo: Path) -> None:
+    write_config(repo, "[agents.slowpoke]\ncommand = \"sh -c 'sleep 60'\"\nmax_minutes = 0.02\n")
+    cli.ok("task", "create", "too slow", "--agent", "slowpoke")
+    start = time.monotonic()
+    proc = cli("queue", "run", "--interval", "0.3", timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert time.monotonic() - start < 30
+    timeouts = [e for e in events(repo) if e["event"] == "session.timeout"]
+    assert [e["worktree"]["name"] for e in timeouts] == ["too-slow"]
+    task = cli.json("task", "show", "1")
+    assert task["status"] == "in_progress" and task["owner"] == "queue-failed:timeout"  # stopped, not completed

@@ -115,13 +115,9 @@ class BakeoffService:
             bakeoff_id = f"b{max((int(r['id'][1:]) for r in records), default=0) + 1}"
             self._save([*records, {"id": bakeoff_id, "task_id": task_id, "status": "creating"}])
         slug = slugify(task.subject, limit=30)
-        taken = {e.name for e in self.worktrees.entries(include_removed=True)}
         names: list[str] = []
         for preset in presets:
-            name, n = f"{slug}-{preset.name}", 2
-            while name in taken or name in names or g.branch_exists(self.project.root, self.worktrees.branch_for(name)):
-                name, n = f"{slug}-{preset.name}-{n}", n + 1
-            names.append(name)
+            names.append(self.worktrees.free_name(f"{slug}-{preset.name}", also_taken=set(names)))
         created: list[str] = []
         try:
             for name in names:

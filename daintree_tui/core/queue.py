@@ -102,15 +102,9 @@ class QueueRunner:
         report.started.append(name)
 
     def _name_for(self, task: Task) -> str:
-        from daintree_tui.core import git as g
         from daintree_tui.core.worktrees import slugify
 
-        taken = {e.name for e in self.worktrees.entries(include_removed=False)}
-        base = f"{slugify(task.subject, limit=40)}"
-        name, n = base, 2
-        while name in taken or g.branch_exists(self.project.root, self.worktrees.branch_for(name)):
-            name, n = f"{base}-{n}", n + 1
-        return name
+        return self.worktrees.free_name(slugify(task.subject, limit=40))
 
     def _reap(self, infos: list[Any], report: StepReport) -> None:
         """Queue-owned tasks whose session exited: complete them (exit 0) or mark them failed."""
@@ -152,6 +146,11 @@ class QueueRunner:
                 self.project.events.append("session.timeout", worktree={"name": info.name}, agent=info.agent,
                                            max_minutes=preset.max_minutes)
                 report.stopped.append(info.name)
+                with self.project.lock.hold():
+                    for task in self.tasks.list():
+                        if task.worktree == info.name and task.owner.startswith(f"{QUEUE_OWNER}:"):
+                            task.owner = f"{QUEUE_OWNER}-failed:timeout"
+                            self.tasks.save(task)
 
     def run(self, once: bool = False, interval: float = 2.0) -> StepReport:
         """Step until nothing is left to start or running (or once); returns the last pass's report."""

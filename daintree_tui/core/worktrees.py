@@ -180,6 +180,14 @@ class WorktreeService:
             return []
         return g.dirty_files(path)
 
+    def free_name(self, base: str, also_taken: set[str] | frozenset[str] = frozenset()) -> str:
+        """`base`, or `base-2`, `base-3`...: the first name no live worktree and no branch uses."""
+        taken = {e.name for e in self.entries()} | set(also_taken)
+        name, n = base, 2
+        while name in taken or g.branch_exists(self.project.root, self.branch_for(name)):
+            name, n = f"{base}-{n}", n + 1
+        return name
+
     # -- create ----------------------------------------------------------------------------------------------
 
     def _validate_create(self, entries: list[WorktreeEntry], name: str, task_id: int | None,

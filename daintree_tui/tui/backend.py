@@ -10,7 +10,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from daintree_tui.core import git as g
 from daintree_tui.core.bakeoff import BakeoffService
 from daintree_tui.core.errors import OperationError
 from daintree_tui.core.hygiene import DiskUsage
@@ -116,12 +115,7 @@ class Backend:
         return self.project.config.default_agent
 
     def unique_name(self, subject: str) -> str:
-        taken = {e.name for e in self.worktrees.entries(include_removed=False)}
-        base = slugify(subject)
-        name, n = base, 2
-        while name in taken or g.branch_exists(self.project.root, self.worktrees.branch_for(name)):
-            name, n = f"{base}-{n}", n + 1
-        return name
+        return self.worktrees.free_name(slugify(subject))
 
     def quick_create(self, subject: str, description: str, agent: str | None, base: str | None,
                      size: tuple[int, int]) -> tuple[Task, WorktreeEntry, SessionInfo | None]:
