@@ -301,7 +301,9 @@ async def test_tmux_server_killed_under_the_dashboard(repo: Path, cli: CLI, tmux
         subprocess.run(["tmux", "-L", tmux_socket, "kill-server"], check=True)
         await until(pilot, lambda: type(app.screen).__name__ == "ConfirmScreen", timeout=15)
         assert "victim (echo)" in str(app.screen.body)
-        await pilot.click("#yes")
+        from textual.widgets import Button
+
+        app.screen.query_one("#yes", Button).press()  # a toast may sit over the button: press it, don't click
         await until(pilot, lambda: "victim" in screen.sessions, timeout=15)
         log = repo / ".worktrees" / ".logs" / "victim.log"
         await until(pilot, lambda: log.read_bytes().count(b"agent ready") == 2)
