@@ -62,3 +62,26 @@ def test_unknown_keys_warned(repo: Path, cli: CLI) -> None:
     proc = cli("worktree", "create", "x")
     assert proc.returncode == 0
     assert "unknown keys" in proc.stderr and "colour" in proc.stderr and "ports.speed" in proc.stderr
+
+
+@pytest.mark.parametrize(("quiet", "now", "expected"), [
+    (("22:00", "07:00"), "23:30", True),
+    (("22:00", "07:00"), "06:59", True),
+    (("22:00", "07:00"), "07:00", False),
+    (("09:00", "17:00"), "12:00", True),
+    (("09:00", "17:00"), "18:00", False),
+    (None, "12:00", False),
+])
+def test_quiet_hours_window(quiet: tuple[str, str] | None, now: str, expected: bool) -> None:
+    assert config.in_quiet_hours(quiet, now) is expected
+
+
+def test_notification_switches_parse(repo: Path) -> None:
+    (repo / ".daintree.toml").write_text(
+        '[notifications]\nbell = false\ndesktop = false\non_exited = false\nquiet_hours = ["22:00", "07:00"]\n')
+    cfg = config.load(repo)
+    assert (cfg.bell, cfg.desktop, cfg.notify_on["exited"], cfg.notify_on["waiting"]) == (False, False, False, True)
+    assert cfg.quiet_hours == ("22:00", "07:00")
+    (repo / ".daintree.toml").write_text('[notifications]\nquiet_hours = ["25:00", "07:00"]\n')
+    with pytest.raises(ConfigError, match=r"notifications\.quiet_hours"):
+        config.load(repo)

@@ -332,8 +332,12 @@ async def test_bakeoff_view_scores_and_picks(repo: Path, cli: CLI) -> None:
         terminals = list(app.screen.query(TerminalView))
         assert len(terminals) == 2
         await until(pilot, lambda: all(t.attached for t in terminals))
-        await until(pilot, lambda: all((repo / ".worktrees" / n / "n.txt").exists()
-                                       for n in ("pick-a-number-x", "pick-a-number-y")))
+        def committed(name: str) -> bool:
+            out = subprocess.run(["git", "-C", str(repo), "rev-list", "--count", f"main..wt/{name}"],
+                                 capture_output=True, text=True).stdout.strip()
+            return out == "1"
+
+        await until(pilot, lambda: committed("pick-a-number-x") and committed("pick-a-number-y"), timeout=20)
         await pilot.pause(0.5)
         await pilot.press("r")
         from textual.widgets import DataTable
@@ -365,5 +369,29 @@ async def test_auto_queue_and_approval_prompt(repo: Path, cli: CLI) -> None:
         await asyncio.to_thread(cli, "worktree", "remove", "careful", env={"DAINTREE_WORKTREE": "careful"})
         await until(pilot, lambda: type(app.screen).__name__ == "ConfirmScreen", timeout=10)
         assert "remove" in str(app.screen.question)
-        await pilot.click("#yes")
+        from textual.widgets import Button
+
+        buttons = await until(pilot, lambda: app.screen.query("#yes"))
+        buttons.first(Button).press()
         await until(pilot, lambda: index(repo)["careful"]["status"] == "removed", timeout=10)
+
+
+async def test_waiting_session_raises_a_notification_and_paste_is_bracketed(repo: Path, cli: CLI) -> None:
+    (repo / ".daintree.toml").write_text(
+        "[agents.paster]\ncommand = \"sh -c 'printf \\\"\\\\033[?2004h\\\"; stty raw -echo; exec od -c'\"\n"
+        "[sessions]\nwaiting_debounce = 0.5\n[notifications]\nbell = false\ndesktop = false\n")
+    cli.ok("worktree", "create", "p", "--agent", "paster")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: "p" in screen.sessions)
+        await until(pilot, lambda: any("waiting for you" in str(t.render()) for t in app.screen.query("Toast")))
+        terminal = screen.query_one(TerminalView)
+        screen.attach_and_focus("p")
+        await until(pilot, lambda: terminal.attached and terminal.emulator.bracketed_paste)
+        from textual import events as textual_events
+
+        terminal.post_message(textual_events.Paste("abcdefghijklmnopqrstuvwxyz0123456789"))
+        log = repo / ".worktrees" / ".logs" / "p.log"
+        # od -c prints what arrived, 16 bytes a line: ESC [ 2 0 0 ~ a b c ...
+        await until(pilot, lambda: "2   0   0   ~   a   b   c" in log.read_text(errors="replace"))

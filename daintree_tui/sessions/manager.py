@@ -121,10 +121,12 @@ class SessionManager:
 
     def stop(self, name: str) -> bool:
         """Stop the session of worktree `name` (no error when there is none)."""
-        stopped = self.host.stop(name)
-        if stopped:
-            self._record(name, SessionStatus.EXITED, None, reason="stopped")
-        return stopped
+        if not self.host.exists(name):
+            return False
+        # Record the intent first: an observer that sees the session (or the server) vanish must already
+        # know it was stopped on purpose.
+        self._record(name, SessionStatus.EXITED, None, reason="stopped")
+        return self.host.stop(name)
 
     def signal(self, name: str, state: str, exit_code: int | None = None) -> dict[str, Any]:
         """Record the agent's own word on its state (from its hooks); logged as an event when it changes."""
