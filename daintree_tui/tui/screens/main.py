@@ -221,15 +221,22 @@ class MainScreen(Screen[None]):
         self.tasks = message.snapshot.tasks
         self.entries = message.snapshot.entries
         self.refresh_tables()
+        if self._started:
+            self.load_facts(self.entries)
+            return
+        self._started = True
+        # Paint the lists first; the slow facts (a few git calls per worktree), the file watcher and the session
+        # poll start once that frame is out, so they do not compete with it for the CPU.
+        self.call_after_refresh(self.after_first_paint)
+
+    def after_first_paint(self) -> None:
+        # Everything built so far (Textual's widgets, styles, our modules) lives as long as the app: move it out
+        # of the collector's reach so a full collection during an output flood stays short.
+        gc.freeze()
         self.load_facts(self.entries)
-        if not self._started:
-            self._started = True
-            # Everything built so far (Textual's widgets, styles, our modules) lives as long as the app: move it
-            # out of the collector's reach so a full collection during an output flood stays short.
-            self.call_after_refresh(gc.freeze)
-            self.monitor_files()
-            self.schedule_poll(0)
-            self.schedule_attach()
+        self.monitor_files()
+        self.schedule_poll(0)
+        self.schedule_attach()
 
     def on_facts_loaded(self, message: FactsLoaded) -> None:
         self.facts.update(message.facts)
