@@ -19,6 +19,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any, ClassVar
@@ -205,8 +206,8 @@ class TerminalView(Widget, can_focus=True):
         if self._proc is not None:
             with contextlib.suppress(ProcessLookupError):
                 self._proc.terminate()
-            with contextlib.suppress(Exception):
-                self._proc.wait(timeout=0.5)
+            # Reap the tmux client off the event loop: waiting here could stall the UI.
+            threading.Thread(target=self._proc.wait, name="reap-attach", daemon=True).start()
             self._proc = None
         if self._unsubscribe is not None:
             self._unsubscribe()
