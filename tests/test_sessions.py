@@ -208,6 +208,20 @@ def test_presets_are_overridable_and_extendable(repo: Path) -> None:
     assert resolve_preset(cfg, "aider").argv("typed later") == ["aider"]
 
 
+def test_prompt_mode_is_configurable(repo: Path, cli: CLI) -> None:
+    (repo / ".daintree.toml").write_text('[agents.quiet]\ncommand = "sleep 30"\nprompt_mode = "none"\n'
+                                         '[agents.flagged]\ncommand = "tool"\nprompt_mode = "flag:--ask"\n')
+    cfg = Project.discover(repo).config
+    assert resolve_preset(cfg, "quiet").argv("ignored") == ["sleep", "30"]
+    assert resolve_preset(cfg, "flagged").argv("go") == ["tool", "--ask", "go"]
+    cli.ok("task", "create", "a task whose text must not reach sleep")
+    cli.ok("worktree", "create", "q", "--task", "1", "--agent", "quiet")
+    assert cli.json("session", "list")[0]["status"] != "exited"
+    (repo / ".daintree.toml").write_text('[agents.bad]\ncommand = "x"\nprompt_mode = "shout"\n')
+    proc = cli("session", "list")
+    assert proc.returncode == 2 and "agents.bad.prompt_mode" in proc.stderr
+
+
 def test_pty_host_fallback_when_tmux_is_absent(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DAINTREE_NO_TMUX", "1")
     configure_agents(repo)

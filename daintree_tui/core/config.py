@@ -59,6 +59,7 @@ class AgentConfig:
 
     command: str | None = None
     prompt: str | None = None
+    prompt_mode: str | None = None
     waiting_pattern: str | None = None
     max_minutes: float | None = None
     role: str | None = None
@@ -104,7 +105,7 @@ _SECTION_KEYS = {
     "sessions": {"waiting_debounce"},
     "bakeoff": {"score"},
 }
-_AGENT_KEYS = {"command", "prompt", "waiting_pattern", "max_minutes", "role"}
+_AGENT_KEYS = {"command", "prompt", "prompt_mode", "waiting_pattern", "max_minutes", "role"}
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -237,9 +238,13 @@ def _parse_agents(raw: Any) -> dict[str, AgentConfig]:
         for sub in ("command", "prompt", "waiting_pattern", "role"):
             if sub in value:
                 _expect(isinstance(value[sub], str), f"{key}.{sub}", "a string", value[sub])
+        mode = value.get("prompt_mode")
+        _expect(mode is None or (isinstance(mode, str) and (mode in ("arg", "type", "none") or
+                                                            (mode.startswith("flag:") and len(mode) > 5))),
+                f"{key}.prompt_mode", 'one of "arg", "type", "none" or "flag:--FLAG"', mode)
         max_minutes = value.get("max_minutes")
         agents[name] = AgentConfig(
-            command=value.get("command"), prompt=value.get("prompt"),
+            command=value.get("command"), prompt=value.get("prompt"), prompt_mode=mode,
             waiting_pattern=value.get("waiting_pattern"),
             max_minutes=None if max_minutes is None else _number(max_minutes, f"{key}.max_minutes"),
             role=value.get("role"),

@@ -100,7 +100,7 @@ class SessionManager:
             raise InputError(f"session {session_name(name)} is already running (stop it first)")
         if existing is not None:
             host.stop(name)
-        if prompt is None and use_task_prompt and entry.task_id is not None:
+        if prompt is None and use_task_prompt and entry.task_id is not None and preset.prompt_mode != "none":
             task = TaskService(self.project).find(entry.task_id)
             if task is not None:
                 prompt = preset.render_prompt(subject=task.subject, description=task.description,

@@ -21,7 +21,7 @@ class Preset:
     """An agent preset.
 
     `prompt_mode` says how a first prompt reaches the agent: `arg` (appended as the last argument),
-    `flag:<FLAG>` (as `FLAG prompt`), or `type` (typed into the pane once it runs).
+    `flag:<FLAG>` (as `FLAG prompt`), `type` (typed into the pane once it runs), or `none` (never).
     """
 
     name: str
@@ -95,6 +95,7 @@ def all_presets(cfg: Config) -> dict[str, Preset]:
             base,
             command=agent.command or base.command,
             prompt_template=agent.prompt or base.prompt_template,
+            prompt_mode=agent.prompt_mode or base.prompt_mode,
             waiting_pattern=agent.waiting_pattern or base.waiting_pattern,
             max_minutes=agent.max_minutes if agent.max_minutes is not None else base.max_minutes,
             role=agent.role or base.role,
