@@ -1,7 +1,8 @@
 """Thin, fast wrappers over the git CLI.
 
-The hot paths (worktree add, status, rev-list) shell out to git directly: one fork each, no object parsing in
-Python. GitPython is used where its object model pays for itself (see `project.py`).
+Every call shells out to git directly: one fork each, no object parsing in Python, nothing imported that the
+CLI's start-up would pay for. (GitPython stays a dependency of the project, but no path has needed its object
+model yet; its import alone costs more than most of these calls.)
 """
 
 from __future__ import annotations
