@@ -105,8 +105,8 @@ class DaintreeApp(App[None]):
 
     def quit_dashboard(self) -> None:
         if self.backend.persistent_sessions:
-            message = ("daintree: agents keep running in tmux; run `daintree` here to come back "
-                       f"({self.backend.project.root})")
+            message = ("daintree: agents keep running in tmux; "
+                       f"`daintree --repo {self.backend.project.root}` brings you back")
         else:
             message = "daintree: sessions ended with the dashboard (tmux is not installed)"
             if isinstance(self.backend.host, PtyHost):
