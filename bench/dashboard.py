@@ -57,7 +57,10 @@ class Viewer:
         return int(self.tmux("display-message", "-p", "#{pane_pid}").stdout.strip())
 
     def close(self) -> None:
+        from daintree_tui.sessions.tmux import socket_path
+
         self.tmux("kill-server")
+        socket_path(self.socket).unlink(missing_ok=True)
 
 
 def cpu_ticks(pid: int) -> int:
@@ -142,6 +145,9 @@ def run() -> str:
     finally:
         viewer.close()
         subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
+        from daintree_tui.sessions.tmux import socket_path
+
+        socket_path(socket).unlink(missing_ok=True)
     hello_ms = statistics.median(hello_times) * 1000
     dash_ms = statistics.median(dash_times) * 1000
     rows = [

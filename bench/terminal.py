@@ -140,6 +140,9 @@ def run() -> str:
             flood, stall, latencies = asyncio.run(asyncio.wait_for(embedded(repo), timeout=120))
     finally:
         subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
+        from daintree_tui.sessions.tmux import socket_path
+
+        socket_path(socket).unlink(missing_ok=True)
     latencies.sort()
     p50 = statistics.median(latencies) * 1000
     p95 = latencies[int(len(latencies) * 0.95) - 1] * 1000
