@@ -395,3 +395,51 @@ async def test_waiting_session_raises_a_notification_and_paste_is_bracketed(repo
         log = repo / ".worktrees" / ".logs" / "p.log"
         # od -c prints what arrived, 16 bytes a line: ESC [ 2 0 0 ~ a b c ...
         await until(pilot, lambda: "2   0   0   ~   a   b   c" in log.read_text(errors="replace"))
+
+
+async def test_terminal_resizes_the_pty_with_the_widget(repo: Path, cli: CLI, tmux_socket: str) -> None:
+    configure(repo)
+    cli.ok("worktree", "create", "sized", "--agent", "echo")
+
+    def pane_width() -> int:
+        out = subprocess.run(["tmux", "-L", tmux_socket, "display-message", "-p", "-t", "=dt-sized:",
+                              "#{pane_width}"], capture_output=True, text=True).stdout.strip()
+        return int(out or 0)
+
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: "sized" in screen.sessions)
+        terminal = screen.query_one(TerminalView)
+        await until(pilot, lambda: terminal.worktree == "sized")
+        await until(pilot, lambda: pane_width() == terminal.size.width)
+        before = terminal.size.width
+        await pilot.resize_terminal(150, 40)
+        await until(pilot, lambda: terminal.size.width > before)
+        await until(pilot, lambda: pane_width() == terminal.size.width)
+
+
+async def test_mouse_wheel_scrolls_back_through_tmux_copy_mode(repo: Path, cli: CLI, tmux_socket: str) -> None:
+    (repo / ".daintree.toml").write_text(
+        "[agents.chatty]\ncommand = \"sh -c 'seq 1 300; exec cat'\"\n[notifications]\nbell = false\n")
+    cli.ok("worktree", "create", "scroll", "--agent", "chatty")
+
+    def in_copy_mode() -> bool:
+        out = subprocess.run(["tmux", "-L", tmux_socket, "display-message", "-p", "-t", "=dt-scroll:",
+                              "#{pane_in_mode}"], capture_output=True, text=True).stdout.strip()
+        return out == "1"
+
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: "scroll" in screen.sessions)
+        terminal = screen.query_one(TerminalView)
+        screen.attach_and_focus("scroll")
+        await until(pilot, lambda: "300" in terminal.screen_text() and terminal.emulator.mouse_tracking)
+        assert not in_copy_mode()
+        from textual import events as textual_events
+
+        for _ in range(3):
+            terminal.post_message(textual_events.MouseScrollUp(terminal, 5, 5, 0, -1, 0, False, False, False))
+        await until(pilot, in_copy_mode)
+        await until(pilot, lambda: "300" not in terminal.screen_text())  # showing older lines now
