@@ -46,7 +46,7 @@ def make_repo(root: Path) -> Path:
     return repo
 
 
-def bare_flood(repo: Path, socket: str) -> float:
+def bare_flood(repo: Path) -> float:
     """The same flood in a tmux pane nobody embeds: time until capture-pane shows the last line."""
     from daintree_tui.core.project import Project
     from daintree_tui.sessions.manager import SessionManager
@@ -133,7 +133,7 @@ def run() -> str:
             service = WorktreeService(project)
             for name in ("bare", "embedded", "typing"):
                 service.create(name)
-            baseline = bare_flood(repo, socket)
+            baseline = bare_flood(repo)
             manager = SessionManager(project)
             manager.start("embedded", "flood", size=(150, 44))
             manager.start("typing", "echo", size=(150, 44))

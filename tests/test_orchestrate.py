@@ -211,7 +211,6 @@ def test_worktree_list_shows_disk_use(cli: CLI, repo: Path) -> None:
     listed = cli.json("worktree", "list")
     assert listed[0]["disk_bytes"] >= 300_000
     assert "DISK" in cli.ok("worktree", "list").stdout
-    time.sleep(0)
 
 
 def test_wall_clock_limit_stops_an_overrunning_session(cli: CLI, repo: Path) -> None:

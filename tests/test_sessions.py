@@ -122,6 +122,8 @@ def test_worktree_create_with_agent_and_remove_stops_session(cli: CLI, repo: Pat
     assert cli.json("session", "list") == []
     assert subprocess.run(["tmux", "-L", tmux_socket, "has-session", "-t", "=dt-parser"],
                           capture_output=True).returncode != 0
+    # it was the last session: the private server is gone too
+    assert subprocess.run(["tmux", "-L", tmux_socket, "list-sessions"], capture_output=True).returncode != 0
 
 
 def test_first_prompt_from_task(cli: CLI, repo: Path) -> None:

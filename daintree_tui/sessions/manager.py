@@ -187,9 +187,6 @@ class SessionManager:
         except OSError:
             return None
 
-    def get(self, name: str) -> SessionInfo | None:
-        return next((s for s in self.list() if s.name == name), None)
-
     def _observe(self, state: PaneState, meta: dict[str, Any], screen: str | None) -> Observation:
         log = self.project.log_path(state.worktree)
         try:

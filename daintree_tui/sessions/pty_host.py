@@ -154,6 +154,11 @@ class PtyHost:
         with session.lock:
             session.emulator.resize(cols, rows)
 
+    def view(self, worktree: str) -> tuple[TerminalEmulator, threading.Lock] | None:
+        """The screen a session's output is parsed into, and the lock that guards it (for the dashboard)."""
+        session = self._sessions.get(worktree)
+        return None if session is None else (session.emulator, session.lock)
+
     def subscribe(self, worktree: str, listener: Callable[[bytes], None]) -> None:
         session = self._get(worktree)
         with session.lock:

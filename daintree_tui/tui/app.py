@@ -61,15 +61,16 @@ class DaintreeApp(App[None]):
         """Show session `name` in `terminal`: a tmux client in a PTY, or the fallback host's own screen."""
         host = self.backend.host
         if isinstance(host, PtyHost):
-            session = host._sessions.get(name)
-            if session is None:
+            view = host.view(name)
+            if view is None:
                 return
+            emulator, lock = view
 
             def subscribe(listener: Callable[[bytes], None]) -> Callable[[], None]:
                 host.subscribe(name, listener)
                 return lambda: host.unsubscribe(name, listener)
 
-            terminal.attach_emulator(name, session.emulator, session.lock, subscribe,
+            terminal.attach_emulator(name, emulator, lock, subscribe,
                                      lambda data: host.write(name, data),
                                      lambda cols, rows: host.resize(name, cols, rows))
             return

@@ -19,7 +19,6 @@ from daintree_tui.core.project import Project
 from daintree_tui.core.queue import QueueRunner
 from daintree_tui.core.reconcile import reconcile
 from daintree_tui.core.review import MergeResult, ReviewService
-from daintree_tui.core.store import read_json
 from daintree_tui.core.tasks import TaskService
 from daintree_tui.core.worktrees import Facts, RemoveResult, WorktreeService, slugify
 from daintree_tui.sessions.host import SessionHost, host_for
@@ -90,7 +89,7 @@ class Backend:
         for name in names:
             if name not in live:
                 continue  # its worktree was removed: the session was stopped on purpose
-            meta = self.session_meta(name)
+            meta = self.sessions.meta(name)
             if meta.get("status") != "exited" and meta.get("agent"):
                 lost[name] = str(meta["agent"])
         return lost
@@ -200,7 +199,3 @@ class Backend:
             return [], offset
         records, _ = parse_event_lines(data[:cut].split(b"\n"))
         return records, offset + cut + 1
-
-    def session_meta(self, name: str) -> dict[str, object]:
-        data, _ = read_json(self.sessions.meta_path(name), "session record")
-        return data if isinstance(data, dict) else {}

@@ -361,13 +361,15 @@ class MainScreen(Screen[None]):
 
     def schedule_poll(self, delay: float) -> None:
         """Poll again `delay` seconds after the last poll finished (never overlapping)."""
-        terminal = self.query_one(TerminalView)
-        preview = [n for n in self.sessions if n != terminal.worktree]
         if delay <= 0:
-            self.poll_sessions(preview)
+            self.poll_off_screen()
         else:
-            self.set_timer(delay, lambda: self.poll_sessions(
-                [n for n in self.sessions if n != self.query_one(TerminalView).worktree]))
+            self.set_timer(delay, self.poll_off_screen)
+
+    def poll_off_screen(self) -> None:
+        """Poll every session; preview those the terminal is not showing."""
+        shown = self.query_one(TerminalView).worktree
+        self.poll_sessions([n for n in self.sessions if n != shown])
 
     def schedule_attach(self) -> None:
         if self._attach_timer is not None:
