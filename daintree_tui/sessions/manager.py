@@ -28,6 +28,17 @@ from daintree_tui.sessions.status import Observation, SessionStatus, derive_stat
 SIGNAL_STATES = ("waiting", "running", "exited")
 
 
+def session_record_path(project: Project, name: str) -> Path:
+    """Where the sessions layer keeps worktree `name`'s session record (other layers ask here, never guess)."""
+    return project.state_dir / ".sessions" / f"{name}.json"
+
+
+def read_session_record(project: Project, name: str) -> dict[str, Any]:
+    """Worktree `name`'s session record (agent, command, start time, last seen status), or {} when none."""
+    data, _ = read_json(session_record_path(project, name), "session record")
+    return data if isinstance(data, dict) else {}
+
+
 @dataclass(frozen=True)
 class SessionInfo:
     """One session as the CLI and the dashboard see it."""
@@ -67,11 +78,10 @@ class SessionManager:
     # -- metadata --------------------------------------------------------------------------------------------
 
     def meta_path(self, name: str) -> Path:
-        return self.project.state_dir / ".sessions" / f"{name}.json"
+        return session_record_path(self.project, name)
 
     def meta(self, name: str) -> dict[str, Any]:
-        data, _ = read_json(self.meta_path(name), "session record")
-        return data if isinstance(data, dict) else {}
+        return read_session_record(self.project, name)
 
     def _live_entry(self, name: str) -> WorktreeEntry:
         self.project.require_git()

@@ -1,28 +1,23 @@
-"""The dashboard's view of the services: plain calls that workers run off the event loop.
+"""The dashboard's view of the services: the project's `Services` plus the few reads shaped for the screen.
 
-No widget code here; every method may block (git, filesystem, tmux) and is called from a thread worker.
+No widget code here; every method may block (git, filesystem, tmux) and is called from a thread worker. All
+wiring lives in `daintree_tui.services.Services`; this adapter only keeps the names the dashboard calls.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from daintree_tui.core.bakeoff import BakeoffService
 from daintree_tui.core.errors import OperationError
-from daintree_tui.core.hygiene import DiskUsage
 from daintree_tui.core.models import Task, WorktreeEntry
-from daintree_tui.core.policy import Approvals
 from daintree_tui.core.project import Project
-from daintree_tui.core.queue import QueueRunner
-from daintree_tui.core.reconcile import reconcile
-from daintree_tui.core.review import MergeResult, ReviewService
-from daintree_tui.core.tasks import TaskService
-from daintree_tui.core.worktrees import Facts, RemoveResult, WorktreeService, slugify
-from daintree_tui.sessions.host import SessionHost, host_for
-from daintree_tui.sessions.manager import SessionInfo, SessionManager
+from daintree_tui.core.review import MergeResult
+from daintree_tui.core.worktrees import Facts, RemoveResult, slugify
+from daintree_tui.services import Services
+from daintree_tui.sessions.host import SessionHost
+from daintree_tui.sessions.manager import SessionInfo
 from daintree_tui.sessions.presets import all_presets
 
 
@@ -35,33 +30,14 @@ class Snapshot:
     taken_at: float = field(default_factory=time.time)
 
 
-class Backend:
-    """Services of one project, shared by the dashboard's workers."""
+class Backend(Services):
+    """Services of one project, shared by the dashboard's workers (sessions fall back to a PTY without tmux)."""
 
     def __init__(self, project: Project, host: SessionHost | None = None,
                  clock: Callable[[], float] = time.time) -> None:
-        self.project = project
-        self.host = host if host is not None else host_for(project, create=True)
-        self.tasks = TaskService(project)
-        self.sessions = SessionManager(project, self.host)
-        # Removing a worktree stops its session through the manager, which records it as stopped on purpose.
-        self.worktrees = WorktreeService(project, self.sessions if self.host is not None else None)
-        self.review = ReviewService(self.worktrees)
-        self.bakeoffs = BakeoffService(self.worktrees)
-        self.queue = QueueRunner(self.worktrees, self.sessions)
-        self.disk = DiskUsage(self.worktrees)
-        self.approvals = Approvals(project)
+        super().__init__(project, host, pty_fallback=True)
         self.clock = clock
-
-    @property
-    def persistent_sessions(self) -> bool:
-        return self.host is None or self.host.persistent
-
-    def startup(self) -> list[str]:
-        """Reconcile after whatever happened while no dashboard ran."""
-        if not self.project.is_git:
-            return []
-        return reconcile(self.project, fix=True, sessions=self.host)
+        self.host  # noqa: B018 - resolve the host now, on the UI thread, not first in some worker
 
     def snapshot(self) -> Snapshot:
         entries = tuple(self.worktrees.entries()) if self.project.is_git else ()
@@ -77,35 +53,12 @@ class Backend:
         previews = self.sessions.screens([n for n in preview if n in alive]) if self.host is not None else {}
         return infos, previews
 
-    def lost_sessions(self, names: list[str]) -> dict[str, str]:
-        """Of sessions seen before, those that vanished with the tmux server (not stopped on purpose):
-        name -> the agent they ran."""
-        from daintree_tui.sessions.tmux import TmuxHost
-
-        if not isinstance(self.host, TmuxHost) or self.host.server_running():
-            return {}
-        lost = {}
-        live = {e.name for e in self.worktrees.entries()}
-        for name in names:
-            if name not in live:
-                continue  # its worktree was removed: the session was stopped on purpose
-            meta = self.sessions.meta(name)
-            if meta.get("status") != "exited" and meta.get("agent"):
-                lost[name] = str(meta["agent"])
-        return lost
-
     def run_approved(self, request_id: int) -> str:
-        """Approve a request and run its command in a subprocess (its output must not touch the screen)."""
-        import subprocess
-        import sys
-
-        record = self.approvals.resolve(request_id, approve=True)
-        env = {k: v for k, v in os.environ.items() if k != "DAINTREE_WORKTREE"}
-        proc = subprocess.run([sys.executable, "-m", "daintree_tui", *record["argv"], "--repo", str(self.project.root)],
-                              capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
-        if proc.returncode != 0:
-            raise OperationError(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "failed")
-        return proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else "done"
+        """Approve a request and run its command; its last line of output, for a notification."""
+        run = self.approve_and_run(request_id)
+        if run.exit_code != 0:
+            raise OperationError(run.stderr.strip().splitlines()[-1] if run.stderr.strip() else "failed")
+        return run.stdout.strip().splitlines()[-1] if run.stdout.strip() else "done"
 
     def agents(self) -> list[str]:
         return sorted(all_presets(self.project.config))
@@ -155,28 +108,6 @@ class Backend:
 
     def pr(self, name: str) -> dict[str, object]:
         return self.review.pr(name)
-
-    def inject_task(self, name: str) -> None:
-        from daintree_tui.sessions.context import build_context
-
-        text = build_context(self.project, name, files=[], task=True, clipboard=False)
-        self.sessions.send(name, text, enter=False, paste=True)
-
-    def untrusted_hooks(self) -> list[str]:
-        """Hook commands from the repo's config that will not run until the user trusts it."""
-        from daintree_tui.core.hooks import is_trusted
-
-        cfg = self.project.config
-        commands = [f"{hook}: {spec.command}" for hook, specs in cfg.hooks.items() for spec in specs
-                    if spec.source == "repo"]
-        if not commands or cfg.repo_config_path is None or is_trusted(cfg.repo_config_path):
-            return []
-        return commands
-
-    def trust(self) -> None:
-        from daintree_tui.core.hooks import trust
-
-        trust(self.project)
 
     def read_events(self, offset: int) -> tuple[list[dict[str, object]], int]:
         """Event records appended since byte `offset` (complete lines only) and the new offset."""

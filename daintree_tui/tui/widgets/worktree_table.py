@@ -58,7 +58,7 @@ class WorktreeTable(DataTable[Cell]):
     def show(self, entries: Sequence[WorktreeEntry], facts: Mapping[str, Facts],
              sessions: Mapping[str, SessionInfo], numbers: Mapping[str, int], filter_text: str = "",
              previews: Mapping[str, str] | None = None, disk: Mapping[str, int] | None = None) -> None:
-        from daintree_tui.core.hygiene import human
+        from daintree_tui.services.hygiene import human
 
         needle = filter_text.lower()
         rows = []

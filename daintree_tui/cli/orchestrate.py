@@ -1,165 +1,128 @@
-"""CLI commands for orchestration: bake-offs, the queue, roles and approvals, gc."""
+"""`daintree bakeoff|queue|policy|approvals|approve|reject|gc`, and the policy gate in front of every command an
+agent runs from its session."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from typing import Any
 
+from daintree_tui.cli.common import AddCommand, task_id
+from daintree_tui.cli.output import emit, error, table, wants_json
 from daintree_tui.core.errors import InputError
-from daintree_tui.core.project import Project
-
-
-def _emit(args: argparse.Namespace, data: Any, text: Any) -> None:
-    from daintree_tui.cli import _emit as emit
-
-    emit(args, data, text)
-
-
-def _table(rows: list[list[str]], header: list[str]) -> str:
-    from daintree_tui.cli import _table as table
-
-    return table(rows, header)
-
-
-def _services(project: Project) -> tuple[Any, Any]:
-    from daintree_tui.core.worktrees import WorktreeService
-    from daintree_tui.sessions.manager import SessionManager
-
-    manager = SessionManager(project)
-    return WorktreeService(project, manager._host), manager
-
-
-def _bakeoffs(project: Project) -> Any:
-    from daintree_tui.core.bakeoff import BakeoffService
-
-    return BakeoffService(_services(project)[0])
+from daintree_tui.services import Services
 
 
 def _score_rows(scores: list[dict[str, Any]]) -> str:
     rows = [[str(i), s["name"], str(s["exit_code"]), f"{s['wall']:.2f}s",
              "-" if s["score"] is None else f"{s['score']:g}"] for i, s in enumerate(scores, start=1)]
-    return _table(rows, ["RANK", "CANDIDATE", "EXIT", "WALL", "SCORE"])
+    return table(rows, ["RANK", "CANDIDATE", "EXIT", "WALL", "SCORE"])
 
 
-def cmd_bakeoff_create(args: argparse.Namespace, project: Project) -> int:
-    from daintree_tui.cli import _task_id
-
+def cmd_bakeoff_create(args: argparse.Namespace, services: Services) -> int:
     agents = [a.strip() for a in args.agents.split(",") if a.strip()]
-    record = _bakeoffs(project).create(_task_id(args.task_id), agents, score=args.score, base=args.base)
-    _emit(args, record, f"bake-off {record['id']}: {', '.join(record['candidates'])}")
+    record = services.bakeoffs.create(task_id(args.task_id), agents, score=args.score, base=args.base)
+    emit(args, record, f"bake-off {record['id']}: {', '.join(record['candidates'])}")
     return 0
 
 
-def cmd_bakeoff_score(args: argparse.Namespace, project: Project) -> int:
+def cmd_bakeoff_score(args: argparse.Namespace, services: Services) -> int:
     if args.timeout is not None and args.timeout <= 0:
         raise InputError("--timeout must be a positive number of seconds")
-    scores = _bakeoffs(project).score(args.id, command=args.score, minimize=args.minimize,
-                                      timeout=args.timeout or 600.0)
+    scores = services.bakeoffs.score(args.id, command=args.score, minimize=args.minimize,
+                                     timeout=args.timeout or 600.0)
     data = [s.to_dict() for s in scores]
-    _emit(args, data, _score_rows(data))
+    emit(args, data, _score_rows(data))
     return 0
 
 
-def cmd_bakeoff_pick(args: argparse.Namespace, project: Project) -> int:
-    result = _bakeoffs(project).pick(args.id, args.name, strategy=args.strategy,
-                                     delete_branches=args.delete_branches)
+def cmd_bakeoff_pick(args: argparse.Namespace, services: Services) -> int:
+    result = services.bakeoffs.pick(args.id, args.name, strategy=args.strategy,
+                                    delete_branches=args.delete_branches)
     text = f"picked {args.name}: {result['merge']['message']}"
     if result["removed"]:
         text += f"\nremoved: {', '.join(result['removed'])}"
     if result["kept"]:
         text += f"\nkept (uncommitted work): {', '.join(result['kept'])}"
-    _emit(args, result, text)
+    emit(args, result, text)
     return 0
 
 
-def cmd_bakeoff_list(args: argparse.Namespace, project: Project) -> int:
-    records = _bakeoffs(project).records()
+def cmd_bakeoff_list(args: argparse.Namespace, services: Services) -> int:
+    records = services.bakeoffs.records()
     rows = [[r["id"], str(r.get("task_id")), r.get("status", "?"), ",".join(r.get("candidates", [])),
              r.get("picked") or "-"] for r in records]
-    _emit(args, records, _table(rows, ["ID", "TASK", "STATUS", "CANDIDATES", "PICKED"]) or "no bake-offs")
+    emit(args, records, table(rows, ["ID", "TASK", "STATUS", "CANDIDATES", "PICKED"]) or "no bake-offs")
     return 0
 
 
-def cmd_bakeoff_show(args: argparse.Namespace, project: Project) -> int:
-    record = _bakeoffs(project).get(args.id)
+def cmd_bakeoff_show(args: argparse.Namespace, services: Services) -> int:
+    record = services.bakeoffs.get(args.id)
     text = (f"bake-off {record['id']} for task {record['task_id']} ({record.get('status')})\n"
             f"  candidates: {', '.join(record.get('candidates', []))}\n"
             f"  score: {record.get('score_command') or '-'}\n"
             + (_score_rows(record["scores"]) if record.get("scores") else "  not scored yet"))
-    _emit(args, record, text)
+    emit(args, record, text)
     return 0
 
 
-def cmd_queue_run(args: argparse.Namespace, project: Project) -> int:
-    from daintree_tui.core.queue import QueueRunner
-
-    worktrees, manager = _services(project)
-    manager.host  # noqa: B018 - a clear error without tmux
-    runner = QueueRunner(worktrees, manager)
-    report = runner.run(once=args.once, interval=args.interval)
+def cmd_queue_run(args: argparse.Namespace, services: Services) -> int:
+    services.sessions.host  # noqa: B018 - a clear error without tmux
+    report = services.queue.run(once=args.once, interval=args.interval)
     text = (f"started: {', '.join(report.started) or '-'}; completed: {report.completed or '-'}; "
             f"running: {report.running}; ready or blocked: {report.waiting_tasks}")
-    _emit(args, report.to_dict(), text)
+    emit(args, report.to_dict(), text)
     return 0
 
 
-def cmd_policy_show(args: argparse.Namespace, project: Project) -> int:
+def cmd_policy_show(args: argparse.Namespace, services: Services) -> int:
     from daintree_tui.core.config import ROLE_ACTIONS
-    from daintree_tui.core.policy import matrix
+    from daintree_tui.services.policy import matrix
 
-    rows = matrix(project)
-    table = [[r["role"] + (" (default)" if r["default"] else ""), *("yes" if r[a] else "no" for a in ROLE_ACTIONS),
+    rows = matrix(services.project)
+    cells = [[r["role"] + (" (default)" if r["default"] else ""), *("yes" if r[a] else "no" for a in ROLE_ACTIONS),
               r["approval"]] for r in rows]
-    _emit(args, rows, _table(table, ["ROLE", *(a.upper() for a in ROLE_ACTIONS), "APPROVAL"])
-          or "no roles configured: agents may do everything")
+    emit(args, rows, table(cells, ["ROLE", *(a.upper() for a in ROLE_ACTIONS), "APPROVAL"])
+         or "no roles configured: agents may do everything")
     return 0
 
 
-def cmd_approvals(args: argparse.Namespace, project: Project) -> int:
-    from daintree_tui.core.policy import Approvals
-
-    records = Approvals(project).records(None if args.all else "pending")
+def cmd_approvals(args: argparse.Namespace, services: Services) -> int:
+    records = services.approvals.records(None if args.all else "pending")
     rows = [[str(r["id"]), r["worktree"], r["action"], r["status"], " ".join(r["argv"])] for r in records]
-    _emit(args, records, _table(rows, ["ID", "FROM", "ACTION", "STATUS", "COMMAND"]) or "no pending requests")
+    emit(args, records, table(rows, ["ID", "FROM", "ACTION", "STATUS", "COMMAND"]) or "no pending requests")
     return 0
 
 
-def _resolve(args: argparse.Namespace, project: Project, approve: bool) -> int:
-    from daintree_tui.cli import _task_id, main
-    from daintree_tui.core.policy import Approvals
-
-    record = Approvals(project).resolve(_task_id(args.id), approve)
-    if not approve:
-        _emit(args, record, f"rejected request {record['id']} ({record['action']} from {record['worktree']})")
-        return 0
+def cmd_approve(args: argparse.Namespace, services: Services) -> int:
+    record = services.approvals.resolve(task_id(args.id), approve=True)
     sys.stdout.write(f"approved request {record['id']}: running daintree {' '.join(record['argv'])}\n")
     sys.stdout.flush()
-    return main([*record["argv"], "--repo", str(project.root), *(["--json"] if getattr(args, "json", False) else [])],
-                approved=True)
+    run = services.approvals.run(record, ("--json",) if wants_json(args) else ())
+    sys.stdout.write(run.stdout)
+    sys.stdout.flush()
+    sys.stderr.write(run.stderr)
+    return run.exit_code
 
 
-def cmd_approve(args: argparse.Namespace, project: Project) -> int:
-    return _resolve(args, project, True)
+def cmd_reject(args: argparse.Namespace, services: Services) -> int:
+    record = services.approvals.resolve(task_id(args.id), approve=False)
+    emit(args, record, f"rejected request {record['id']} ({record['action']} from {record['worktree']})")
+    return 0
 
 
-def cmd_reject(args: argparse.Namespace, project: Project) -> int:
-    return _resolve(args, project, False)
-
-
-def cmd_gc(args: argparse.Namespace, project: Project) -> int:
-    from daintree_tui.core.hygiene import collect, human
+def cmd_gc(args: argparse.Namespace, services: Services) -> int:
+    from daintree_tui.services.hygiene import collect, human
 
     if args.older_than < 0:
         raise InputError("--older-than takes a number of days, zero or more")
-    report = collect(_services(project)[0], older_than_days=args.older_than, dry_run=args.dry_run)
+    report = collect(services.worktrees, older_than_days=args.older_than, dry_run=args.dry_run)
     verb = "would free" if args.dry_run else "freed"
     lines = [("would " if args.dry_run else "") + a for a in report.actions]
     if report.kept_dirty:
         lines.append(f"kept (uncommitted work): {', '.join(report.kept_dirty)}")
     lines.append(f"{verb} {human(report.freed)}")
-    _emit(args, report.to_dict(), "\n".join(lines))
+    emit(args, report.to_dict(), "\n".join(lines))
     return 0
 
 
@@ -168,25 +131,30 @@ def cmd_gc(args: argparse.Namespace, project: Project) -> int:
 POLICED = {"commit": "commit", "merge": "merge", "pr": "pr", "remove": "remove", "rm": "remove"}
 
 
-def policy_gate(args: argparse.Namespace, project: Project, argv: list[str]) -> int | None:
+def policy_gate(args: argparse.Namespace, services: Services, argv: list[str]) -> int | None:
     """For commands run inside an agent's session: None to go ahead, else the exit code to stop with."""
-    from daintree_tui.core.errors import DaintreeError
-    from daintree_tui.core.policy import Approvals, decide, in_session
+    action = POLICED.get(getattr(args, "wt_command", "") or "")
+    if action is None:
+        return None  # most commands: decided without importing the policy
+    from daintree_tui.services.policy import in_session
 
     worktree = in_session()
-    action = POLICED.get(getattr(args, "wt_command", "") or "")
-    if worktree is None or action is None or not project.is_git:
+    project = services.project
+    if worktree is None or not project.is_git:
         return None
+    from daintree_tui.core.errors import DaintreeError
+    from daintree_tui.services.policy import decide
+
     decision = decide(project, worktree, action)
     if not decision.allowed:
         project.events.append("policy.denied", worktree={"name": worktree}, action=action, role=decision.role)
-        sys.stderr.write(f"daintree: policy: {decision.reason} (ask a person to run it)\n")
+        error(f"policy: {decision.reason} (ask a person to run it)")
         return 1
     if decision.approval == "human":
-        record = Approvals(project).request(worktree, action, [a for a in argv if a not in ("--json",)],
+        record = services.approvals.request(worktree, action, [a for a in argv if a not in ("--json",)],
                                             decision.role)
-        _emit(args, {"queued": True, "request": record["id"]},
-              f"queued for a person's approval as request {record['id']} (daintree approve {record['id']})")
+        emit(args, {"queued": True, "request": record["id"]},
+             f"queued for a person's approval as request {record['id']} (daintree approve {record['id']})")
         return 0
     if decision.approval == "checks":
         from daintree_tui.core.hooks import run_hooks
@@ -199,12 +167,12 @@ def policy_gate(args: argparse.Namespace, project: Project, argv: list[str]) -> 
             except DaintreeError as exc:
                 project.events.append("policy.denied", worktree={"name": worktree}, action=action,
                                       role=decision.role, error=str(exc))
-                sys.stderr.write(f"daintree: policy: checks failed: {exc}\n")
+                error(f"policy: checks failed: {exc}")
                 return 1
     return None
 
 
-def register(sub: Any, add: Callable[..., Any]) -> None:
+def register(sub: Any, add: AddCommand) -> None:
     bake = add(sub, "bakeoff", None, "several agents on one task; keep the best")
     bsub = bake.add_subparsers(dest="bakeoff_command", metavar="ACTION", required=True)
     p = add(bsub, "create", cmd_bakeoff_create, "one worktree and session per agent, same base")

@@ -17,7 +17,9 @@ from typing import Any
 
 from daintree_tui.core.errors import DaintreeError
 from daintree_tui.core.models import Task, TaskStatus
-from daintree_tui.core.worktrees import WorktreeService
+from daintree_tui.core.worktrees import WorktreeService, slugify
+from daintree_tui.sessions.manager import SessionInfo, SessionManager
+from daintree_tui.sessions.presets import all_presets
 
 QUEUE_OWNER = "queue"
 
@@ -47,11 +49,11 @@ def is_ready(task: Task, by_id: dict[int, Task]) -> bool:
 class QueueRunner:
     """One pass at a time: reap what finished, stop what overran, start what is ready."""
 
-    def __init__(self, worktrees: WorktreeService, sessions: Any) -> None:
+    def __init__(self, worktrees: WorktreeService, sessions: SessionManager) -> None:
         self.worktrees = worktrees
         self.project = worktrees.project
         self.tasks = worktrees.tasks
-        self.sessions = sessions  # a SessionManager
+        self.sessions = sessions
 
     def claim(self, limit: int) -> list[Task]:
         """Claim up to `limit` ready tasks, atomically."""
@@ -102,11 +104,9 @@ class QueueRunner:
         report.started.append(name)
 
     def _name_for(self, task: Task) -> str:
-        from daintree_tui.core.worktrees import slugify
-
         return self.worktrees.free_name(slugify(task.subject, limit=40))
 
-    def _reap(self, infos: list[Any], report: StepReport) -> None:
+    def _reap(self, infos: list[SessionInfo], report: StepReport) -> None:
         """Queue-owned tasks whose session exited: complete them (exit 0) or mark them failed."""
         exited = {i.name: i for i in infos if str(i.status) == "exited"}
         if not exited:
@@ -132,9 +132,7 @@ class QueueRunner:
                                                error=f"session exited {info.exit_code}")
                     report.failed.append(task.id)
 
-    def _enforce_time_limits(self, infos: list[Any], report: StepReport) -> None:
-        from daintree_tui.sessions.presets import all_presets
-
+    def _enforce_time_limits(self, infos: list[SessionInfo], report: StepReport) -> None:
         presets = all_presets(self.project.config)
         now = time.time()
         for info in infos:

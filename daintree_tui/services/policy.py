@@ -8,6 +8,8 @@ the role of that worktree (the task's `role`, else its agent preset's, else `def
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +21,7 @@ from daintree_tui.core.index import Index, find
 from daintree_tui.core.project import Project
 from daintree_tui.core.store import read_json, write_json
 from daintree_tui.core.tasks import TaskService
+from daintree_tui.sessions.manager import read_session_record
 
 
 @dataclass(frozen=True)
@@ -41,8 +44,7 @@ def role_of(project: Project, worktree: str) -> str | None:
         task = TaskService(project).find(entry.task_id)
         if task is not None and isinstance(task.extra.get("role"), str):
             return str(task.extra["role"])
-    meta, _ = read_json(project.state_dir / ".sessions" / f"{worktree}.json", "session record")
-    agent = meta.get("agent") if isinstance(meta, dict) else None
+    agent = read_session_record(project, worktree).get("agent")
     if isinstance(agent, str) and agent in cfg.agents and cfg.agents[agent].role:
         return cfg.agents[agent].role
     return cfg.default_role
@@ -65,6 +67,16 @@ def matrix(project: Project) -> list[dict[str, Any]]:
     cfg = project.config
     return [{"role": name, "default": name == cfg.default_role, "approval": rules["approval"],
              **{action: action in rules["allow"] for action in ROLE_ACTIONS}} for name, rules in cfg.roles.items()]
+
+
+@dataclass(frozen=True)
+class ApprovedRun:
+    """An approved request and how its command went."""
+
+    request: dict[str, Any]
+    exit_code: int
+    stdout: str
+    stderr: str
 
 
 class Approvals:
@@ -111,3 +123,17 @@ class Approvals:
                                    worktree={"name": record["worktree"]}, action=record["action"],
                                    request=request_id)
         return record
+
+    def run(self, record: dict[str, Any], extra_args: tuple[str, ...] = ()) -> ApprovedRun:
+        """Run an approved request's command as a person would, in a child `daintree` (the CLI and the dashboard
+        both come here): outside any session, so the policy gate does not stop it again, and with its output
+        captured, so it never draws over a screen."""
+        if record.get("status") != "approved":
+            raise OperationError(f"request {record.get('id')} is {record.get('status')}, not approved")
+        env = {k: v for k, v in os.environ.items() if k != "DAINTREE_WORKTREE"}
+        proc = subprocess.run([sys.executable, "-m", "daintree_tui", *record["argv"], "--repo", str(self.project.root),
+                               *extra_args], capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
+        return ApprovedRun(record, proc.returncode, proc.stdout, proc.stderr)
+
+    def approve_and_run(self, request_id: int, extra_args: tuple[str, ...] = ()) -> ApprovedRun:
+        return self.run(self.resolve(request_id, approve=True), extra_args)

@@ -1,52 +1,38 @@
-"""CLI commands of the sessions layer: `session ...` and `demo`."""
+"""`daintree session ...`: who does it (agents in terminals)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
+from daintree_tui.cli.common import AddCommand
+from daintree_tui.cli.output import emit, table
 from daintree_tui.core.errors import InputError
-from daintree_tui.core.project import Project
+from daintree_tui.services import Services
 
 
-def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
-    from daintree_tui.cli import _emit as emit
-
-    emit(args, data, text)
-
-
-def _manager(project: Project) -> Any:
-    from daintree_tui.sessions.manager import SessionManager
-
-    return SessionManager(project)
-
-
-def cmd_session_start(args: argparse.Namespace, project: Project) -> int:
-    info = _manager(project).start(args.name, args.agent, prompt=args.prompt)
-    _emit(args, info.to_dict(), f"started session {info.session} ({info.agent}) in worktree {info.name}\n"
-                                f"log: {info.log}")
+def cmd_session_start(args: argparse.Namespace, services: Services) -> int:
+    info = services.sessions.start(args.name, args.agent, prompt=args.prompt)
+    emit(args, info.to_dict(), f"started session {info.session} ({info.agent}) in worktree {info.name}\n"
+                               f"log: {info.log}")
     return 0
 
 
 _STATUS_GLYPH = {"starting": "◌", "running": "▶", "waiting": "●", "exited": "■"}
 
 
-def cmd_session_list(args: argparse.Namespace, project: Project) -> int:
-    from daintree_tui.cli import _table
-
-    infos = _manager(project).list()
+def cmd_session_list(args: argparse.Namespace, services: Services) -> int:
+    infos = services.sessions.list()
     rows = [[i.name, i.session, i.agent,
              f"{_STATUS_GLYPH.get(str(i.status), '?')} {i.status}"
              + (f" ({i.exit_code})" if i.exit_code is not None else ""), str(i.pid or "-")] for i in infos]
-    _emit(args, [i.to_dict() for i in infos],
-          _table(rows, ["WORKTREE", "SESSION", "AGENT", "STATUS", "PID"]) or "no sessions")
+    emit(args, [i.to_dict() for i in infos],
+         table(rows, ["WORKTREE", "SESSION", "AGENT", "STATUS", "PID"]) or "no sessions")
     return 0
 
 
-def cmd_session_send(args: argparse.Namespace, project: Project) -> int:
+def cmd_session_send(args: argparse.Namespace, services: Services) -> int:
     from daintree_tui.sessions.context import build_context
 
     context = args.files or args.task or args.clipboard
@@ -55,37 +41,39 @@ def cmd_session_send(args: argparse.Namespace, project: Project) -> int:
     if args.text is not None and context:
         raise InputError("give either TEXT or --file/--task/--clipboard, not both")
     if context:
-        text = build_context(project, args.name, files=args.files or [], task=args.task, clipboard=args.clipboard)
-        _manager(project).send(args.name, text, enter=False, paste=True)
+        text = build_context(services.project, args.name, files=args.files or [], task=args.task,
+                             clipboard=args.clipboard)
+        services.sessions.send(args.name, text, enter=False, paste=True)
     else:
         text = args.text
-        _manager(project).send(args.name, text, enter=not args.no_enter, paste=args.paste)
-    _emit(args, {"name": args.name, "sent": len(text)}, f"sent {len(text)} characters to {args.name}")
+        services.sessions.send(args.name, text, enter=not args.no_enter, paste=args.paste)
+    emit(args, {"name": args.name, "sent": len(text)}, f"sent {len(text)} characters to {args.name}")
     return 0
 
 
-def cmd_session_keys(args: argparse.Namespace, project: Project) -> int:
-    _manager(project).keys(args.name, args.keys)
-    _emit(args, {"name": args.name, "keys": args.keys}, f"sent {' '.join(args.keys)} to {args.name}")
+def cmd_session_keys(args: argparse.Namespace, services: Services) -> int:
+    services.sessions.keys(args.name, args.keys)
+    emit(args, {"name": args.name, "keys": args.keys}, f"sent {' '.join(args.keys)} to {args.name}")
     return 0
 
 
-def cmd_session_stop(args: argparse.Namespace, project: Project) -> int:
-    stopped = _manager(project).stop(args.name)
-    _emit(args, {"name": args.name, "stopped": stopped},
-          f"stopped session of {args.name}" if stopped else f"no session running for {args.name}")
+def cmd_session_stop(args: argparse.Namespace, services: Services) -> int:
+    stopped = services.sessions.stop(args.name)
+    emit(args, {"name": args.name, "stopped": stopped},
+         f"stopped session of {args.name}" if stopped else f"no session running for {args.name}")
     return 0
 
 
-def cmd_session_capture(args: argparse.Namespace, project: Project) -> int:
-    text = _manager(project).capture(args.name, history=args.history)
-    _emit(args, {"name": args.name, "screen": text}, text)
+def cmd_session_capture(args: argparse.Namespace, services: Services) -> int:
+    text = services.sessions.capture(args.name, history=args.history)
+    emit(args, {"name": args.name, "screen": text}, text)
     return 0
 
 
-def cmd_session_log(args: argparse.Namespace, project: Project) -> int:
+def cmd_session_log(args: argparse.Namespace, services: Services) -> int:
     from daintree_tui.core.follow import follow_lines
 
+    project = services.project
     project.require_git()
     path = project.log_path(args.name)
     if not path.exists() and not args.follow:
@@ -103,25 +91,13 @@ def cmd_session_log(args: argparse.Namespace, project: Project) -> int:
     return 0
 
 
-def cmd_session_signal(args: argparse.Namespace, project: Project) -> int:
-    result = _manager(project).signal(args.name, args.state, exit_code=args.code)
-    _emit(args, result, f"{args.name}: {args.state}")
+def cmd_session_signal(args: argparse.Namespace, services: Services) -> int:
+    result = services.sessions.signal(args.name, args.state, exit_code=args.code)
+    emit(args, result, f"{args.name}: {args.state}")
     return 0
 
 
-def cmd_demo(args: argparse.Namespace, project: Project) -> int:
-    from daintree_tui.demo.repo import create_demo_repo
-
-    path = create_demo_repo(Path(args.path).expanduser() if args.path else None, start_agents=True)
-    if args.no_ui:
-        _emit(args, {"path": str(path)}, str(path))
-        return 0
-    from daintree_tui.tui.app import run_dashboard
-
-    return run_dashboard(Project.discover(path))
-
-
-def register(sub: Any, add: Callable[..., Any]) -> None:
+def register(sub: Any, add: AddCommand) -> None:
     session = add(sub, "session", None, "sessions: who does it (agents in terminals)")
     ssub = session.add_subparsers(dest="session_command", metavar="ACTION", required=True)
     p = add(ssub, "start", cmd_session_start, "start an agent in a worktree")
@@ -154,6 +130,3 @@ def register(sub: Any, add: Callable[..., Any]) -> None:
     p.add_argument("name")
     p.add_argument("state")
     p.add_argument("--code", type=int, help="exit code, with exited")
-    p = add(sub, "demo", cmd_demo, "open the dashboard on a throwaway demo repository with demo agents")
-    p.add_argument("--no-ui", action="store_true", help="prepare the demo and print its path")
-    p.add_argument("--path", help="where to create it (default: a new temp dir)")

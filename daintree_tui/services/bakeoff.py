@@ -21,6 +21,8 @@ from daintree_tui.core.review import ReviewService
 from daintree_tui.core.runner import run_command
 from daintree_tui.core.store import read_json, write_json
 from daintree_tui.core.worktrees import WorktreeService, slugify
+from daintree_tui.sessions.manager import SessionManager
+from daintree_tui.sessions.presets import resolve_preset
 
 SCORE_RE = re.compile(r"SCORE:\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
 DEFAULT_SCORE_TIMEOUT = 600.0
@@ -60,8 +62,10 @@ def rank(scores: list[Score], minimize: bool = False) -> list[Score]:
 class BakeoffService:
     """Create, score and pick bake-offs."""
 
-    def __init__(self, worktrees: WorktreeService) -> None:
+    def __init__(self, worktrees: WorktreeService, sessions: SessionManager, review: ReviewService) -> None:
         self.worktrees = worktrees
+        self.sessions = sessions
+        self.review = review
         self.project = worktrees.project
         self.tasks = worktrees.tasks
 
@@ -93,9 +97,6 @@ class BakeoffService:
     def create(self, task_id: int, agents: list[str], score: str | None = None, base: str | None = None,
                start_sessions: bool = True) -> dict[str, Any]:
         """One worktree per agent from the same base commit, each running its agent with the task as prompt."""
-        from daintree_tui.sessions.manager import SessionManager
-        from daintree_tui.sessions.presets import resolve_preset
-
         self.project.require_git()
         if not agents:
             raise InputError("a bake-off needs at least one agent (--agents A,B,C)")
@@ -107,7 +108,7 @@ class BakeoffService:
         base_commit = g.rev_parse_commit(self.project.root, base_ref)
         if base_commit is None:
             raise InputError(f"invalid base ref {base_ref!r}: it names no commit")
-        manager = SessionManager(self.project) if start_sessions else None
+        manager = self.sessions if start_sessions else None
         if manager is not None:
             manager.host  # noqa: B018 - fail now, before any worktree, when there is no session host
         with self.project.lock.hold():
@@ -189,7 +190,7 @@ class BakeoffService:
         if name not in record["candidates"]:
             raise InputError(f"{name!r} is not a candidate of bake-off {bakeoff_id} "
                              f"({', '.join(record['candidates'])})")
-        merged = ReviewService(self.worktrees).merge(name, strategy=strategy, remove=True)
+        merged = self.review.merge(name, strategy=strategy, remove=True)
         removed, kept = [], []
         for other in record["candidates"]:
             if other == name:

@@ -1,0 +1,101 @@
+"""The `daintree` command line: every operation, for people, scripts and the agents themselves.
+
+Exit codes: 0 ok (no-ops included), 1 the operation failed or was refused, 2 bad input. Errors are one line on
+stderr. With `--json`, stdout carries exactly one JSON document (a list for listings, an object otherwise).
+Importing this package does not import textual: the dashboard is imported only when it opens. One module per
+command group (task, worktree, session, orchestrate, system); `output` prints, `common` parses and builds the
+services a command runs on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from daintree_tui.cli import orchestrate, session, system, task, worktree
+from daintree_tui.cli.common import Handler, Parser, services_for
+from daintree_tui.cli.output import configure_logging, error
+from daintree_tui.core.errors import DaintreeError
+
+__all__ = ["build_parser", "main", "run"]
+
+
+def _common() -> Parser:
+    common = Parser(add_help=False)
+    common.add_argument("--repo", metavar="PATH", default=argparse.SUPPRESS, help="the repository (default: cwd)")
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                        help="print one JSON document on stdout")
+    return common
+
+
+def build_parser() -> Parser:
+    common = _common()
+    parser = Parser(prog="daintree", parents=[common],
+                    description="Parallel AI coding agents, each in its own git worktree.")
+    parser.add_argument("--version", action="version", version=f"daintree {__import__('daintree_tui').__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def add(parent: Any, name: str, handler: Handler | None, help: str, aliases: Sequence[str] = ()) -> Parser:
+        p: Parser = parent.add_parser(name, parents=[common], help=help, aliases=list(aliases), description=help)
+        p.set_defaults(handler=handler)
+        return p
+
+    task.register(sub, add, common)
+    worktree.register(sub, add, common)
+    system.register(sub, add)
+    session.register(sub, add)
+    system.register_demo(sub, add)
+    orchestrate.register(sub, add)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `daintree` console script."""
+    configure_logging()
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Everything after the first `--` is a command to run, never options of ours (argparse would mix them).
+    after: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, after = argv[:cut], argv[cut + 1:]
+    try:
+        args = parser.parse_args(argv)
+        if after and getattr(args, "handler", None) is not worktree.cmd_wt_run:
+            parser.error(f"unexpected arguments after --: {' '.join(after)}")
+        args.after_dashes = after
+    except SystemExit as exc:
+        return int(exc.code or 0) if isinstance(exc.code, int) else 2
+    handler: Handler | None = getattr(args, "handler", None)
+    try:
+        services = services_for(args)
+        if handler is None:
+            if args.command:  # `daintree task` without an action
+                parser.error(f"{args.command} needs an action (see daintree {args.command} --help)")
+            handler = system.cmd_dashboard
+        stop = orchestrate.policy_gate(args, services, [*argv, *(["--", *after] if after else [])])
+        if stop is not None:
+            return stop
+        return handler(args, services)
+    except DaintreeError as exc:
+        error(str(exc))
+        return exc.exit_code
+    except SystemExit as exc:
+        return int(exc.code) if isinstance(exc.code, int) else 2
+    except KeyboardInterrupt:
+        error("interrupted")
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:
+        if os.environ.get("DAINTREE_DEBUG"):
+            raise
+        error(f"internal error: {type(exc).__name__}: {exc} (DAINTREE_DEBUG=1 for details)")
+        return 1
+
+
+def run() -> None:
+    raise SystemExit(main())

@@ -1,0 +1,65 @@
+"""What every command prints: one JSON document with --json, else human text; tables; one-line errors."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+def wants_json(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "json", False))
+
+
+def emit(args: argparse.Namespace, data: Any, text: str | Callable[[], str]) -> None:
+    """Print `data` as JSON with --json, else the human text (computed only when needed)."""
+    if wants_json(args):
+        sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+    else:
+        out = text() if callable(text) else text
+        if out:
+            sys.stdout.write(out.rstrip("\n") + "\n")
+
+
+def error(message: str) -> None:
+    """One line on stderr, the way every failure is reported."""
+    sys.stderr.write(f"daintree: {message}\n")
+
+
+def ago(ts: float | None) -> str:
+    if not ts:
+        return "-"
+    delta = max(0.0, time.time() - ts)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if delta >= size:
+            return f"{int(delta // size)}{unit} ago"
+    return f"{int(delta)}s ago"
+
+
+def table(rows: list[list[str]], header: list[str]) -> str:
+    """Left-aligned columns under a header; empty when there are no rows (the caller says "no ...")."""
+    if not rows:
+        return ""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(header, widths, strict=True)).rstrip()]
+    lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return "\n".join(lines)
+
+
+class WarningHandler(logging.Handler):
+    """Warnings from the layers below as `warning: ...` lines on stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        sys.stderr.write(f"warning: {record.getMessage()}\n")
+
+
+def configure_logging() -> None:
+    logger = logging.getLogger("daintree")
+    if not any(isinstance(h, WarningHandler) for h in logger.handlers):
+        logger.addHandler(WarningHandler())
+    logger.setLevel(logging.WARNING)
+    logger.propagate = False

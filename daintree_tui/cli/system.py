@@ -1,0 +1,63 @@
+"""`daintree doctor`, `trust`, `demo`, and the dashboard itself (no command)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from daintree_tui.cli.common import AddCommand
+from daintree_tui.cli.output import emit
+from daintree_tui.services import Services
+
+
+def cmd_doctor(args: argparse.Namespace, services: Services) -> int:
+    findings = services.reconcile(fix=args.fix)
+    verb = "fixed" if args.fix else "found"
+    emit(args, {"fixed": args.fix, "findings": findings},
+         lambda: "\n".join(f"{verb}: {f}" for f in findings) or "all consistent: tasks, index and git agree")
+    return 0 if args.fix or not findings else 1
+
+
+def cmd_trust(args: argparse.Namespace, services: Services) -> int:
+    from daintree_tui.core.hooks import trust, trust_status
+
+    if args.show:
+        status = trust_status(services.project)
+        emit(args, status, f"{status['path']}: {'trusted' if status['trusted'] else 'not trusted'}")
+        return 0
+    record = trust(services.project)
+    emit(args, record, f"trusted {record['path']} (sha256 {record['sha256'][:12]})")
+    return 0
+
+
+def cmd_dashboard(args: argparse.Namespace, services: Services) -> int:
+    from daintree_tui.tui.app import run_dashboard
+
+    return run_dashboard(services.project)
+
+
+def cmd_demo(args: argparse.Namespace, services: Services) -> int:
+    from daintree_tui.core.project import Project
+    from daintree_tui.demo.repo import create_demo_repo
+
+    path = create_demo_repo(Path(args.path).expanduser() if args.path else None, start_agents=True)
+    if args.no_ui:
+        emit(args, {"path": str(path)}, str(path))
+        return 0
+    from daintree_tui.tui.app import run_dashboard
+
+    return run_dashboard(Project.discover(path))
+
+
+def register(sub: Any, add: AddCommand) -> None:
+    p = add(sub, "doctor", cmd_doctor, "reconcile tasks, index and git; report (or --fix) what disagrees")
+    p.add_argument("--fix", action="store_true")
+    p = add(sub, "trust", cmd_trust, "allow the hooks in this repo's .daintree.toml to run (for you only)")
+    p.add_argument("--show", action="store_true", help="only say whether it is trusted")
+
+
+def register_demo(sub: Any, add: AddCommand) -> None:
+    p = add(sub, "demo", cmd_demo, "open the dashboard on a throwaway demo repository with demo agents")
+    p.add_argument("--no-ui", action="store_true", help="prepare the demo and print its path")
+    p.add_argument("--path", help="where to create it (default: a new temp dir)")

@@ -1,0 +1,231 @@
+"""`daintree worktree ...`: where to do it, and the review of what was done there (diff, commit, merge, pr)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from typing import Any
+
+from daintree_tui.cli.common import AddCommand, task_id
+from daintree_tui.cli.output import emit, table, wants_json
+from daintree_tui.core.errors import DaintreeError, InputError
+from daintree_tui.services import Services
+
+
+def cmd_wt_create(args: argparse.Namespace, services: Services) -> int:
+    from daintree_tui.core.worktrees import validate_name
+
+    validate_name(args.name)
+    the_task = task_id(args.task) if args.task is not None else None
+    agent = None
+    if args.agent:
+        from daintree_tui.sessions.presets import resolve_preset
+
+        agent = resolve_preset(services.project.config, args.agent)  # a bad preset is rejected before anything
+        agent.check_program()
+        services.sessions.host  # noqa: B018 - raises the clear "tmux is not installed" error
+    entry = services.worktrees.create(args.name, task_id=the_task, base=args.base)
+    data = entry.to_dict()
+    text = f"created worktree {entry.name} at {entry.path} (branch {entry.branch}, port {entry.ports[0]})"
+    if agent is not None:
+        info = services.sessions.start(entry.name, agent.name, prompt=args.prompt)
+        data["session"] = info.to_dict()
+        text += f"\nstarted session {info.session} with agent {agent.name}"
+    emit(args, data, text)
+    return 0
+
+
+def _entry_row(entry: Any, facts: Any, session: str) -> list[str]:
+    port = str(entry.ports[0]) if entry.ports else "-"
+    if facts is None:
+        dirty, ab = "-", "-"
+    else:
+        dirty = str(facts.dirty) if facts.exists else "gone"
+        ab = f"+{facts.ahead}/-{facts.behind}"
+    return [entry.name, str(entry.status), entry.branch, port, dirty, ab,
+            str(entry.task_id) if entry.task_id is not None else "-", session]
+
+
+def _session_states(services: Services) -> dict[str, dict[str, Any]]:
+    try:
+        return {s.name: s.to_dict() for s in services.sessions.list()}
+    except DaintreeError:
+        return {}
+
+
+def cmd_wt_list(args: argparse.Namespace, services: Services) -> int:
+    from daintree_tui.services.hygiene import human
+
+    services.project.require_git()
+    worktrees = services.worktrees
+    entries = worktrees.entries(include_removed=args.all)
+    facts = worktrees.facts_for([e for e in entries if e.live])
+    sessions = _session_states(services)
+    disk = services.disk.measure([e for e in entries if e.live])
+    data = [{**e.to_dict(), **({"facts": facts[e.name].to_dict()} if e.name in facts else {}),
+             "session": sessions.get(e.name), "disk_bytes": disk.get(e.name)} for e in entries]
+    rows = [[*_entry_row(e, facts.get(e.name), (sessions.get(e.name) or {}).get("status", "-")),
+             human(disk[e.name]) if e.name in disk else "-"] for e in entries]
+    emit(args, data, lambda: table(rows, ["NAME", "STATUS", "BRANCH", "PORT", "DIRTY", "AHEAD/BEHIND", "TASK",
+                                          "SESSION", "DISK"]) or "no worktrees")
+    return 0
+
+
+def cmd_wt_status(args: argparse.Namespace, services: Services) -> int:
+    services.project.require_git()
+    worktrees = services.worktrees
+    entry = worktrees.get(args.name)
+    facts = worktrees.facts(entry)
+    dirty = worktrees.dirty_files(entry) if entry.live else []
+    session = _session_states(services).get(entry.name)
+    data = {**entry.to_dict(), "facts": facts.to_dict(), "dirty_files": dirty, "session": session}
+
+    def text() -> str:
+        lines = [f"worktree {entry.name} ({entry.status})", f"  path:    {entry.path}",
+                 f"  branch:  {entry.branch} from {entry.base_ref} ({entry.base_commit[:10]})",
+                 f"  task:    {entry.task_id if entry.task_id is not None else '-'}",
+                 f"  ports:   {', '.join(map(str, entry.ports)) or '-'}",
+                 f"  ahead/behind: +{facts.ahead}/-{facts.behind}",
+                 f"  session: {session['status'] if session else '-'}",
+                 f"  dirty:   {len(dirty)} file(s)"]
+        lines += [f"    {f}" for f in dirty[:50]]
+        return "\n".join(lines)
+
+    emit(args, data, text)
+    return 0
+
+
+def cmd_wt_keep(args: argparse.Namespace, services: Services) -> int:
+    entry = services.worktrees.keep(args.name)
+    emit(args, entry.to_dict(), f"kept worktree {entry.name}")
+    return 0
+
+
+def cmd_wt_remove(args: argparse.Namespace, services: Services) -> int:
+    result = services.worktrees.remove(args.name, force=args.force, complete_task=args.complete_task,
+                                       delete_branch=args.delete_branch)
+    text = result.message + ("\ndeleted branch " + result.entry.branch if result.branch_deleted and result.entry
+                             else "")
+    emit(args, result.to_dict(), text)
+    return 0
+
+
+def cmd_wt_run(args: argparse.Namespace, services: Services) -> int:
+    argv = [*args.cmd, *getattr(args, "after_dashes", [])]
+    result = services.worktrees.run(args.name, argv, timeout=args.timeout)
+    if wants_json(args):
+        emit(args, result.to_dict(), "")
+    else:
+        sys.stdout.write(result.stdout)
+        sys.stdout.flush()
+        sys.stderr.write(result.stderr)
+        if result.timed_out:
+            sys.stderr.write(f"daintree: command timed out after {args.timeout:g}s\n")
+    return result.exit_code
+
+
+def _event_line(rec: dict[str, Any]) -> str:
+    when = time.strftime("%H:%M:%S", time.localtime(rec.get("ts", 0)))
+    wt = (rec.get("worktree") or {}).get("name", "")
+    task = (rec.get("task") or {}).get("id", "")
+    extra = rec.get("error") or rec.get("fix") or ""
+    return f"{when}  {rec.get('event', '?'):<24} {wt:<20} {('#' + str(task)) if task else '':<6} {extra}".rstrip()
+
+
+def cmd_wt_events(args: argparse.Namespace, services: Services) -> int:
+    if args.limit is not None and args.limit < 0:
+        raise InputError("--limit must be zero or more")
+    log = services.project.events
+    records, skipped = log.read(args.limit)
+    if skipped:
+        logging.getLogger("daintree").warning(f"skipped {skipped} torn or unreadable line(s) in {log.path}")
+    if not args.follow:
+        emit(args, records, lambda: "\n".join(_event_line(r) for r in records) or "no events")
+        return 0
+    for rec in records:
+        sys.stdout.write((json.dumps(rec) if args.json else _event_line(rec)) + "\n")
+    sys.stdout.flush()
+    from daintree_tui.core.follow import follow_lines
+
+    for line in follow_lines(log.path):
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        sys.stdout.write((json.dumps(rec) if args.json else _event_line(rec)) + "\n")
+        sys.stdout.flush()
+    return 0
+
+
+def cmd_wt_diff(args: argparse.Namespace, services: Services) -> int:
+    text = services.review.diff(args.name, stat=args.stat)
+    emit(args, {"name": args.name, "diff": text}, text or f"{args.name}: no changes against its base")
+    return 0
+
+
+def cmd_wt_commit(args: argparse.Namespace, services: Services) -> int:
+    result = services.review.commit(args.name, args.message, all_changes=args.all)
+    emit(args, result, f"committed {len(result['files'])} file(s) in {args.name}: {result['commit'][:10]}")
+    return 0
+
+
+def cmd_wt_merge(args: argparse.Namespace, services: Services) -> int:
+    result = services.review.merge(args.name, strategy=args.strategy, into=args.into, remove=args.remove,
+                                   complete_task=args.complete_task)
+    text = result.message + (f"\nremoved worktree {args.name}" if result.removed else "")
+    emit(args, result.to_dict(), text)
+    return 0
+
+
+def cmd_wt_pr(args: argparse.Namespace, services: Services) -> int:
+    result = services.review.pr(args.name, draft=args.draft)
+    emit(args, result, f"opened {'draft ' if args.draft else ''}pull request: {result['url']}")
+    return 0
+
+
+def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None:
+    wt = sub.add_parser("worktree", parents=[common], aliases=["wt"], help="worktrees: where to do it")
+    wsub = wt.add_subparsers(dest="wt_command", metavar="ACTION", required=True)
+    p = add(wsub, "create", cmd_wt_create, "create a worktree on branch wt/NAME")
+    p.add_argument("name")
+    p.add_argument("--task", metavar="ID")
+    p.add_argument("--base", metavar="REF")
+    p.add_argument("--agent", metavar="PRESET", help="start a session with this agent right away")
+    p.add_argument("--prompt", help="first prompt for the agent")
+    p = add(wsub, "list", cmd_wt_list, "list worktrees with live git facts")
+    p.add_argument("--all", action="store_true", help="include removed ones")
+    p = add(wsub, "status", cmd_wt_status, "one worktree in detail")
+    p.add_argument("name")
+    p = add(wsub, "keep", cmd_wt_keep, "mark an active worktree kept")
+    p.add_argument("name")
+    p = add(wsub, "remove", cmd_wt_remove, "remove a worktree", aliases=["rm"])
+    p.add_argument("name")
+    p.add_argument("--force", action="store_true", help="discard uncommitted work; delete an unmerged branch")
+    p.add_argument("--complete-task", action="store_true", help="mark its task completed")
+    p.add_argument("--delete-branch", action="store_true", help="delete its branch (only if merged, unless --force)")
+    p = add(wsub, "run", cmd_wt_run, "run a command in a worktree")
+    p.add_argument("name")
+    p.add_argument("--timeout", type=float, default=300.0, metavar="S")
+    p.add_argument("cmd", nargs="*", metavar="-- CMD", help="the command, after --")
+    p = add(wsub, "diff", cmd_wt_diff, "changes against the base commit, untracked files included")
+    p.add_argument("name")
+    p.add_argument("--stat", action="store_true")
+    p = add(wsub, "commit", cmd_wt_commit, "commit the agent's work in its worktree")
+    p.add_argument("name")
+    p.add_argument("-m", "--message", required=True)
+    p.add_argument("--all", "-a", action="store_true", help="stage everything first, untracked files included")
+    p = add(wsub, "merge", cmd_wt_merge, "merge a worktree's branch back (through a temporary worktree)")
+    p.add_argument("name")
+    p.add_argument("--strategy", default="ff", help="ff (default), squash or rebase")
+    p.add_argument("--into", metavar="BRANCH", help="target branch (default: the base branch, else the primary's)")
+    p.add_argument("--remove", action="store_true", help="remove the worktree afterwards")
+    p.add_argument("--complete-task", action="store_true", help="mark its task completed")
+    p = add(wsub, "pr", cmd_wt_pr, "push the branch and open a pull request with gh")
+    p.add_argument("name")
+    p.add_argument("--draft", action="store_true")
+    p = add(wsub, "events", cmd_wt_events, "the lifecycle log")
+    p.add_argument("--limit", type=int, metavar="N")
+    p.add_argument("--follow", "-f", action="store_true")

@@ -1,0 +1,162 @@
+"""Services: every service of one project, wired once. The CLI, the dashboard and the tests all start here.
+
+Each service is built on first use (and its module imported then), so a command pays only for what it touches:
+`daintree task list` never imports the sessions layer's tmux code, `daintree worktree create` never imports
+the bake-off or queue modules.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from daintree_tui.core.project import Project
+
+if TYPE_CHECKING:
+    from daintree_tui.core.review import ReviewService
+    from daintree_tui.core.tasks import TaskService
+    from daintree_tui.core.worktrees import WorktreeService
+    from daintree_tui.services.bakeoff import BakeoffService
+    from daintree_tui.services.hygiene import DiskUsage
+    from daintree_tui.services.policy import Approvals, ApprovedRun
+    from daintree_tui.services.queue import QueueRunner
+    from daintree_tui.sessions.host import SessionHost
+    from daintree_tui.sessions.manager import SessionManager
+
+
+class Services:
+    """The services of one project over one session host.
+
+    Args:
+        project: the project.
+        host: the session host to use; by default tmux when installed, else (with `pty_fallback`) an in-process
+            PTY host whose sessions end with this process; without either, commands that need sessions fail with
+            a clear error and the rest work.
+        pty_fallback: make a PTY host when tmux is absent (the dashboard does; the CLI, whose sessions would die
+            with it, does not).
+    """
+
+    def __init__(self, project: Project, host: SessionHost | None = None, *, pty_fallback: bool = False) -> None:
+        self.project = project
+        self._given_host = host
+        self._pty_fallback = pty_fallback
+
+    @cached_property
+    def host(self) -> SessionHost | None:
+        if self._given_host is not None:
+            return self._given_host
+        from daintree_tui.sessions.host import host_for
+
+        return host_for(self.project, create=self._pty_fallback)
+
+    @property
+    def persistent_sessions(self) -> bool:
+        """Whether sessions outlive this process (tmux), so quitting leaves them running."""
+        return self.host is None or self.host.persistent
+
+    @cached_property
+    def tasks(self) -> TaskService:
+        from daintree_tui.core.tasks import TaskService
+
+        return TaskService(self.project)
+
+    @cached_property
+    def sessions(self) -> SessionManager:
+        from daintree_tui.sessions.manager import SessionManager
+
+        return SessionManager(self.project, self.host)
+
+    @cached_property
+    def worktrees(self) -> WorktreeService:
+        from daintree_tui.core.worktrees import WorktreeService
+
+        # Removing a worktree stops its session through the manager, which records it as stopped on purpose.
+        return WorktreeService(self.project, self.sessions if self.host is not None else None)
+
+    @cached_property
+    def review(self) -> ReviewService:
+        from daintree_tui.core.review import ReviewService
+
+        return ReviewService(self.worktrees)
+
+    @cached_property
+    def bakeoffs(self) -> BakeoffService:
+        from daintree_tui.services.bakeoff import BakeoffService
+
+        return BakeoffService(self.worktrees, self.sessions, self.review)
+
+    @cached_property
+    def queue(self) -> QueueRunner:
+        from daintree_tui.services.queue import QueueRunner
+
+        return QueueRunner(self.worktrees, self.sessions)
+
+    @cached_property
+    def disk(self) -> DiskUsage:
+        from daintree_tui.services.hygiene import DiskUsage
+
+        return DiskUsage(self.worktrees)
+
+    @cached_property
+    def approvals(self) -> Approvals:
+        from daintree_tui.services.policy import Approvals
+
+        return Approvals(self.project)
+
+    # -- operations that span services -----------------------------------------------------------------------
+
+    def reconcile(self, fix: bool) -> list[str]:
+        """Report (and with `fix`, repair) every disagreement between tasks, index and git."""
+        from daintree_tui.core.reconcile import reconcile
+
+        return reconcile(self.project, fix=fix, sessions=self.sessions if self.host is not None else None)
+
+    def startup(self) -> list[str]:
+        """Reconcile after whatever happened while nothing of ours ran (the dashboard calls this first)."""
+        if not self.project.is_git:
+            return []
+        return self.reconcile(fix=True)
+
+    def approve_and_run(self, request_id: int, extra_args: tuple[str, ...] = ()) -> ApprovedRun:
+        """Approve a request and run its command (the same way from the CLI and the dashboard)."""
+        return self.approvals.approve_and_run(request_id, extra_args)
+
+    def lost_sessions(self, names: list[str]) -> dict[str, str]:
+        """Of sessions seen before, those that vanished with the tmux server (not stopped on purpose):
+        name -> the agent they ran."""
+        from daintree_tui.sessions.tmux import TmuxHost
+
+        if not isinstance(self.host, TmuxHost) or self.host.server_running():
+            return {}
+        lost = {}
+        live = {e.name for e in self.worktrees.entries()}
+        for name in names:
+            if name not in live:
+                continue  # its worktree was removed: the session was stopped on purpose
+            meta = self.sessions.meta(name)
+            if meta.get("status") != "exited" and meta.get("agent"):
+                lost[name] = str(meta["agent"])
+        return lost
+
+    def untrusted_hooks(self) -> list[str]:
+        """Hook commands from the repo's config that will not run until the user trusts it."""
+        from daintree_tui.core.hooks import is_trusted
+
+        cfg = self.project.config
+        commands = [f"{hook}: {spec.command}" for hook, specs in cfg.hooks.items() for spec in specs
+                    if spec.source == "repo"]
+        if not commands or cfg.repo_config_path is None or is_trusted(cfg.repo_config_path):
+            return []
+        return commands
+
+    def trust(self) -> None:
+        from daintree_tui.core.hooks import trust
+
+        trust(self.project)
+
+    def inject_task(self, name: str) -> None:
+        """Paste the bound task's subject and description into the session of worktree `name`."""
+        from daintree_tui.sessions.context import build_context
+
+        text = build_context(self.project, name, files=[], task=True, clipboard=False)
+        self.sessions.send(name, text, enter=False, paste=True)
