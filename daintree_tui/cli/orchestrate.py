@@ -172,7 +172,7 @@ def policy_gate(args: argparse.Namespace, services: Services, argv: list[str]) -
     return None
 
 
-def register(sub: Any, add: AddCommand) -> None:
+def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None:
     bake = add(sub, "bakeoff", None, "several agents on one task; keep the best")
     bsub = bake.add_subparsers(dest="bakeoff_command", metavar="ACTION", required=True)
     p = add(bsub, "create", cmd_bakeoff_create, "one worktree and session per agent, same base")

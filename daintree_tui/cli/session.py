@@ -97,7 +97,7 @@ def cmd_session_signal(args: argparse.Namespace, services: Services) -> int:
     return 0
 
 
-def register(sub: Any, add: AddCommand) -> None:
+def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None:
     session = add(sub, "session", None, "sessions: who does it (agents in terminals)")
     ssub = session.add_subparsers(dest="session_command", metavar="ACTION", required=True)
     p = add(ssub, "start", cmd_session_start, "start an agent in a worktree")

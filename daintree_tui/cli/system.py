@@ -50,14 +50,14 @@ def cmd_demo(args: argparse.Namespace, services: Services) -> int:
     return run_dashboard(Project.discover(path))
 
 
-def register(sub: Any, add: AddCommand) -> None:
+def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None:
     p = add(sub, "doctor", cmd_doctor, "reconcile tasks, index and git; report (or --fix) what disagrees")
     p.add_argument("--fix", action="store_true")
     p = add(sub, "trust", cmd_trust, "allow the hooks in this repo's .daintree.toml to run (for you only)")
     p.add_argument("--show", action="store_true", help="only say whether it is trusted")
 
 
-def register_demo(sub: Any, add: AddCommand) -> None:
+def register_demo(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None:
     p = add(sub, "demo", cmd_demo, "open the dashboard on a throwaway demo repository with demo agents")
     p.add_argument("--no-ui", action="store_true", help="prepare the demo and print its path")
     p.add_argument("--path", help="where to create it (default: a new temp dir)")

@@ -24,6 +24,19 @@ if TYPE_CHECKING:
     from daintree_tui.sessions.manager import SessionManager
 
 
+class _StopThroughManager:
+    """The worktree service's way to stop a session, resolved on first use: a command that never removes a
+    worktree (`worktree create`, the commonest) never looks for tmux nor imports the sessions layer."""
+
+    def __init__(self, services: Services) -> None:
+        self._services = services
+
+    def stop(self, name: str) -> bool:
+        if self._services.host is None:
+            return False
+        return self._services.sessions.stop(name)
+
+
 class Services:
     """The services of one project over one session host.
 
@@ -71,7 +84,7 @@ class Services:
         from daintree_tui.core.worktrees import WorktreeService
 
         # Removing a worktree stops its session through the manager, which records it as stopped on purpose.
-        return WorktreeService(self.project, self.sessions if self.host is not None else None)
+        return WorktreeService(self.project, _StopThroughManager(self))
 
     @cached_property
     def review(self) -> ReviewService:
