@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,12 +76,14 @@ def test_status_transitions_and_exit_code(cli: CLI, repo: Path) -> None:
     cli.ok("session", "start", "ex", "--agent", "exit3")
     done = wait_for(lambda: [s for s in cli.json("session", "list") if s["name"] == "ex" and s["status"] == "exited"])
     assert done[0]["exit_code"] == 3
-    names = [e["event"] for e in events(repo) if e["worktree"].get("name") == "ex"]
-    assert "session.exited" in names
+    # listing observed the exit but recorded nothing; the observer records it, once
+    assert not [e for e in events(repo) if e["event"] == "session.exited"]
+    recorded = cli.json("session", "watch", "--once")
+    assert {"name": "ex", "status": "exited", "exit_code": 3} in recorded
     exited = [e for e in events(repo) if e["event"] == "session.exited"]
-    assert exited[0]["exit_code"] == 3
+    assert [e["worktree"]["name"] for e in exited] == ["ex"] and exited[0]["exit_code"] == 3
     # the same change observed twice is logged once
-    cli.json("session", "list")
+    assert cli.json("session", "watch", "--once") == []
     assert len([e for e in events(repo) if e["event"] == "session.exited"]) == 1
     assert cli("session", "signal", "st", "sleepy").returncode == 2
 
@@ -277,3 +281,70 @@ def test_json_list_shape(cli: CLI, repo: Path) -> None:
     proc = cli("session", "list", "--json")
     data = json.loads(proc.stdout)
     assert set(data[0]) >= {"name", "session", "agent", "status", "exit_code", "pid", "log"}
+
+
+HOOKS = ('[hooks]\non_waiting = ["echo $DAINTREE_WORKTREE >> {marker}"]\n'
+         'on_session_exit = ["echo $DAINTREE_WORKTREE:$DAINTREE_EXIT_CODE >> {exit_marker}"]\n')
+
+
+def configure_hooks(cli: CLI, repo: Path, tmp_path: Path) -> tuple[Path, Path]:
+    marker, exit_marker = tmp_path / "waiting.txt", tmp_path / "exited.txt"
+    configure_agents(repo, HOOKS.format(marker=marker, exit_marker=exit_marker))
+    cli.ok("trust")
+    return marker, exit_marker
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], repo: Path, *args: str) -> Any:
+    """The CLI in this process; its JSON output."""
+    from daintree_tui.cli import main
+
+    capsys.readouterr()
+    assert main([*args, "--repo", str(repo), "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_listing_never_records_nor_runs_hooks(cli: CLI, repo: Path, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    marker, _ = configure_hooks(cli, repo, tmp_path)
+    cli.ok("worktree", "create", "lw")
+    cli.ok("session", "start", "lw", "--agent", "echo")
+    record = repo / ".worktrees" / ".sessions" / "lw.json"
+    before = record.read_text()
+    wait_for(lambda: run_cli(capsys, repo, "session", "list")[0]["status"] == "waiting")
+    assert run_cli(capsys, repo, "worktree", "list")[0]["session"]["status"] == "waiting"
+    assert run_cli(capsys, repo, "worktree", "status", "lw")["session"]["status"] == "waiting"
+    assert not marker.exists()
+    assert record.read_text() == before
+    assert not [e for e in events(repo) if e["event"].startswith("session.") and e["event"] != "session.started"]
+    # the same configuration does run the hook once an observer records the change
+    recorded = run_cli(capsys, repo, "session", "watch", "--once")
+    assert recorded == [{"name": "lw", "status": "waiting", "exit_code": None}]
+    assert marker.read_text() == "lw\n"
+
+
+def test_racing_observers_record_each_transition_once(cli: CLI, repo: Path, tmp_path: Path) -> None:
+    marker, exit_marker = configure_hooks(cli, repo, tmp_path)
+    cli.ok("worktree", "create", "race")
+    watchers = [subprocess.Popen([sys.executable, "-m", "daintree_tui", "session", "watch", "--interval", "0.02"],
+                                 cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for _ in range(2)]
+    try:
+        cli.ok("session", "start", "race", "--agent", "echo")
+        wait_for(lambda: marker.exists(), timeout=20)
+        cli.ok("session", "signal", "race", "running")  # an agent's own word: a transition, recorded once
+        cli.ok("session", "keys", "race", "C-d")  # end of input: the agent exits 0
+        wait_for(lambda: exit_marker.exists(), timeout=20)
+        wait_for(lambda: len([e for e in events(repo) if e["event"] == "session.exited"]) >= 1)
+    finally:
+        for proc in watchers:
+            proc.send_signal(signal.SIGINT)
+        outputs = [proc.communicate(timeout=30) for proc in watchers]
+    assert all(proc.returncode == 130 for proc in watchers), outputs
+    kinds = [e["event"] for e in events(repo) if e["event"].startswith("session.")]
+    assert kinds.count("session.waiting") == 1 and kinds.count("session.exited") == 1, kinds
+    assert kinds[kinds.index("session.waiting"):] == ["session.waiting", "session.running", "session.exited"], kinds
+    assert all(a != b for a, b in itertools.pairwise(kinds)), kinds  # no transition logged twice
+    assert marker.read_text() == "race\n"
+    assert exit_marker.read_text() == "race:0\n"
+    reported = [line for out, _ in outputs for line in out.splitlines()]
+    assert sum(": waiting" in line for line in reported) == 1 and sum(": exited" in line for line in reported) == 1

@@ -19,6 +19,7 @@ from daintree_tui.cli import orchestrate, session, system, task, worktree
 from daintree_tui.cli.common import AddCommand, Handler, Parser, services_for
 from daintree_tui.cli.output import configure_logging, error
 from daintree_tui.core.errors import DaintreeError
+from daintree_tui.services import Services
 
 __all__ = ["build_parser", "main", "run"]
 
@@ -102,6 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:
         return int(exc.code or 0) if isinstance(exc.code, int) else 2
     handler: Handler | None = getattr(args, "handler", None)
+    services: Services | None = None
     try:
         services = services_for(args)
         if handler is None:
@@ -127,6 +129,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         error(f"internal error: {type(exc).__name__}: {exc} (DAINTREE_DEBUG=1 for details)")
         return 1
+    finally:
+        if services is not None:
+            services.close()  # hooks of the transitions this command recorded finish before it exits
 
 
 def run() -> None:

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
-from typing import Any
+import time
+from typing import TYPE_CHECKING, Any
 
 from daintree_tui.cli.common import AddCommand
-from daintree_tui.cli.output import emit, table
+from daintree_tui.cli.output import emit, table, wants_json
 from daintree_tui.core.errors import InputError
 from daintree_tui.services import Services
+
+if TYPE_CHECKING:
+    from daintree_tui.services.observer import Transition
 
 
 def cmd_session_start(args: argparse.Namespace, services: Services) -> int:
@@ -92,8 +97,36 @@ def cmd_session_log(args: argparse.Namespace, services: Services) -> int:
 
 
 def cmd_session_signal(args: argparse.Namespace, services: Services) -> int:
-    result = services.sessions.signal(args.name, args.state, exit_code=args.code)
-    emit(args, result, f"{args.name}: {args.state}")
+    services.observer.signal(args.name, args.state, exit_code=args.code)
+    emit(args, {"name": args.name, "state": args.state}, f"{args.name}: {args.state}")
+    return 0
+
+
+def _transition_line(transition: Transition) -> str:
+    code = f" ({transition.exit_code})" if transition.exit_code is not None else ""
+    return f"{time.strftime('%H:%M:%S')}  {transition.name}: {transition.status}{code}"
+
+
+def _transition_data(transition: Transition) -> dict[str, Any]:
+    return {"name": transition.name, "status": str(transition.status), "exit_code": transition.exit_code}
+
+
+def cmd_session_watch(args: argparse.Namespace, services: Services) -> int:
+    if args.interval <= 0:
+        raise InputError("--interval must be a positive number of seconds")
+    services.sessions.host  # noqa: B018 - a clear error without tmux
+    if args.once:
+        transitions = services.observer.poll().transitions
+        emit(args, [_transition_data(t) for t in transitions],
+             lambda: "\n".join(_transition_line(t) for t in transitions) or "no changes")
+        return 0
+
+    def report(transition: Transition) -> None:
+        line = json.dumps(_transition_data(transition)) if wants_json(args) else _transition_line(transition)
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+    services.observer.watch(args.interval, report)
     return 0
 
 
@@ -130,3 +163,7 @@ def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None
     p.add_argument("name")
     p.add_argument("state")
     p.add_argument("--code", type=int, help="exit code, with exited")
+    p = add(ssub, "watch", cmd_session_watch,
+            "record status changes as they happen (events, on_waiting/on_session_exit hooks) until interrupted")
+    p.add_argument("--once", action="store_true", help="one look, then exit")
+    p.add_argument("--interval", type=float, default=1.0, metavar="S", help="seconds between looks (default 1)")

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from daintree_tui.core.worktrees import WorktreeService
     from daintree_tui.services.bakeoff import BakeoffService
     from daintree_tui.services.hygiene import DiskUsage
+    from daintree_tui.services.observer import SessionObserver
     from daintree_tui.services.policy import Approvals, ApprovedRun
     from daintree_tui.services.queue import QueueRunner
     from daintree_tui.sessions.host import SessionHost
@@ -80,6 +81,12 @@ class Services:
         return SessionManager(self.project, self.host)
 
     @cached_property
+    def observer(self) -> SessionObserver:
+        from daintree_tui.services.observer import SessionObserver
+
+        return SessionObserver(self.project, self.sessions)
+
+    @cached_property
     def worktrees(self) -> WorktreeService:
         from daintree_tui.core.worktrees import WorktreeService
 
@@ -102,7 +109,7 @@ class Services:
     def queue(self) -> QueueRunner:
         from daintree_tui.services.queue import QueueRunner
 
-        return QueueRunner(self.worktrees, self.sessions)
+        return QueueRunner(self.worktrees, self.sessions, self.observer)
 
     @cached_property
     def disk(self) -> DiskUsage:
@@ -117,6 +124,11 @@ class Services:
         return Approvals(self.project)
 
     # -- operations that span services -----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Wait for the hooks the observer started (a process that recorded transitions calls this last)."""
+        if "observer" in self.__dict__:
+            self.observer.close()
 
     def reconcile(self, fix: bool) -> list[str]:
         """Report (and with `fix`, repair) every disagreement between tasks, index and git."""

@@ -18,6 +18,7 @@ from typing import Any
 from daintree_tui.core.errors import DaintreeError
 from daintree_tui.core.models import Task, TaskStatus
 from daintree_tui.core.worktrees import WorktreeService, slugify
+from daintree_tui.services.observer import SessionObserver
 from daintree_tui.sessions.manager import SessionInfo, SessionManager
 from daintree_tui.sessions.presets import all_presets
 
@@ -49,11 +50,12 @@ def is_ready(task: Task, by_id: dict[int, Task]) -> bool:
 class QueueRunner:
     """One pass at a time: reap what finished, stop what overran, start what is ready."""
 
-    def __init__(self, worktrees: WorktreeService, sessions: SessionManager) -> None:
+    def __init__(self, worktrees: WorktreeService, sessions: SessionManager, observer: SessionObserver) -> None:
         self.worktrees = worktrees
         self.project = worktrees.project
         self.tasks = worktrees.tasks
         self.sessions = sessions
+        self.observer = observer
 
     def claim(self, limit: int) -> list[Task]:
         """Claim up to `limit` ready tasks, atomically."""
@@ -77,7 +79,7 @@ class QueueRunner:
 
     def step(self) -> StepReport:
         report = StepReport()
-        infos = self.sessions.list()
+        infos = list(self.observer.poll().sessions)  # a runner that keeps running records what it sees
         self._enforce_time_limits(infos, report)
         self._reap(infos, report)
         running = [i for i in infos if str(i.status) != "exited"]

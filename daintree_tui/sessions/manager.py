@@ -1,13 +1,15 @@
-"""SessionManager: the sessions plane over a host. Starts agents in worktrees, lists them with their status,
-sends them input, stops them, and logs every status change as an event.
+"""SessionManager: the sessions plane over a host. Starts agents in worktrees, observes them with their status,
+sends them input, stops them, and stores status transitions when asked to.
 
-Per-session metadata (`.worktrees/.sessions/<name>.json`: agent, command, start time, last seen status, the
+Observing (`observe`, `list`) writes nothing: recording what was observed (a `session.*` event per transition,
+and the hooks a transition runs) belongs to one owner above this layer, the services' `SessionObserver`.
+
+Per-session metadata (`.worktrees/.sessions/<name>.json`: agent, command, start time, last recorded status, the
 agent's own signal) is a cache of what was observed; tmux and the log file are the truth.
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -52,6 +54,12 @@ class SessionInfo:
     started_at: float
     log: str
     persistent: bool
+    recorded: str | None = None  # the status last recorded for it; None when it has no session record
+
+    @property
+    def unrecorded(self) -> bool:
+        """Whether its observed status differs from the one last recorded (a transition to record)."""
+        return self.recorded is not None and self.recorded != str(self.status)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "session": self.session, "agent": self.agent, "status": str(self.status),
@@ -135,11 +143,12 @@ class SessionManager:
             return False
         # Record the intent first: an observer that sees the session (or the server) vanish must already
         # know it was stopped on purpose.
-        self._record(name, SessionStatus.EXITED, None, reason="stopped")
+        self.record_transition(name, SessionStatus.EXITED, None, reason="stopped")
         return self.host.stop(name)
 
-    def signal(self, name: str, state: str, exit_code: int | None = None) -> dict[str, Any]:
-        """Record the agent's own word on its state (from its hooks); logged as an event when it changes."""
+    def signal(self, name: str, state: str) -> SessionStatus:
+        """Store the agent's own word on its state (from its hooks); the status it means is returned for the
+        observer to record."""
         if state not in SIGNAL_STATES:
             raise InputError(f"invalid state {state!r} (expected one of: {', '.join(SIGNAL_STATES)})")
         self._live_entry(name)
@@ -147,13 +156,12 @@ class SessionManager:
             meta = self.meta(name)
             meta["signal"] = {"state": state, "ts": time.time()}
             write_json(self.meta_path(name), meta)
-        self._record(name, SessionStatus(state), exit_code)
-        return {"name": name, "state": state}
+        return SessionStatus(state)
 
     # -- observation -----------------------------------------------------------------------------------------
 
-    def list(self, with_screens: bool = True) -> list[SessionInfo]:
-        """Every session with its derived status; a status that changed since last seen is logged once."""
+    def observe(self, with_screens: bool = True) -> list[SessionInfo]:
+        """Every session with its derived status and the status last recorded for it. Writes nothing."""
         host = self._host
         if host is None:
             return []
@@ -169,10 +177,12 @@ class SessionManager:
             meta = metas[state.worktree]
             status = derive_status(self._observe(state, meta, screens.get(state.worktree)), now,
                                    self.project.config.waiting_debounce, patterns.get(state.worktree))
-            if status != meta.get("status") and meta:
-                self._record(state.worktree, status, state.exit_code)
             infos.append(self._info(state.worktree, state, meta, status))
         return sorted(infos, key=lambda i: i.started_at)
+
+    def list(self, with_screens: bool = True) -> list[SessionInfo]:
+        """Every session with its derived status (the same as `observe`: a listing never records)."""
+        return self.observe(with_screens)
 
     def screens(self, names: Sequence[str]) -> dict[str, str]:
         """The plain-text screens of these sessions. Only those whose log grew since the last look are captured
@@ -209,12 +219,14 @@ class SessionManager:
                            started_at=float(meta.get("started_at") or state.created), last_output=last_output,
                            signal_state=signal.get("state"), signal_ts=signal.get("ts"), screen_tail=screen)
 
-    def _record(self, name: str, status: SessionStatus, exit_code: int | None, reason: str | None = None) -> None:
-        """Store a status change and log it as `session.<status>`, once, even with several observers."""
+    def record_transition(self, name: str, status: SessionStatus, exit_code: int | None,
+                          reason: str | None = None) -> bool:
+        """Store a status change and log it as `session.<status>`; True only for the one caller that made the
+        change (a compare-and-set under the project lock, so several observers record it once)."""
         with self.project.lock.hold():
             meta = self.meta(name)
             if meta.get("status") == str(status):
-                return
+                return False
             meta["status"] = str(status)
             if status == SessionStatus.EXITED:
                 meta["exit_code"] = exit_code
@@ -223,27 +235,14 @@ class SessionManager:
             self.project.events.append(f"session.{status}", worktree={"name": name}, agent=meta.get("agent"),
                                        exit_code=exit_code if status == SessionStatus.EXITED else None,
                                        reason=reason)
-        hook = {SessionStatus.EXITED: "on_session_exit", SessionStatus.WAITING: "on_waiting"}.get(status)
-        if hook and reason != "stopped":
-            self._run_hook(name, hook, exit_code)
-
-    def _run_hook(self, name: str, hook: str, exit_code: int | None) -> None:
-        """Run `on_session_exit` / `on_waiting` hooks; their failures are events, never errors here."""
-        entry = find(Index(self.project).load(), name)
-        if entry is None or not entry.live or not Path(entry.path).is_dir():
-            return
-        from daintree_tui.core.errors import DaintreeError
-        from daintree_tui.core.hooks import run_hooks
-
-        with contextlib.suppress(DaintreeError):
-            run_hooks(self.project, hook, entry, extra_env={"DAINTREE_EXIT_CODE": "" if exit_code is None
-                                                            else str(exit_code)})
+        return True
 
     def _info(self, name: str, state: PaneState, meta: dict[str, Any], status: SessionStatus) -> SessionInfo:
         return SessionInfo(name=name, session=state.session, agent=str(meta.get("agent", "?")), status=status,
                            exit_code=state.exit_code, pid=state.pid,
                            started_at=float(meta.get("started_at") or state.created),
-                           log=str(self.project.log_path(name)), persistent=self.host.persistent)
+                           log=str(self.project.log_path(name)), persistent=self.host.persistent,
+                           recorded=str(meta.get("status") or "") if meta else None)
 
     # -- input -----------------------------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ import hashlib
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -116,8 +117,18 @@ class TmuxHost:
         """A killed server leaves its socket behind: remove it so the next start is clean."""
         path = socket_path(self.socket)
         if path.exists() and ("refused" in stderr or "error connecting" in stderr or "no server" in stderr):
-            with contextlib.suppress(OSError):
-                path.unlink()
+            # tmux's message may predate a server another process started since (a dashboard polling while the
+            # CLI starts a session): remove the socket only when nothing listens on it now.
+            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                probe.connect(str(path))
+            except ConnectionRefusedError:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+            except OSError:
+                pass
+            finally:
+                probe.close()
 
     # -- the interface ---------------------------------------------------------------------------------------
 

@@ -47,8 +47,9 @@ class Backend(Services):
         return self.worktrees.facts_for(list(entries))
 
     def poll_sessions(self, preview: list[str]) -> tuple[list[SessionInfo], dict[str, str]]:
-        """All sessions with status, plus the screens of those previewed (captured only when they changed)."""
-        infos = self.sessions.list()
+        """All sessions with status, plus the screens of those previewed (captured only when they changed).
+        The dashboard's poll is an observer: it records the transitions it finds (events, hooks)."""
+        infos = list(self.observer.poll().sessions)
         alive = {i.name for i in infos}
         previews = self.sessions.screens([n for n in preview if n in alive]) if self.host is not None else {}
         return infos, previews

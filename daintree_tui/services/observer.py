@@ -1,0 +1,133 @@
+"""The one owner of session transitions: records each as a `session.*` event and runs its hook.
+
+Listing sessions (`daintree session list`, `worktree list`) only observes. Recording happens where something runs
+on purpose and keeps running: the dashboard's poll, `daintree session watch`, `queue run`, and an agent's own
+`session signal`. Several observers (two dashboards, a dashboard and a queue runner) record each transition once:
+the sessions layer stores it with a compare-and-set under the project lock, and only the observer whose write
+made the change logs the event and runs the hook.
+
+Hooks (`on_waiting`, `on_session_exit`) may run for minutes, so they run on this observer's own worker thread,
+one at a time, in the order their transitions were recorded; `close()` waits for them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from daintree_tui.core.errors import DaintreeError
+from daintree_tui.core.hooks import run_hooks
+from daintree_tui.core.index import Index, find
+from daintree_tui.core.project import Project
+from daintree_tui.sessions.manager import SessionInfo, SessionManager
+from daintree_tui.sessions.status import SessionStatus
+
+HOOK_FOR = {SessionStatus.EXITED: "on_session_exit", SessionStatus.WAITING: "on_waiting"}
+
+
+@dataclass(frozen=True)
+class Transition:
+    """A status change this observer recorded."""
+
+    name: str
+    status: SessionStatus
+    exit_code: int | None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Observed:
+    """One observation pass: every session, and the transitions this pass recorded."""
+
+    sessions: tuple[SessionInfo, ...]
+    transitions: tuple[Transition, ...]
+
+
+class SessionObserver:
+    """Observes the sessions of one project and records what changed."""
+
+    def __init__(self, project: Project, sessions: SessionManager) -> None:
+        self.project = project
+        self.sessions = sessions
+        self._hooks: ThreadPoolExecutor | None = None
+        self._pending: list[Future[None]] = []
+        self._guard = threading.Lock()
+
+    def poll(self, with_screens: bool = True) -> Observed:
+        """Observe every session; record the transitions not yet recorded (by anyone)."""
+        infos = self.sessions.observe(with_screens)
+        recorded = []
+        for info in infos:
+            if info.unrecorded:
+                transition = self.record(info.name, info.status, info.exit_code)
+                if transition is not None:
+                    recorded.append(transition)
+        return Observed(tuple(infos), tuple(recorded))
+
+    def record(self, name: str, status: SessionStatus, exit_code: int | None,
+               reason: str | None = None) -> Transition | None:
+        """Record one transition (event, then hook, unless it was stopped on purpose); None when another
+        observer recorded it first or nothing changed."""
+        if not self.sessions.record_transition(name, status, exit_code, reason=reason):
+            return None
+        hook = HOOK_FOR.get(status)
+        if hook is not None and reason != "stopped":
+            self._run_hook_later(name, hook, exit_code)
+        return Transition(name, status, exit_code, reason)
+
+    def signal(self, name: str, state: str, exit_code: int | None = None) -> Transition | None:
+        """An agent's own word on its state (`daintree session signal`): stored, then recorded as a transition."""
+        status = self.sessions.signal(name, state)
+        return self.record(name, status, exit_code)
+
+    def watch(self, interval: float, on_transition: Callable[[Transition], None],
+              stop: threading.Event | None = None) -> None:
+        """Poll every `interval` seconds until `stop` is set (or forever), reporting each recorded transition."""
+        stop = stop or threading.Event()
+        while not stop.is_set():
+            for transition in self.poll().transitions:
+                on_transition(transition)
+            stop.wait(interval)
+
+    # -- hooks -----------------------------------------------------------------------------------------------
+
+    def _run_hook_later(self, name: str, hook: str, exit_code: int | None) -> None:
+        with self._guard:
+            if self._hooks is None:
+                self._hooks = ThreadPoolExecutor(max_workers=1, thread_name_prefix="daintree-hooks")
+            self._pending = [f for f in self._pending if not f.done()]
+            self._pending.append(self._hooks.submit(self._run_hook, name, hook, exit_code))
+
+    def _run_hook(self, name: str, hook: str, exit_code: int | None) -> None:
+        """Run `on_session_exit` / `on_waiting`; their failures are events (run_hooks logs them), never errors."""
+        entry = find(Index(self.project).load(), name)
+        if entry is None or not entry.live or not Path(entry.path).is_dir():
+            return
+        with contextlib.suppress(DaintreeError):
+            run_hooks(self.project, hook, entry,
+                      extra_env={"DAINTREE_EXIT_CODE": "" if exit_code is None else str(exit_code)})
+
+    def wait_for_hooks(self, timeout: float | None = None) -> bool:
+        """Wait until every hook started so far has finished; False if `timeout` ran out first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._guard:
+            pending = list(self._pending)
+        for future in pending:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                future.result(left)
+            except TimeoutError:
+                return False
+        return True
+
+    def close(self) -> None:
+        """Let the hooks already started finish; start no more."""
+        with self._guard:
+            hooks, self._hooks = self._hooks, None
+        if hooks is not None:
+            hooks.shutdown(wait=True)
