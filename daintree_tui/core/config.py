@@ -88,7 +88,7 @@ class Config:
     waiting_debounce: float = 2.0
     max_sessions: int = 3
     bakeoff_score: str | None = None
-    roles: dict[str, dict[str, Any]] = field(default_factory=dict)
+    roles: dict[str, Role] = field(default_factory=dict)
     default_role: str | None = None
     repo_config_path: Path | None = None
 
@@ -256,7 +256,16 @@ ROLE_ACTIONS = ("commit", "merge", "pr", "remove", "push")
 APPROVALS = ("human", "checks", "none")
 
 
-def _parse_roles(raw: Any) -> dict[str, dict[str, Any]]:
+@dataclass(frozen=True)
+class Role:
+    """What an agent in this role may do by itself (`allow`), and who must agree first (`approval`)."""
+
+    name: str
+    allow: tuple[str, ...]
+    approval: str  # one of APPROVALS
+
+
+def _parse_roles(raw: Any) -> dict[str, Role]:
     if raw is None:
         return {}
     _expect(isinstance(raw, dict), "roles", "a table of roles", raw)
@@ -272,7 +281,7 @@ def _parse_roles(raw: Any) -> dict[str, dict[str, Any]]:
         unknown = [k for k in value if k not in ("allow", "approval")]
         if unknown:
             warn(f"config: unknown keys ignored: {', '.join(f'{key}.{k}' for k in unknown)}")
-        roles[name] = {"allow": list(allow), "approval": approval}
+        roles[name] = Role(name, tuple(allow), approval)
     return roles
 
 

@@ -158,9 +158,9 @@ class Services:
         for name in names:
             if name not in live:
                 continue  # its worktree was removed: the session was stopped on purpose
-            meta = self.sessions.meta(name)
-            if meta.get("status") != "exited" and meta.get("agent"):
-                lost[name] = str(meta["agent"])
+            record = self.sessions.record(name)
+            if record is not None and not record.ended and record.agent:
+                lost[name] = record.agent
         return lost
 
     def untrusted_hooks(self) -> list[str]:

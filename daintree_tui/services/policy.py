@@ -44,7 +44,8 @@ def role_of(project: Project, worktree: str) -> str | None:
         task = TaskService(project).find(entry.task_id)
         if task is not None and isinstance(task.extra.get("role"), str):
             return str(task.extra["role"])
-    agent = read_session_record(project, worktree).get("agent")
+    record = read_session_record(project, worktree)
+    agent = record.agent if record is not None else None
     if isinstance(agent, str) and agent in cfg.agents and cfg.agents[agent].role:
         return cfg.agents[agent].role
     return cfg.default_role
@@ -58,15 +59,15 @@ def decide(project: Project, worktree: str, action: str) -> Decision:
     if role is None or role not in cfg.roles:
         return Decision(True, "none", role, "no role applies")
     rules = cfg.roles[role]
-    if action not in rules["allow"]:
+    if action not in rules.allow:
         return Decision(False, "none", role, f"role {role!r} does not allow {action}")
-    return Decision(True, rules["approval"], role, f"role {role!r} allows {action}")
+    return Decision(True, rules.approval, role, f"role {role!r} allows {action}")
 
 
 def matrix(project: Project) -> list[dict[str, Any]]:
     cfg = project.config
-    return [{"role": name, "default": name == cfg.default_role, "approval": rules["approval"],
-             **{action: action in rules["allow"] for action in ROLE_ACTIONS}} for name, rules in cfg.roles.items()]
+    return [{"role": name, "default": name == cfg.default_role, "approval": rules.approval,
+             **{action: action in rules.allow for action in ROLE_ACTIONS}} for name, rules in cfg.roles.items()]
 
 
 @dataclass(frozen=True)

@@ -35,10 +35,31 @@ def session_record_path(project: Project, name: str) -> Path:
     return project.state_dir / ".sessions" / f"{name}.json"
 
 
-def read_session_record(project: Project, name: str) -> dict[str, Any]:
-    """Worktree `name`'s session record (agent, command, start time, last seen status), or {} when none."""
+@dataclass(frozen=True)
+class SessionRecord:
+    """What the sessions layer remembers of a worktree's session (the other layers' view of the record)."""
+
+    agent: str | None
+    status: str | None  # the status last recorded
+    exit_code: int | None
+    started_at: float | None
+
+    @property
+    def ended(self) -> bool:
+        """Recorded as exited, whether it was stopped on purpose or ended by itself."""
+        return self.status == "exited"
+
+
+def read_session_record(project: Project, name: str) -> SessionRecord | None:
+    """Worktree `name`'s session record, or None when it has none (or it is unreadable)."""
     data, _ = read_json(session_record_path(project, name), "session record")
-    return data if isinstance(data, dict) else {}
+    if not isinstance(data, dict) or not data:
+        return None
+    agent, status, code, started = (data.get(k) for k in ("agent", "status", "exit_code", "started_at"))
+    return SessionRecord(agent=agent if isinstance(agent, str) else None,
+                         status=status if isinstance(status, str) else None,
+                         exit_code=code if isinstance(code, int) else None,
+                         started_at=float(started) if isinstance(started, int | float) else None)
 
 
 @dataclass(frozen=True)
@@ -89,6 +110,11 @@ class SessionManager:
         return session_record_path(self.project, name)
 
     def meta(self, name: str) -> dict[str, Any]:
+        """The raw record, for this layer's own read-modify-writes; other layers use `record`."""
+        data, _ = read_json(self.meta_path(name), "session record")
+        return data if isinstance(data, dict) else {}
+
+    def record(self, name: str) -> SessionRecord | None:
         return read_session_record(self.project, name)
 
     def _live_entry(self, name: str) -> WorktreeEntry:
