@@ -11,7 +11,8 @@ $(BIN)/python:
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	@# setuptools warns on every editable install that a same-named folder could shadow the package: it is this one.
+	PYTHONWARNINGS=ignore::UserWarning $(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
 setup: $(STAMP)

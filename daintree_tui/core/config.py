@@ -5,7 +5,6 @@ Every key is validated here so that a bad value is one clear error naming the ke
 
 from __future__ import annotations
 
-import os
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -363,11 +362,6 @@ def load(root: Path) -> Config:
     user = _tag_hooks(_read_toml(user_path), "user")
     repo = _tag_hooks(_read_toml(repo_path), "repo")
     return parse(merge(user, repo), repo_path if repo_path.exists() else None)
-
-
-def env_flag(name: str) -> bool:
-    """True when an environment switch like DAINTREE_NO_TMUX is set to something other than 0/empty."""
-    return os.environ.get(name, "") not in ("", "0")
 
 
 def in_quiet_hours(quiet: tuple[str, str] | None, now_hhmm: str) -> bool:

@@ -6,7 +6,6 @@ import os
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from daintree_tui.core import git as g
@@ -14,12 +13,6 @@ from daintree_tui.core.config import Config
 from daintree_tui.core.errors import OperationError
 
 INCLUDE_FILE = ".worktreeinclude"
-
-
-@dataclass
-class DepsResult:
-    copied: list[str] = field(default_factory=list)
-    linked: list[dict[str, str]] = field(default_factory=list)
 
 
 def include_patterns(root: Path, cfg: Config) -> list[str]:

@@ -13,15 +13,15 @@ from daintree_tui.core.ports import lease_block
 from daintree_tui.core.project import Project
 from daintree_tui.core.store import read_json, write_json
 from daintree_tui.core.tasks import TaskService
-from daintree_tui.core.worktrees import SessionControl, WorktreeService
+from daintree_tui.core.worktrees import WorktreeService
 
 
 class Reconciler:
     """Finds disagreements between tasks, index and git; with `fix`, repairs each and logs `reconcile.fixed`."""
 
-    def __init__(self, project: Project, sessions: SessionControl | None = None) -> None:
+    def __init__(self, project: Project) -> None:
         self.project = project
-        self.worktrees = WorktreeService(project, sessions)
+        self.worktrees = WorktreeService(project)
         self.tasks = TaskService(project)
         self.findings: list[str] = []
         self.fix = False
@@ -173,6 +173,6 @@ class Reconciler:
                     shutil.rmtree(tmp, ignore_errors=True)
 
 
-def reconcile(project: Project, fix: bool, sessions: SessionControl | None = None) -> list[str]:
+def reconcile(project: Project, fix: bool) -> list[str]:
     """Report (and with `fix`, repair) every disagreement between tasks, index and git."""
-    return Reconciler(project, sessions).run(fix)
+    return Reconciler(project).run(fix)

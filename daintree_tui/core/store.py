@@ -10,7 +10,6 @@ import contextlib
 import fcntl
 import json
 import os
-import shutil
 import tempfile
 import threading
 import time
@@ -201,8 +200,3 @@ def parse_event_lines(lines: list[bytes]) -> tuple[list[dict[str, Any]], int]:
         else:
             skipped += 1
     return records, skipped
-
-
-def remove_tree(path: Path) -> None:
-    """Delete a directory tree we own (temp dirs, trash), tolerating what is already gone."""
-    shutil.rmtree(path, ignore_errors=True)

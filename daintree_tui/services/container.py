@@ -134,7 +134,7 @@ class Services:
         """Report (and with `fix`, repair) every disagreement between tasks, index and git."""
         from daintree_tui.core.reconcile import reconcile
 
-        return reconcile(self.project, fix=fix, sessions=self.sessions if self.host is not None else None)
+        return reconcile(self.project, fix=fix)
 
     def startup(self) -> list[str]:
         """Reconcile after whatever happened while nothing of ours ran (the dashboard calls this first)."""
