@@ -1,12 +1,87 @@
-"""The layering contract: core, sessions and the CLI's non-UI commands never import textual or rich."""
+"""The layering contract (DESIGN.md section 2): core, then sessions, then services, then the interfaces (tui, then
+cli and mcp). A module imports only from its own layer and those below, function-level imports included; and the
+layers below the interfaces never load textual or rich."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "daintree_tui"
+
+# Rank of each layer; a module may import its own rank or lower. `demo` builds a repository with sessions in it,
+# like a service; the package's own __init__/__main__ start the CLI.
+RANK = {"core": 0, "sessions": 1, "services": 2, "demo": 2, "tui": 3, "cli": 4, "mcp": 4}
+
+
+def layer_of(module: str) -> str | None:
+    """`daintree_tui.<layer>...` -> layer; None for the package's own top-level modules."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "daintree_tui" and parts[1] in RANK else None
+
+
+def module_name(path: Path, root: Path = PACKAGE) -> str:
+    rel = path.relative_to(root.parent).with_suffix("")
+    parts = list(rel.parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path: Path, root: Path = PACKAGE) -> list[tuple[int, str]]:
+    """Every module `path` imports anywhere (module level, functions, TYPE_CHECKING blocks), relative ones
+    resolved: (line, module)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    package = module_name(path, root).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            found.append((node.lineno, target))
+            # `from daintree_tui import cli` names a layer in the alias
+            found += [(node.lineno, f"{target}.{alias.name}") for alias in node.names if target == "daintree_tui"]
+    return found
+
+
+def crossings(root: Path = PACKAGE) -> list[str]:
+    """Every import that climbs a layer, as `file:line: importer -> imported`."""
+    bad = []
+    for path in sorted(root.rglob("*.py")):
+        importer = layer_of(module_name(path, root))
+        if importer is None:
+            continue
+        for line, target in imported_modules(path, root):
+            imported = layer_of(target)
+            if imported is not None and RANK[imported] > RANK[importer]:
+                bad.append(f"{path.relative_to(root.parent)}:{line}: {importer} -> {target}")
+    return bad
+
+
+def test_no_import_climbs_a_layer() -> None:
+    assert crossings() == []
+
+
+def test_the_check_sees_a_function_level_crossing(tmp_path: Path) -> None:
+    """The check itself: a core module importing the services inside a function is caught."""
+    fake = tmp_path / "daintree_tui"
+    (fake / "core").mkdir(parents=True)
+    (fake / "core" / "thing.py").write_text(
+        "def later() -> None:\n    from daintree_tui.services.queue import QueueRunner\n")
+    (fake / "sessions").mkdir()
+    (fake / "sessions" / "x.py").write_text("if True:\n    from .. import services\n")
+    assert crossings(fake) == ["daintree_tui/core/thing.py:2: core -> daintree_tui.services.queue",
+                     "daintree_tui/sessions/x.py:2: sessions -> daintree_tui.services"]
+
 
 PROBE = """
 import sys
@@ -17,11 +92,20 @@ print(','.join(bad))
 
 
 @pytest.mark.parametrize("imports", [
-    "import daintree_tui.core.worktrees, daintree_tui.core.reconcile, daintree_tui.core.hooks",
-    "import daintree_tui.sessions.manager, daintree_tui.sessions.emulator, daintree_tui.sessions.keys",
+    "import daintree_tui.core",
+    "import daintree_tui.sessions",
+    "import daintree_tui.services",
+    "import pkgutil, importlib, daintree_tui.core as p\n"
+    "for m in pkgutil.walk_packages(p.__path__, 'daintree_tui.core.'): importlib.import_module(m.name)",
+    "import pkgutil, importlib, daintree_tui.sessions as p\n"
+    "for m in pkgutil.walk_packages(p.__path__, 'daintree_tui.sessions.'): importlib.import_module(m.name)",
+    "import pkgutil, importlib, daintree_tui.services as p\n"
+    "for m in pkgutil.walk_packages(p.__path__, 'daintree_tui.services.'): importlib.import_module(m.name)",
     "import daintree_tui.cli; daintree_tui.cli.build_parser()",
 ])
 def test_no_ui_import(imports: str) -> None:
+    """Every module of core, sessions and services, imported in a fresh interpreter, loads neither textual nor
+    rich (nor does the CLI's parser)."""
     out = subprocess.run([sys.executable, "-c", PROBE.format(imports=imports)], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == ""
