@@ -52,11 +52,13 @@ class SessionInfo:
     started_at: float
     log: str
     persistent: bool
+    socket: str | None = None  # the tmux server (`tmux -L`): how a remote dashboard attaches over ssh
+    tmux_conf: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "session": self.session, "agent": self.agent, "status": str(self.status),
                 "exit_code": self.exit_code, "pid": self.pid, "started_at": self.started_at, "log": self.log,
-                "persistent": self.persistent}
+                "persistent": self.persistent, "socket": self.socket, "tmux_conf": self.tmux_conf}
 
 
 class SessionManager:
@@ -243,7 +245,9 @@ class SessionManager:
         return SessionInfo(name=name, session=state.session, agent=str(meta.get("agent", "?")), status=status,
                            exit_code=state.exit_code, pid=state.pid,
                            started_at=float(meta.get("started_at") or state.created),
-                           log=str(self.project.log_path(name)), persistent=self.host.persistent)
+                           log=str(self.project.log_path(name)), persistent=self.host.persistent,
+                           socket=getattr(self.host, "socket", None),
+                           tmux_conf=str(conf) if (conf := getattr(self.host, "conf", None)) else None)
 
     # -- input -----------------------------------------------------------------------------------------------
 
