@@ -184,9 +184,21 @@ def _read_user_config(path: Path) -> Any:
 
 
 def load_hosts(path: Path | None = None) -> dict[str, HostConfig]:
-    """The hosts of the user's config (never of a repository's)."""
-    doc = _read_user_config(path or user_config_path())
-    return parse_hosts(doc.unwrap().get("hosts"))
+    """The hosts of the user's config (never of a repository's). Read with tomllib: every `--host` command
+    starts here, and only writing needs tomlkit's round trip."""
+    import tomllib
+
+    path = path or user_config_path()
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        return {}
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config: {path} is not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"config: cannot read {path}: {exc.strerror}") from None
+    return parse_hosts(data.get("hosts"))
 
 
 def get_host(name: str, path: Path | None = None) -> HostConfig:
