@@ -16,6 +16,29 @@ from bench.common import generated_repo, median_times, table
 
 RUNS = 9
 WORKTREES = 5
+FEED_INTERVAL = 2.0
+FEED_SECONDS = 20.0
+
+
+def _feed_cpu(hosts: list[object]) -> float:
+    """Local CPU (this process and its ssh clients) of a HostsFeed polling `hosts`, in % of one core."""
+    import resource
+    import time
+
+    from daintree_tui.services.hosts_feed import HostsFeed
+
+    feed = HostsFeed(hosts, interval=FEED_INTERVAL)  # type: ignore[arg-type]
+    feed.poll()  # warm: masters up
+
+    def cpu() -> float:
+        own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+    began, wall = cpu(), time.perf_counter()
+    feed.start()
+    time.sleep(FEED_SECONDS)
+    feed.stop()
+    return (cpu() - began) / (time.perf_counter() - wall) * 100
 
 
 def run() -> str:
@@ -55,6 +78,9 @@ def run() -> str:
                 lambda i: subprocess.run([daintree, "worktree", "list", "--json", "--host", "far"], check=True,
                                          capture_output=True, env=env, stdin=subprocess.DEVNULL),
             ], RUNS)
+            feed_cpu = _feed_cpu([host, RemoteHost(HostConfig("other", "dt-other", str(repo), daintree=daintree,
+                                                              ssh_config=str(sshd.client_config)),
+                                                   controls=Path(controls))])
         finally:
             host.stop_master()
             sshd.kill()
@@ -65,6 +91,7 @@ def run() -> str:
         ["local + one round trip (baseline)", f"{baseline * 1000:.0f} ms", "1.00x", ""],
         ["`daintree worktree list --json --host far`", f"{remote * 1000:.0f} ms", f"{remote / baseline:.2f}x",
          "<= 1.5x"],
+        [f"HostsFeed, 2 hosts polled every {FEED_INTERVAL:g} s: local CPU", f"{feed_cpu:.1f} % of a core", "", ""],
     ]
     return table(title, rows, ["what", "median", "ratio", "target"])
 

@@ -400,3 +400,9 @@ def test_host_queue_places_ready_tasks_and_completes_them_when_the_agent_exits(
     local = {t["id"]: t for t in cli.json("task", "list")}
     assert local[ids[1]]["status"] == "completed" and local[ids[3]]["remote"]["host"] == "a"
     assert queue.step().placed == {}  # every slot is taken: nothing more to place
+
+
+def test_stdin_reaches_the_remote_command(far: str) -> None:
+    host = remote(far)
+    result = host.run_command("tr a-z A-Z", input="typed here\n")  # type: ignore[attr-defined]
+    assert (result.exit_code, result.stdout) == (0, "TYPED HERE\n")
