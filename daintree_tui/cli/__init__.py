@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from daintree_tui.cli import orchestrate, session, system, task, worktree
+from daintree_tui.cli import host, orchestrate, session, system, task, worktree
 from daintree_tui.cli.common import AddCommand, Handler, Parser, services_for
 from daintree_tui.cli.output import configure_logging, error
 from daintree_tui.core.errors import DaintreeError
@@ -29,6 +29,8 @@ def _common() -> Parser:
     common.add_argument("--repo", metavar="PATH", default=argparse.SUPPRESS, help="the repository (default: cwd)")
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                         help="print one JSON document on stdout")
+    common.add_argument("--host", metavar="NAME", default=argparse.SUPPRESS,
+                        help="run the command on a remote host (see `daintree host list`)")
     return common
 
 
@@ -42,9 +44,10 @@ GROUPS: tuple[tuple[tuple[str, ...], Registrar], ...] = (
     (("session",), session.register),
     (("demo",), system.register_demo),
     (("bakeoff", "queue", "policy", "approvals", "approve", "reject", "gc"), orchestrate.register),
+    (("host",), host.register),
 )
 
-_TOP_OPTIONS_WITH_VALUE = ("--repo",)
+_TOP_OPTIONS_WITH_VALUE = ("--repo", "--host")
 
 
 def command_word(argv: Sequence[str]) -> str | None:
@@ -105,6 +108,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Handler | None = getattr(args, "handler", None)
     services: Services | None = None
     try:
+        if "host" in args:  # one dispatch point: the whole command runs on that host, by its own daintree
+            return host.run_on_host(args, argv, after)
         services = services_for(args)
         if handler is None:
             if args.command:  # `daintree task` without an action

@@ -67,6 +67,10 @@ def cmd_bakeoff_show(args: argparse.Namespace, services: Services) -> int:
 
 
 def cmd_queue_run(args: argparse.Namespace, services: Services) -> int:
+    if args.hosts:
+        from daintree_tui.cli.host import run_host_queue
+
+        return run_host_queue(args, services)
     services.sessions.host  # noqa: B018 - a clear error without tmux
     report = services.queue.run(once=args.once, interval=args.interval)
     text = (f"started: {', '.join(report.started) or '-'}; completed: {report.completed or '-'}; "
@@ -198,6 +202,7 @@ def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None
     p = add(qsub, "run", cmd_queue_run, "claim and start ready tasks while fewer than max_sessions run")
     p.add_argument("--once", action="store_true", help="one pass, then exit")
     p.add_argument("--interval", type=float, default=2.0, help=argparse.SUPPRESS)
+    p.add_argument("--hosts", metavar="NAMES", help="place tasks on these remote hosts (a,b), by free slots")
     policy = add(sub, "policy", None, "roles and approvals")
     psub = policy.add_subparsers(dest="policy_command", metavar="ACTION", required=True)
     add(psub, "show", cmd_policy_show, "the effective role matrix")

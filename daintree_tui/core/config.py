@@ -94,7 +94,7 @@ class Config:
 
 _TOP_KEYS = {
     "worktree_dir", "branch_prefix", "base", "deps", "ports", "hooks", "agents", "default_agent", "keys",
-    "notifications", "sessions", "max_sessions", "roles", "default_role", "bakeoff",
+    "notifications", "sessions", "max_sessions", "roles", "default_role", "bakeoff", "hosts",
 }
 _SECTION_KEYS = {
     "deps": {"include", "link"},
@@ -361,6 +361,11 @@ def load(root: Path) -> Config:
     repo_path = root / REPO_CONFIG_NAME
     user = _tag_hooks(_read_toml(user_path), "user")
     repo = _tag_hooks(_read_toml(repo_path), "repo")
+    if "hosts" in repo:
+        # Hosts are where we ssh to: only the user decides that, never a repository someone else wrote.
+        warn(f"config: [hosts] in {repo_path} ignored: remote hosts belong in your own config "
+             f"({user_path}), `daintree host add`")
+        del repo["hosts"]
     return parse(merge(user, repo), repo_path if repo_path.exists() else None)
 
 

@@ -76,6 +76,8 @@ class SessionInfo:
     log: str
     persistent: bool
     recorded: str | None = None  # the status last recorded for it; None when it has no session record
+    socket: str | None = None  # the tmux server (`tmux -L`): how a remote dashboard attaches over ssh
+    tmux_conf: str | None = None
 
     @property
     def unrecorded(self) -> bool:
@@ -85,7 +87,7 @@ class SessionInfo:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "session": self.session, "agent": self.agent, "status": str(self.status),
                 "exit_code": self.exit_code, "pid": self.pid, "started_at": self.started_at, "log": self.log,
-                "persistent": self.persistent}
+                "persistent": self.persistent, "socket": self.socket, "tmux_conf": self.tmux_conf}
 
 
 class SessionManager:
@@ -268,7 +270,9 @@ class SessionManager:
                            exit_code=state.exit_code, pid=state.pid,
                            started_at=float(meta.get("started_at") or state.created),
                            log=str(self.project.log_path(name)), persistent=self.host.persistent,
-                           recorded=str(meta.get("status") or "") if meta else None)
+                           recorded=str(meta.get("status") or "") if meta else None,
+                           socket=getattr(self.host, "socket", None),
+                           tmux_conf=str(conf) if (conf := getattr(self.host, "conf", None)) else None)
 
     # -- input -----------------------------------------------------------------------------------------------
 

@@ -1,0 +1,161 @@
+"""CLI for remote hosts: `daintree host add|list|check|remove`, and `--host NAME` on every other command.
+
+`--host` is handled at one point before any command runs: the command line, minus `--host NAME`, is run by the
+host's own daintree (in the host's repo) over its master connection; output, stderr and the exit code come back
+unchanged. Only ssh's own failure is ours to word: `host X unreachable: <reason>`, exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+from daintree_tui.cli.common import AddCommand
+from daintree_tui.cli.output import emit, table
+from daintree_tui.core.errors import InputError, OperationError
+from daintree_tui.services import Services
+
+# Commands that only make sense here: the host registry itself, and whatever opens a UI on this machine.
+LOCAL_ONLY = ("host", "demo", "mcp")
+
+
+def strip_host_option(argv: Sequence[str]) -> list[str]:
+    """`argv` without its `--host NAME` / `--host=NAME` words (everything after `--` is never looked at)."""
+    out: list[str] = []
+    skip = False
+    for i, word in enumerate(argv):
+        if word == "--":
+            return [*out, *argv[i:]]
+        if skip:
+            skip = False
+            continue
+        if word == "--host":
+            skip = True
+            continue
+        if word.startswith("--host="):
+            continue
+        out.append(word)
+    return out
+
+
+def run_on_host(args: argparse.Namespace, argv: Sequence[str], after: Sequence[str]) -> int:
+    """Run this command line on `args.host`; returns the remote exit code."""
+    from daintree_tui.services.remote import RemoteHost, get_host
+
+    name = str(args.host)
+    command = getattr(args, "command", None)
+    if command is None:
+        raise InputError("--host needs a command: the dashboard runs here (see `daintree host list`)")
+    if command in LOCAL_ONLY:
+        raise InputError(f"`daintree {command}` runs on this machine; --host does not apply to it")
+    from daintree_tui.services.policy import in_session
+
+    if in_session():
+        # The host would see a plain ssh login, not this agent's role: from a session, --host would escape it.
+        raise OperationError("--host is refused inside an agent's session (its role could not apply there)")
+    if "repo" in args:
+        raise InputError("--repo does not mix with --host: the host's repo is hosts.<name>.repo in your config")
+    remote_args = strip_host_option(argv)
+    if any(w == "--host" or w.startswith("--host=") for w in remote_args if w != "--"):
+        raise InputError("write --host NAME once, in full")
+    if len(remote_args) == len(argv):
+        raise InputError("write the option in full: --host NAME")
+    if after:
+        remote_args += ["--", *after]
+    host = RemoteHost(get_host(name))
+    return host.passthrough(remote_args, follow=bool(getattr(args, "follow", False)))
+
+
+def run_host_queue(args: argparse.Namespace, services: Services) -> int:
+    """`queue run --hosts a,b`: place ready tasks on those hosts by free slots (see services/host_queue.py)."""
+    from daintree_tui.services.host_queue import HostQueue
+    from daintree_tui.services.remote import RemoteHost, get_host
+
+    names = [n.strip() for n in str(args.hosts).split(",") if n.strip()]
+    if not names or len(set(names)) != len(names):
+        raise InputError(f"--hosts takes distinct host names separated by commas (got {args.hosts!r})")
+    services.project.require_git()
+    queue = HostQueue(services.project, [RemoteHost(get_host(n)) for n in names])
+    report = queue.run(once=args.once, interval=args.interval)
+    placed = "; ".join(f"{h}: {', '.join(map(str, ids))}" for h, ids in report.placed.items()) or "-"
+    text = (f"placed: {placed}; completed: {report.completed or '-'}; free slots: "
+            f"{', '.join(f'{h} {n}' for h, n in report.free.items())}; ready or blocked: {report.waiting_tasks}"
+            + "".join(f"\nunreachable: {h}" for h in report.unreachable)
+            + "".join(f"\nerror: {e}" for e in report.errors))
+    emit(args, report.to_dict(), text)
+    return 1 if report.errors else 0
+
+
+# -- host commands ----------------------------------------------------------------------------------------------
+
+
+def cmd_host_add(args: argparse.Namespace, services: Services) -> int:
+    from daintree_tui.services.remote import DEFAULT_MAX_SESSIONS, HostConfig, save_host
+
+    host = HostConfig(name=args.name, ssh=args.ssh, repo=args.remote_repo,
+                      max_sessions=args.max_sessions if args.max_sessions is not None else DEFAULT_MAX_SESSIONS,
+                      daintree=args.daintree or "daintree", ssh_config=args.ssh_config)
+    path = save_host(host, replace=args.replace)
+    emit(args, host.to_dict(), f"added host {host.name} ({host.ssh}, repo {host.repo}) to {path}\n"
+                                f"check it: daintree host check {host.name}")
+    return 0
+
+
+def cmd_host_list(args: argparse.Namespace, services: Services) -> int:
+    from daintree_tui.services.remote import load_hosts
+
+    hosts = list(load_hosts().values())
+    rows = [[h.name, h.ssh, h.repo, str(h.max_sessions), h.daintree] for h in hosts]
+    emit(args, [h.to_dict() for h in hosts],
+          table(rows, ["NAME", "SSH", "REPO", "MAX SESSIONS", "DAINTREE"]) or "no hosts (add one: daintree host add)")
+    return 0
+
+
+def cmd_host_check(args: argparse.Namespace, services: Services) -> int:
+    import sys
+
+    from daintree_tui import __version__
+    from daintree_tui.services.remote import RemoteHost, get_host
+
+    report = RemoteHost(get_host(args.name)).check(__version__)
+    if report.problems and not getattr(args, "json", False):
+        sys.stderr.write("".join(f"problem: {p}\n" for p in report.problems))
+    summary = (f"host {report.name}: reachable (round trip {report.round_trip}s), daintree {report.daintree or '-'}, "
+               f"{report.tmux or 'no tmux'}, {report.git or 'no git'}, repo {report.repo or '-'}, "
+               f"clock {report.clock_skew if report.clock_skew is not None else '?'}s off"
+               if report.reachable else "")
+    emit(args, report.to_dict(), summary if not report.problems else
+          (f"host {report.name}: {len(report.problems)} problem(s)" if report.reachable else ""))
+    return 1 if report.problems else 0
+
+
+def cmd_host_remove(args: argparse.Namespace, services: Services) -> int:
+    from daintree_tui.services.remote import delete_host
+
+    removed = delete_host(args.name)
+    emit(args, {"name": args.name, "removed": removed},
+          f"removed host {args.name}" if removed else f"no host named {args.name} (nothing to do)")
+    return 0
+
+
+def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None:
+    host = add(sub, "host", None, "remote hosts (your own config): agents on other machines over ssh")
+    hsub = host.add_subparsers(dest="host_command", metavar="ACTION", required=True)
+    # Not from `add`: its common options carry --repo (this repo), and here --repo is the repository there.
+    about = "add a host to your config (~/.config/daintree/config.toml)"
+    p = hsub.add_parser("add", help=about, description=about)
+    p.set_defaults(handler=cmd_host_add)
+    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print one JSON document")
+    p.add_argument("name")
+    p.add_argument("--ssh", required=True, metavar="TARGET", help="user@box or an ~/.ssh/config alias")
+    p.add_argument("--repo", dest="remote_repo", required=True, metavar="PATH", help="the repository there")
+    p.add_argument("--max-sessions", type=int, metavar="N", help="agents the queue may run there at once")
+    p.add_argument("--daintree", metavar="PROGRAM", help="the daintree program there (default: daintree)")
+    p.add_argument("--ssh-config", metavar="FILE", help="an ssh config file to use instead of ~/.ssh/config")
+    p.add_argument("--replace", action="store_true", help="replace a host of that name")
+    add(hsub, "list", cmd_host_list, "list your hosts")
+    p = add(hsub, "check", cmd_host_check, "reach a host; check daintree, tmux, git, the repo and the clock there")
+    p.add_argument("name")
+    p = add(hsub, "remove", cmd_host_remove, "remove a host from your config (nothing on the host changes)")
+    p.add_argument("name")

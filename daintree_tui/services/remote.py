@@ -1,0 +1,650 @@
+"""Remote hosts: daintree on other machines, driven through its own CLI over one multiplexed OpenSSH connection.
+
+No daemon and no wire protocol of our own: a remote operation is the remote `daintree ... --json` run by `ssh`,
+over a master connection (`ControlMaster=auto`, `ControlPersist`) whose socket lives in a private 0700 directory,
+so after the first call each one costs a local mux client and one round trip, not a new SSH handshake.
+
+Trust: hosts come only from the user's own config (`~/.config/daintree/config.toml`), never from a repository's
+`.daintree.toml` (a cloned repo must not make us connect anywhere). Every word of a remote command is quoted for
+the remote POSIX shell, and an ssh target can never be read as an option (no leading `-`, and `--` before it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shlex
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from daintree_tui.core.config import user_config_dir
+from daintree_tui.core.errors import ConfigError, InputError, OperationError
+from daintree_tui.core.store import atomic_write_text
+
+SSH_CONFIG_ENV = "DAINTREE_SSH_CONFIG"
+CONTROL_DIR_ENV = "DAINTREE_SSH_CONTROL_DIR"
+DEFAULT_MAX_SESSIONS = 3
+DEFAULT_PERSIST = "10m"
+SSH_FAILED = 255  # ssh's own exit code when it could not connect (or the connection broke)
+HOST_KEYS = ("ssh", "repo", "max_sessions", "daintree", "ssh_config")
+CLOCK_SKEW_LIMIT = 5.0
+
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+_CONTROL_RE = re.compile(r"[\x00-\x20\x7f]")
+
+
+class HostUnreachable(OperationError):
+    """ssh could not reach the host (or the connection broke): one line naming the host and ssh's reason."""
+
+    def __init__(self, host: str, reason: str) -> None:
+        super().__init__(f"host {host} unreachable: {reason}")
+        self.host = host
+        self.reason = reason
+
+
+# -- validation -------------------------------------------------------------------------------------------------
+
+
+def validate_host_name(name: str) -> str:
+    """A host name: letters, digits, `.`, `_`, `-`, starting with a letter or digit (it becomes a TOML key)."""
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name) or name.endswith("."):
+        raise InputError(f"invalid host name {name!r}: use letters, digits, '.', '_' or '-' (max 63), "
+                         "starting with a letter or digit")
+    return name
+
+
+def validate_target(target: str) -> str:
+    """An ssh destination (`user@box`, `box`, an ~/.ssh/config alias, `ssh://user@box:2222`).
+
+    A leading `-` would make ssh read it as an option (`-oProxyCommand=...` runs a local command), and
+    whitespace or control characters have no place in a host name.
+    """
+    if not isinstance(target, str) or not target:
+        raise InputError("ssh target must not be empty")
+    if target.startswith("-"):
+        raise InputError(f"invalid ssh target {target!r}: it must not start with '-'")
+    if _CONTROL_RE.search(target):
+        raise InputError(f"invalid ssh target {target!r}: no spaces or control characters")
+    return target
+
+
+def validate_remote_path(path: str, what: str) -> str:
+    """A path on the remote host: absolute or under `~/`, without control characters."""
+    if not isinstance(path, str) or not (path.startswith("/") or path == "~" or path.startswith("~/")):
+        raise InputError(f"invalid {what} {path!r}: give an absolute path or one under ~/")
+    if re.search(r"[\x00-\x1f\x7f]", path):
+        raise InputError(f"invalid {what} {path!r}: no control characters")
+    return path
+
+
+def validate_program(program: str) -> str:
+    """The remote daintree program: a bare command name found on the remote PATH, or a remote path."""
+    if not isinstance(program, str) or not program or program.startswith("-") or re.search(r"[\x00-\x1f\x7f]",
+                                                                                             program):
+        raise InputError(f"invalid daintree program {program!r}")
+    return program
+
+
+# -- configuration ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HostConfig:
+    """One `[hosts.<name>]` table of the user's config."""
+
+    name: str
+    ssh: str
+    repo: str
+    max_sessions: int = DEFAULT_MAX_SESSIONS
+    daintree: str = "daintree"
+    ssh_config: str | None = None
+
+    def __post_init__(self) -> None:
+        validate_host_name(self.name)
+        validate_target(self.ssh)
+        validate_remote_path(self.repo, f"hosts.{self.name}.repo")
+        validate_program(self.daintree)
+        if isinstance(self.max_sessions, bool) or not isinstance(self.max_sessions, int) or self.max_sessions < 1:
+            raise ConfigError(f"config: hosts.{self.name}.max_sessions must be a positive integer "
+                              f"(got {self.max_sessions!r})")
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"name": self.name, "ssh": self.ssh, "repo": self.repo,
+                                "max_sessions": self.max_sessions, "daintree": self.daintree}
+        if self.ssh_config:
+            data["ssh_config"] = self.ssh_config
+        return data
+
+    def table(self) -> dict[str, Any]:
+        """The TOML table that stores it (defaults left out)."""
+        data = {k: v for k, v in self.to_dict().items() if k != "name"}
+        if self.daintree == "daintree":
+            del data["daintree"]
+        return data
+
+
+def user_config_path() -> Path:
+    return user_config_dir() / "config.toml"
+
+
+def parse_hosts(raw: Any) -> dict[str, HostConfig]:
+    """Validate the `hosts` table of the user's config; a bad entry is one error naming its key."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"config: hosts must be a table of [hosts.NAME] tables (got {raw!r})")
+    hosts: dict[str, HostConfig] = {}
+    for name, value in raw.items():
+        key = f"hosts.{name}"
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"config: {key} must be a table (got {value!r})")
+        unknown = sorted(set(value) - set(HOST_KEYS))
+        if unknown:
+            raise ConfigError(f"config: unknown keys in {key}: {', '.join(unknown)} (known: {', '.join(HOST_KEYS)})")
+        for required in ("ssh", "repo"):
+            if not isinstance(value.get(required), str):
+                raise ConfigError(f"config: {key}.{required} must be a string")
+        ssh_config = value.get("ssh_config")
+        if ssh_config is not None and (not isinstance(ssh_config, str) or not ssh_config):
+            raise ConfigError(f"config: {key}.ssh_config must be a path")
+        try:
+            hosts[str(name)] = HostConfig(
+                name=str(name), ssh=str(value["ssh"]), repo=str(value["repo"]),
+                max_sessions=value.get("max_sessions", DEFAULT_MAX_SESSIONS),
+                daintree=value.get("daintree", "daintree"), ssh_config=ssh_config)
+        except InputError as exc:
+            raise ConfigError(f"config: {key}: {exc}") from None
+    return hosts
+
+
+def _read_user_config(path: Path) -> Any:
+    import tomlkit
+    from tomlkit.exceptions import TOMLKitError
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = ""
+    except OSError as exc:
+        raise ConfigError(f"config: cannot read {path}: {exc.strerror}") from None
+    try:
+        return tomlkit.parse(text)
+    except TOMLKitError as exc:
+        raise ConfigError(f"config: {path} is not valid TOML: {exc}") from None
+
+
+def load_hosts(path: Path | None = None) -> dict[str, HostConfig]:
+    """The hosts of the user's config (never of a repository's). Read with tomllib: every `--host` command
+    starts here, and only writing needs tomlkit's round trip."""
+    import tomllib
+
+    path = path or user_config_path()
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        return {}
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config: {path} is not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"config: cannot read {path}: {exc.strerror}") from None
+    return parse_hosts(data.get("hosts"))
+
+
+def get_host(name: str, path: Path | None = None) -> HostConfig:
+    validate_host_name(name)
+    hosts = load_hosts(path)
+    if name not in hosts:
+        known = ", ".join(sorted(hosts)) or "none configured"
+        raise InputError(f"unknown host {name!r} (known: {known}; add one with `daintree host add`)")
+    return hosts[name]
+
+
+def save_host(host: HostConfig, path: Path | None = None, replace: bool = False) -> Path:
+    """Write `[hosts.<name>]` into the user's config, keeping everything else in the file as it was."""
+    import tomlkit
+
+    path = path or user_config_path()
+    doc = _read_user_config(path)
+    hosts = doc.get("hosts")
+    if hosts is None:
+        hosts = tomlkit.table(is_super_table=True)
+        doc["hosts"] = hosts
+    elif not isinstance(hosts, Mapping):
+        raise ConfigError(f"config: hosts in {path} must be a table")
+    if host.name in hosts and not replace:
+        raise InputError(f"host {host.name!r} already exists in {path} (use --replace to change it)")
+    table = tomlkit.table()
+    for key, value in host.table().items():
+        table[key] = value
+    hosts[host.name] = table
+    parse_hosts(doc.unwrap().get("hosts"))  # what we write must read back
+    try:
+        atomic_write_text(path, tomlkit.dumps(doc))
+    except OSError as exc:
+        raise OperationError(f"cannot write {path}: {exc.strerror or exc}") from None
+    return path
+
+
+def delete_host(name: str, path: Path | None = None) -> bool:
+    """Remove `[hosts.<name>]` from the user's config; False when there was none."""
+    import tomlkit
+
+    validate_host_name(name)
+    path = path or user_config_path()
+    doc = _read_user_config(path)
+    hosts = doc.get("hosts")
+    if not isinstance(hosts, MutableMapping) or name not in hosts:
+        return False
+    del hosts[name]
+    atomic_write_text(path, tomlkit.dumps(doc))
+    return True
+
+
+# -- the control directory ----------------------------------------------------------------------------------------
+
+
+def private_dir(path: Path) -> Path:
+    """Create (or check) a directory only we can enter: ours, not a symlink, mode 0700.
+
+    The master sockets in it carry authenticated connections: anyone who can reach one can run commands on the
+    host as us, so a directory someone else made (in a shared /tmp) is refused, never used.
+    """
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(mode=0o700, parents=True)
+    info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise OperationError(f"{path} must be a directory, not a link or file: refusing to keep ssh sockets there")
+    if info.st_uid != os.getuid():
+        raise OperationError(f"{path} belongs to another user: refusing to keep ssh sockets there")
+    if info.st_mode & 0o077:
+        os.chmod(path, 0o700)
+    return path
+
+
+def control_dir() -> Path:
+    """Where master sockets live: DAINTREE_SSH_CONTROL_DIR, else $XDG_RUNTIME_DIR/daintree-ssh, else
+    /tmp/daintree-ssh-<uid>. Kept short: a unix socket path has a limit of about 104 bytes, and ssh adds a
+    40-character hash (`%C`) plus a temporary suffix while it binds."""
+    override = os.environ.get(CONTROL_DIR_ENV)
+    if override:
+        return private_dir(Path(override))
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and Path(runtime).is_dir():
+        return private_dir(Path(runtime) / "daintree-ssh")
+    return private_dir(Path(tempfile.gettempdir()) / f"daintree-ssh-{os.getuid()}")
+
+
+# -- quoting --------------------------------------------------------------------------------------------------------
+
+
+def remote_word(text: str) -> str:
+    """`text` as one word for the remote POSIX shell; a leading `~/` still means the remote home."""
+    if text == "~":
+        return '"$HOME"'
+    if text.startswith("~/"):
+        return '"$HOME"/' + shlex.quote(text[2:])
+    return shlex.quote(text)
+
+
+def remote_command(argv: Sequence[str]) -> str:
+    """A remote command line: ssh hands the remote shell one string, so every argument is quoted."""
+    return " ".join(shlex.quote(arg) for arg in argv)
+
+
+# Runs a command and ends it when our side goes away: sshd closes the channel's stdin when the client or the
+# connection dies, and without a terminal nothing else would tell a `--follow` that nobody reads it any more.
+_WATCHDOG = (
+    'exec 3<&0; "$@" 3<&- & child=$!; '
+    '{ read -r _ <&3; kill "$child"; } >/dev/null 2>&1 & watcher=$!; '
+    'exec 3<&-; wait "$child"; status=$?; kill "$watcher" 2>/dev/null; exit "$status"'
+)
+
+
+@contextlib.contextmanager
+def _forward_sigterm(proc: subprocess.Popen[Any]) -> Iterator[list[int]]:
+    """While we wait on ssh, a SIGTERM for us ends ssh too (its remote side then ends with the connection).
+    The list it yields receives the signal's number when that happened."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def forward(signum: int, frame: Any) -> None:
+        received.append(signum)
+        with contextlib.suppress(OSError):
+            proc.terminate()
+
+    signal.signal(signal.SIGTERM, forward)
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+# -- results --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RemoteResult:
+    """What a remote command returned (ssh's own failures are raised as HostUnreachable instead)."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        import json
+
+        return json.loads(self.stdout)
+
+
+@dataclass
+class HostCheck:
+    """`host check`: what was found on the far side, and one line per problem."""
+
+    name: str
+    reachable: bool = False
+    round_trip: float | None = None
+    daintree: str | None = None
+    tmux: str | None = None
+    git: str | None = None
+    repo: str | None = None
+    clock_skew: float | None = None
+    problems: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "reachable": self.reachable, "round_trip": self.round_trip,
+                "daintree": self.daintree, "tmux": self.tmux, "git": self.git, "repo": self.repo,
+                "clock_skew": self.clock_skew, "problems": list(self.problems), "ok": not self.problems}
+
+
+# -- the runner -----------------------------------------------------------------------------------------------------
+
+
+class RemoteHost:
+    """One configured host and the ssh commands that reach it over its master connection."""
+
+    def __init__(self, config: HostConfig, *, persist: str = DEFAULT_PERSIST, connect_timeout: int = 10,
+                 controls: Path | None = None) -> None:
+        self.config = config
+        self.name = config.name
+        self.persist = persist
+        self.connect_timeout = connect_timeout
+        self._controls = controls
+
+    @property
+    def controls(self) -> Path:
+        if self._controls is None:
+            self._controls = control_dir()
+        return self._controls
+
+    @property
+    def ssh_config(self) -> str | None:
+        return self.config.ssh_config or os.environ.get(SSH_CONFIG_ENV) or None
+
+    # -- argv --------------------------------------------------------------------------------------------------
+
+    def ssh_options(self, *, batch: bool = True) -> list[str]:
+        """Options shared by every ssh call to this host (the master's and the clients')."""
+        argv = ["ssh"]
+        if self.ssh_config:
+            argv += ["-F", str(Path(self.ssh_config).expanduser())]
+        argv += ["-o", "ControlMaster=auto", "-o", f"ControlPersist={self.persist}",
+                 "-o", f"ControlPath={self.controls}/%C",
+                 "-o", f"ConnectTimeout={self.connect_timeout}",
+                 "-o", "ServerAliveInterval=10", "-o", "ServerAliveCountMax=3"]
+        if batch:
+            argv += ["-o", "BatchMode=yes"]  # never a password prompt where nobody can answer it
+        return argv
+
+    def command_argv(self, remote: str, *, tty: bool = False, batch: bool = True, no_stdin: bool = False) -> list[str]:
+        """`ssh <options> -T|-t -- <target> <remote command string>`."""
+        return [*self.ssh_options(batch=batch), "-t" if tty else "-T", *(["-n"] if no_stdin else []),
+                "--", self.config.ssh, remote]
+
+    def daintree_command(self, args: Sequence[str]) -> str:
+        """The remote `daintree --repo <repo> ARGS...` as one shell string, every word quoted."""
+        return " ".join([remote_word(self.config.daintree), "--repo", remote_word(self.config.repo),
+                         *(shlex.quote(a) for a in args)])
+
+    def watched(self, command: str) -> str:
+        """`command` under the watchdog: it ends when our side of the connection goes away."""
+        # `exec`, so the pid the watchdog kills is the command itself, not a shell that would leave it orphaned.
+        return f"sh -c {shlex.quote(_WATCHDOG)} daintree-remote sh -c {shlex.quote('exec ' + command)}"
+
+    def attach_argv(self, session: str, socket: str, conf: str | None = None) -> list[str]:
+        """What an embedded terminal runs (in its own PTY) to show a remote session: `ssh -t host tmux -L socket
+        -f conf attach-session -t =session`. `session` and `socket` come from the remote `session list --json`."""
+        tmux = ["tmux", "-L", socket, *(["-f", conf] if conf else []), "attach-session", "-t", f"={session}"]
+        return [*self.ssh_options(), "-o", "LogLevel=ERROR", "-t", "--", self.config.ssh, remote_command(tmux)]
+
+    # -- running -------------------------------------------------------------------------------------------------
+
+    def _log_file(self) -> tuple[int, str]:
+        # ssh's own messages go to this file (-E), so a remote command's stderr passes through untouched and a
+        # connection failure can still be told apart and reported in one line.
+        return tempfile.mkstemp(prefix="ssh-", suffix=".log", dir=self.controls)
+
+    def _ssh_failure(self, code: int, log_path: str) -> str | None:
+        """ssh's reason when `code` is ssh's own failure, else None (the remote command's 255)."""
+        if code != SSH_FAILED:
+            return None
+        try:
+            text = Path(log_path).read_text(errors="replace")
+        except OSError:
+            return None
+        lines = [ln.strip() for ln in text.splitlines()
+                 if ln.strip() and not ln.startswith("Warning: Permanently added")]
+        if not lines:
+            return None
+        reason = lines[-1]
+        return reason[5:] if reason.startswith("ssh: ") else reason
+
+    def run_command(self, remote: str, *, input: str | None = None, timeout: float | None = 60.0,
+                    batch: bool = True) -> RemoteResult:
+        """Run a remote shell command string, capturing its output."""
+        fd, log_path = self._log_file()
+        os.close(fd)
+        argv = self.command_argv(remote, batch=batch, no_stdin=input is None)
+        argv[1:1] = ["-E", log_path]
+        try:
+            proc = subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout,
+                                  stdin=None if input is not None else subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise HostUnreachable(self.name, f"no answer within {timeout:g}s") from None
+        except FileNotFoundError:
+            raise OperationError("ssh is not installed (install the OpenSSH client)") from None
+        try:
+            reason = self._ssh_failure(proc.returncode, log_path)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(log_path)
+        if reason is not None:
+            raise HostUnreachable(self.name, reason)
+        return RemoteResult(proc.returncode, proc.stdout, proc.stderr)
+
+    def run(self, args: Sequence[str], *, input: str | None = None, timeout: float | None = 60.0) -> RemoteResult:
+        """Run `daintree ARGS` on the host (in its repo) and capture the result."""
+        return self.run_command(self.daintree_command(args), input=input, timeout=timeout)
+
+    def run_json(self, args: Sequence[str], timeout: float | None = 60.0) -> Any:
+        """`daintree ARGS --json` on the host, parsed; a failure is an OperationError with the remote's words."""
+        result = self.run([*args, "--json"], timeout=timeout)
+        if result.exit_code != 0:
+            error = OperationError if result.exit_code != 2 else InputError
+            detail = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else f"exit {result.exit_code}"
+            raise error(f"host {self.name}: {detail}")
+        try:
+            return result.json()
+        except ValueError:
+            raise OperationError(f"host {self.name}: `daintree {' '.join(args)} --json` did not print JSON "
+                                 "(is the daintree there the same version? try `daintree host check`)") from None
+
+    def passthrough(self, args: Sequence[str], *, follow: bool = False, stdin: IO[Any] | None = None) -> int:
+        """Run `daintree ARGS` there with our stdout and stderr, returning its exit code unchanged.
+
+        Args:
+            follow: a streaming command (`--follow`): it runs under the watchdog, fed a pipe we hold open, so it
+                ends when we do.
+            stdin: what the remote command reads (default: ours, unless ours is a terminal).
+        """
+        fd, log_path = self._log_file()
+        os.close(fd)
+        command = self.daintree_command(args)
+        if follow:
+            command = self.watched(command)
+        source = stdin if stdin is not None else sys.stdin
+        interactive = source is None or (hasattr(source, "isatty") and source.isatty())
+        batch = not (sys.stderr.isatty() and interactive)
+        argv = self.command_argv(command, batch=batch, no_stdin=interactive and not follow)
+        argv[1:1] = ["-E", log_path]
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE if follow else (None if interactive else source))
+        except FileNotFoundError:
+            raise OperationError("ssh is not installed (install the OpenSSH client)") from None
+        with _forward_sigterm(proc) as received:
+            try:
+                code = proc.wait()
+            except KeyboardInterrupt:
+                proc.terminate()
+                proc.wait()
+                raise
+            finally:
+                if proc.stdin is not None:
+                    with contextlib.suppress(OSError):
+                        proc.stdin.close()
+        if received:
+            with contextlib.suppress(OSError):
+                os.unlink(log_path)
+            return 128 + received[0]  # ended by a signal, as the shell reports it
+        try:
+            reason = self._ssh_failure(code, log_path)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(log_path)
+        if reason is not None:
+            raise HostUnreachable(self.name, reason)
+        return code
+
+    @contextlib.contextmanager
+    def stream(self, args: Sequence[str]) -> Iterator[Iterator[str]]:
+        """Lines of a streaming remote command (`worktree events --follow --json`), until the block ends.
+
+        Leaving the block closes the pipe the watchdog reads, so the remote follower ends too.
+        """
+        command = self.watched(self.daintree_command(args))
+        proc = subprocess.Popen(self.command_argv(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True, bufsize=1)
+
+        def lines() -> Iterator[str]:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                yield line.rstrip("\n")
+
+        try:
+            yield lines()
+        finally:
+            if proc.stdin is not None:
+                with contextlib.suppress(OSError):
+                    proc.stdin.close()
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.terminate()
+                proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
+
+    # -- the master connection -----------------------------------------------------------------------------------
+
+    def _control(self, operation: str) -> subprocess.CompletedProcess[str]:
+        argv = [*self.ssh_options(), "-O", operation, "--", self.config.ssh]
+        return subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=30)
+
+    def master_running(self) -> bool:
+        """Whether a master connection is up (asks it over its socket; no network traffic)."""
+        return self._control("check").returncode == 0
+
+    def start_master(self) -> float:
+        """Open the master connection (or reuse it); returns the round trip of a `true` over it, in seconds."""
+        began = time.perf_counter()
+        result = self.run_command("true", timeout=self.connect_timeout + 20)
+        if result.exit_code != 0:
+            raise OperationError(f"host {self.name}: `true` failed there (exit {result.exit_code}): "
+                                 f"{result.stderr.strip()}")
+        return time.perf_counter() - began
+
+    def stop_master(self) -> bool:
+        """Close the master connection (remote sessions live in the remote tmux and keep running)."""
+        return self._control("exit").returncode == 0
+
+    # -- checking ------------------------------------------------------------------------------------------------
+
+    def check(self, local_version: str) -> HostCheck:
+        """Reach the host once and look at everything daintree needs there."""
+        report = HostCheck(self.name)
+        daintree = remote_word(self.config.daintree)
+        repo = remote_word(self.config.repo)
+        script = "; ".join([
+            "probe() { n=$1; shift; o=$(\"$@\" 2>&1 </dev/null); s=$?; "
+            "printf '%s\\t%s\\t%s\\n' \"$n\" \"$s\" \"$(printf '%s' \"$o\" | head -n 1)\"; }",
+            "probe time date +%s",
+            f"probe daintree {daintree} --version",
+            "probe tmux tmux -V",
+            "probe git git --version",
+            f"probe repo git -C {repo} rev-parse --show-toplevel",
+        ])
+        began = time.time()
+        try:
+            result = self.run_command(f"sh -c {shlex.quote(script)}", timeout=self.connect_timeout + 30)
+        except HostUnreachable as exc:
+            report.problems.append(str(exc))
+            return report
+        ended = time.time()
+        report.reachable = True
+        report.round_trip = round(ended - began, 3)
+        probes: dict[str, tuple[int, str]] = {}
+        for line in result.stdout.splitlines():
+            parts = line.split("\t", 2)
+            if len(parts) == 3 and parts[1].isdigit():
+                probes[parts[0]] = (int(parts[1]), parts[2])
+        code, text = probes.get("time", (1, ""))
+        if code == 0 and text.strip().isdigit():
+            skew = int(text.strip()) - (began + ended) / 2
+            report.clock_skew = round(skew, 1)
+            if abs(skew) > CLOCK_SKEW_LIMIT + (ended - began) / 2:
+                report.problems.append(f"host {self.name}: clock is {skew:+.0f}s off ours (sync it: NTP)")
+        code, text = probes.get("daintree", (127, ""))
+        if code == 0:
+            report.daintree = text.split()[-1] if text.split() else text
+            if report.daintree != local_version:
+                report.problems.append(f"host {self.name}: daintree {report.daintree} there, {local_version} here: "
+                                       "install the same version on both")
+        else:
+            report.problems.append(f"host {self.name}: daintree not runnable as {self.config.daintree!r} ({text}): "
+                                   "install it there (pipx install daintree-tui) or set "
+                                   f"hosts.{self.name}.daintree to its path")
+        for tool in ("tmux", "git"):
+            code, text = probes.get(tool, (127, ""))
+            if code == 0:
+                setattr(report, tool, text.strip())
+            else:
+                report.problems.append(f"host {self.name}: {tool} not found ({text})")
+        code, text = probes.get("repo", (1, ""))
+        if code == 0:
+            report.repo = text.strip()
+        else:
+            report.problems.append(f"host {self.name}: {self.config.repo} is not a git repository there ({text})")
+        return report

@@ -1,0 +1,82 @@
+"""A private sshd on 127.0.0.1 for the remote-host tests and benchmark: a throwaway host key and user key, its own
+sshd_config and client ssh_config in a temp dir; no system or ~/.ssh config is read or written.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+from tests.conftest import wait_for
+
+SSHD = Path("/usr/sbin/sshd")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Sshd:
+    """A private sshd on 127.0.0.1 (ours only: started, stopped and killed by pid)."""
+
+    def __init__(self, base: Path, remote_home: Path) -> None:
+        self.base = base
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(base / "host_key")], check=True)
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(base / "user_key")], check=True)
+        shutil.copy(base / "user_key.pub", base / "authorized_keys")
+        env = {"XDG_CONFIG_HOME": remote_home / "config", "XDG_DATA_HOME": remote_home / "data",
+               "XDG_STATE_HOME": remote_home / "state",
+               "GIT_AUTHOR_NAME": "Remote", "GIT_AUTHOR_EMAIL": "r@example.invalid", "GIT_COMMITTER_NAME": "Remote",
+               "GIT_COMMITTER_EMAIL": "r@example.invalid"}
+        (base / "sshd_config").write_text("\n".join([
+            "ListenAddress 127.0.0.1", f"HostKey {base / 'host_key'}",
+            f"AuthorizedKeysFile {base / 'authorized_keys'}", f"PidFile {base / 'sshd.pid'}",
+            "StrictModes no", "UsePAM no", "PermitRootLogin prohibit-password", "PasswordAuthentication no",
+            "KbdInteractiveAuthentication no", "PubkeyAuthentication yes", "MaxSessions 64", "LogLevel ERROR",
+            "SetEnv " + " ".join(f"{k}={v}" for k, v in env.items()), "",
+        ]))
+        self.client_config = base / "ssh_config"
+        self.client_config.write_text("\n".join([
+            "Host dt-far dt-other", "  HostName 127.0.0.1", f"  Port {self.port}", f"  User {getpass.getuser()}",
+            f"  IdentityFile {base / 'user_key'}", "  IdentitiesOnly yes",
+            f"  UserKnownHostsFile {base / 'known_hosts'}", "  StrictHostKeyChecking accept-new",
+            "  LogLevel ERROR", "",
+        ]))
+
+    def start(self) -> None:
+        if os.geteuid() == 0 and not Path("/run/sshd").is_dir():
+            # sshd running as root insists on its (empty) privilege separation directory; a container without
+            # an init system never made it.
+            Path("/run/sshd").mkdir(mode=0o755, parents=True, exist_ok=True)
+        self.proc = subprocess.Popen([str(SSHD), "-D", "-e", "-f", str(self.base / "sshd_config"),
+                                      "-p", str(self.port)], stdin=subprocess.DEVNULL,
+                                     stderr=(self.base / "sshd.log").open("ab"))
+
+        def listening() -> bool:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise AssertionError(f"sshd exited: {(self.base / 'sshd.log').read_text()}")
+            with socket.socket() as sock:
+                return sock.connect_ex(("127.0.0.1", self.port)) == 0
+
+        wait_for(listening, timeout=20)
+
+    def kill(self) -> None:
+        """Kill our sshd (its listener; connections already open live in their own children until they end)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+
+def sshd_available() -> bool:
+    """OpenSSH's server and client are installed (the remote tests and benchmark need both)."""
+    return SSHD.exists() and all(shutil.which(tool) for tool in ("ssh", "ssh-keygen"))

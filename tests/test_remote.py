@@ -1,0 +1,408 @@
+"""Remote hosts over a real sshd on 127.0.0.1: a throwaway host key and user key, a client config of our own
+(`-F`, via DAINTREE_SSH_CONFIG), nothing of ~/.ssh or the system's ssh config read or written.
+
+"localhost over SSH" is a remote host with its own repository; the far side runs this venv's `daintree` (the
+host's `daintree` setting) with user dirs of its own (sshd's SetEnv), so local and remote state never mix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CLI, make_repo, wait_for
+from tests.sshd import Sshd, sshd_available
+
+pytestmark = pytest.mark.skipif(
+    not sshd_available(),
+    reason="OpenSSH server or client not installed (/usr/sbin/sshd, ssh, ssh-keygen): apt-get install "
+           "openssh-server openssh-client",
+)
+DAINTREE = str(Path(sys.executable).parent / "daintree")
+
+
+@pytest.fixture
+def sshd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sshd]:
+    base = tmp_path / "ssh"
+    base.mkdir(mode=0o700)
+    server = Sshd(base, tmp_path / "remote-home")
+    # Control sockets need a short path (unix socket paths are limited to about 104 bytes).
+    controls = Path(tempfile.mkdtemp(prefix="dt-ssh-"))
+    monkeypatch.setenv("DAINTREE_SSH_CONFIG", str(server.client_config))
+    monkeypatch.setenv("DAINTREE_SSH_CONTROL_DIR", str(controls))
+    server.start()
+    yield server
+    for alias in ("dt-far", "dt-other"):
+        subprocess.run(["ssh", "-F", str(server.client_config), "-o", f"ControlPath={controls}/%C", "-O", "exit",
+                        alias], capture_output=True, stdin=subprocess.DEVNULL)
+    server.kill()
+    # The far side's tmux servers: one per repository, named from its path (only the repos of this test).
+    for path in tmp_path.glob("*repo*"):
+        name = "daintree-" + hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:10]
+        subprocess.run(["tmux", "-L", name, "kill-server"], capture_output=True)
+    shutil.rmtree(controls, ignore_errors=True)
+
+
+@pytest.fixture
+def far_repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "far-repo")
+
+
+@pytest.fixture
+def far(sshd: Sshd, far_repo: Path) -> str:
+    """Host `far`: localhost over SSH, its own repository, this venv's daintree."""
+    from daintree_tui.services.remote import HostConfig, save_host
+
+    save_host(HostConfig("far", "dt-far", str(far_repo), max_sessions=2, daintree=DAINTREE))
+    return "far"
+
+
+def remote(name: str = "far") -> object:
+    from daintree_tui.services.remote import RemoteHost, get_host
+
+    return RemoteHost(get_host(name))
+
+
+# -- config and validation ------------------------------------------------------------------------------------------
+
+
+def test_host_add_list_check_over_real_sshd(sshd: Sshd, far_repo: Path, cli: CLI) -> None:
+    proc = cli.ok("host", "add", "far", "--ssh", "dt-far", "--repo", str(far_repo), "--daintree", DAINTREE,
+                  "--max-sessions", "4", "--ssh-config", str(sshd.client_config))
+    assert "added host far" in proc.stdout
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "daintree" / "config.toml"
+    assert "[hosts.far]" in config.read_text()
+    listed = cli.json("host", "list")
+    assert listed == [{"name": "far", "ssh": "dt-far", "repo": str(far_repo), "max_sessions": 4,
+                       "daintree": DAINTREE, "ssh_config": str(sshd.client_config)}]
+    again = cli("host", "add", "far", "--ssh", "dt-far", "--repo", str(far_repo))
+    assert again.returncode == 2 and "already exists" in again.stderr
+
+    check = cli("host", "check", "far", "--json")
+    assert check.returncode == 0, check.stdout + check.stderr
+    report = json.loads(check.stdout)
+    assert report["reachable"] and report["problems"] == []
+    assert report["daintree"] == __import__("daintree_tui").__version__
+    assert report["tmux"].startswith("tmux ") and report["git"].startswith("git version")
+    assert report["repo"] == str(far_repo)
+    assert abs(report["clock_skew"]) < 5
+
+
+def test_host_check_reports_each_problem_and_exits_1(sshd: Sshd, tmp_path: Path, cli: CLI) -> None:
+    from daintree_tui.services.remote import HostConfig, save_host
+
+    save_host(HostConfig("broken", "dt-far", str(tmp_path / "no-such-repo"), daintree="/nonexistent/daintree"))
+    proc = cli("host", "check", "broken")
+    assert proc.returncode == 1
+    problems = [ln for ln in proc.stderr.splitlines() if ln.startswith("problem:")]
+    assert len(problems) == 2, proc.stderr
+    assert "daintree not runnable" in problems[0] and "no-such-repo is not a git repository" in problems[1]
+
+    # Killing sshd alone leaves the master connection (its own sshd child) up: close that too.
+    assert remote("broken").stop_master()  # type: ignore[attr-defined]
+    sshd.kill()
+    down = cli("host", "check", "broken")
+    assert down.returncode == 1
+    assert "host broken unreachable:" in down.stderr and len(down.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("target", ["-oProxyCommand=touch /tmp/x", "user@box name", "box\n", "", "box\x07"])
+def test_hostile_ssh_targets_are_rejected(target: str, cli: CLI) -> None:
+    proc = cli("host", "add", "h", "--ssh", target, "--repo", "/srv/app")
+    assert proc.returncode == 2, proc.stderr
+    assert not (Path(os.environ["XDG_CONFIG_HOME"]) / "daintree" / "config.toml").exists()
+
+
+@pytest.mark.parametrize("name", ["-x", "a b", "a/b", "", ".hidden", "x" * 64, "ok."])
+def test_bad_host_names_are_rejected(name: str, cli: CLI) -> None:
+    proc = cli("host", "add", name, "--ssh", "box", "--repo", "/srv/app")
+    assert proc.returncode == 2, proc.stderr
+
+
+def test_repo_config_cannot_add_hosts(repo: Path, cli: CLI) -> None:
+    (repo / ".daintree.toml").write_text('[hosts.evil]\nssh = "attacker@example.invalid"\nrepo = "/srv"\n')
+    proc = cli.ok("worktree", "list")
+    assert "[hosts] in" in proc.stderr and "ignored" in proc.stderr
+    assert cli.json("host", "list") == []
+    bad = cli("worktree", "list", "--host", "evil")
+    assert bad.returncode == 2 and "unknown host 'evil'" in bad.stderr
+
+
+def test_argv_quotes_every_word_and_guards_the_target() -> None:
+    import shlex
+
+    from daintree_tui.services.remote import HostConfig, RemoteHost
+
+    host = RemoteHost(HostConfig("h", "box", "~/src/my app", daintree="~/.local/bin/daintree"),
+                      controls=Path("/tmp/c"))
+    hostile = ["task", "create", "$(touch /tmp/pwned); `id` 'q' \"d\" \\ ; | & > <"]
+    command = host.daintree_command(hostile)
+    assert command.startswith('"$HOME"/.local/bin/daintree --repo "$HOME"/')
+    words = shlex.split(command.replace('"$HOME"', "HOME"))
+    assert words[-3:] == hostile
+    argv = host.command_argv(command)
+    assert argv[-3:] == ["--", "box", command]
+    assert "ControlPath=/tmp/c/%C" in argv and "ControlMaster=auto" in argv
+    attach = host.attach_argv("dt-x", "daintree-abc", "/srv/app/.worktrees/tmux.conf")
+    assert attach[-4:-2] == ["-t", "--"] and attach[-2] == "box"
+    assert shlex.split(attach[-1]) == ["tmux", "-L", "daintree-abc", "-f", "/srv/app/.worktrees/tmux.conf",
+                                       "attach-session", "-t", "=dt-x"]
+
+
+def test_control_dir_is_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from daintree_tui.core.errors import OperationError
+    from daintree_tui.services.remote import control_dir
+
+    monkeypatch.setenv("DAINTREE_SSH_CONTROL_DIR", str(tmp_path / "c"))
+    path = control_dir()
+    assert path.stat().st_mode & 0o777 == 0o700
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "elsewhere")
+    monkeypatch.setenv("DAINTREE_SSH_CONTROL_DIR", str(tmp_path / "link"))
+    with pytest.raises(OperationError, match="not a link"):
+        control_dir()
+
+
+# -- every command with --host ----------------------------------------------------------------------------------
+
+
+def test_create_list_run_remove_with_host(far: str, far_repo: Path, repo: Path, cli: CLI) -> None:
+    created = cli.json("worktree", "create", "feat", "--host", far)
+    assert created["path"] == str(far_repo / ".worktrees" / "feat")
+    assert (far_repo / ".worktrees" / "feat").is_dir() and not (repo / ".worktrees" / "feat").exists()
+    listed = cli.json("worktree", "list", "--host", far)
+    assert [w["name"] for w in listed] == ["feat"]
+    plain = cli.ok("--host", far, "worktree", "list")
+    assert plain.stdout.startswith("NAME") and "feat" in plain.stdout  # the user's choice: no --json, plain text
+
+    run = cli("worktree", "run", "feat", "--host", far, "--", "sh", "-c", "echo out; echo err >&2; exit 7")
+    assert (run.returncode, run.stdout, run.stderr) == (7, "out\n", "err\n")
+
+    bad = cli("worktree", "create", "bad name!", "--host", far)
+    assert bad.returncode == 2 and bad.stderr.startswith("daintree: ") and "invalid" in bad.stderr
+
+    (far_repo / ".worktrees" / "feat" / "scratch.txt").write_text("uncommitted work\n")
+    dirty = cli("worktree", "remove", "feat", "--host", far)
+    assert dirty.returncode == 1 and "scratch.txt" in dirty.stderr
+    assert (far_repo / ".worktrees" / "feat" / "scratch.txt").exists()
+    cli.ok("worktree", "remove", "feat", "--force", "--host", far)
+    assert cli.json("worktree", "list", "--host", far) == []
+
+
+def test_hostile_arguments_arrive_unchanged(far: str, cli: CLI, tmp_path: Path) -> None:
+    canary = tmp_path / "pwned"
+    subject = f"$(touch {canary}); `touch {canary}` ' \" \\ ; | & > < *"
+    created = cli.json("task", "create", subject, "--description", "a\nb\tc", "--host", far)
+    assert created["subject"] == subject and created["description"] == "a\nb\tc"
+    assert [t["subject"] for t in cli.json("task", "list", "--host", far)] == [subject]
+    assert not canary.exists()
+    assert cli.json("task", "list") == []  # nothing happened here
+
+
+def test_unreachable_host_is_one_line_exit_1(far: str, sshd: Sshd, cli: CLI) -> None:
+    sshd.kill()
+    proc = cli("worktree", "list", "--host", far)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("daintree: host far unreachable: ") and proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_host_refuses_local_only_and_repo(far: str, cli: CLI) -> None:
+    assert cli("--host", far).returncode == 2
+    assert cli("host", "list", "--host", far).returncode == 2
+    assert cli("worktree", "list", "--host", far, "--repo", ".").returncode == 2
+    inside = cli("worktree", "merge", "x", "--host", far, env={"DAINTREE_WORKTREE": "agent"})
+    assert inside.returncode == 1 and "inside an agent's session" in inside.stderr
+
+
+def test_doctor_fix_on_the_host_repairs_a_half_finished_create(far: str, far_repo: Path, cli: CLI) -> None:
+    cli.json("worktree", "create", "half", "--host", far)
+    shutil.rmtree(far_repo / ".worktrees" / "half")  # as if the create (or the connection) died halfway
+    found = cli("doctor", "--host", far)
+    assert found.returncode == 1 and "half" in found.stdout
+    fixed = cli.json("doctor", "--fix", "--host", far)
+    assert fixed["fixed"] and any("half" in f for f in fixed["findings"])
+    assert cli("doctor", "--host", far).returncode == 0
+
+
+# -- sessions, streaming, faults ------------------------------------------------------------------------------------
+
+
+def _session(cli: CLI, host: str, name: str) -> dict[str, object]:
+    return next(s for s in cli.json("session", "list", "--host", host) if s["name"] == name)
+
+
+def test_remote_session_capture_attach_and_dropped_connection(far: str, sshd: Sshd, cli: CLI) -> None:
+    from daintree_tui.services.hosts_feed import HostsFeed
+
+    cli.json("worktree", "create", "agent", "--agent", "shell", "--host", far)
+    info = _session(cli, far, "agent")
+    assert info["socket"] and info["tmux_conf"] and info["status"] != "exited"
+    cli.ok("session", "send", "agent", "echo remote-$((6*7))", "--host", far)
+    wait_for(lambda: "remote-42" in cli.json("session", "capture", "agent", "--host", far)["screen"], timeout=20)
+
+    host = remote(far)
+    assert host.master_running()  # type: ignore[attr-defined]
+    feed = HostsFeed([host])  # type: ignore[list-item]
+    assert feed.poll()["far"].status == "ok"
+
+    # The connection goes: master closed, sshd killed. The agent lives in the remote tmux and keeps running.
+    assert host.stop_master()  # type: ignore[attr-defined]
+    sshd.kill()
+    state = feed.poll()["far"]
+    assert state.status == "unreachable" and state.error
+    assert [w["name"] for w in state.worktrees] == ["agent"]  # last known state kept, with its time
+    assert state.updated_at is not None and state.checked_at is not None and state.checked_at > state.updated_at
+    alive = subprocess.run(["tmux", "-L", str(info["socket"]), "has-session", "-t", f"={info['session']}"],
+                           capture_output=True)
+    assert alive.returncode == 0
+
+    sshd.start()
+    assert wait_for(lambda: feed.poll()["far"].status == "ok", timeout=30)
+    assert _session(cli, far, "agent")["status"] != "exited"
+    cli.ok("session", "send", "agent", "echo again-$((7*6))", "--host", far)
+    wait_for(lambda: "again-42" in cli.json("session", "capture", "agent", "--host", far)["screen"], timeout=20)
+
+    # What the dashboard's terminal runs in its PTY to show the remote session.
+    attach = host.attach_argv(str(info["session"]), str(info["socket"]), str(info["tmux_conf"]))  # type: ignore
+    shown = _run_in_pty(attach, until=b"again-42")
+    assert b"again-42" in shown
+
+
+def _run_in_pty(argv: list[str], until: bytes, timeout: float = 20) -> bytes:
+    """Run `argv` on a PTY (as the terminal widget does) until `until` shows up; returns what it printed."""
+    import pty
+    import select
+
+    pid, fd = pty.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.environ["TERM"] = "xterm-256color"
+        os.execvp(argv[0], argv)
+    seen = b""
+    deadline = time.monotonic() + timeout
+    try:
+        while until not in seen and time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], 0.2)
+            if ready:
+                with contextlib.suppress(OSError):
+                    seen += os.read(fd, 65536)
+    finally:
+        os.kill(pid, signal.SIGTERM)
+        os.waitpid(pid, 0)
+        os.close(fd)
+    return seen
+
+
+def followers(repo: Path) -> list[str]:
+    """Processes following this repo's event log (only ours: the path is this test's)."""
+    out = subprocess.run(["pgrep", "-f", f"{repo} worktree events --follow"], capture_output=True, text=True)
+    return out.stdout.split()
+
+
+def test_follow_streams_and_ends_with_us(far: str, far_repo: Path, cli: CLI) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "daintree_tui", "worktree", "events", "--follow", "--json",
+                             "--host", far], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        cli.json("worktree", "create", "streamed", "--host", far)
+        assert proc.stdout is not None
+        seen = []
+        while not any(e.get("event") == "worktree.create.after" for e in seen):
+            seen.append(json.loads(proc.stdout.readline()))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert proc.returncode == 128 + signal.SIGTERM
+    wait_for(lambda: not followers(far_repo), timeout=20)  # the far side's follower ended with us
+
+
+def test_stream_api_yields_lines_and_stops_the_remote_follower(far: str, far_repo: Path, cli: CLI) -> None:
+    host = remote(far)
+    with host.stream(["worktree", "events", "--follow", "--json"]) as lines:  # type: ignore[attr-defined]
+        cli.json("task", "create", "streamed task", "--host", far)
+        first = json.loads(next(iter(lines)))
+        assert first["event"] == "task.created"
+        assert followers(far_repo)
+    wait_for(lambda: not followers(far_repo), timeout=20)
+
+
+# -- the feed and placement -----------------------------------------------------------------------------------------
+
+
+def test_queue_placement_fills_two_hosts_by_free_slots(sshd: Sshd, tmp_path: Path, cli: CLI) -> None:
+    from daintree_tui.services.hosts_feed import HostsFeed, free_slots, place
+    from daintree_tui.services.remote import HostConfig, RemoteHost, save_host
+
+    repo_a, repo_b = make_repo(tmp_path / "repo-a"), make_repo(tmp_path / "repo-b")
+    save_host(HostConfig("a", "dt-far", str(repo_a), max_sessions=2, daintree=DAINTREE))
+    save_host(HostConfig("b", "dt-other", str(repo_b), max_sessions=3, daintree=DAINTREE))
+    cli.json("worktree", "create", "busy", "--agent", "shell", "--host", "a")  # a: 1 of 2 slots taken
+    feed = HostsFeed([RemoteHost(HostConfig("a", "dt-far", str(repo_a), 2, DAINTREE)),
+                      RemoteHost(HostConfig("b", "dt-other", str(repo_b), 3, DAINTREE))])
+    states = feed.poll()
+    assert free_slots(states) == {"a": 1, "b": 3}
+    placed = place(["t1", "t2", "t3", "t4", "t5"], free_slots(states))
+    assert placed == [("t1", "b"), ("t2", "b"), ("t3", "a"), ("t4", "b")]  # t5 waits: no slot left
+    for task, host in placed:
+        cli.json("worktree", "create", task, "--agent", "shell", "--host", host)
+    states = feed.poll()
+    assert free_slots(states) == {"a": 0, "b": 0}
+    assert sorted(w["name"] for w in states["b"].worktrees) == ["t1", "t2", "t4"]
+    assert sorted(w["name"] for w in states["a"].worktrees) == ["busy", "t3"]
+
+
+def test_place_is_pure_and_skips_hosts_without_slots() -> None:
+    from daintree_tui.services.hosts_feed import place
+
+    assert place(["x", "y"], {"a": 0, "b": 0}) == []
+    assert place(["x", "y", "z"], {"a": 1, "b": 1}) == [("x", "a"), ("y", "b")]
+    assert place([], {"a": 5}) == []
+
+
+def test_host_queue_places_ready_tasks_and_completes_them_when_the_agent_exits(
+        sshd: Sshd, tmp_path: Path, repo: Path, cli: CLI, project: object) -> None:
+    from daintree_tui.services.host_queue import HostQueue
+    from daintree_tui.services.remote import HostConfig, RemoteHost, save_host
+
+    repo_a, repo_b = make_repo(tmp_path / "repo-a"), make_repo(tmp_path / "repo-b")
+    hosts = [HostConfig("a", "dt-far", str(repo_a), max_sessions=1, daintree=DAINTREE),
+             HostConfig("b", "dt-other", str(repo_b), max_sessions=2, daintree=DAINTREE)]
+    for host in hosts:
+        save_host(host)
+    ids = [cli.json("task", "create", f"job {n}", "--agent", "shell")["id"] for n in range(1, 5)]
+    queue = HostQueue(project, [RemoteHost(h) for h in hosts])  # type: ignore[arg-type]
+
+    first = cli.json("queue", "run", "--hosts", "a,b", "--once")
+    assert first["errors"] == [] and first["free"] == {"a": 1, "b": 2}
+    assert first["placed"] == {"b": [ids[0], ids[2]], "a": [ids[1]]}
+    assert first["waiting_tasks"] == 1
+    local = {t["id"]: t for t in cli.json("task", "list")}
+    assert local[ids[1]]["owner"] == "host:a" and local[ids[1]]["remote"]["worktree"] == "job-2"
+    assert local[ids[3]]["status"] == "pending" and local[ids[3]]["owner"] == ""
+    far_tasks = cli.json("task", "list", "--host", "a")
+    assert [(t["subject"], t["status"], t["worktree"]) for t in far_tasks] == [("job 2", "in_progress", "job-2")]
+
+    # The agent on host a finishes: its task completes here, and its slot takes the last task.
+    cli.ok("session", "send", "job-2", "exit 0", "--host", "a")
+    wait_for(lambda: _session(cli, "a", "job-2")["status"] == "exited", timeout=20)
+    second = queue.step()
+    assert second.completed == [ids[1]] and second.placed == {"a": [ids[3]]}, second.to_dict()
+    local = {t["id"]: t for t in cli.json("task", "list")}
+    assert local[ids[1]]["status"] == "completed" and local[ids[3]]["remote"]["host"] == "a"
+    assert queue.step().placed == {}  # every slot is taken: nothing more to place
+
+
+def test_stdin_reaches_the_remote_command(far: str) -> None:
+    host = remote(far)
+    result = host.run_command("tr a-z A-Z", input="typed here\n")  # type: ignore[attr-defined]
+    assert (result.exit_code, result.stdout) == (0, "TYPED HERE\n")
