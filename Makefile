@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test lint typecheck pytest bench snapshots screenshots clean
+.PHONY: setup run test test-slow lint typecheck pytest bench snapshots screenshots clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +27,10 @@ typecheck: setup
 	$(BIN)/mypy
 
 pytest: setup
-	$(BIN)/pytest -q -p no:cacheprovider
+	$(BIN)/pytest -q -p no:cacheprovider -m "not slow"
+
+test-slow: setup
+	$(BIN)/pytest -q -p no:cacheprovider -m slow
 
 test: lint typecheck pytest
 

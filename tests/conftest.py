@@ -52,17 +52,22 @@ def repo(tmp_path: Path) -> Path:
 
 
 class CLI:
-    """Runs the real `daintree` CLI in a subprocess."""
+    """Runs the real `daintree` CLI: `main([...])` in this process (fast: no interpreter start-up, no imports),
+    or with `subprocess=True` as a child process (for what only a process shows: exit status as the shell sees
+    it, nothing but our output on fd 1, a timeout)."""
 
-    def __init__(self, cwd: Path) -> None:
+    def __init__(self, cwd: Path, subprocess: bool = False) -> None:
         self.cwd = cwd
+        self.subprocess = subprocess
 
     def __call__(self, *args: str, cwd: Path | None = None, timeout: float = 60,
                  env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "daintree_tui", *args], cwd=cwd or self.cwd, capture_output=True, text=True,
-            timeout=timeout, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL,
-        )
+        if self.subprocess:
+            return subprocess.run(
+                [sys.executable, "-m", "daintree_tui", *args], cwd=cwd or self.cwd, capture_output=True,
+                text=True, timeout=timeout, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL,
+            )
+        return run_in_process(list(args), cwd or self.cwd, env or {})
 
     def json(self, *args: str, cwd: Path | None = None) -> Any:
         proc = self(*args, "--json", cwd=cwd)
@@ -74,6 +79,34 @@ class CLI:
         proc = self(*args, cwd=cwd, env=env)
         assert proc.returncode == 0, f"{args}: rc={proc.returncode} stderr={proc.stderr}"
         return proc
+
+
+def run_in_process(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`daintree ARGS` in this process, from `cwd`, with `env` added: its exit code, stdout and stderr."""
+    import contextlib
+    import io
+
+    from daintree_tui.cli import main
+
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
+    err = io.StringIO()
+    saved_env = {key: os.environ.get(key) for key in env}
+    saved_cwd = os.getcwd()
+    try:
+        os.environ.update(env)
+        os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(args)
+    finally:
+        os.chdir(saved_cwd)
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    out.flush()
+    stdout = out.buffer.getvalue().decode("utf-8", errors="replace")  # type: ignore[attr-defined]
+    return subprocess.CompletedProcess(["daintree", *args], code, stdout, err.getvalue())
 
 
 @pytest.fixture

@@ -247,8 +247,9 @@ def test_pty_host_fallback_when_tmux_is_absent(repo: Path, monkeypatch: pytest.M
     wait_for(lambda: b"echo: via pty" in log.read_bytes())
     assert "echo: via pty" in manager.capture("ptyw")
     assert manager.stop("ptyw")
-    # the CLI, whose sessions would die with it, refuses with a clear message
-    proc = CLI(repo)("session", "start", "ptyw", "--agent", "echo", env={"DAINTREE_NO_TMUX": "1"})
+    # the CLI, whose sessions would die with it, refuses with a clear message (its own process: this one has a
+    # PTY host)
+    proc = CLI(repo, subprocess=True)("session", "start", "ptyw", "--agent", "echo", env={"DAINTREE_NO_TMUX": "1"})
     assert proc.returncode == 1 and "tmux is not installed" in proc.stderr
 
 

@@ -38,7 +38,9 @@ def test_unknown_fields_are_kept(cli: CLI, repo: Path) -> None:
     assert json.loads(path.read_text())["custom"] == {"keep": True}
 
 
-def test_bad_inputs_exit_2_with_one_line(cli: CLI) -> None:
+def test_bad_inputs_exit_2_with_one_line(repo: Path) -> None:
+    """As the shell sees it: a real process, its exit status, one line on stderr."""
+    cli = CLI(repo, subprocess=True)
     cli.ok("task", "create", "x")
     for args in (["task", "show", "99"], ["task", "show", "abc"], ["task", "update", "1", "--status", "done"],
                  ["task", "update", "0", "--status", "pending"], ["task", "create", "  "],
@@ -87,3 +89,15 @@ def test_tasks_work_outside_git(tmp_path: Path) -> None:
     assert cli.json("task", "create", "no git here")["id"] == 1
     proc = cli("worktree", "list")
     assert proc.returncode == 2 and "not a git repository" in proc.stderr
+
+
+def test_stdout_carries_only_the_json_document(repo: Path) -> None:
+    """In a real process (fd 1, where a stray git or hook output would land): --json prints exactly one document,
+    for an operation that runs git and hooks as well as for a listing."""
+    (repo / ".daintree.toml").write_text('[hooks]\npost_create = ["echo hook output"]\n')
+    cli = CLI(repo, subprocess=True)
+    cli.ok("trust")
+    for args in (["worktree", "create", "pure"], ["worktree", "list"], ["task", "list"], ["doctor"]):
+        proc = cli(*args, "--json")
+        assert proc.returncode == 0, proc.stderr
+        json.loads(proc.stdout)
