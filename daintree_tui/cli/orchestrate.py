@@ -22,7 +22,7 @@ def _score_rows(scores: list[dict[str, Any]]) -> str:
 def cmd_bakeoff_create(args: argparse.Namespace, services: Services) -> int:
     agents = [a.strip() for a in args.agents.split(",") if a.strip()]
     record = services.bakeoffs.create(task_id(args.task_id), agents, score=args.score, base=args.base)
-    emit(args, record, f"bake-off {record['id']}: {', '.join(record['candidates'])}")
+    emit(args, record.to_dict(), f"bake-off {record.id}: {', '.join(record.candidates)}")
     return 0
 
 
@@ -50,19 +50,19 @@ def cmd_bakeoff_pick(args: argparse.Namespace, services: Services) -> int:
 
 def cmd_bakeoff_list(args: argparse.Namespace, services: Services) -> int:
     records = services.bakeoffs.records()
-    rows = [[r["id"], str(r.get("task_id")), r.get("status", "?"), ",".join(r.get("candidates", [])),
-             r.get("picked") or "-"] for r in records]
-    emit(args, records, table(rows, ["ID", "TASK", "STATUS", "CANDIDATES", "PICKED"]) or "no bake-offs")
+    rows = [[r.id, str(r.task_id), r.status, ",".join(r.candidates), r.picked or "-"] for r in records]
+    emit(args, [r.to_dict() for r in records],
+         table(rows, ["ID", "TASK", "STATUS", "CANDIDATES", "PICKED"]) or "no bake-offs")
     return 0
 
 
 def cmd_bakeoff_show(args: argparse.Namespace, services: Services) -> int:
     record = services.bakeoffs.get(args.id)
-    text = (f"bake-off {record['id']} for task {record['task_id']} ({record.get('status')})\n"
-            f"  candidates: {', '.join(record.get('candidates', []))}\n"
-            f"  score: {record.get('score_command') or '-'}\n"
-            + (_score_rows(record["scores"]) if record.get("scores") else "  not scored yet"))
-    emit(args, record, text)
+    text = (f"bake-off {record.id} for task {record.task_id} ({record.status})\n"
+            f"  candidates: {', '.join(record.candidates)}\n"
+            f"  score: {record.score_command or '-'}\n"
+            + (_score_rows(list(record.scores)) if record.scores else "  not scored yet"))
+    emit(args, record.to_dict(), text)
     return 0
 
 
@@ -93,14 +93,15 @@ def cmd_policy_show(args: argparse.Namespace, services: Services) -> int:
 
 def cmd_approvals(args: argparse.Namespace, services: Services) -> int:
     records = services.approvals.records(None if args.all else "pending")
-    rows = [[str(r["id"]), r["worktree"], r["action"], r["status"], " ".join(r["argv"])] for r in records]
-    emit(args, records, table(rows, ["ID", "FROM", "ACTION", "STATUS", "COMMAND"]) or "no pending requests")
+    rows = [[str(r.id), r.worktree, r.action, r.status, " ".join(r.argv)] for r in records]
+    emit(args, [r.to_dict() for r in records],
+         table(rows, ["ID", "FROM", "ACTION", "STATUS", "COMMAND"]) or "no pending requests")
     return 0
 
 
 def cmd_approve(args: argparse.Namespace, services: Services) -> int:
     record = services.approvals.resolve(task_id(args.id), approve=True)
-    sys.stdout.write(f"approved request {record['id']}: running daintree {' '.join(record['argv'])}\n")
+    sys.stdout.write(f"approved request {record.id}: running daintree {' '.join(record.argv)}\n")
     sys.stdout.flush()
     run = services.approvals.run(record, ("--json",) if wants_json(args) else ())
     sys.stdout.write(run.stdout)
@@ -111,7 +112,7 @@ def cmd_approve(args: argparse.Namespace, services: Services) -> int:
 
 def cmd_reject(args: argparse.Namespace, services: Services) -> int:
     record = services.approvals.resolve(task_id(args.id), approve=False)
-    emit(args, record, f"rejected request {record['id']} ({record['action']} from {record['worktree']})")
+    emit(args, record.to_dict(), f"rejected request {record.id} ({record.action} from {record.worktree})")
     return 0
 
 
@@ -157,8 +158,8 @@ def policy_gate(args: argparse.Namespace, services: Services, argv: list[str]) -
     if decision.approval == "human":
         record = services.approvals.request(worktree, action, [a for a in argv if a not in ("--json",)],
                                             decision.role)
-        emit(args, {"queued": True, "request": record["id"]},
-             f"queued for a person's approval as request {record['id']} (daintree approve {record['id']})")
+        emit(args, {"queued": True, "request": record.id},
+             f"queued for a person's approval as request {record.id} (daintree approve {record.id})")
         return 0
     if decision.approval == "checks":
         from daintree_tui.core.hooks import run_hooks

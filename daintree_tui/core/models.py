@@ -2,9 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+
+class JsonRecord(Mapping[str, Any]):
+    """A typed record that also reads, key by key, as its JSON form (`to_dict`): code written against the stored
+    dicts keeps working while new code uses the attributes. Print `to_dict()`, never the record itself."""
+
+    def to_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def __getitem__(self, key: str) -> Any:
+        return self.to_dict()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.to_dict())
+
+    def __len__(self) -> int:
+        return len(self.to_dict())
 
 
 class TaskStatus(StrEnum):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ from daintree_tui.core import git as g
 from daintree_tui.core.environment import worktree_env
 from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.index import find
-from daintree_tui.core.models import TaskStatus
+from daintree_tui.core.models import JsonRecord, TaskStatus
 from daintree_tui.core.review import ReviewService
 from daintree_tui.core.runner import run_command
 from daintree_tui.core.store import read_json, write_json
@@ -43,6 +43,46 @@ class Score:
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "exit_code": self.exit_code, "wall": round(self.wall, 3), "score": self.score}
+
+
+@dataclass(frozen=True, eq=False)
+class Bakeoff(JsonRecord):
+    """One bake-off: its candidates (one worktree per agent, same base), their scores, the pick. One entry of
+    bakeoffs.json; keys appear there as each step adds them (scored_at after scoring, picked_at after the pick)."""
+
+    id: str
+    task_id: int
+    status: str  # creating, running or picked
+    agents: tuple[str, ...] = ()
+    candidates: tuple[str, ...] = ()
+    base_ref: str = ""
+    base_commit: str = ""
+    score_command: str | None = None
+    created_at: float = 0.0
+    scores: tuple[dict[str, Any], ...] = ()
+    picked: str | None = None
+    later: dict[str, Any] = field(default_factory=dict)  # minimize, scored_at, picked_at, removed, kept
+
+    LATER = ("minimize", "scored_at", "picked_at", "removed", "kept")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Bakeoff:
+        return cls(id=str(data["id"]), task_id=int(data["task_id"]), status=str(data.get("status", "?")),
+                   agents=tuple(data.get("agents", [])), candidates=tuple(data.get("candidates", [])),
+                   base_ref=str(data.get("base_ref", "")), base_commit=str(data.get("base_commit", "")),
+                   score_command=data.get("score_command"), created_at=float(data.get("created_at", 0.0)),
+                   scores=tuple(data.get("scores", [])), picked=data.get("picked"),
+                   later={k: data[k] for k in cls.LATER if k in data})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "task_id": self.task_id, "agents": list(self.agents),
+                "candidates": list(self.candidates), "base_ref": self.base_ref, "base_commit": self.base_commit,
+                "score_command": self.score_command, "status": self.status, "created_at": self.created_at,
+                "scores": list(self.scores), "picked": self.picked, **self.later}
+
+    @property
+    def number(self) -> int:
+        return int(self.id[1:])
 
 
 def rank(scores: list[Score], minimize: bool = False) -> list[Score]:
@@ -73,29 +113,30 @@ class BakeoffService:
     def path(self) -> Path:
         return self.project.state_dir / "bakeoffs.json"
 
-    def _load(self) -> list[dict[str, Any]]:
+    def _load(self) -> list[Bakeoff]:
         data, _ = read_json(self.path, "bake-off registry")
-        return list(data.get("bakeoffs", [])) if isinstance(data, dict) else []
+        raw = data.get("bakeoffs", []) if isinstance(data, dict) else []
+        return [Bakeoff.from_dict(r) for r in raw if isinstance(r, dict)]
 
-    def _save(self, records: list[dict[str, Any]]) -> None:
-        write_json(self.path, {"bakeoffs": records})
+    def _save(self, records: list[Bakeoff]) -> None:
+        write_json(self.path, {"bakeoffs": [r.to_dict() for r in records]})
 
-    def records(self) -> list[dict[str, Any]]:
+    def records(self) -> list[Bakeoff]:
         return self._load()
 
-    def get(self, bakeoff_id: str) -> dict[str, Any]:
+    def get(self, bakeoff_id: str) -> Bakeoff:
         for record in self._load():
-            if record["id"] == bakeoff_id:
+            if record.id == bakeoff_id:
                 return record
         raise InputError(f"no bake-off with id {bakeoff_id!r}")
 
-    def _update(self, record: dict[str, Any]) -> None:
+    def _update(self, record: Bakeoff) -> None:
         with self.project.lock.hold():
-            records = [r for r in self._load() if r["id"] != record["id"]] + [record]
-            self._save(sorted(records, key=lambda r: int(r["id"][1:])))
+            records = [r for r in self._load() if r.id != record.id] + [record]
+            self._save(sorted(records, key=lambda r: r.number))
 
     def create(self, task_id: int, agents: list[str], score: str | None = None, base: str | None = None,
-               start_sessions: bool = True) -> dict[str, Any]:
+               start_sessions: bool = True) -> Bakeoff:
         """One worktree per agent from the same base commit, each running its agent with the task as prompt."""
         self.project.require_git()
         if not agents:
@@ -113,8 +154,8 @@ class BakeoffService:
             manager.host  # noqa: B018 - fail now, before any worktree, when there is no session host
         with self.project.lock.hold():
             records = self._load()
-            bakeoff_id = f"b{max((int(r['id'][1:]) for r in records), default=0) + 1}"
-            self._save([*records, {"id": bakeoff_id, "task_id": task_id, "status": "creating"}])
+            bakeoff_id = f"b{max((r.number for r in records), default=0) + 1}"
+            self._save([*records, Bakeoff(bakeoff_id, task_id, "creating")])
         slug = slugify(task.subject, limit=30)
         names: list[str] = []
         for preset in presets:
@@ -129,11 +170,11 @@ class BakeoffService:
             for name in created:
                 self.worktrees.remove(name, force=True, delete_branch=True)
             with self.project.lock.hold():
-                self._save([r for r in self._load() if r["id"] != bakeoff_id])
+                self._save([r for r in self._load() if r.id != bakeoff_id])
             raise
-        record = {"id": bakeoff_id, "task_id": task_id, "agents": [p.name for p in presets], "candidates": names,
-                  "base_ref": base_ref, "base_commit": base_commit, "score_command": score, "status": "running",
-                  "created_at": time.time(), "scores": [], "picked": None}
+        record = Bakeoff(bakeoff_id, task_id, "running", agents=tuple(p.name for p in presets),
+                         candidates=tuple(names), base_ref=base_ref, base_commit=base_commit, score_command=score,
+                         created_at=time.time())
         self._update(record)
         with self.project.lock.hold():
             current = self.tasks.get(task_id)
@@ -160,11 +201,11 @@ class BakeoffService:
               timeout: float = DEFAULT_SCORE_TIMEOUT) -> list[Score]:
         """Run the score command in every live candidate at once; rank them."""
         record = self.get(bakeoff_id)
-        command = command or record.get("score_command") or self.project.config.bakeoff_score
+        command = command or record.score_command or self.project.config.bakeoff_score
         if not command:
             raise InputError("no score command: give --score CMD or set bakeoff.score in config")
         entries = {e.name: e for e in self.worktrees.entries()}
-        live = [n for n in record["candidates"] if n in entries and Path(entries[n].path).is_dir()]
+        live = [n for n in record.candidates if n in entries and Path(entries[n].path).is_dir()]
         if not live:
             raise OperationError(f"bake-off {bakeoff_id} has no live candidates left")
 
@@ -175,11 +216,10 @@ class BakeoffService:
 
         with ThreadPoolExecutor(max_workers=len(live)) as pool:
             scores = rank(list(pool.map(one, live)), minimize)
-        record["scores"] = [s.to_dict() for s in scores]
-        record["minimize"] = minimize
-        record["scored_at"] = time.time()
+        record = replace(record, scores=tuple(s.to_dict() for s in scores),
+                         later={**record.later, "minimize": minimize, "scored_at": time.time()})
         self._update(record)
-        self.project.events.append("bakeoff.scored", bakeoff=bakeoff_id, scores=record["scores"])
+        self.project.events.append("bakeoff.scored", bakeoff=bakeoff_id, scores=list(record.scores))
         return scores
 
     def pick(self, bakeoff_id: str, name: str, strategy: str = "ff",
@@ -187,12 +227,12 @@ class BakeoffService:
         """Merge the winner through the merge flow, remove the others (never one with uncommitted work),
         complete the task."""
         record = self.get(bakeoff_id)
-        if name not in record["candidates"]:
+        if name not in record.candidates:
             raise InputError(f"{name!r} is not a candidate of bake-off {bakeoff_id} "
-                             f"({', '.join(record['candidates'])})")
+                             f"({', '.join(record.candidates)})")
         merged = self.review.merge(name, strategy=strategy, remove=True)
         removed, kept = [], []
-        for other in record["candidates"]:
+        for other in record.candidates:
             if other == name:
                 continue
             try:
@@ -206,9 +246,9 @@ class BakeoffService:
                 continue
             self.worktrees.remove(other, delete_branch=delete_branches, force=delete_branches)
             removed.append(other)
-        task = self.tasks.update(record["task_id"], status=TaskStatus.COMPLETED)
-        record.update({"status": "picked", "picked": name, "picked_at": time.time(), "removed": removed,
-                       "kept": kept})
+        task = self.tasks.update(record.task_id, status=TaskStatus.COMPLETED)
+        record = replace(record, status="picked", picked=name,
+                         later={**record.later, "picked_at": time.time(), "removed": removed, "kept": kept})
         self._update(record)
         self.project.events.append("bakeoff.picked", task=task.brief(), bakeoff=bakeoff_id, winner=name,
                                    removed=removed, kept=kept)

@@ -11,13 +11,14 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from daintree_tui.core.config import ROLE_ACTIONS
 from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.index import Index, find
+from daintree_tui.core.models import JsonRecord
 from daintree_tui.core.project import Project
 from daintree_tui.core.store import read_json, write_json
 from daintree_tui.core.tasks import TaskService
@@ -70,11 +71,40 @@ def matrix(project: Project) -> list[dict[str, Any]]:
              **{action: action in rules.allow for action in ROLE_ACTIONS}} for name, rules in cfg.roles.items()]
 
 
+@dataclass(frozen=True, eq=False)
+class ApprovalRequest(JsonRecord):
+    """A command an agent asked to run, waiting for (or resolved by) a person: one entry of approvals.json."""
+
+    id: int
+    worktree: str
+    action: str
+    argv: tuple[str, ...]
+    role: str | None
+    status: str  # pending, approved or rejected
+    created_at: float
+    resolved_at: float | None = None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ApprovalRequest:
+        return cls(id=int(data["id"]), worktree=str(data["worktree"]), action=str(data["action"]),
+                   argv=tuple(str(a) for a in data.get("argv", [])), role=data.get("role"),
+                   status=str(data.get("status", "pending")), created_at=float(data.get("created_at", 0.0)),
+                   resolved_at=data.get("resolved_at"))
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "worktree": self.worktree, "action": self.action,
+                               "argv": list(self.argv), "role": self.role, "status": self.status,
+                               "created_at": self.created_at}
+        if self.resolved_at is not None:
+            out["resolved_at"] = self.resolved_at
+        return out
+
+
 @dataclass(frozen=True)
 class ApprovedRun:
     """An approved request and how its command went."""
 
-    request: dict[str, Any]
+    request: ApprovalRequest
     exit_code: int
     stdout: str
     stderr: str
@@ -90,49 +120,53 @@ class Approvals:
     def path(self) -> Path:
         return self.project.state_dir / "approvals.json"
 
-    def _load(self) -> list[dict[str, Any]]:
+    def _load(self) -> list[ApprovalRequest]:
         data, _ = read_json(self.path, "approval requests")
-        return list(data.get("requests", [])) if isinstance(data, dict) else []
+        raw = data.get("requests", []) if isinstance(data, dict) else []
+        return [ApprovalRequest.from_dict(r) for r in raw if isinstance(r, dict)]
 
-    def records(self, status: str | None = None) -> list[dict[str, Any]]:
-        return [r for r in self._load() if status is None or r["status"] == status]
+    def _save(self, records: list[ApprovalRequest]) -> None:
+        write_json(self.path, {"requests": [r.to_dict() for r in records]})
 
-    def request(self, worktree: str, action: str, argv: list[str], role: str | None) -> dict[str, Any]:
+    def records(self, status: str | None = None) -> list[ApprovalRequest]:
+        return [r for r in self._load() if status is None or r.status == status]
+
+    def request(self, worktree: str, action: str, argv: list[str], role: str | None) -> ApprovalRequest:
         with self.project.lock.hold():
             records = self._load()
-            record = {"id": max((r["id"] for r in records), default=0) + 1, "worktree": worktree, "action": action,
-                      "argv": argv, "role": role, "status": "pending", "created_at": time.time()}
-            write_json(self.path, {"requests": [*records, record]})
+            record = ApprovalRequest(id=max((r.id for r in records), default=0) + 1, worktree=worktree,
+                                     action=action, argv=tuple(argv), role=role, status="pending",
+                                     created_at=time.time())
+            self._save([*records, record])
         self.project.events.append("policy.requested", worktree={"name": worktree}, action=action,
-                                   request=record["id"])
+                                   request=record.id)
         return record
 
-    def resolve(self, request_id: int, approve: bool) -> dict[str, Any]:
+    def resolve(self, request_id: int, approve: bool) -> ApprovalRequest:
         if in_session():
             raise OperationError("approvals are for a person: run this outside an agent's session")
         with self.project.lock.hold():
             records = self._load()
-            record = next((r for r in records if r["id"] == request_id), None)
+            record = next((r for r in records if r.id == request_id), None)
             if record is None:
                 raise InputError(f"no approval request with id {request_id}")
-            if record["status"] != "pending":
-                raise InputError(f"request {request_id} is already {record['status']}")
-            record["status"] = "approved" if approve else "rejected"
-            record["resolved_at"] = time.time()
-            write_json(self.path, {"requests": records})
+            if record.status != "pending":
+                raise InputError(f"request {request_id} is already {record.status}")
+            record = replace(record, status="approved" if approve else "rejected", resolved_at=time.time())
+            self._save([record if r.id == request_id else r for r in records])
         self.project.events.append("policy.approved" if approve else "policy.rejected",
-                                   worktree={"name": record["worktree"]}, action=record["action"],
+                                   worktree={"name": record.worktree}, action=record.action,
                                    request=request_id)
         return record
 
-    def run(self, record: dict[str, Any], extra_args: tuple[str, ...] = ()) -> ApprovedRun:
+    def run(self, record: ApprovalRequest, extra_args: tuple[str, ...] = ()) -> ApprovedRun:
         """Run an approved request's command as a person would, in a child `daintree` (the CLI and the dashboard
         both come here): outside any session, so the policy gate does not stop it again, and with its output
         captured, so it never draws over a screen."""
-        if record.get("status") != "approved":
-            raise OperationError(f"request {record.get('id')} is {record.get('status')}, not approved")
+        if record.status != "approved":
+            raise OperationError(f"request {record.id} is {record.status}, not approved")
         env = {k: v for k, v in os.environ.items() if k != "DAINTREE_WORKTREE"}
-        proc = subprocess.run([sys.executable, "-m", "daintree_tui", *record["argv"], "--repo", str(self.project.root),
+        proc = subprocess.run([sys.executable, "-m", "daintree_tui", *record.argv, "--repo", str(self.project.root),
                                *extra_args], capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
         return ApprovedRun(record, proc.returncode, proc.stdout, proc.stderr)
 

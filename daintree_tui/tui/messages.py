@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from textual.message import Message
 
 from daintree_tui.core.worktrees import Facts
@@ -35,7 +37,7 @@ class SessionsPolled(Message):
     """Every session's status, and previews of those not on screen."""
 
     def __init__(self, sessions: list[SessionInfo], previews: dict[str, str],
-                 approvals: list[dict[str, object]] | None = None) -> None:
+                 approvals: Sequence[Mapping[str, object]] | None = None) -> None:
         super().__init__()
         self.sessions = sessions
         self.previews = previews

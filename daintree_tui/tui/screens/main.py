@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gc
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -639,7 +639,7 @@ class MainScreen(Screen[None]):
             self.dashboard.backend.start_session(name, agent, size)
         self.post_message(OperationDone(f"Restarted {len(lost)} session(s)"))
 
-    def ask_approval(self, request: dict[str, object]) -> None:
+    def ask_approval(self, request: Mapping[str, object]) -> None:
         from daintree_tui.tui.screens.confirm import ConfirmScreen
 
         argv = request["argv"] if isinstance(request["argv"], list) else []
