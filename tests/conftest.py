@@ -53,8 +53,8 @@ def repo(tmp_path: Path) -> Path:
 
 class CLI:
     """Runs the real `daintree` CLI: `main([...])` in this process (fast: no interpreter start-up, no imports),
-    or with `subprocess=True` as a child process (for what only a process shows: exit status as the shell sees
-    it, nothing but our output on fd 1, a timeout)."""
+    or with `subprocess=True` (and always with --host) as a child process (for what only a process shows: exit
+    status as the shell sees it, nothing but our output on fd 1, ssh on real descriptors, a timeout)."""
 
     def __init__(self, cwd: Path, subprocess: bool = False) -> None:
         self.cwd = cwd
@@ -62,7 +62,7 @@ class CLI:
 
     def __call__(self, *args: str, cwd: Path | None = None, timeout: float = 60,
                  env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        if self.subprocess:
+        if self.subprocess or "--host" in args:  # a remote command streams through ssh on our own fds
             return subprocess.run(
                 [sys.executable, "-m", "daintree_tui", *args], cwd=cwd or self.cwd, capture_output=True,
                 text=True, timeout=timeout, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL,
@@ -95,8 +95,12 @@ def run_in_process(args: list[str], cwd: Path, env: dict[str, str]) -> subproces
     try:
         os.environ.update(env)
         os.chdir(cwd)
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(args)
+        with open(os.devnull) as stdin, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            saved_stdin, sys.stdin = sys.stdin, stdin
+            try:
+                code = main(args)
+            finally:
+                sys.stdin = saved_stdin
     finally:
         os.chdir(saved_cwd)
         for key, value in saved_env.items():
