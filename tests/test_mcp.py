@@ -205,7 +205,7 @@ async def test_session_role_and_wiring_into_claude(repo: Path, cli: CLI, tmp_pat
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake_claude = bin_dir / "claude"
-    fake_claude.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$TMPDIR/argv.txt\"\nexec sleep 300\n")
+    fake_claude.write_text("#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$TMPDIR/argv.txt\"\nexec sleep 300\n")
     fake_claude.chmod(0o755)
     (repo / ".daintree.toml").write_text(
         '[roles.lead]\nmcp = "lead"\n[roles.dev]\nmcp = "worker"\nallow = ["commit"]\n'
