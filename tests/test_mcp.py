@@ -276,3 +276,29 @@ def test_mcp_config_command_and_lazy_sdk(repo: Path, cli: CLI) -> None:
             "print('mcp' if 'mcp' in sys.modules else 'clean')")
     proc = subprocess.run([sys.executable, "-c", code, str(repo)], capture_output=True, text=True, check=True)
     assert proc.stdout.strip().endswith("clean")
+
+
+async def test_streamable_http_on_loopback(repo: Path, cli: CLI) -> None:
+    import socket
+
+    from mcp import Client
+
+    cli.ok("task", "create", "over http")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "daintree_tui", "mcp", "--repo", str(repo), "--http", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        def listening() -> bool:
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", port)) == 0
+
+        wait_for(listening, timeout=20)
+        async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+            result = await client.call_tool("task_list", {})
+            assert not result.is_error
+            assert [t["subject"] for t in json.loads(result.content[0].text)] == ["over http"]  # type: ignore[union-attr]
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
