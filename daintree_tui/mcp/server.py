@@ -21,7 +21,7 @@ from mcp.types.jsonrpc import INVALID_PARAMS
 
 from daintree_tui import __version__
 from daintree_tui.core.errors import DaintreeError
-from daintree_tui.mcp.tools import DaintreeTools, to_json
+from daintree_tui.mcp.tools import ToolBackend, to_json
 
 INSTRUCTIONS = (
     "daintree: a task board (.tasks/) and git worktrees (.worktrees/), one per task, each with its own branch, "
@@ -35,8 +35,8 @@ def _error(message: str, exit_code: int) -> types.CallToolResult:
                                 structured_content={"error": message, "exit_code": exit_code})
 
 
-def build_server(tools: DaintreeTools) -> Server[Any]:
-    """An MCP server whose tools and resources are `tools`' for its caller's access."""
+def build_server(tools: ToolBackend) -> Server[Any]:
+    """An MCP server whose tools and resources are those `tools` offers its caller."""
     one_at_a_time = anyio.Lock()
 
     async def list_tools(ctx: ServerRequestContext[Any],
@@ -81,7 +81,7 @@ def build_server(tools: DaintreeTools) -> Server[Any]:
                   on_call_tool=call_tool, on_list_resources=list_resources, on_read_resource=read_resource)
 
 
-def serve_stdio(tools: DaintreeTools) -> None:
+def serve_stdio(tools: ToolBackend) -> None:
     """Serve one client on stdin/stdout until it hangs up."""
     server = build_server(tools)
 
@@ -92,7 +92,7 @@ def serve_stdio(tools: DaintreeTools) -> None:
     anyio.run(main)
 
 
-def serve_http(tools: DaintreeTools, port: int) -> None:
+def serve_http(tools: ToolBackend, port: int) -> None:
     """Serve streamable HTTP on 127.0.0.1:`port` at /mcp (DNS-rebinding protection on, as the SDK does for
     loopback hosts)."""
     import uvicorn

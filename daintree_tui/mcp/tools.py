@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from daintree_tui.core.errors import DaintreeError, InputError, OperationError
 from daintree_tui.core.project import Project
@@ -204,6 +204,19 @@ class ProjectServices:
 def to_json(data: Any) -> str:
     """The JSON text the CLI prints with --json."""
     return json.dumps(data, indent=2, default=str)
+
+
+class ToolBackend(Protocol):
+    """What the server puts on the wire. `DaintreeTools` runs the calls in this process; a sandboxed agent's server
+    (which cannot write the project's state) would be given a backend with the same three methods whose `call`
+    posts `(name, arguments)` to its session's inbox and returns the answer of the `DaintreeTools` the lead side
+    built for that inbox's owner."""
+
+    def specs(self) -> list[ToolSpec]: ...
+
+    def call(self, name: str, arguments: dict[str, Any] | None = None) -> Any: ...
+
+    def resources(self) -> dict[str, tuple[str, str, Callable[[], Any]]]: ...
 
 
 class DaintreeTools:
