@@ -197,6 +197,9 @@ async def test_worker_sees_its_own_task_and_status_only(repo: Path, cli: CLI) ->
         assert "not this session's task" in await fails(mcp, "task_get", task_id=2)
     async with mcp_client(repo, command=plain, env={"DAINTREE_WORKTREE": ""}) as mcp:
         assert "worktree_create" in await tool_names(mcp)
+    # A server whose flag, variable and directory name different sessions refuses to start.
+    proc = cli("mcp", "--worktree", "theirs", cwd=repo / ".worktrees" / "mine")
+    assert proc.returncode == 1 and "conflicting session identity: mine, theirs" in proc.stderr
 
 
 async def test_session_role_and_wiring_into_claude(repo: Path, cli: CLI, tmp_path: Path) -> None:
@@ -246,7 +249,7 @@ async def test_session_role_and_wiring_into_claude(repo: Path, cli: CLI, tmp_pat
 
 
 def test_wiring_of_each_agent(tmp_path: Path) -> None:
-    from daintree_tui.sessions.presets import Preset, mcp_agent_kind, mcp_snippet, mcp_wiring
+    from daintree_tui.sessions.presets import Preset, mcp_agent_kind, mcp_snippet, mcp_wiring, unwire_mcp
 
     server = ["daintree", "mcp", "--worktree", "a b"]
     codex = mcp_wiring("codex", server, tmp_path, {})
@@ -262,6 +265,10 @@ def test_wiring_of_each_agent(tmp_path: Path) -> None:
     opencode = mcp_wiring("opencode", server, tmp_path, {"OPENCODE_CONFIG_CONTENT": '{"theme": "y"}'})
     assert json.loads(opencode.env["OPENCODE_CONFIG_CONTENT"]) == {
         "theme": "y", "mcp": {"daintree": {"type": "local", "command": server, "enabled": True}}}
+    # A worker started from a wired lead session does not inherit the lead's wiring.
+    inherited = {**gemini.env, **opencode.env}
+    unwire_mcp(inherited)
+    assert inherited == {"OPENCODE_CONFIG_CONTENT": json.dumps({"theme": "y", "mcp": {}})}
     assert mcp_agent_kind(Preset("lead", "/opt/bin/claude --model opus")) == "claude"
     assert mcp_agent_kind(Preset("aider", "aider")) is None
     assert "[mcp_servers.daintree]" in mcp_snippet("codex", ["daintree", "mcp"])

@@ -8,7 +8,8 @@ Inside a session the role comes from the session's record, which daintree wrote 
 (`.worktrees/.sessions/<name>.json`: `role`, else the configured role of its agent), never from an environment
 variable or a flag the agent could set itself: a `--role` that disagrees with the record is ignored with a
 warning. Which worktree is "this session" is found from `--worktree` (set by the wiring), `DAINTREE_WORKTREE`, or
-the linked worktree that holds the current directory; naming one only ever narrows what is offered.
+the linked worktree that holds the current directory (all that are given must agree); naming one only ever
+narrows what is offered.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from daintree_tui.core.config import MCP_LEVELS, Config
-from daintree_tui.core.errors import InputError
+from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.index import Index, find
 from daintree_tui.core.log import warn
 from daintree_tui.core.project import Project
@@ -81,9 +82,15 @@ def _containing_worktree(project: Project, cwd: Path) -> str | None:
 
 
 def session_worktree(project: Project, flag: str | None, cwd: Path | None = None) -> str | None:
-    """The worktree whose session this server serves, or None for a person's own server."""
-    return (flag or os.environ.get("DAINTREE_WORKTREE")
-            or _containing_worktree(project, cwd or Path.cwd()) or None)
+    """The worktree whose session this server serves, or None for a person's own server. `--worktree`,
+    `DAINTREE_WORKTREE` and the current directory must agree: a server that a session inherited from another (a
+    lead's wiring leaking into a worker it started) refuses rather than serve the wrong session."""
+    named = {n for n in (flag, os.environ.get("DAINTREE_WORKTREE"), _containing_worktree(project, cwd or Path.cwd()))
+             if n}
+    if len(named) > 1:
+        raise OperationError(f"conflicting session identity: {', '.join(sorted(named))} (from --worktree, "
+                             "DAINTREE_WORKTREE and the current directory)")
+    return named.pop() if named else None
 
 
 def recorded_role(project: Project, worktree: str) -> str | None:

@@ -26,7 +26,7 @@ from daintree_tui.core.project import Project
 from daintree_tui.core.store import read_json, write_json
 from daintree_tui.core.tasks import TaskService
 from daintree_tui.sessions.host import PaneState, SessionHost, host_for, session_name
-from daintree_tui.sessions.presets import Preset, all_presets, resolve_preset, session_mcp_wiring
+from daintree_tui.sessions.presets import Preset, all_presets, resolve_preset, session_mcp_wiring, unwire_mcp
 from daintree_tui.sessions.status import Observation, SessionStatus, derive_status
 
 SIGNAL_STATES = ("waiting", "running", "exited")
@@ -179,6 +179,7 @@ class SessionManager:
 
     def _wire_mcp(self, name: str, preset: Preset, role: str | None, argv: list[str], env: dict[str, str]) -> list[str]:
         """Carry `daintree mcp` into the agent when the session's role asks for it (files in its TMPDIR)."""
+        unwire_mcp(env)
         server = [sys.executable, "-m", "daintree_tui", "mcp", "--repo", str(self.project.root), "--worktree", name]
         wiring = session_mcp_wiring(self.project.config, preset, role, server, self.project.tmpdir_for(name), env)
         if wiring is None:

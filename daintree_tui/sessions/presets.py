@@ -125,6 +125,7 @@ MCP_SERVER_NAME = "daintree"
 MCP_AGENTS = ("claude", "codex", "gemini", "opencode")
 GEMINI_DEFAULTS_ENV = "GEMINI_CLI_SYSTEM_DEFAULTS_PATH"
 GEMINI_DEFAULTS_FILE = Path("/etc/gemini-cli/system-defaults.json")
+GEMINI_DEFAULTS_NAME = "daintree-mcp-gemini-defaults.json"
 OPENCODE_CONFIG_ENV = "OPENCODE_CONFIG_CONTENT"
 
 
@@ -171,12 +172,14 @@ def mcp_wiring(kind: str, server: Sequence[str], state_dir: Path, env: Mapping[s
     if kind == "gemini":
         # Keep whatever system defaults were in force: ours replaces the file Gemini would have read.
         given = Path(env.get(GEMINI_DEFAULTS_ENV) or GEMINI_DEFAULTS_FILE)
+        if given.name == GEMINI_DEFAULTS_NAME:  # a parent session's wiring, not the user's defaults
+            given = GEMINI_DEFAULTS_FILE
         try:
             defaults = _json_object(given.read_text(encoding="utf-8"))
         except OSError:
             defaults = {}
         defaults.setdefault("mcpServers", {})[MCP_SERVER_NAME] = stdio
-        path = state_dir / "mcp-gemini-system-defaults.json"
+        path = state_dir / GEMINI_DEFAULTS_NAME
         return McpWiring(env={GEMINI_DEFAULTS_ENV: str(path)}, files={path: json.dumps(defaults)})
     if kind == "opencode":
         config = _json_object(env.get(OPENCODE_CONFIG_ENV))
@@ -184,6 +187,17 @@ def mcp_wiring(kind: str, server: Sequence[str], state_dir: Path, env: Mapping[s
                                                          "enabled": True}
         return McpWiring(env={OPENCODE_CONFIG_ENV: json.dumps(config)})
     raise InputError(f"no MCP wiring for agent {kind!r} (known: {', '.join(MCP_AGENTS)})")
+
+
+def unwire_mcp(env: dict[str, str]) -> None:
+    """Drop the wiring a session's environment inherited from the session that started it (a lead's server
+    starts workers): each session gets its own wiring or none, never its parent's."""
+    if Path(env.get(GEMINI_DEFAULTS_ENV, "")).name == GEMINI_DEFAULTS_NAME:
+        del env[GEMINI_DEFAULTS_ENV]
+    config = _json_object(env.get(OPENCODE_CONFIG_ENV))
+    if MCP_SERVER_NAME in (config.get("mcp") or {}):
+        del config["mcp"][MCP_SERVER_NAME]
+        env[OPENCODE_CONFIG_ENV] = json.dumps(config)
 
 
 def mcp_snippet(kind: str, server: Sequence[str]) -> str:
