@@ -309,3 +309,17 @@ async def test_streamable_http_on_loopback(repo: Path, cli: CLI) -> None:
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def test_role_mcp_key_is_checked(repo: Path, cli: CLI) -> None:
+    (repo / ".daintree.toml").write_text('[roles.boss]\nmcp = "king"\n')
+    proc = cli("policy", "show")
+    assert proc.returncode == 2 and "roles.boss.mcp" in proc.stderr
+    (repo / ".daintree.toml").write_text('[roles.boss]\nmcp = "lead"\n[roles.lead]\nmcp = "worker"\n[roles.dev]\n')
+    from daintree_tui.core.project import Project
+    from daintree_tui.mcp.access import level_of
+
+    cfg = Project.discover(repo).config
+    assert [level_of(cfg, r) for r in ("boss", "lead", "dev", None)] == ["lead", "worker", "worker", "worker"]
+    assert cli("mcp", "--role", "nobody").stderr.strip() == (
+        "daintree: unknown role 'nobody' (known: boss, dev, lead, worker)")
