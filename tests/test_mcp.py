@@ -323,3 +323,26 @@ def test_role_mcp_key_is_checked(repo: Path, cli: CLI) -> None:
     assert [level_of(cfg, r) for r in ("boss", "lead", "dev", None)] == ["lead", "worker", "worker", "worker"]
     assert cli("mcp", "--role", "nobody").stderr.strip() == (
         "daintree: unknown role 'nobody' (known: boss, dev, lead, worker)")
+
+
+def test_mcp_package_layering() -> None:
+    """The MCP package sits at the CLI's level: it imports core, sessions and services (and the SDK); only the CLI
+    imports it. Function-level imports count."""
+    import ast
+
+    root = Path(__file__).resolve().parent.parent / "daintree_tui"
+    for path in root.rglob("*.py"):
+        package = path.relative_to(root).parts[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            ours = [n for n in names if n.startswith("daintree_tui.")]
+            if package not in ("mcp", "cli"):
+                assert not any(n.startswith("daintree_tui.mcp") for n in ours), f"{path} imports the MCP package"
+            if package == "mcp":
+                layers = {n.split(".")[1] for n in ours if n.count(".") >= 1}
+                assert layers <= {"core", "sessions", "services", "mcp", "__version__"}, f"{path}: {layers}"

@@ -23,7 +23,7 @@ from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.index import Index, find
 from daintree_tui.core.log import warn
 from daintree_tui.core.project import Project
-from daintree_tui.core.store import read_json
+from daintree_tui.sessions.manager import read_session_record
 
 LEAD = "lead"
 WORKER = "worker"
@@ -95,8 +95,8 @@ def session_worktree(project: Project, flag: str | None, cwd: Path | None = None
 
 def recorded_role(project: Project, worktree: str) -> str | None:
     """The role daintree recorded when it started the session of `worktree` (older records: its agent's)."""
-    meta, _ = read_json(project.state_dir / ".sessions" / f"{worktree}.json", "session record")
-    if not isinstance(meta, dict) or not meta:
+    meta = read_session_record(project, worktree)
+    if not meta:
         return None
     role = meta.get("role")
     if isinstance(role, str) and role:

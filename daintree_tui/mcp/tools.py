@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol
 
 from daintree_tui.core.errors import DaintreeError, InputError, OperationError
@@ -20,11 +19,7 @@ from daintree_tui.core.project import Project
 from daintree_tui.mcp.access import Access
 
 if TYPE_CHECKING:
-    from daintree_tui.core.bakeoff import BakeoffService
-    from daintree_tui.core.hygiene import DiskUsage
-    from daintree_tui.core.tasks import TaskService
-    from daintree_tui.core.worktrees import WorktreeService
-    from daintree_tui.sessions.manager import SessionManager
+    from daintree_tui.services import Services
 
 RUN_TIMEOUT = 300.0  # the CLI's `worktree run` default
 RESOURCE_EVENTS = 200  # events the event-log resource shows (the log is read from its tail)
@@ -153,54 +148,6 @@ def _check(spec: ToolSpec, arguments: dict[str, Any]) -> dict[str, Any]:
     return checked
 
 
-class ProjectServices:
-    """The services a tool call needs, built on first use (a stand-in for the services layer's container)."""
-
-    def __init__(self, project: Project) -> None:
-        self.project = project
-
-    @cached_property
-    def tasks(self) -> TaskService:
-        from daintree_tui.core.tasks import TaskService
-
-        return TaskService(self.project)
-
-    @cached_property
-    def sessions(self) -> SessionManager | None:
-        from daintree_tui.sessions.host import host_for
-        from daintree_tui.sessions.manager import SessionManager
-
-        host = host_for(self.project, create=False)
-        return SessionManager(self.project, host) if host is not None else None
-
-    @property
-    def session_manager(self) -> SessionManager:
-        """The session manager, or the clear "tmux is not installed" error."""
-        if self.sessions is None:
-            from daintree_tui.sessions.manager import SessionManager
-
-            return SessionManager(self.project)
-        return self.sessions
-
-    @cached_property
-    def worktrees(self) -> WorktreeService:
-        from daintree_tui.core.worktrees import WorktreeService
-
-        return WorktreeService(self.project, self.sessions)
-
-    @cached_property
-    def bakeoffs(self) -> BakeoffService:
-        from daintree_tui.core.bakeoff import BakeoffService
-
-        return BakeoffService(self.worktrees)
-
-    @cached_property
-    def disk(self) -> DiskUsage:
-        from daintree_tui.core.hygiene import DiskUsage
-
-        return DiskUsage(self.worktrees)
-
-
 def to_json(data: Any) -> str:
     """The JSON text the CLI prints with --json."""
     return json.dumps(data, indent=2, default=str)
@@ -222,7 +169,7 @@ class ToolBackend(Protocol):
 class DaintreeTools:
     """Every MCP tool as a method over one project's services, scoped by the caller's access."""
 
-    def __init__(self, services: ProjectServices, access: Access) -> None:
+    def __init__(self, services: Services, access: Access) -> None:
         self.services = services
         self.access = access
 
@@ -291,11 +238,8 @@ class DaintreeTools:
         return self.services.worktrees.create(name, task_id=task_id, base=base_ref).to_dict()
 
     def _session_states(self) -> dict[str, dict[str, Any]]:
-        manager = self.services.sessions
-        if manager is None:
-            return {}
         try:
-            return {s.name: s.to_dict() for s in manager.list()}
+            return {s.name: s.to_dict() for s in self.services.sessions.list()}
         except DaintreeError:
             return {}
 
@@ -338,7 +282,7 @@ class DaintreeTools:
         worktree = self.access.worktree
         if worktree is None or not self.project.is_git:
             return None
-        from daintree_tui.core.policy import Approvals, decide
+        from daintree_tui.services.policy import decide
 
         decision = decide(self.project, worktree, "remove")
         if not decision.allowed:
@@ -348,7 +292,7 @@ class DaintreeTools:
         if decision.approval == "human":
             argv = ["worktree", "remove", name, *(["--force"] if force else []),
                     *(["--complete-task"] if complete_task else [])]
-            record = Approvals(self.project).request(worktree, "remove", argv, decision.role)
+            record = self.services.approvals.request(worktree, "remove", argv, decision.role)
             return {"queued": True, "request": record["id"]}
         if decision.approval == "checks":
             from daintree_tui.core.hooks import run_hooks
@@ -369,10 +313,10 @@ class DaintreeTools:
     # -- sessions --------------------------------------------------------------------------------------------
 
     def session_start(self, name: str, agent: str | None = None, prompt: str | None = None) -> dict[str, Any]:
-        return self.services.session_manager.start(name, agent, prompt=prompt).to_dict()
+        return self.services.sessions.start(name, agent, prompt=prompt).to_dict()
 
     def session_send(self, name: str, text: str) -> dict[str, Any]:
-        manager = self.services.session_manager
+        manager = self.services.sessions
         # Text from an agent is data: it goes to agents as one bracketed paste, never typed into a shell.
         if manager.meta(name).get("agent") == "shell":
             raise OperationError(f"session_send types into agents only: the session of {name} runs a shell")
@@ -383,8 +327,7 @@ class DaintreeTools:
         if not self.access.is_lead:
             name = name or self.access.worktree
             self._own_worktree(str(name))
-        manager = self.services.sessions
-        infos = [i.to_dict() for i in manager.list()] if manager is not None else []
+        infos = [i.to_dict() for i in self.services.sessions.list()]
         if name is None:
             return infos
         found = next((i for i in infos if i["name"] == name), None)
@@ -393,7 +336,7 @@ class DaintreeTools:
         return found
 
     def session_capture(self, name: str, history: int = 0) -> dict[str, Any]:
-        return {"name": name, "screen": self.services.session_manager.capture(name, history=history)}
+        return {"name": name, "screen": self.services.sessions.capture(name, history=history)}
 
     # -- bake-offs -------------------------------------------------------------------------------------------
 
