@@ -108,7 +108,8 @@ async def test_s12_try_it_script(repo: Path, cli: CLI) -> None:
         worktrees = await call(mcp, "worktree_list")
         assert {w["name"]: w["status"] for w in worktrees} == {"auth-refactor": "active", "ui-login": "kept"}
         assert all(w["facts"]["exists"] for w in worktrees)
-        assert [w["name"] for w in worktrees] == [w["name"] for w in cli.json("worktree", "list")]
+        assert worktrees == cli.json("worktree", "list")  # the same JSON as the CLI's --json
+        assert await call(mcp, "worktree_status", name="ui-login") == cli.json("worktree", "status", "ui-login")
         events = await call(mcp, "worktree_events", limit=50)
         names = [e["event"] for e in events]
         for expected in ("task.created", "worktree.create.before", "worktree.create.after", "worktree.keep"):
