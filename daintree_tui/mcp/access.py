@@ -58,15 +58,10 @@ def level_of(cfg: Config, role: str | None) -> str:
     """The tool set of a role: its `mcp` key in `[roles.<role>]`, else `lead` for a role named lead, else worker."""
     if role is None:
         return WORKER
-    wanted = cfg.roles.get(role, {}).get("mcp")
-    if wanted in LEVELS:
-        return str(wanted)
+    configured = cfg.roles.get(role)
+    if configured is not None and configured.mcp in LEVELS:
+        return str(configured.mcp)
     return LEAD if role == LEAD else WORKER
-
-
-def wants_mcp(cfg: Config, role: str | None) -> bool:
-    """Whether sessions of this role get the MCP server wired into their agent (`[roles.<role>] mcp = ...`)."""
-    return role is not None and cfg.roles.get(role, {}).get("mcp") in LEVELS
 
 
 def _containing_worktree(project: Project, cwd: Path) -> str | None:
@@ -95,16 +90,14 @@ def session_worktree(project: Project, flag: str | None, cwd: Path | None = None
 
 def recorded_role(project: Project, worktree: str) -> str | None:
     """The role daintree recorded when it started the session of `worktree` (older records: its agent's)."""
-    meta = read_session_record(project, worktree)
-    if not meta:
+    record = read_session_record(project, worktree)
+    if record is None:
         return None
-    role = meta.get("role")
-    if isinstance(role, str) and role:
-        return role
+    if record.role:
+        return record.role
     cfg = project.config
-    agent = meta.get("agent")
-    if isinstance(agent, str) and agent in cfg.agents and cfg.agents[agent].role:
-        return cfg.agents[agent].role
+    if record.agent in cfg.agents and cfg.agents[record.agent].role:
+        return cfg.agents[record.agent].role
     return cfg.default_role
 
 

@@ -45,6 +45,7 @@ class SessionRecord:
     status: str | None  # the status last recorded
     exit_code: int | None
     started_at: float | None
+    role: str | None = None  # the role it was started with (what `daintree mcp` inside the session trusts)
 
     @property
     def ended(self) -> bool:
@@ -57,11 +58,12 @@ def read_session_record(project: Project, name: str) -> SessionRecord | None:
     data, _ = read_json(session_record_path(project, name), "session record")
     if not isinstance(data, dict) or not data:
         return None
-    agent, status, code, started = (data.get(k) for k in ("agent", "status", "exit_code", "started_at"))
+    agent, status, code, started, role = (data.get(k) for k in ("agent", "status", "exit_code", "started_at", "role"))
     return SessionRecord(agent=agent if isinstance(agent, str) else None,
                          status=status if isinstance(status, str) else None,
                          exit_code=code if isinstance(code, int) else None,
-                         started_at=float(started) if isinstance(started, int | float) else None)
+                         started_at=float(started) if isinstance(started, int | float) else None,
+                         role=role if isinstance(role, str) and role else None)
 
 
 @dataclass(frozen=True)

@@ -219,7 +219,8 @@ def session_mcp_wiring(cfg: Config, preset: Preset, role: str | None, server: Se
                        env: Mapping[str, str]) -> McpWiring | None:
     """The wiring for a session whose role asks for the MCP server (`[roles.<role>] mcp = ...`), if its agent
     takes MCP servers; None otherwise."""
-    if role is None or not cfg.roles.get(role, {}).get("mcp"):
+    configured = cfg.roles.get(role) if role is not None else None
+    if configured is None or configured.mcp is None:
         return None
     kind = mcp_agent_kind(preset)
     return mcp_wiring(kind, server, state_dir, env) if kind is not None else None
