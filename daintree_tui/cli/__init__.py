@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from daintree_tui.cli import host, orchestrate, session, system, task, worktree
+from daintree_tui.cli import host, mcp, orchestrate, session, system, task, worktree
 from daintree_tui.cli.common import AddCommand, Handler, Parser, services_for
 from daintree_tui.cli.output import configure_logging, error
 from daintree_tui.core.errors import DaintreeError
@@ -45,6 +45,7 @@ GROUPS: tuple[tuple[tuple[str, ...], Registrar], ...] = (
     (("demo",), system.register_demo),
     (("bakeoff", "queue", "policy", "approvals", "approve", "reject", "gc"), orchestrate.register),
     (("host",), host.register),
+    (("mcp",), mcp.register),
 )
 
 _TOP_OPTIONS_WITH_VALUE = ("--repo", "--host")

@@ -253,6 +253,7 @@ def _parse_agents(raw: Any) -> dict[str, AgentConfig]:
 
 ROLE_ACTIONS = ("commit", "merge", "pr", "remove", "push")
 APPROVALS = ("human", "checks", "none")
+MCP_LEVELS = ("lead", "worker")
 
 
 @dataclass(frozen=True)
@@ -262,6 +263,7 @@ class Role:
     name: str
     allow: tuple[str, ...]
     approval: str  # one of APPROVALS
+    mcp: str | None = None  # one of MCP_LEVELS: the MCP tool set its sessions get wired with; None: not wired
 
 
 def _parse_roles(raw: Any) -> dict[str, Role]:
@@ -277,10 +279,13 @@ def _parse_roles(raw: Any) -> dict[str, Role]:
                 f"a list drawn from {', '.join(ROLE_ACTIONS)}", allow)
         approval = value.get("approval", "none")
         _expect(approval in APPROVALS, f"{key}.approval", f"one of {', '.join(APPROVALS)}", approval)
-        unknown = [k for k in value if k not in ("allow", "approval")]
+        # `mcp`: the MCP tool set its sessions get wired with ("lead" or "worker"); absent: none is wired.
+        mcp = value.get("mcp")
+        _expect(mcp is None or mcp in MCP_LEVELS, f"{key}.mcp", f"one of {', '.join(MCP_LEVELS)}", mcp)
+        unknown = [k for k in value if k not in ("allow", "approval", "mcp")]
         if unknown:
             warn(f"config: unknown keys ignored: {', '.join(f'{key}.{k}' for k in unknown)}")
-        roles[name] = Role(name, tuple(allow), approval)
+        roles[name] = Role(name, tuple(allow), approval, mcp)
     return roles
 
 

@@ -10,6 +10,8 @@ agent's own signal) is a cache of what was observed; tmux and the log file are t
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,7 +26,7 @@ from daintree_tui.core.project import Project
 from daintree_tui.core.store import read_json, write_json
 from daintree_tui.core.tasks import TaskService
 from daintree_tui.sessions.host import PaneState, SessionHost, host_for, session_name
-from daintree_tui.sessions.presets import Preset, all_presets, resolve_preset
+from daintree_tui.sessions.presets import Preset, all_presets, resolve_preset, session_mcp_wiring, unwire_mcp
 from daintree_tui.sessions.status import Observation, SessionStatus, derive_status
 
 SIGNAL_STATES = ("waiting", "running", "exited")
@@ -43,6 +45,7 @@ class SessionRecord:
     status: str | None  # the status last recorded
     exit_code: int | None
     started_at: float | None
+    role: str | None = None  # the role it was started with (what `daintree mcp` inside the session trusts)
 
     @property
     def ended(self) -> bool:
@@ -55,11 +58,12 @@ def read_session_record(project: Project, name: str) -> SessionRecord | None:
     data, _ = read_json(session_record_path(project, name), "session record")
     if not isinstance(data, dict) or not data:
         return None
-    agent, status, code, started = (data.get(k) for k in ("agent", "status", "exit_code", "started_at"))
+    agent, status, code, started, role = (data.get(k) for k in ("agent", "status", "exit_code", "started_at", "role"))
     return SessionRecord(agent=agent if isinstance(agent, str) else None,
                          status=status if isinstance(status, str) else None,
                          exit_code=code if isinstance(code, int) else None,
-                         started_at=float(started) if isinstance(started, int | float) else None)
+                         started_at=float(started) if isinstance(started, int | float) else None,
+                         role=role if isinstance(role, str) and role else None)
 
 
 @dataclass(frozen=True)
@@ -154,16 +158,41 @@ class SessionManager:
         argv = preset.argv(prompt if preset.prompt_mode != "type" else None)
         log = self.project.log_path(name)
         self.project.tmpdir_for(name).mkdir(parents=True, exist_ok=True)
+        role = self._role(entry, preset)
+        argv = self._wire_mcp(name, preset, role, argv, env)
         now = time.time()
         state = host.start(name, argv, Path(entry.path), env, log, size)
         meta = {"agent": preset.name, "command": argv, "started_at": now, "status": str(SessionStatus.STARTING),
-                "exit_code": None, "signal": None, "host": "tmux" if host.persistent else "pty"}
+                "exit_code": None, "signal": None, "host": "tmux" if host.persistent else "pty", "role": role}
         write_json(self.meta_path(name), meta)
         if prompt and preset.prompt_mode == "type":
             host.send_text(name, prompt, enter=True)
         self.project.events.append("session.started", worktree=entry.brief(), agent=preset.name,
                                    session=session_name(name), pid=state.pid)
         return self._info(name, state, meta, SessionStatus.STARTING)
+
+    def _role(self, entry: WorktreeEntry, preset: Preset) -> str | None:
+        """The session's role, recorded at its start (the task's, else its agent's, else the default role): what
+        `daintree mcp` inside the session trusts, rather than anything the agent can set."""
+        task = TaskService(self.project).find(entry.task_id) if entry.task_id is not None else None
+        if task is not None and isinstance(task.extra.get("role"), str):
+            return str(task.extra["role"])
+        return preset.role or self.project.config.default_role
+
+    def _wire_mcp(self, name: str, preset: Preset, role: str | None, argv: list[str], env: dict[str, str]) -> list[str]:
+        """Carry `daintree mcp` into the agent when the session's role asks for it (files in its TMPDIR)."""
+        unwire_mcp(env)
+        server = [sys.executable, "-m", "daintree_tui", "mcp", "--repo", str(self.project.root), "--worktree", name]
+        wiring = session_mcp_wiring(self.project.config, preset, role, server, self.project.tmpdir_for(name), env)
+        if wiring is None:
+            return argv
+        for path, text in wiring.files.items():
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(text)
+        env.update(wiring.env)
+        own = len(preset.argv())
+        return [*argv[:own], *wiring.args, *argv[own:]]
 
     def stop(self, name: str) -> bool:
         """Stop the session of worktree `name` (no error when there is none)."""

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
 import shutil
 import sys
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
 
 from daintree_tui.core.config import Config
 from daintree_tui.core.errors import ConfigError, InputError
@@ -110,3 +113,114 @@ def resolve_preset(cfg: Config, name: str | None) -> Preset:
     if chosen not in presets:
         raise InputError(f"unknown agent preset {chosen!r} (known: {', '.join(sorted(presets))})")
     return presets[chosen]
+
+
+# -- MCP wiring ------------------------------------------------------------------------------------------------
+# How each agent CLI takes an MCP server for one run, without a byte written to the user's own files:
+# claude reads `--mcp-config FILE`; codex takes `-c key=value` overrides of its config.toml (values in TOML, of
+# which a JSON string or list of strings is a valid spelling); gemini merges `mcpServers` from the system-defaults
+# settings file named by GEMINI_CLI_SYSTEM_DEFAULTS_PATH (its lowest layer: the user's settings still win);
+# opencode merges the config given in OPENCODE_CONFIG_CONTENT over its own.
+MCP_SERVER_NAME = "daintree"
+MCP_AGENTS = ("claude", "codex", "gemini", "opencode")
+GEMINI_DEFAULTS_ENV = "GEMINI_CLI_SYSTEM_DEFAULTS_PATH"
+GEMINI_DEFAULTS_FILE = Path("/etc/gemini-cli/system-defaults.json")
+GEMINI_DEFAULTS_NAME = "daintree-mcp-gemini-defaults.json"
+OPENCODE_CONFIG_ENV = "OPENCODE_CONFIG_CONTENT"
+
+
+@dataclass(frozen=True)
+class McpWiring:
+    """What a session adds to carry the MCP server into its agent.
+
+    Attributes:
+        args: inserted after the agent's own arguments (before a first prompt).
+        env: added to the session's environment.
+        files: path -> content, written (0600) before the agent starts.
+    """
+
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    files: dict[Path, str] = field(default_factory=dict)
+
+
+def mcp_agent_kind(preset: Preset) -> str | None:
+    """Which MCP-capable agent CLI a preset runs (by its program's name, so `claude --model x` counts)."""
+    program = Path(preset.argv()[0]).name
+    return program if program in MCP_AGENTS else None
+
+
+def _json_object(text: str | None) -> dict[str, Any]:
+    try:
+        data = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def mcp_wiring(kind: str, server: Sequence[str], state_dir: Path, env: Mapping[str, str]) -> McpWiring:
+    """The wiring of MCP server command `server` into agent `kind` for one session (files go in `state_dir`)."""
+    command, args = server[0], list(server[1:])
+    stdio: dict[str, Any] = {"command": command, "args": args}
+    if kind == "claude":
+        path = state_dir / "mcp-claude.json"
+        servers = {"mcpServers": {MCP_SERVER_NAME: stdio}}
+        return McpWiring(("--mcp-config", str(path)), files={path: json.dumps(servers)})
+    if kind == "codex":
+        key = f"mcp_servers.{MCP_SERVER_NAME}"
+        return McpWiring(("-c", f"{key}.command={json.dumps(command)}", "-c", f"{key}.args={json.dumps(args)}"))
+    if kind == "gemini":
+        # Keep whatever system defaults were in force: ours replaces the file Gemini would have read.
+        given = Path(env.get(GEMINI_DEFAULTS_ENV) or GEMINI_DEFAULTS_FILE)
+        if given.name == GEMINI_DEFAULTS_NAME:  # a parent session's wiring, not the user's defaults
+            given = GEMINI_DEFAULTS_FILE
+        try:
+            defaults = _json_object(given.read_text(encoding="utf-8"))
+        except OSError:
+            defaults = {}
+        defaults.setdefault("mcpServers", {})[MCP_SERVER_NAME] = stdio
+        path = state_dir / GEMINI_DEFAULTS_NAME
+        return McpWiring(env={GEMINI_DEFAULTS_ENV: str(path)}, files={path: json.dumps(defaults)})
+    if kind == "opencode":
+        config = _json_object(env.get(OPENCODE_CONFIG_ENV))
+        config.setdefault("mcp", {})[MCP_SERVER_NAME] = {"type": "local", "command": [command, *args],
+                                                         "enabled": True}
+        return McpWiring(env={OPENCODE_CONFIG_ENV: json.dumps(config)})
+    raise InputError(f"no MCP wiring for agent {kind!r} (known: {', '.join(MCP_AGENTS)})")
+
+
+def unwire_mcp(env: dict[str, str]) -> None:
+    """Drop the wiring a session's environment inherited from the session that started it (a lead's server
+    starts workers): each session gets its own wiring or none, never its parent's."""
+    if Path(env.get(GEMINI_DEFAULTS_ENV, "")).name == GEMINI_DEFAULTS_NAME:
+        del env[GEMINI_DEFAULTS_ENV]
+    config = _json_object(env.get(OPENCODE_CONFIG_ENV))
+    if MCP_SERVER_NAME in (config.get("mcp") or {}):
+        del config["mcp"][MCP_SERVER_NAME]
+        env[OPENCODE_CONFIG_ENV] = json.dumps(config)
+
+
+def mcp_snippet(kind: str, server: Sequence[str]) -> str:
+    """The config a person adds once to have the server in every run of agent `kind`."""
+    command, args = server[0], list(server[1:])
+    if kind == "claude":  # a project's .mcp.json, or `claude --mcp-config FILE`
+        return json.dumps({"mcpServers": {MCP_SERVER_NAME: {"command": command, "args": args}}}, indent=2)
+    if kind == "codex":  # ~/.codex/config.toml
+        return f"[mcp_servers.{MCP_SERVER_NAME}]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}"
+    if kind == "gemini":  # ~/.gemini/settings.json
+        return json.dumps({"mcpServers": {MCP_SERVER_NAME: {"command": command, "args": args}}}, indent=2)
+    if kind == "opencode":  # ~/.config/opencode/opencode.json
+        return json.dumps({"$schema": "https://opencode.ai/config.json", "mcp": {MCP_SERVER_NAME: {
+            "type": "local", "command": [command, *args], "enabled": True}}}, indent=2)
+    raise InputError(f"no MCP config for agent {kind!r} (known: {', '.join(MCP_AGENTS)})")
+
+
+def session_mcp_wiring(cfg: Config, preset: Preset, role: str | None, server: Sequence[str], state_dir: Path,
+                       env: Mapping[str, str]) -> McpWiring | None:
+    """The wiring for a session whose role asks for the MCP server (`[roles.<role>] mcp = ...`), if its agent
+    takes MCP servers; None otherwise."""
+    configured = cfg.roles.get(role) if role is not None else None
+    if configured is None or configured.mcp is None:
+        return None
+    kind = mcp_agent_kind(preset)
+    return mcp_wiring(kind, server, state_dir, env) if kind is not None else None

@@ -1,0 +1,46 @@
+"""`daintree mcp` (serve the tools over MCP) and `daintree mcp config --agent A` (print a config snippet)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from daintree_tui.cli.common import AddCommand
+from daintree_tui.core.errors import InputError
+from daintree_tui.services import Services
+
+
+def cmd_mcp(args: argparse.Namespace, services: Services) -> int:
+    from daintree_tui.mcp.access import resolve_access
+    from daintree_tui.mcp.tools import DaintreeTools
+
+    if args.http is not None and not 0 < args.http < 65536:
+        raise InputError(f"--http takes a port number (1-65535), got {args.http}")
+    tools = DaintreeTools(services, resolve_access(services.project, args.role, args.worktree))
+    from daintree_tui.mcp import server  # the SDK is imported here, by this command only
+
+    if args.http is not None:
+        server.serve_http(tools, args.http)
+    else:
+        server.serve_stdio(tools)
+    return 0
+
+
+def cmd_mcp_config(args: argparse.Namespace, services: Services) -> int:
+    from daintree_tui.sessions.presets import mcp_snippet
+
+    sys.stdout.write(mcp_snippet(args.agent, ["daintree", "mcp"]) + "\n")
+    return 0
+
+
+def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None:
+    from daintree_tui.sessions.presets import MCP_AGENTS
+
+    p = add(sub, "mcp", cmd_mcp, "serve the task and worktree tools over MCP (stdio; --http PORT for HTTP)")
+    p.add_argument("--role", help="the tool set of this role (a session's own role always wins)")
+    p.add_argument("--worktree", metavar="NAME", help="serve the session of this worktree (set by the wiring)")
+    p.add_argument("--http", type=int, metavar="PORT", help="streamable HTTP on 127.0.0.1:PORT/mcp instead of stdio")
+    msub = p.add_subparsers(dest="mcp_command", metavar="ACTION")
+    c = add(msub, "config", cmd_mcp_config, "print the config that adds this server to an agent everywhere")
+    c.add_argument("--agent", required=True, choices=MCP_AGENTS)

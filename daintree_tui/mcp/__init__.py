@@ -1,0 +1,11 @@
+"""`daintree mcp`: the task board and the worktree registry as MCP tools, so one agent can lead the others.
+
+An interface layer beside the CLI: it imports core, sessions and services; nothing but the CLI imports it. The
+`mcp` SDK is imported only by `server.py`, so no other command pays for it.
+
+- `access.py` decides who is asking (a person's own server, or the session whose agent started it) and so which
+  tools it sees.
+- `tools.py` is the tool table (names, JSON schemas, who may call them) and `DaintreeTools`, the one object
+  every call goes through: `call(name, arguments) -> JSON data`, raising `DaintreeError` like the CLI.
+- `server.py` puts that object on the wire with the SDK's low-level `Server` (stdio, or streamable HTTP).
+"""

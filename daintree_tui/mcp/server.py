@@ -1,0 +1,101 @@
+"""`DaintreeTools` on the wire: the MCP SDK's low-level `Server` over stdio, or streamable HTTP on 127.0.0.1.
+
+The low-level server because the schemas and the results are ours to the byte: the tool list follows the
+caller's access, a tool's result is the CLI's `--json` text, and a `DaintreeError` becomes a tool error
+(`is_error`) whose text is the CLI's one-line message (`daintree: ...`), with its exit code beside it in
+`structured_content`. Calls run one at a time in a worker thread: the services block (git, tmux, locks) and the
+event loop must keep answering.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import anyio
+import mcp.types as types
+from mcp.server import Server, ServerRequestContext
+from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+from mcp.types.jsonrpc import INVALID_PARAMS
+
+from daintree_tui import __version__
+from daintree_tui.core.errors import DaintreeError
+from daintree_tui.mcp.tools import ToolBackend, to_json
+
+INSTRUCTIONS = (
+    "daintree: a task board (.tasks/) and git worktrees (.worktrees/), one per task, each with its own branch, "
+    "ports and agent session. A lead plans tasks, creates a worktree per task, starts an agent in it, watches "
+    "sessions and events, and removes worktrees when their work is merged. Results are JSON."
+)
+
+
+def _error(message: str, exit_code: int) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True,
+                                structured_content={"error": message, "exit_code": exit_code})
+
+
+def build_server(tools: ToolBackend) -> Server[Any]:
+    """An MCP server whose tools and resources are those `tools` offers its caller."""
+    one_at_a_time = anyio.Lock()
+
+    async def list_tools(ctx: ServerRequestContext[Any],
+                         params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[
+            types.Tool(name=spec.name, description=spec.description, input_schema=spec.input_schema)
+            for spec in tools.specs()])
+
+    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+        try:
+            async with one_at_a_time:
+                data = await anyio.to_thread.run_sync(tools.call, params.name, dict(params.arguments or {}))
+        except DaintreeError as exc:
+            return _error(f"daintree: {exc}", exc.exit_code)
+        except Exception as exc:
+            if os.environ.get("DAINTREE_DEBUG"):
+                raise
+            return _error(f"daintree: internal error: {type(exc).__name__}: {exc} (DAINTREE_DEBUG=1 for details)", 1)
+        return types.CallToolResult(content=[types.TextContent(type="text", text=to_json(data))])
+
+    async def list_resources(ctx: ServerRequestContext[Any],
+                             params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=[
+            types.Resource(uri=uri, name=name, description=description, mime_type="application/json")
+            for uri, (name, description, _) in tools.resources().items()])
+
+    async def read_resource(ctx: ServerRequestContext[Any],
+                            params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        found = tools.resources().get(uri)
+        if found is None:
+            raise MCPError(INVALID_PARAMS, f"daintree: no resource {uri!r} (known: {', '.join(tools.resources())})")
+        try:
+            async with one_at_a_time:
+                data = await anyio.to_thread.run_sync(found[2])
+        except DaintreeError as exc:
+            raise MCPError(INVALID_PARAMS if exc.exit_code == 2 else -32603, f"daintree: {exc}") from None
+        return types.ReadResourceResult(contents=[
+            types.TextResourceContents(uri=uri, mime_type="application/json", text=to_json(data))])
+
+    return Server("daintree", version=__version__, instructions=INSTRUCTIONS, on_list_tools=list_tools,
+                  on_call_tool=call_tool, on_list_resources=list_resources, on_read_resource=read_resource)
+
+
+def serve_stdio(tools: ToolBackend) -> None:
+    """Serve one client on stdin/stdout until it hangs up."""
+    server = build_server(tools)
+
+    async def main() -> None:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    anyio.run(main)
+
+
+def serve_http(tools: ToolBackend, port: int) -> None:
+    """Serve streamable HTTP on 127.0.0.1:`port` at /mcp (DNS-rebinding protection on, as the SDK does for
+    loopback hosts)."""
+    import uvicorn
+
+    app = build_server(tools).streamable_http_app(host="127.0.0.1")
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
