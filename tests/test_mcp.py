@@ -347,3 +347,16 @@ def test_mcp_package_layering() -> None:
             if package == "mcp":
                 layers = {n.split(".")[1] for n in ours if n.count(".") >= 1}
                 assert layers <= {"core", "sessions", "services", "mcp", "__version__"}, f"{path}: {layers}"
+
+
+async def test_bakeoff_tools_return_the_cli_json(repo: Path, cli: CLI) -> None:
+    """bakeoff_create and bakeoff_score answer with JSON, like `daintree bakeoff ... --json`."""
+    async with mcp_client(repo) as session:
+        task = await call(session, "task_create", subject="Speed up parser", description="")
+        created = await call(session, "bakeoff_create", task_id=task["id"], agents=["demo", "demo"],
+                             score="echo 1")
+        assert created["task_id"] == task["id"]
+        assert len(created["candidates"]) == 2
+        scores = await call(session, "bakeoff_score", bakeoff_id=created["id"])
+        assert len(scores) == 2
+    assert cli.json("bakeoff", "show", created["id"])["id"] == created["id"]

@@ -343,7 +343,7 @@ class DaintreeTools:
     def bakeoff_create(self, task_id: int, agents: list[str], score: str | None = None,
                        base_ref: str | None = None) -> dict[str, Any]:
         names = [a.strip() for a in agents]
-        return self.services.bakeoffs.create(task_id, names, score=score, base=base_ref)
+        return self.services.bakeoffs.create(task_id, names, score=score, base=base_ref).to_dict()
 
     def bakeoff_score(self, bakeoff_id: str, score: str | None = None, minimize: bool = False,
                       timeout: float | None = None) -> list[dict[str, Any]]:
