@@ -62,6 +62,7 @@ class AgentConfig:
     waiting_pattern: str | None = None
     max_minutes: float | None = None
     role: str | None = None
+    sandbox: str | None = None  # "auto", "on" or "off": overrides the top-level mode for this agent
 
 
 @dataclass
@@ -89,12 +90,18 @@ class Config:
     bakeoff_score: str | None = None
     roles: dict[str, Role] = field(default_factory=dict)
     default_role: str | None = None
+    sandbox_mode: str = "auto"
+    sandbox_network: bool = True
+    sandbox_writable: list[str] = field(default_factory=list)
+    # Sandbox keys the repository's own file set ("sandbox", "agents.x.sandbox", "roles.y.sandbox", ...): a
+    # repo may tighten the sandbox, but loosening it needs `daintree trust` like a command does (DESIGN 2a).
+    sandbox_repo_keys: frozenset[str] = frozenset()
     repo_config_path: Path | None = None
 
 
 _TOP_KEYS = {
     "worktree_dir", "branch_prefix", "base", "deps", "ports", "hooks", "agents", "default_agent", "keys",
-    "notifications", "sessions", "max_sessions", "roles", "default_role", "bakeoff", "hosts",
+    "notifications", "sessions", "max_sessions", "roles", "default_role", "bakeoff", "hosts", "sandbox",
 }
 _SECTION_KEYS = {
     "deps": {"include", "link"},
@@ -104,7 +111,9 @@ _SECTION_KEYS = {
     "sessions": {"waiting_debounce"},
     "bakeoff": {"score"},
 }
-_AGENT_KEYS = {"command", "prompt", "prompt_mode", "waiting_pattern", "max_minutes", "role"}
+_AGENT_KEYS = {"command", "prompt", "prompt_mode", "waiting_pattern", "max_minutes", "role", "sandbox"}
+SANDBOX_MODES = ("auto", "on", "off")
+_SANDBOX_KEYS = {"mode", "network", "writable"}
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -146,6 +155,9 @@ def _warn_unknown(data: dict[str, Any]) -> None:
         value = data.get(section)
         if isinstance(value, dict):
             unknown += [f"{section}.{k}" for k in value if k not in allowed]
+    sandbox = data.get("sandbox")
+    if isinstance(sandbox, dict):
+        unknown += [f"sandbox.{k}" for k in sandbox if k not in _SANDBOX_KEYS]
     agents = data.get("agents")
     if isinstance(agents, dict):
         for name, value in agents.items():
@@ -242,11 +254,14 @@ def _parse_agents(raw: Any) -> dict[str, AgentConfig]:
                                                             (mode.startswith("flag:") and len(mode) > 5))),
                 f"{key}.prompt_mode", 'one of "arg", "type", "none" or "flag:--FLAG"', mode)
         max_minutes = value.get("max_minutes")
+        if "sandbox" in value:
+            _expect(value["sandbox"] in SANDBOX_MODES, f"{key}.sandbox", 'one of "auto", "on", "off"',
+                    value["sandbox"])
         agents[name] = AgentConfig(
             command=value.get("command"), prompt=value.get("prompt"), prompt_mode=mode,
             waiting_pattern=value.get("waiting_pattern"),
             max_minutes=None if max_minutes is None else _number(max_minutes, f"{key}.max_minutes"),
-            role=value.get("role"),
+            role=value.get("role"), sandbox=value.get("sandbox"),
         )
     return agents
 
@@ -264,6 +279,7 @@ class Role:
     allow: tuple[str, ...]
     approval: str  # one of APPROVALS
     mcp: str | None = None  # one of MCP_LEVELS: the MCP tool set its sessions get wired with; None: not wired
+    sandbox: str | None = None  # "auto", "on" or "off": the sandbox mode of this role's sessions (see Sandbox)
 
 
 def _parse_roles(raw: Any) -> dict[str, Role]:
@@ -282,10 +298,13 @@ def _parse_roles(raw: Any) -> dict[str, Role]:
         # `mcp`: the MCP tool set its sessions get wired with ("lead" or "worker"); absent: none is wired.
         mcp = value.get("mcp")
         _expect(mcp is None or mcp in MCP_LEVELS, f"{key}.mcp", f"one of {', '.join(MCP_LEVELS)}", mcp)
-        unknown = [k for k in value if k not in ("allow", "approval", "mcp")]
+        sandbox = value.get("sandbox")
+        _expect(sandbox is None or sandbox in SANDBOX_MODES, f"{key}.sandbox", 'one of "auto", "on", "off"',
+                sandbox)
+        unknown = [k for k in value if k not in ("allow", "approval", "mcp", "sandbox")]
         if unknown:
             warn(f"config: unknown keys ignored: {', '.join(f'{key}.{k}' for k in unknown)}")
-        roles[name] = Role(name, tuple(allow), approval, mcp)
+        roles[name] = Role(name, tuple(allow), approval, mcp=mcp, sandbox=sandbox)
     return roles
 
 
@@ -348,6 +367,7 @@ def parse(data: dict[str, Any], repo_config_path: Path | None = None) -> Config:
                 "a command", bakeoff["score"])
         cfg.bakeoff_score = bakeoff["score"]
     cfg.roles = _parse_roles(data.get("roles"))
+    _parse_sandbox(cfg, data.get("sandbox"))
     if "default_role" in data:
         role = data["default_role"]
         _expect(isinstance(role, str) and role in cfg.roles, "default_role", "the name of a [roles.*] table", role)
@@ -358,6 +378,42 @@ def parse(data: dict[str, Any], repo_config_path: Path | None = None) -> Config:
                 "a positive integer", value)
         cfg.max_sessions = value
     return cfg
+
+
+def _parse_sandbox(cfg: Config, raw: Any) -> None:
+    """`sandbox = "auto"|"on"|"off"`, or a `[sandbox]` table with `mode`, `network` and `writable`."""
+    if raw is None:
+        return
+    if isinstance(raw, str):
+        raw = {"mode": raw}
+    _expect(isinstance(raw, dict), "sandbox", 'one of "auto", "on", "off", or a table', raw)
+    mode = raw.get("mode", cfg.sandbox_mode)
+    _expect(mode in SANDBOX_MODES, "sandbox.mode", 'one of "auto", "on", "off"', mode)
+    cfg.sandbox_mode = mode
+    if "network" in raw:
+        _expect(isinstance(raw["network"], bool), "sandbox.network", "true or false", raw["network"])
+        cfg.sandbox_network = raw["network"]
+    if "writable" in raw:
+        paths = _str_list(raw["writable"], "sandbox.writable")
+        _expect(all(p.startswith(("/", "~")) for p in paths), "sandbox.writable",
+                "absolute paths (or ~/...)", paths)
+        cfg.sandbox_writable = paths
+
+
+def _sandbox_keys(data: dict[str, Any]) -> frozenset[str]:
+    """The sandbox settings present in one config tree, as dotted keys."""
+    keys: set[str] = set()
+    raw = data.get("sandbox")
+    if isinstance(raw, str):
+        keys.add("sandbox.mode")
+    elif isinstance(raw, dict):
+        keys.update(f"sandbox.{k}" for k in raw)
+    for section in ("agents", "roles"):
+        table = data.get(section)
+        if isinstance(table, dict):
+            keys.update(f"{section}.{name}.sandbox" for name, value in table.items()
+                        if isinstance(value, dict) and "sandbox" in value)
+    return frozenset(keys)
 
 
 def load(root: Path) -> Config:
@@ -371,7 +427,9 @@ def load(root: Path) -> Config:
         warn(f"config: [hosts] in {repo_path} ignored: remote hosts belong in your own config "
              f"({user_path}), `daintree host add`")
         del repo["hosts"]
-    return parse(merge(user, repo), repo_path if repo_path.exists() else None)
+    cfg = parse(merge(user, repo), repo_path if repo_path.exists() else None)
+    cfg.sandbox_repo_keys = _sandbox_keys(repo)
+    return cfg
 
 
 def in_quiet_hours(quiet: tuple[str, str] | None, now_hhmm: str) -> bool:

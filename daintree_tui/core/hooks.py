@@ -15,6 +15,7 @@ from daintree_tui.core.log import warn
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.project import Project
 from daintree_tui.core.runner import run_command
+from daintree_tui.core.sandbox import wrap_command
 from daintree_tui.core.store import read_json, write_json
 
 
@@ -83,6 +84,14 @@ def run_hooks(project: Project, hook: str, entry: WorktreeEntry, *, cwd: Path | 
     workdir = cwd or Path(entry.path)
     log = hook_log(project, entry.name)
     log.parent.mkdir(parents=True, exist_ok=True)
+    # Hooks run in the agent's worktree (a test command runs the agent's code): same sandbox as its session.
+    # post_remove is the exception: its worktree is gone, and it runs in the primary, which no agent can write.
+    sandboxed = hook != "post_remove" and Path(entry.path).is_dir()
+
+    def command_argv(command: str) -> list[str]:
+        argv = ["/bin/sh", "-c", command]
+        return wrap_command(project, entry, argv, env, cwd=workdir) if sandboxed else argv
+
     outcomes = []
     for spec in specs:
         if spec.source == "repo" and not trusted:
@@ -93,16 +102,16 @@ def run_hooks(project: Project, hook: str, entry: WorktreeEntry, *, cwd: Path | 
             with log.open("ab") as fh:
                 fh.write(f"--- {hook} (background): {spec.command}\n".encode())
                 fh.flush()
-                subprocess.Popen(spec.command, shell=True, cwd=workdir, env=env, stdin=subprocess.DEVNULL,
+                subprocess.Popen(command_argv(spec.command), cwd=workdir, env=env, stdin=subprocess.DEVNULL,
                                  stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
             project.events.append("hook.ran", worktree=entry.brief(), hook=hook, command=spec.command,
                                   background=True)
             outcomes.append(HookOutcome(spec.command, None, spec.optional))
             continue
-        result = run_command(spec.command, workdir, env, spec.timeout or project.config.hook_timeout, shell=True)
-        with log.open("a", encoding="utf-8") as fh:
-            fh.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} {hook}: {spec.command} -> {result.exit_code}\n")
-            fh.write(result.stdout + result.stderr)
+        result = run_command(command_argv(spec.command), workdir, env, spec.timeout or project.config.hook_timeout)
+        with log.open("a", encoding="utf-8") as text_log:
+            text_log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} {hook}: {spec.command} -> {result.exit_code}\n")
+            text_log.write(result.stdout + result.stderr)
         tail = (result.stdout + result.stderr)[-2000:]
         outcome = HookOutcome(spec.command, result.exit_code, spec.optional)
         outcomes.append(outcome)

@@ -31,6 +31,7 @@ from daintree_tui.core.models import Task, WorktreeEntry, WorktreeStatus
 from daintree_tui.core.ports import lease_block
 from daintree_tui.core.project import Project
 from daintree_tui.core.runner import RunResult, run_command
+from daintree_tui.core.sandbox import wrap_command
 from daintree_tui.core.store import read_json, write_json
 from daintree_tui.core.tasks import TaskService
 
@@ -471,4 +472,5 @@ class WorktreeService:
         if not path.is_dir():
             raise OperationError(f"worktree {name} has no directory at {path} (run `daintree doctor --fix`)")
         self.project.tmpdir_for(name).mkdir(parents=True, exist_ok=True)
-        return run_command(list(argv), path, worktree_env(self.project, entry), timeout)
+        env = worktree_env(self.project, entry)
+        return run_command(wrap_command(self.project, entry, argv, env), path, env, timeout)

@@ -27,6 +27,7 @@ from daintree_tui.core.store import read_json, write_json
 from daintree_tui.core.tasks import TaskService
 from daintree_tui.sessions.host import PaneState, SessionHost, host_for, session_name
 from daintree_tui.sessions.presets import Preset, all_presets, resolve_preset, session_mcp_wiring, unwire_mcp
+from daintree_tui.sessions.sandbox import session_sandbox
 from daintree_tui.sessions.status import Observation, SessionStatus, derive_status
 
 SIGNAL_STATES = ("waiting", "running", "exited")
@@ -82,6 +83,7 @@ class SessionInfo:
     recorded: str | None = None  # the status last recorded for it; None when it has no session record
     socket: str | None = None  # the tmux server (`tmux -L`): how a remote dashboard attaches over ssh
     tmux_conf: str | None = None
+    sandbox: dict[str, Any] | None = None  # backend, mode, active, reason (None: started before sandboxing)
 
     @property
     def unrecorded(self) -> bool:
@@ -91,7 +93,8 @@ class SessionInfo:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "session": self.session, "agent": self.agent, "status": str(self.status),
                 "exit_code": self.exit_code, "pid": self.pid, "started_at": self.started_at, "log": self.log,
-                "persistent": self.persistent, "socket": self.socket, "tmux_conf": self.tmux_conf}
+                "persistent": self.persistent, "socket": self.socket, "tmux_conf": self.tmux_conf,
+                "sandbox": self.sandbox}
 
 
 class SessionManager:
@@ -160,10 +163,13 @@ class SessionManager:
         self.project.tmpdir_for(name).mkdir(parents=True, exist_ok=True)
         role = self._role(entry, preset)
         argv = self._wire_mcp(name, preset, role, argv, env)
+        sandbox = session_sandbox(self.project, entry, preset, role=role)
+        pane_argv = sandbox.wrap(argv, env)
         now = time.time()
-        state = host.start(name, argv, Path(entry.path), env, log, size)
+        state = host.start(name, pane_argv, Path(entry.path), env, log, size)
         meta = {"agent": preset.name, "command": argv, "started_at": now, "status": str(SessionStatus.STARTING),
-                "exit_code": None, "signal": None, "host": "tmux" if host.persistent else "pty", "role": role}
+                "exit_code": None, "signal": None, "host": "tmux" if host.persistent else "pty", "role": role,
+                "sandbox": sandbox.record()}
         write_json(self.meta_path(name), meta)
         if prompt and preset.prompt_mode == "type":
             host.send_text(name, prompt, enter=True)
@@ -301,7 +307,8 @@ class SessionManager:
                            log=str(self.project.log_path(name)), persistent=self.host.persistent,
                            recorded=str(meta.get("status") or "") if meta else None,
                            socket=getattr(self.host, "socket", None),
-                           tmux_conf=str(conf) if (conf := getattr(self.host, "conf", None)) else None)
+                           tmux_conf=str(conf) if (conf := getattr(self.host, "conf", None)) else None,
+                           sandbox=meta.get("sandbox") if isinstance(meta.get("sandbox"), dict) else None)
 
     # -- input -----------------------------------------------------------------------------------------------
 

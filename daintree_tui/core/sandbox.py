@@ -1,0 +1,443 @@
+"""The sandbox every session, hook and `worktree run` runs in (DESIGN.md 2a point 8).
+
+Where bubblewrap works, a command sees the whole filesystem read-only except what it was given: its worktree,
+what git needs to commit on its own branch, its TMPDIR (also at /tmp), its agent's own state folders and its
+session inbox. This module is pure policy and argv building (core: hooks and `run` need it and cannot import
+sessions); the session-specific parts (agent folders, the inbox) are added by `sessions.sandbox`.
+
+Why these bwrap options, and what each one closes (tested as an attacker in tests/test_sandbox.py):
+- `--unshare-user --cap-drop ALL`: we often run as root (CI). bwrap run by root keeps every capability inside,
+  and root with CAP_SYS_ADMIN simply remounts `/` read-write (verified). A user namespace plus dropping all
+  capabilities leaves the same uid but no power to mount, unmount, or override file permissions.
+- `--unshare-pid` and a fresh `/proc`: with the host's pids visible, `/proc/<pid>/root` of any process of the
+  same user is the host's writable filesystem, and its `/proc/<pid>/mem` is code injection.
+- `/` is rebuilt from its top-level entries (read-only) rather than one `--ro-bind / /`, so that the mount
+  points we add (the inbox at /run/daintree/inbox) can be created, and so that /run is rebuilt without the
+  sockets that run commands outside the sandbox (the user's systemd and D-Bus session in /run/user, docker,
+  podman, containerd): connecting to a unix socket works on a read-only mount.
+- /tmp is the worktree's TMPDIR, which also hides tmux's sockets (/tmp/tmux-UID): a process that reaches our
+  tmux server can open a window outside the sandbox.
+- The environment is inherited, never passed on bwrap's argv (no `--setenv`): argv is visible in `ps`.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from daintree_tui.core.config import Config
+from daintree_tui.core.errors import OperationError
+from daintree_tui.core.log import warn
+from daintree_tui.core.models import WorktreeEntry
+from daintree_tui.core.policy import role_of
+from daintree_tui.core.project import Project
+
+INBOX_MOUNT = Path("/run/daintree/inbox")
+INBOX_ENV = "DAINTREE_INBOX"  # a hint only: identity is the mounted inbox, never this variable
+
+# Entries of /run that let a process start commands outside the sandbox (or talk to root-equivalent daemons).
+_RUN_HIDDEN = frozenset({"user", "docker.sock", "docker", "podman", "containerd", "crio", "libvirt", "lxd",
+                         "snapd.socket", "systemd"})
+_TOP_SKIPPED = frozenset({"proc", "dev", "tmp", "run"})
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """What one sandboxed command may write. Everything else is read-only (or hidden)."""
+
+    worktree: Path
+    git_common_dir: Path
+    git_admin_dir: Path  # .git/worktrees/<name>/
+    branch: str  # e.g. wt/name
+    tmpdir: Path
+    project_root: Path | None = None  # the primary worktree: readable (read-only) also when it lives in /tmp
+    writable: tuple[Path, ...] = ()  # agent state folders, sandbox.writable
+    inbox: Path | None = None
+    network: bool = True
+    interactive: bool = False  # runs in a terminal pane: keep the controlling terminal
+    cwd: Path | None = None
+    hidden: tuple[Path, ...] = field(default=())  # extra paths to hide (tmux socket dirs outside /tmp)
+
+    @property
+    def ref_file(self) -> Path:
+        return self.git_common_dir / "refs" / "heads" / self.branch
+
+    @property
+    def reflog_file(self) -> Path:
+        return self.git_common_dir / "logs" / "refs" / "heads" / self.branch
+
+
+class Sandbox(Protocol):
+    """A way to confine a command. A macOS (sandbox-exec) or container backend implements the same three."""
+
+    name: str
+
+    def available(self) -> tuple[bool, str]:
+        """Whether it works on this machine, and a one-line reason when it does not."""
+        ...
+
+    def wrap(self, argv: Sequence[str], spec: SandboxSpec) -> list[str]:
+        """The command line that runs `argv` inside the sandbox described by `spec`."""
+        ...
+
+
+class NoSandbox:
+    """No confinement: the command runs as it is (sandbox = "off", or nothing works here)."""
+
+    name = "none"
+
+    def __init__(self, reason: str = "sandbox is off") -> None:
+        self.reason = reason
+
+    def available(self) -> tuple[bool, str]:
+        return True, self.reason
+
+    def wrap(self, argv: Sequence[str], spec: SandboxSpec) -> list[str]:
+        return list(argv)
+
+
+@functools.cache
+def _probe(binary: str) -> tuple[bool, str]:
+    """Run the exact confinement we use once, so `auto` knows whether it works (user namespaces may be off)."""
+    argv = [binary, *_isolation(True), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--", "true"]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"bubblewrap cannot start: {exc}"
+    if proc.returncode != 0:
+        why = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+        return False, f"bubblewrap cannot create a sandbox here: {why}"
+    return True, f"bubblewrap ({binary}) with a user namespace"
+
+
+def _isolation(network: bool) -> list[str]:
+    args = ["--unshare-user", "--cap-drop", "ALL", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+            "--unshare-cgroup-try", "--die-with-parent"]
+    if not network:
+        args.append("--unshare-net")
+    return args
+
+
+class BwrapSandbox:
+    """Linux: bubblewrap, unprivileged, no daemon."""
+
+    name = "bwrap"
+
+    def __init__(self, binary: str | None = None) -> None:
+        self.binary = binary or shutil.which("bwrap") or ""
+
+    def available(self) -> tuple[bool, str]:
+        if not self.binary:
+            return False, "bubblewrap (bwrap) is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
+        return _probe(self.binary)
+
+    def wrap(self, argv: Sequence[str], spec: SandboxSpec) -> list[str]:
+        prepare(spec)
+        args = [self.binary, *_isolation(spec.network)]
+        if not spec.interactive:
+            args.append("--new-session")  # no controlling terminal: TIOCSTI cannot type into the caller's
+        args += _root_mounts(spec)
+        args += _writable_mounts(spec)
+        for path in spec.hidden:
+            if path.is_dir():
+                args += ["--tmpfs", str(path)]
+        args += ["--remount-ro", "/run"]
+        args += ["--chdir", str(spec.cwd or spec.worktree), "--", *argv]
+        return args
+
+
+def _root_mounts(spec: SandboxSpec) -> list[str]:
+    """The host's / read-only, entry by entry; /run without the sockets that escape; /tmp is TMPDIR."""
+    args: list[str] = []
+    for name in sorted(os.listdir("/")):
+        path = Path("/") / name
+        if name in _TOP_SKIPPED:
+            continue  # /proc, /dev and /run are made below; /tmp by _tmp_mounts
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), str(path)]
+        elif path.exists():
+            args += ["--ro-bind", str(path), str(path)]
+    args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/run"]
+    run = Path("/run")
+    if run.is_dir():
+        for name in sorted(os.listdir(run)):
+            child = run / name
+            if name in _RUN_HIDDEN or name == "daintree":
+                continue
+            if child.is_symlink():
+                args += ["--symlink", os.readlink(child), str(child)]
+            else:
+                args += ["--ro-bind", str(child), str(child)]
+    args += _tmp_mounts(spec)
+    return args
+
+
+def _under_tmp(path: Path) -> bool:
+    return path == Path("/tmp") or Path("/tmp") in path.parents
+
+
+def _tmp_mounts(spec: SandboxSpec) -> list[str]:
+    """/tmp is the worktree's TMPDIR, which also hides tmux's sockets (/tmp/tmux-UID).
+
+    When the repository itself lives under /tmp (throwaway clones, test runs), binding TMPDIR over /tmp would
+    hide it, and bwrap would create the mount points of our binds inside the real TMPDIR; there /tmp is an empty
+    private tmpfs instead, with the repository bound read-only at its own path (TMPDIR stays writable at its).
+    """
+    needed = [p for p in (spec.project_root, spec.git_common_dir, spec.worktree.parent) if p is not None]
+    if not any(_under_tmp(p) for p in needed):
+        return ["--bind", str(spec.tmpdir), "/tmp"]
+    args = ["--tmpfs", "/tmp"]
+    for path in dict.fromkeys(needed):
+        if _under_tmp(path) and path.exists():
+            args += ["--ro-bind", str(path), str(path)]
+    return args
+
+
+def _writable_mounts(spec: SandboxSpec) -> list[str]:
+    git = spec.git_common_dir
+    args = ["--bind", str(spec.worktree), str(spec.worktree),
+            "--bind", str(spec.git_admin_dir), str(spec.git_admin_dir),
+            "--bind", str(spec.tmpdir), str(spec.tmpdir)]
+    # The object store takes new loose objects; existing packs and objects/info (alternates) stay read-only.
+    objects = git / "objects"
+    args += ["--bind", str(objects), str(objects)]
+    for sub in ("pack", "info"):
+        if (objects / sub).is_dir():
+            args += ["--ro-bind", str(objects / sub), str(objects / sub)]
+    args += _branch_mounts(spec)
+    for path in spec.writable:
+        if path.exists():
+            args += ["--bind", str(path), str(path)]
+    if spec.inbox is not None:
+        args += ["--bind", str(spec.inbox), str(INBOX_MOUNT)]
+    return args
+
+
+def _branch_mounts(spec: SandboxSpec) -> list[str]:
+    """The agent's own branch ref writable, every other ref read-only.
+
+    git updates a ref by creating `<ref>.lock` beside it and renaming it over the ref, so binding the ref FILE
+    alone fails (rename onto a mount point is EBUSY). The ref's directory (refs/heads/wt/) is therefore bound
+    writable, and every other entry in it (other agents' branches, made loose first by `prepare`) is bound
+    read-only on top: writing one is EROFS, renaming over or deleting one is EBUSY. The reflog is appended in
+    place, so its file alone is bound. Everything else under refs/ (main included) stays read-only.
+    """
+    ref_dir = spec.ref_file.parent
+    args = ["--bind", str(ref_dir), str(ref_dir)]
+    for entry in sorted(ref_dir.iterdir()):
+        if entry.name != spec.ref_file.name:
+            args += ["--ro-bind", str(entry), str(entry)]
+    args += ["--bind", str(spec.reflog_file), str(spec.reflog_file)]
+    return args
+
+
+def prepare(spec: SandboxSpec) -> None:
+    """Create what the mount table binds, before the sandbox starts.
+
+    Other branches that live only in packed-refs get a loose file with the same value: otherwise the agent could
+    create that loose file itself in the writable ref directory and so move another agent's branch.
+    """
+    if spec.ref_file.parent == spec.git_common_dir / "refs" / "heads":
+        raise OperationError("the sandbox needs a branch_prefix (like the default wt/): with branches directly "
+                             "under refs/heads an agent could write main")
+    spec.tmpdir.mkdir(parents=True, exist_ok=True)
+    spec.ref_file.parent.mkdir(parents=True, exist_ok=True)
+    spec.reflog_file.parent.mkdir(parents=True, exist_ok=True)
+    spec.reflog_file.touch(exist_ok=True)
+    if spec.inbox is not None:
+        spec.inbox.mkdir(parents=True, exist_ok=True, mode=0o700)
+    pack_loose_objects(spec.git_common_dir)
+    prefix = "refs/heads/" + str(Path(spec.branch).parent) + "/"
+    for ref, value in packed_refs(spec.git_common_dir).items():
+        if not ref.startswith(prefix) or ref == f"refs/heads/{spec.branch}":
+            continue
+        loose = spec.git_common_dir / ref
+        if not loose.exists() and loose.parent == spec.ref_file.parent:
+            tmp = loose.with_name(f".{loose.name}.daintree-tmp")
+            tmp.write_text(value + "\n")
+            os.replace(tmp, loose)
+
+
+def _has_loose_objects(objects: Path) -> bool:
+    try:
+        fanout = [e for e in os.scandir(objects) if len(e.name) == 2 and e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return False
+    return any(next(os.scandir(e.path), None) is not None for e in fanout)
+
+
+def pack_loose_objects(common_dir: Path) -> None:
+    """Move loose objects into a pack, which the sandbox mounts read-only.
+
+    git must be able to add objects, so the object store is writable; but `rm -rf` inside it would delete the
+    loose objects that existing commits (main's included) are made of. Packing them first leaves nothing of
+    the repository's history deletable. Objects that others write while the session runs are loose until the
+    next start packs them: see the README's sandbox limits.
+    """
+    if not _has_loose_objects(common_dir / "objects"):
+        return
+    proc = subprocess.run(["git", "--git-dir", str(common_dir), "repack", "-d", "-q", "--no-write-bitmap-index"],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        raise OperationError(f"sandbox: could not pack loose objects: {proc.stderr.strip()}")
+
+
+def packed_refs(common_dir: Path) -> dict[str, str]:
+    refs: dict[str, str] = {}
+    try:
+        lines = (common_dir / "packed-refs").read_text().splitlines()
+    except OSError:
+        return refs
+    for line in lines:
+        if line.startswith(("#", "^")) or " " not in line:
+            continue
+        value, ref = line.split(" ", 1)
+        refs[ref.strip()] = value.strip()
+    return refs
+
+
+def git_admin_dir(common_dir: Path, worktree: Path) -> Path:
+    """The worktree's `.git/worktrees/<id>/`, found from the common dir's side (never from the worktree's own
+    `.git` file, which the agent can rewrite to point at the common dir)."""
+    admin_root = common_dir / "worktrees"
+    want = str(worktree / ".git")
+    candidates = [admin_root / worktree.name]
+    if admin_root.is_dir():
+        candidates += sorted(p for p in admin_root.iterdir() if p.name != worktree.name)
+    for admin in candidates:
+        try:
+            if (admin / "gitdir").read_text().strip() == want and admin.parent == admin_root:
+                return admin
+        except OSError:
+            continue
+    raise OperationError(f"cannot find git's admin dir for worktree {worktree} under {admin_root}")
+
+
+# -- choosing a backend for one command ------------------------------------------------------------------------
+
+BASE_WRITABLE = ("~/.cache", "~/.npm")  # what builds and test runs (hooks, `run`) write besides the worktree
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The sandbox one command gets: the backend, whether it confines, and why (one line, for people)."""
+
+    backend: Sandbox
+    mode: str  # the effective config mode: auto, on or off
+    reason: str
+
+    @property
+    def active(self) -> bool:
+        return not isinstance(self.backend, NoSandbox)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"backend": self.backend.name, "mode": self.mode, "active": self.active, "reason": self.reason}
+
+
+def _repo_trusted(cfg_path: Path | None) -> bool:
+    from daintree_tui.core.hooks import is_trusted  # function-level: hooks imports this module
+
+    return cfg_path is not None and is_trusted(cfg_path)
+
+
+def effective_mode(cfg: Config, agent: str | None = None, role: str | None = None) -> tuple[str, str]:
+    """The mode that applies (role over agent over top level) and the key it came from.
+
+    A repository's `.daintree.toml` is data until trusted: it may turn the sandbox on, never off.
+    """
+    levels: list[tuple[str, str | None]] = []
+    if role is not None and role in cfg.roles:
+        levels.append((f"roles.{role}.sandbox", cfg.roles[role].sandbox))
+    if agent is not None and agent in cfg.agents:
+        levels.append((f"agents.{agent}.sandbox", cfg.agents[agent].sandbox))
+    levels.append(("sandbox.mode", cfg.sandbox_mode if "sandbox.mode" in cfg.sandbox_repo_keys
+                   or cfg.sandbox_mode != "auto" else None))
+    for key, value in levels:
+        if value is None:
+            continue
+        if value == "off" and key in cfg.sandbox_repo_keys and not _repo_trusted(cfg.repo_config_path):
+            warn(f"config: {key} = \"off\" in .daintree.toml ignored: the repo config is not trusted "
+                 "(run `daintree trust`)")
+            continue
+        return value, key
+    return "auto", "default"
+
+
+def writable_paths(cfg: Config, extra: Sequence[str] = ()) -> tuple[Path, ...]:
+    """`~/.cache`, `~/.npm`, the caller's extra folders and `sandbox.writable` (the last only from a trusted
+    repo config when the repo set it)."""
+    configured = list(cfg.sandbox_writable)
+    if configured and "sandbox.writable" in cfg.sandbox_repo_keys and not _repo_trusted(cfg.repo_config_path):
+        warn("config: sandbox.writable in .daintree.toml ignored: the repo config is not trusted "
+             "(run `daintree trust`)")
+        configured = []
+    out: dict[Path, None] = {}
+    for raw in (*BASE_WRITABLE, *extra, *configured):
+        out[Path(raw).expanduser()] = None
+    return tuple(out)
+
+
+def choose(cfg: Config, agent: str | None = None, role: str | None = None,
+           backend: Sandbox | None = None) -> Choice:
+    """The sandbox for a command, by config: `off` never confines, `on` fails closed, `auto` confines where the
+    backend works and says so plainly where it does not.
+
+    Raises:
+        OperationError: mode `on` and the backend cannot work here (one line naming why).
+    """
+    mode, key = effective_mode(cfg, agent, role)
+    if mode == "off":
+        return Choice(NoSandbox(f"not sandboxed: {key} is \"off\""), mode, f"off ({key})")
+    sandbox = backend if backend is not None else BwrapSandbox()
+    ok, why = sandbox.available()
+    if ok:
+        return Choice(sandbox, mode, f"sandboxed: {why}")
+    if mode == "on":
+        raise OperationError(f"sandbox is on ({key}) but cannot work here: {why}")
+    return Choice(NoSandbox(f"not sandboxed: {why}"), mode, f"not sandboxed: {why}")
+
+
+def inbox_dir(project: Project, name: str) -> Path:
+    """The session inbox of worktree `name` (0700): the only way its sandboxed `daintree` calls reach us."""
+    return project.state_dir / ".inbox" / name
+
+
+def spec_for(project: Project, entry: WorktreeEntry, *, writable: Sequence[Path] = (), interactive: bool = False,
+             network: bool | None = None, cwd: Path | None = None) -> SandboxSpec:
+    """The mount table of one worktree's commands (session, hook, `run`)."""
+    common = project.common_dir
+    if common is None:
+        raise OperationError(f"not a git repository: {project.root}")
+    worktree = Path(entry.path)
+    hidden = []
+    tmux_dir = os.environ.get("TMUX_TMPDIR")
+    if tmux_dir and not _under_tmp(Path(tmux_dir)):
+        hidden.append(Path(tmux_dir) / f"tmux-{os.getuid()}")
+    return SandboxSpec(
+        worktree=worktree, git_common_dir=common, git_admin_dir=git_admin_dir(common, worktree),
+        branch=entry.branch, tmpdir=project.tmpdir_for(entry.name), project_root=project.root,
+        writable=tuple(writable), inbox=inbox_dir(project, entry.name),
+        network=project.config.sandbox_network if network is None else network, interactive=interactive,
+        cwd=cwd, hidden=tuple(hidden),
+    )
+
+
+def wrap_command(project: Project, entry: WorktreeEntry, argv: Sequence[str], env: dict[str, str], *,
+                 cwd: Path | None = None) -> list[str]:
+    """Hooks and `worktree run`: `argv` confined to the worktree per config (role of the worktree applies).
+
+    Adds the inbox hint to `env` when sandboxed. Raises OperationError when the mode is `on` and the sandbox
+    cannot work here.
+    """
+    choice = choose(project.config, role=role_of(project, entry.name))
+    if not choice.active:
+        return list(argv)
+    spec = spec_for(project, entry, writable=writable_paths(project.config), cwd=cwd)
+    env[INBOX_ENV] = str(INBOX_MOUNT)
+    return choice.backend.wrap(argv, spec)

@@ -1,0 +1,113 @@
+"""The sandbox of an agent session: core's mount table plus the agent program's own state folders.
+
+The backends (`Sandbox`, `BwrapSandbox`, `NoSandbox`) and the mount table live in `core.sandbox`, because hooks
+and `worktree run` (core) are confined by the same rules and core cannot import this package. What only a session
+has is here: the preset's state folders, the role that decides the mode, the record the status column shows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from daintree_tui.core.index import Index, find
+from daintree_tui.core.models import WorktreeEntry
+from daintree_tui.core.project import Project
+from daintree_tui.core.sandbox import (
+    INBOX_ENV,
+    INBOX_MOUNT,
+    BwrapSandbox,
+    Choice,
+    NoSandbox,
+    Sandbox,
+    SandboxSpec,
+    choose,
+    inbox_dir,
+    spec_for,
+    writable_paths,
+)
+from daintree_tui.core.tasks import TaskService
+from daintree_tui.sessions.presets import Preset
+
+__all__ = ["INBOX_ENV", "INBOX_MOUNT", "BwrapSandbox", "NoSandbox", "Sandbox", "SandboxSpec", "SessionSandbox",
+           "agent_state_paths", "session_sandbox"]
+
+# Where each agent program keeps its login, settings, history and caches. Folders are created when missing (so
+# a first login inside the sandbox persists); files are bound only when they exist.
+AGENT_STATE: dict[str, tuple[str, ...]] = {
+    "claude": ("~/.claude/", "~/.claude.json", "~/.config/claude/"),
+    "codex": ("~/.codex/",),
+    "gemini": ("~/.gemini/",),
+    "opencode": ("~/.config/opencode/", "~/.local/share/opencode/", "~/.local/state/opencode/"),
+    "aider": ("~/.aider/",),
+}
+
+
+def agent_state_paths(preset: Preset) -> list[Path]:
+    """The preset's state folders (created when missing) and files (when they exist)."""
+    program = Path(preset.argv()[0]).name
+    paths = []
+    for raw in AGENT_STATE.get(preset.name, AGENT_STATE.get(program, ())):
+        path = Path(raw).expanduser()
+        if raw.endswith("/"):
+            path.mkdir(parents=True, exist_ok=True)
+            paths.append(path)
+        elif path.exists():
+            paths.append(path)
+    return paths
+
+
+@dataclass(frozen=True)
+class SessionSandbox:
+    """How one session is confined: the choice (backend, mode, reason) and, when confined, its spec."""
+
+    choice: Choice
+    spec: SandboxSpec | None
+
+    def wrap(self, argv: list[str], env: dict[str, str]) -> list[str]:
+        """The pane's command; adds the inbox hint to `env` (a hint: identity is the mounted inbox)."""
+        if self.spec is None:
+            return argv
+        env[INBOX_ENV] = str(INBOX_MOUNT)
+        return self.choice.backend.wrap(argv, self.spec)
+
+    def record(self) -> dict[str, object]:
+        return self.choice.to_dict()
+
+
+def session_role(project: Project, entry: WorktreeEntry, preset: Preset) -> str | None:
+    """The role the session will run under: its task's, else its agent's, else `default_role`."""
+    if entry.task_id is not None:
+        task = TaskService(project).find(entry.task_id)
+        if task is not None and isinstance(task.extra.get("role"), str):
+            return str(task.extra["role"])
+    return preset.role or project.config.default_role
+
+
+def session_sandbox(project: Project, entry: WorktreeEntry, preset: Preset, backend: Sandbox | None = None,
+                    role: str | None = None) -> SessionSandbox:
+    """Choose and describe the sandbox of a session of `preset` in `entry`.
+
+    Raises:
+        OperationError: the mode is `on` and the sandbox cannot work here.
+    """
+    role = role if role is not None else session_role(project, entry, preset)
+    choice = choose(project.config, agent=preset.name, role=role, backend=backend)
+    if not choice.active:
+        return SessionSandbox(choice, None)
+    writable = writable_paths(project.config, [str(p) for p in agent_state_paths(preset)])
+    return SessionSandbox(choice, spec_for(project, entry, writable=writable, interactive=True))
+
+
+def sandbox_for_worktree(project: Project, name: str, preset: Preset) -> SessionSandbox:
+    """`session_sandbox` for a worktree by name (the `sandbox check` command)."""
+    entry = find(Index(project).load(), name)
+    if entry is None or not entry.live:
+        from daintree_tui.core.errors import InputError
+
+        raise InputError(f"no live worktree named {name!r}")
+    return session_sandbox(project, entry, preset)
+
+
+def inbox_path(project: Project, name: str) -> Path:
+    return inbox_dir(project, name)
