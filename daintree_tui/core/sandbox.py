@@ -251,7 +251,9 @@ def prepare(spec: SandboxSpec) -> None:
     spec.reflog_file.parent.mkdir(parents=True, exist_ok=True)
     spec.reflog_file.touch(exist_ok=True)
     if spec.inbox is not None:
-        spec.inbox.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for folder in (spec.inbox.parent, spec.inbox):  # 0700: the requests are the agent's, the replies ours
+            folder.mkdir(parents=True, exist_ok=True)
+            os.chmod(folder, 0o700)
     pack_loose_objects(spec.git_common_dir)
     prefix = "refs/heads/" + str(Path(spec.branch).parent) + "/"
     for ref, value in packed_refs(spec.git_common_dir).items():

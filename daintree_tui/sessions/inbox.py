@@ -1,0 +1,333 @@
+"""The session inbox: how a sandboxed agent's own `daintree` calls reach the outside, and how they are applied.
+
+Inside a sandbox the state (`.worktrees/`, `.tasks/`, refs other than the agent's own branch) is read-only. The
+`daintree` CLI there writes its request as a JSON file into the inbox mounted at /run/daintree/inbox. Outside,
+`process_inboxes(project)` (called by the dashboard's poll, `daintree doctor` and `session list`/`approvals` run
+outside) validates each request and applies it, writing a reply file next to it.
+
+The identity of a request is WHICH inbox it arrived in (`.worktrees/.inbox/<worktree>/`, bound into that
+worktree's sandbox only), never anything inside the request nor `DAINTREE_WORKTREE`. The inbox is written by the
+agent, so everything in it is hostile data: regular files only (no symlink is followed), a size cap, a strict
+schema, and replies written with O_EXCL|O_NOFOLLOW and renamed into place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import re
+import stat
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from daintree_tui.core.errors import DaintreeError, InputError, OperationError
+from daintree_tui.core.index import Index, find
+from daintree_tui.core.project import Project
+from daintree_tui.core.sandbox import INBOX_MOUNT
+
+MAX_REQUEST_BYTES = 64 * 1024
+REPLY_TTL = 3600.0
+_REQUEST_RE = re.compile(r"^req-([0-9a-f]{32})\.json$")
+KINDS = ("signal", "task_create", "action")
+ACTIONS = ("commit", "merge", "remove", "pr")
+
+
+# -- inside: the client ----------------------------------------------------------------------------------------
+
+
+def mounted_inbox() -> Path | None:
+    """The inbox of the sandbox this process runs in, found by the mount (never by an environment variable)."""
+    return INBOX_MOUNT if INBOX_MOUNT.is_dir() and os.access(INBOX_MOUNT, os.W_OK) else None
+
+
+def submit(inbox: Path, kind: str, payload: dict[str, Any]) -> str:
+    """Write one request atomically; returns its id."""
+    request_id = uuid.uuid4().hex
+    body = json.dumps({"id": request_id, "kind": kind, "payload": payload, "created_at": time.time()})
+    tmp = inbox / f".tmp-{request_id}"
+    tmp.write_text(body)
+    os.replace(tmp, inbox / f"req-{request_id}.json")
+    return request_id
+
+
+def wait_reply(inbox: Path, request_id: str, timeout: float) -> dict[str, Any] | None:
+    """The reply to a request, when the outside answers within `timeout` seconds."""
+    path = inbox / f"reply-{request_id}.json"
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            data = None
+        if isinstance(data, dict):
+            with contextlib.suppress(OSError):
+                path.unlink()
+            return data
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.05)
+
+
+# -- outside: the processor ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one request."""
+
+    worktree: str
+    request: str
+    kind: str
+    ok: bool
+    result: dict[str, Any] | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"worktree": self.worktree, "request": self.request, "kind": self.kind, "ok": self.ok,
+                "result": self.result, "error": self.error}
+
+
+@contextlib.contextmanager
+def _processing_lock(project: Project) -> Iterator[bool]:
+    """One processor at a time (the dashboard and a CLI may both poll); a busy lock means someone is at it."""
+    root = project.state_dir / ".inbox"
+    fd = os.open(root / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+def process_inboxes(project: Project) -> list[Outcome]:
+    """Apply every pending request of every session inbox; the entry point for the dashboard and the CLI.
+
+    Cheap when there is nothing to do (one directory listing per inbox). Never raises for a bad request: it is
+    answered with an error reply and logged as an event.
+    """
+    root = project.state_dir / ".inbox"
+    if not project.is_git or not root.is_dir() or root.is_symlink():
+        return []
+    outcomes: list[Outcome] = []
+    with _processing_lock(project) as mine:
+        if not mine:
+            return []
+        for owner_dir in sorted(root.iterdir()):
+            if owner_dir.name.startswith(".") or owner_dir.is_symlink() or not owner_dir.is_dir():
+                continue
+            outcomes += _process_one(project, owner_dir.name, owner_dir)
+    return outcomes
+
+
+def _process_one(project: Project, owner: str, inbox: Path) -> list[Outcome]:
+    try:
+        dir_fd = os.open(inbox, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return []
+    outcomes = []
+    try:
+        names = sorted(os.listdir(dir_fd))
+        now = time.time()
+        for name in names:
+            if name.startswith("reply-"):
+                _drop_stale_reply(dir_fd, name, now)
+                continue
+            match = _REQUEST_RE.match(name)
+            if match is None:
+                continue
+            request_id = match.group(1)
+            outcome = _apply(project, owner, request_id, _read_request(dir_fd, name))
+            _write_reply(dir_fd, request_id, outcome)
+            with contextlib.suppress(OSError):
+                os.unlink(name, dir_fd=dir_fd)
+            project.events.append("inbox.applied" if outcome.ok else "inbox.refused", worktree={"name": owner},
+                                  kind=outcome.kind, request=request_id, error=outcome.error)
+            outcomes.append(outcome)
+    finally:
+        os.close(dir_fd)
+    return outcomes
+
+
+def _drop_stale_reply(dir_fd: int, name: str, now: float) -> None:
+    with contextlib.suppress(OSError):
+        if now - os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mtime > REPLY_TTL:
+            os.unlink(name, dir_fd=dir_fd)
+
+
+def _read_request(dir_fd: int, name: str) -> dict[str, Any] | str:
+    """The request's JSON object, or a one-line reason it cannot be one."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+    except OSError as exc:
+        return "not a regular file" if exc.errno == errno.ELOOP else f"unreadable: {exc.strerror}"
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return "not a regular file"
+        if st.st_size > MAX_REQUEST_BYTES:
+            return f"larger than {MAX_REQUEST_BYTES} bytes"
+        raw = os.read(fd, MAX_REQUEST_BYTES + 1)
+    finally:
+        os.close(fd)
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return "not valid JSON"
+    return data if isinstance(data, dict) else "not a JSON object"
+
+
+def _write_reply(dir_fd: int, request_id: str, outcome: Outcome) -> None:
+    """Write next to the request without following anything the agent may have planted there."""
+    tmp = f".reply-{request_id}-{uuid.uuid4().hex[:8]}"
+    body = json.dumps(outcome.to_dict()).encode()
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dir_fd)
+    except OSError:
+        return
+    try:
+        os.write(fd, body)
+    finally:
+        os.close(fd)
+    with contextlib.suppress(OSError):
+        os.rename(tmp, f"reply-{request_id}.json", src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+
+
+def _str_field(payload: dict[str, Any], key: str, limit: int, required: bool = False) -> str:
+    value = payload.get(key, "")
+    if not isinstance(value, str) or len(value) > limit or (required and not value.strip()):
+        raise InputError(f"{key} must be a {'non-empty ' if required else ''}string of at most {limit} characters")
+    return value
+
+
+def _bool_field(payload: dict[str, Any], key: str) -> bool:
+    value = payload.get(key, False)
+    if not isinstance(value, bool):
+        raise InputError(f"{key} must be true or false")
+    return value
+
+
+def _apply(project: Project, owner: str, request_id: str, request: dict[str, Any] | str) -> Outcome:
+    kind = request.get("kind") if isinstance(request, dict) else None
+    kind = kind if isinstance(kind, str) and kind in KINDS else "?"
+    try:
+        if isinstance(request, str):
+            raise InputError(f"bad request: {request}")
+        entry = find(Index(project).load(), owner)
+        if entry is None or not entry.live:
+            raise InputError(f"no live worktree named {owner!r}: request dropped")
+        payload = request.get("payload")
+        if kind == "?" or not isinstance(payload, dict):
+            raise InputError(f"bad request: kind must be one of {', '.join(KINDS)} with a payload object")
+        if kind == "signal":
+            result = _signal(project, owner, payload)
+        elif kind == "task_create":
+            result = _task_create(project, owner, payload)
+        else:
+            result = _action(project, owner, payload)
+        return Outcome(owner, request_id, kind, True, result)
+    except DaintreeError as exc:
+        return Outcome(owner, request_id, kind, False, error=str(exc))
+
+
+def _signal(project: Project, owner: str, payload: dict[str, Any]) -> dict[str, Any]:
+    from daintree_tui.sessions.manager import SessionManager
+
+    state = _str_field(payload, "state", 20, required=True)
+    code = payload.get("code")
+    if code is not None and (not isinstance(code, int) or isinstance(code, bool)):
+        raise InputError("code must be an integer")
+    return SessionManager(project).signal(owner, state, exit_code=code)
+
+
+def _task_create(project: Project, owner: str, payload: dict[str, Any]) -> dict[str, Any]:
+    from daintree_tui.core.tasks import TaskService
+
+    subject = _str_field(payload, "subject", 500, required=True)
+    description = _str_field(payload, "description", 20000)
+    blocked = payload.get("blocked_by", [])
+    if not isinstance(blocked, list) or not all(isinstance(b, int) and not isinstance(b, bool) and b > 0
+                                                for b in blocked):
+        raise InputError("blocked_by must be a list of task ids")
+    extra: dict[str, object] = {"created_by": owner}
+    role = payload.get("role")
+    if role is not None:
+        if not isinstance(role, str) or role not in project.config.roles:
+            raise InputError(f"unknown role {role!r}")
+        extra["role"] = role
+    return TaskService(project).create(subject, description, blocked, extra=extra).to_dict()
+
+
+def _action(project: Project, owner: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """A policed command (commit, merge, remove, pr) on the sender's OWN worktree, decided by its role.
+
+    The role's rules apply as they do to a CLI call: denied, queued for a person (approval "human"), or run
+    here, outside the sandbox, with options rebuilt from a strict schema (never the agent's argv).
+    """
+    from daintree_tui.core.policy import Approvals, decide
+
+    action = _str_field(payload, "action", 20, required=True)
+    if action not in ACTIONS:
+        raise InputError(f"unknown action {action!r} (expected one of: {', '.join(ACTIONS)})")
+    target = _str_field(payload, "worktree", 100, required=True)
+    if target != owner:
+        project.events.append("policy.denied", worktree={"name": owner}, action=action, target=target,
+                              reason="not its own worktree")
+        raise OperationError(f"a session may only {action} its own worktree ({owner}), not {target!r}")
+    decision = decide(project, owner, action)
+    if not decision.allowed:
+        project.events.append("policy.denied", worktree={"name": owner}, action=action, role=decision.role)
+        raise OperationError(f"policy: {decision.reason}")
+    argv, run = _rebuild(project, owner, action, payload)
+    if decision.approval == "human":
+        record = Approvals(project).request(owner, action, argv, decision.role)
+        return {"queued": True, "request": record["id"], "argv": argv}
+    if decision.approval == "checks":
+        from daintree_tui.core.hooks import run_hooks
+
+        entry = find(Index(project).load(), owner)
+        if entry is not None:
+            run_hooks(project, "pre_merge", entry)
+    return {"queued": False, "argv": argv, "result": run()}
+
+
+def _rebuild(project: Project, owner: str, action: str, payload: dict[str, Any]) -> tuple[list[str], Any]:
+    """The validated command as argv (for an approval record) and as a call to run it here."""
+    from daintree_tui.core.review import STRATEGIES, ReviewService
+    from daintree_tui.core.worktrees import WorktreeService
+    from daintree_tui.sessions.host import host_for
+    from daintree_tui.sessions.manager import SessionManager
+
+    host = host_for(project, create=False)
+    worktrees = WorktreeService(project, SessionManager(project, host) if host is not None else None)
+    review = ReviewService(worktrees)
+    if action == "commit":
+        message = _str_field(payload, "message", 20000, required=True)
+        all_changes = _bool_field(payload, "all")
+        argv = ["worktree", "commit", owner, "-m", message, *(["--all"] if all_changes else [])]
+        return argv, lambda: review.commit(owner, message, all_changes=all_changes)
+    if action == "merge":
+        strategy = _str_field(payload, "strategy", 10) or "ff"
+        if strategy not in STRATEGIES:
+            raise InputError(f"invalid strategy {strategy!r}")
+        remove, complete = _bool_field(payload, "remove"), _bool_field(payload, "complete_task")
+        argv = ["worktree", "merge", owner, "--strategy", strategy, *(["--remove"] if remove else []),
+                *(["--complete-task"] if complete else [])]
+        return argv, lambda: review.merge(owner, strategy=strategy, remove=remove, complete_task=complete).to_dict()
+    if action == "remove":
+        complete, delete = _bool_field(payload, "complete_task"), _bool_field(payload, "delete_branch")
+        argv = ["worktree", "remove", owner, *(["--complete-task"] if complete else []),
+                *(["--delete-branch"] if delete else [])]
+        return argv, lambda: worktrees.remove(owner, complete_task=complete, delete_branch=delete).to_dict()
+    draft = _bool_field(payload, "draft")
+    return ["worktree", "pr", owner, *(["--draft"] if draft else [])], lambda: review.pr(owner, draft=draft)
