@@ -189,7 +189,8 @@ def _tmp_mounts(spec: SandboxSpec) -> list[str]:
     hide it, and bwrap would create the mount points of our binds inside the real TMPDIR; there /tmp is an empty
     private tmpfs instead, with the repository bound read-only at its own path (TMPDIR stays writable at its).
     """
-    needed = [p for p in (spec.project_root, spec.git_common_dir, spec.worktree.parent) if p is not None]
+    needed = [p for p in (spec.project_root, spec.git_common_dir, spec.worktree.parent, Path.home())
+              if p is not None]
     if not any(_under_tmp(p) for p in needed):
         return ["--bind", str(spec.tmpdir), "/tmp"]
     args = ["--tmpfs", "/tmp"]
@@ -323,7 +324,8 @@ def git_admin_dir(common_dir: Path, worktree: Path) -> Path:
 
 # -- choosing a backend for one command ------------------------------------------------------------------------
 
-BASE_WRITABLE = ("~/.cache", "~/.npm")  # what builds and test runs (hooks, `run`) write besides the worktree
+# What builds and test runs (hooks, `run`) write besides the worktree; ~/.cache is created when missing.
+BASE_WRITABLE = ("~/.cache", "~/.npm")
 
 
 @dataclass(frozen=True)
@@ -381,7 +383,10 @@ def writable_paths(cfg: Config, extra: Sequence[str] = ()) -> tuple[Path, ...]:
         configured = []
     out: dict[Path, None] = {}
     for raw in (*BASE_WRITABLE, *extra, *configured):
-        out[Path(raw).expanduser()] = None
+        path = Path(raw).expanduser()
+        if raw.endswith("/") or raw in BASE_WRITABLE[:1]:
+            path.mkdir(parents=True, exist_ok=True)  # a folder the user named (or ~/.cache): bind it even if new
+        out[path] = None
     return tuple(out)
 
 

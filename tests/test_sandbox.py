@@ -1,0 +1,362 @@
+"""The sandbox, tested as an attacker: real bubblewrap, real tmux sessions, real git.
+
+A session's agent is a shell script that tries to escape (and to do its legitimate work); the test then looks at
+what happened from the outside. Skipped only when bubblewrap cannot create a sandbox on this machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from daintree_tui.core.sandbox import BwrapSandbox
+from tests.conftest import CLI, git, make_repo, wait_for
+
+_OK, _WHY = BwrapSandbox().available()
+pytestmark = pytest.mark.skipif(not _OK, reason=f"bubblewrap cannot run here: {_WHY}")
+
+BIN = str(Path(sys.executable).parent)  # the venv's `daintree` and `python`
+
+# Every line: `attempt LABEL CMD...` records LABEL=<exit code> in ~/.claude/results (the agent's own state
+# folder, readable from outside).
+ATTACK = r"""#!/bin/sh
+R="$HOME/.claude/results"
+attempt() { label=$1; shift; ( "$@" ) >>"$HOME/.claude/attack.log" 2>&1; echo "$label=$?" >>"$R"; }
+OWN=$(pwd)
+attempt commit sh -c 'echo feature > feature.txt && git add feature.txt && git commit -qm "agent work"'
+attempt tests_with_tmpdir python -m pytest -q -p no:cacheprovider test_tmp.py
+attempt agent_cache sh -c 'echo cached > "$HOME/.claude/agent-state"'
+attempt primary_file sh -c 'echo pwned > "$PRIMARY/pwned.txt"'
+attempt other_worktree sh -c 'echo pwned > "$OTHER/pwned.txt"'
+attempt home_file sh -c 'echo pwned > "$HOME/pwned.txt"'
+attempt main_update_ref git -C "$PRIMARY" update-ref refs/heads/main "$(git rev-parse HEAD)"
+attempt main_merge git -C "$PRIMARY" merge --ff-only wt/me
+attempt hooks_write sh -c 'printf "#!/bin/sh\necho pwned\n" > "$GITDIR/hooks/pre-commit"'
+attempt config_write sh -c 'printf "[core]\n\thooksPath = /tmp\n" >> "$GITDIR/config"'
+attempt config_git git config --file "$GITDIR/config" core.hooksPath /tmp
+attempt other_branch git update-ref refs/heads/wt/other "$(git rev-parse HEAD)"
+attempt other_branch_f git branch -f wt/other HEAD
+attempt other_branch_rm sh -c 'rm -f "$GITDIR/refs/heads/wt/other"'
+attempt remount mount -o remount,rw /
+attempt merge_cleared env DAINTREE_WORKTREE= daintree worktree merge me
+attempt merge_forged env DAINTREE_WORKTREE=other daintree worktree merge me
+attempt merge_other daintree worktree merge other
+attempt signal daintree session signal me waiting
+attempt approval daintree worktree pr me
+echo DONE >>"$R"
+"""
+
+TEST_FILE = """\
+import os
+
+
+def test_tmp(tmp_path):
+    (tmp_path / "x").write_text("ok")
+    assert str(tmp_path).startswith(os.environ["TMPDIR"])
+"""
+
+
+def _write_user_config(text: str) -> None:
+    path = Path(os.environ["XDG_CONFIG_HOME"]) / "daintree" / "config.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def _results(state: Path) -> dict[str, int]:
+    path = state / "results"
+    if not path.exists():
+        return {}
+    out = {}
+    for line in path.read_text().splitlines():
+        if "=" in line:
+            key, value = line.split("=", 1)
+            out[key] = int(value)
+        else:
+            out[line] = 0
+    return out
+
+
+@pytest.fixture
+def sandbox_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tmux_socket: str) -> Iterator[Path]:
+    """A private HOME (read-only inside the sandbox) and the venv's `daintree` on PATH."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("PATH", f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    yield home
+
+
+def _processed_until_done(project: Any, state: Path, timeout: float = 90.0) -> dict[str, int]:
+    """Play the dashboard: apply inbox requests while the attacker runs, until it is done."""
+    from daintree_tui.sessions.inbox import process_inboxes
+
+    def done() -> bool:
+        process_inboxes(project)
+        return "DONE" in _results(state)
+
+    try:
+        wait_for(done, timeout=timeout, interval=0.1)
+    except AssertionError:
+        log = state / "attack.log"
+        screen = subprocess.run(["tmux", "-L", os.environ["DAINTREE_TMUX_SOCKET"], "capture-pane", "-p", "-t",
+                                 "=dt-me:"], capture_output=True, text=True).stdout
+        raise AssertionError(f"attacker did not finish: {_results(state)}\n"
+                             f"{log.read_text() if log.exists() else ''}\nscreen:\n{screen}") from None
+    return _results(state)
+
+
+def _start_attacker(cli: CLI, repo: Path, name: str, env: dict[str, str]) -> dict[str, Any]:
+    os.environ.update(env)  # a session's environment is the caller's plus ours
+    try:
+        return dict(cli.json("session", "start", name, "--agent", "claude"))
+    finally:
+        for key in env:
+            del os.environ[key]
+
+
+def test_attacker_session_is_confined(repo: Path, sandbox_env: Path) -> None:
+    from daintree_tui.core.project import Project
+
+    home = sandbox_env
+    attack = home / "attack.sh"  # visible (read-only) inside: /tmp itself is not
+    attack.write_text(ATTACK)
+    _write_user_config(f"""
+default_role = "worker"
+[roles.worker]
+allow = ["commit", "pr"]
+approval = "human"
+[agents.claude]
+command = "sh {attack}"
+prompt_mode = "none"
+""")
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "other")
+    cli.ok("worktree", "create", "me")
+    project = Project.discover(repo)
+    me, other = repo / ".worktrees" / "me", repo / ".worktrees" / "other"
+    (me / "test_tmp.py").write_text(TEST_FILE)
+    git(other, "commit", "-q", "--allow-empty", "-m", "other's work")
+    other_head = git(repo, "rev-parse", "wt/other").strip()
+    main_head = git(repo, "rev-parse", "main").strip()
+    config_before = (repo / ".git" / "config").read_bytes()
+    started = _start_attacker(cli, repo, "me", {"PRIMARY": str(repo), "OTHER": str(other),
+                                                "GITDIR": str(repo / ".git")})
+    assert started["sandbox"]["active"] is True, started["sandbox"]
+    results = _processed_until_done(project, home / ".claude")
+    log = (home / ".claude" / "attack.log").read_text()
+
+    must_fail = ["primary_file", "other_worktree", "home_file", "main_update_ref", "main_merge", "hooks_write",
+                 "config_write", "config_git", "other_branch", "other_branch_f", "other_branch_rm", "remount",
+                 "merge_cleared", "merge_forged", "merge_other"]
+    must_pass = ["commit", "tests_with_tmpdir", "agent_cache", "signal", "approval"]
+    assert {k: results.get(k) for k in must_fail if results.get(k) == 0} == {}, log
+    assert {k: results.get(k) for k in must_pass if results.get(k) != 0} == {}, log
+
+    # Nothing outside its grant changed.
+    assert not (repo / "pwned.txt").exists() and not (other / "pwned.txt").exists()
+    assert not (home / "pwned.txt").exists()
+    assert not (repo / ".git" / "hooks" / "pre-commit").exists()
+    assert (repo / ".git" / "config").read_bytes() == config_before
+    assert git(repo, "rev-parse", "main").strip() == main_head
+    assert git(repo, "rev-parse", "wt/other").strip() == other_head
+    # Its legitimate work landed: a commit on its own branch, its agent's state, the signal, the request.
+    assert git(repo, "log", "-1", "--format=%s", "wt/me").strip() == "agent work"
+    assert (home / ".claude" / "agent-state").read_text() == "cached\n"
+    assert results["tests_with_tmpdir"] == 0 and "1 passed" in log
+    assert cli.json("session", "list")[0]["status"] in ("waiting", "exited")
+    meta = json.loads((repo / ".worktrees" / ".sessions" / "me.json").read_text())
+    assert meta["signal"]["state"] == "waiting"
+    approvals = cli.json("approvals")
+    assert [(a["worktree"], a["action"]) for a in approvals] == [("me", "pr")]
+    assert "policy" in log and "only merge its own worktree" in log
+
+
+def test_rm_rf_of_the_primary_from_inside_costs_only_its_own_work(repo: Path, sandbox_env: Path) -> None:
+    home = sandbox_env
+    wrecker = home / "wreck.sh"
+    wrecker.write_text('#!/bin/sh\nrm -rf "$PRIMARY" "$HOME" / 2>/dev/null\n'
+                       'mkdir -p "$HOME/.claude"; echo DONE > "$HOME/.claude/results"\n')
+    _write_user_config(f'[agents.claude]\ncommand = "sh {wrecker}"\nprompt_mode = "none"\n')
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "other")
+    cli.ok("worktree", "create", "wreck")
+    git(repo / ".worktrees" / "other", "commit", "-q", "--allow-empty", "-m", "other's work")
+    (repo / "uncommitted.txt").write_text("the user's own unsaved work\n")
+    heads = git(repo, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads/main", "refs/heads/wt/other")
+    _start_attacker(cli, repo, "wreck", {"PRIMARY": str(repo)})
+    wait_for(lambda: (home / ".claude" / "results").exists(), timeout=60)
+    assert (repo / "README.md").read_text() == "# demo\n" and (repo / "app.py").exists()
+    assert (repo / "uncommitted.txt").read_text() == "the user's own unsaved work\n"
+    assert (repo / ".worktrees" / "other" / "README.md").exists()
+    assert git(repo, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads/main",
+               "refs/heads/wt/other") == heads
+    subprocess.run(["git", "-C", str(repo), "fsck", "--no-dangling"], check=True, capture_output=True)
+    assert git(repo, "log", "--format=%s", "wt/other").splitlines()[0] == "other's work"
+
+
+def test_demo_agent_and_shell_render_inside_the_sandbox(repo: Path, sandbox_env: Path) -> None:
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "demo1")
+    cli.ok("worktree", "create", "sh1")
+    demo = cli.json("session", "start", "demo1", "--agent", "demo")
+    shell = cli.json("session", "start", "sh1", "--agent", "shell")
+    assert demo["sandbox"]["active"] and shell["sandbox"]["active"]
+    wait_for(lambda: "Should I also update" in cli("session", "capture", "demo1").stdout, timeout=30)
+    assert (repo / ".worktrees" / "demo1" / "NOTES.md").exists()  # the demo agent edited its worktree
+    wait_for(lambda: cli("session", "capture", "sh1").stdout.strip() != "", timeout=15)
+    cli.ok("session", "send", "sh1", f"touch {repo}/escaped; echo rc=$? inside-$((20+22))")
+    wait_for(lambda: "rc=1 inside-42" in cli("session", "capture", "sh1").stdout, timeout=15)
+    assert not (repo / "escaped").exists()
+    listed = {s["name"]: s for s in cli.json("session", "list")}
+    assert listed["sh1"]["sandbox"]["backend"] == "bwrap"
+
+
+def test_hooks_and_run_are_sandboxed(repo: Path, sandbox_env: Path) -> None:
+    _write_user_config("""
+[hooks]
+post_create = ["touch hook-ran; touch ../../hook-escaped || true"]
+""")
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "h1")
+    assert (repo / ".worktrees" / "h1" / "hook-ran").exists()
+    assert not (repo / "hook-escaped").exists()
+    proc = cli("worktree", "run", "h1", "--", "sh", "-c",
+               f"touch {repo}/run-escaped; grep CapEff /proc/self/status; ls /proc | grep -c '^[0-9]'")
+    assert proc.returncode == 0, proc.stderr
+    assert "Read-only file system" in proc.stderr
+    assert not (repo / "run-escaped").exists()
+    assert "CapEff:\t0000000000000000" in proc.stdout  # root inside keeps no capability
+    assert int(proc.stdout.split()[-1]) <= 5  # its own pid namespace: the host's processes are not there
+
+
+def test_tmux_server_unreachable_from_inside(repo: Path, sandbox_env: Path, tmux_socket: str) -> None:
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "t1")
+    cli.ok("session", "start", "t1", "--agent", "shell")  # our tmux server is up
+    proc = cli("worktree", "run", "t1", "--", "tmux", "-L", tmux_socket, "new-window", "touch /tmp/escaped")
+    assert proc.returncode != 0
+    assert subprocess.run(["tmux", "-L", tmux_socket, "list-windows", "-a"], capture_output=True,
+                          text=True).stdout.count("\n") == 1
+
+
+def test_sandbox_check_reports_the_boundary(repo: Path, sandbox_env: Path) -> None:
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "c1")
+    cli.ok("worktree", "create", "c2")
+    proc = cli("sandbox", "check", "c1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "bubblewrap" in lines[0]
+    assert any("read-only" in ln and "refs/heads/main" in ln for ln in lines)
+    assert any("read-only" in ln and "another agent's branch (wt/c2)" in ln for ln in lines)
+    assert any("writable" in ln and "its own branch (wt/c1)" in ln for ln in lines)
+    report = cli.json("sandbox", "check", "c1")
+    assert report["holds"] and all(r["holds"] for r in report["results"])
+    assert {r["what"] for r in report["results"]} >= {"primary working tree", "$HOME", ".git/config",
+                                                        ".git/hooks", "its own worktree", "TMPDIR", "/tmp"}
+    doctor = cli("doctor")
+    assert "sandbox: sandboxed: bubblewrap" in doctor.stdout
+
+
+def test_sandbox_off_is_honest(repo: Path, sandbox_env: Path) -> None:
+    _write_user_config('sandbox = "off"\n')
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "o1")
+    proc = cli("sandbox", "check", "o1")
+    assert proc.returncode == 1  # everything is writable: the check says the boundary does not hold
+    assert "FAIL" in proc.stdout and "off" in proc.stdout.splitlines()[0]
+    assert not list(repo.glob(".daintree-probe-*"))  # the probes cleaned up after themselves
+    started = cli.json("session", "start", "o1", "--agent", "shell")
+    assert started["sandbox"]["active"] is False
+
+
+def test_repo_config_cannot_turn_the_sandbox_off(repo: Path, sandbox_env: Path) -> None:
+    (repo / ".daintree.toml").write_text('sandbox = "off"\n')
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "r1")
+    proc = cli("sandbox", "status")
+    assert "sandboxed: bubblewrap" in proc.stdout
+    assert "not trusted" in proc.stderr
+    cli.ok("trust")
+    assert "off" in cli("sandbox", "status").stdout
+
+
+def test_on_fails_closed_when_bubblewrap_cannot_work(repo: Path, sandbox_env: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    _write_user_config('[sandbox]\nmode = "on"\n')
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "f1")
+    empty = repo.parent / "nobin"
+    empty.mkdir()
+    for tool in ("git", "tmux", "sh"):
+        (empty / tool).symlink_to(shutil.which(tool) or tool)
+    proc = cli("session", "start", "f1", "--agent", "demo", env={"PATH": f"{empty}"})
+    assert proc.returncode == 1
+    assert proc.stderr.count("\n") == 1 and "sandbox is on" in proc.stderr and "not installed" in proc.stderr
+    assert cli.json("session", "list") == []
+
+
+def test_repo_outside_tmp_gets_tmpdir_at_tmp(sandbox_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where neither the repository nor HOME is under /tmp, /tmp inside is the worktree's TMPDIR."""
+    base = Path(tempfile.mkdtemp(prefix="daintree-sbx-", dir="/var/tmp"))
+    (base / "home").mkdir()
+    monkeypatch.setenv("HOME", str(base / "home"))
+    try:
+        repo = make_repo(base / "repo")
+        cli = CLI(repo)
+        cli.ok("worktree", "create", "v1")
+        proc = cli("worktree", "run", "v1", "--", "sh", "-c",
+                   f"echo hi > /tmp/marker && touch {repo}/escaped; echo rc=$?")
+        assert "rc=1" in proc.stdout
+        assert (repo / ".worktrees" / ".tmp" / "v1" / "marker").read_text() == "hi\n"
+        assert not (repo / "escaped").exists()
+        assert cli("sandbox", "check", "v1").returncode == 0
+    finally:
+        shutil.rmtree(base)
+
+
+# -- the inbox processor on hostile input ----------------------------------------------------------------------
+
+
+def test_inbox_identity_is_the_inbox_not_the_request(repo: Path, sandbox_env: Path) -> None:
+    from daintree_tui.core.project import Project
+    from daintree_tui.sessions.inbox import process_inboxes
+
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "a1")
+    cli.ok("worktree", "create", "b1")
+    cli.ok("session", "start", "a1", "--agent", "shell")
+    project = Project.discover(repo)
+    inbox = repo / ".worktrees" / ".inbox" / "a1"
+    assert oct(inbox.stat().st_mode & 0o777) == "0o700"
+    # A request that claims to come from b1, and asks to act on b1.
+    forged = {"id": "x", "kind": "action", "worktree": "b1",
+              "payload": {"action": "merge", "worktree": "b1", "strategy": "ff"}}
+    (inbox / f"req-{'1' * 32}.json").write_text(json.dumps(forged))
+    (inbox / f"req-{'2' * 32}.json").symlink_to(repo / ".git" / "config")
+    (inbox / f"req-{'3' * 32}.json").write_text("{" * 100)
+    (inbox / f"req-{'4' * 32}.json").write_text(json.dumps({"kind": "signal", "payload": {"state": "waiting"}})
+                                                + " " * 70000)
+    target = repo.parent / "victim.txt"
+    target.write_text("keep me\n")
+    (inbox / f"reply-{'5' * 32}.json").symlink_to(target)  # a planted reply: must never be written through
+    (inbox / f"req-{'5' * 32}.json").write_text(json.dumps({"kind": "signal", "payload": {"state": "running"}}))
+    outcomes = {o.request[:1]: o for o in process_inboxes(project)}
+    assert not outcomes["1"].ok and "only merge its own worktree (a1)" in (outcomes["1"].error or "")
+    assert not outcomes["2"].ok and "not a regular file" in (outcomes["2"].error or "")
+    assert not outcomes["3"].ok and "JSON" in (outcomes["3"].error or "")
+    assert not outcomes["4"].ok and "larger than" in (outcomes["4"].error or "")
+    assert outcomes["5"].ok and outcomes["5"].worktree == "a1"
+    assert target.read_text() == "keep me\n"
+    assert json.loads((inbox / f"reply-{'5' * 32}.json").read_text())["ok"] is True
+    assert not list(inbox.glob("req-*"))
+    assert process_inboxes(project) == []  # nothing left to do
