@@ -97,10 +97,13 @@ def sandbox_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tmux_socket: st
 
 def _processed_until_done(project: Any, state: Path, timeout: float = 90.0) -> dict[str, int]:
     """Play the dashboard: apply inbox requests while the attacker runs, until it is done."""
-    from daintree_tui.sessions.inbox import process_inboxes
+    from daintree_tui.services import Services
+    from daintree_tui.services.inbox import process_inboxes
+
+    services = Services(project)
 
     def done() -> bool:
-        process_inboxes(project)
+        process_inboxes(services)
         return "DONE" in _results(state)
 
     try:
@@ -329,13 +332,14 @@ def test_repo_outside_tmp_gets_tmpdir_at_tmp(sandbox_env: Path, monkeypatch: pyt
 
 def test_inbox_identity_is_the_inbox_not_the_request(repo: Path, sandbox_env: Path) -> None:
     from daintree_tui.core.project import Project
-    from daintree_tui.sessions.inbox import process_inboxes
+    from daintree_tui.services import Services
+    from daintree_tui.services.inbox import process_inboxes
 
     cli = CLI(repo)
     cli.ok("worktree", "create", "a1")
     cli.ok("worktree", "create", "b1")
     cli.ok("session", "start", "a1", "--agent", "shell")
-    project = Project.discover(repo)
+    services = Services(Project.discover(repo))
     inbox = repo / ".worktrees" / ".inbox" / "a1"
     assert oct(inbox.stat().st_mode & 0o777) == "0o700"
     # A request that claims to come from b1, and asks to act on b1.
@@ -350,7 +354,7 @@ def test_inbox_identity_is_the_inbox_not_the_request(repo: Path, sandbox_env: Pa
     target.write_text("keep me\n")
     (inbox / f"reply-{'5' * 32}.json").symlink_to(target)  # a planted reply: must never be written through
     (inbox / f"req-{'5' * 32}.json").write_text(json.dumps({"kind": "signal", "payload": {"state": "running"}}))
-    outcomes = {o.request[:1]: o for o in process_inboxes(project)}
+    outcomes = {o.request[:1]: o for o in process_inboxes(services)}
     assert not outcomes["1"].ok and "only merge its own worktree (a1)" in (outcomes["1"].error or "")
     assert not outcomes["2"].ok and "not a regular file" in (outcomes["2"].error or "")
     assert not outcomes["3"].ok and "JSON" in (outcomes["3"].error or "")
@@ -359,4 +363,4 @@ def test_inbox_identity_is_the_inbox_not_the_request(repo: Path, sandbox_env: Pa
     assert target.read_text() == "keep me\n"
     assert json.loads((inbox / f"reply-{'5' * 32}.json").read_text())["ok"] is True
     assert not list(inbox.glob("req-*"))
-    assert process_inboxes(project) == []  # nothing left to do
+    assert process_inboxes(services) == []  # nothing left to do

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from daintree_tui.cli import host, mcp, orchestrate, session, system, task, worktree
+from daintree_tui.cli import host, mcp, orchestrate, sandbox, session, system, task, worktree
 from daintree_tui.cli.common import AddCommand, Handler, Parser, services_for
 from daintree_tui.cli.output import configure_logging, error
 from daintree_tui.core.errors import DaintreeError
@@ -46,6 +46,7 @@ GROUPS: tuple[tuple[tuple[str, ...], Registrar], ...] = (
     (("bakeoff", "queue", "policy", "approvals", "approve", "reject", "gc"), orchestrate.register),
     (("host",), host.register),
     (("mcp",), mcp.register),
+    (("sandbox",), sandbox.register),
 )
 
 _TOP_OPTIONS_WITH_VALUE = ("--repo", "--host")
@@ -116,6 +117,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.command:  # `daintree task` without an action
                 parser.error(f"{args.command} needs an action (see daintree {args.command} --help)")
             handler = system.cmd_dashboard
+        # Inside a sandbox, state changes go through the session inbox; outside, pending requests are applied.
+        stop = sandbox.route(args, services)
+        if stop is not None:
+            return stop
         stop = orchestrate.policy_gate(args, services, [*argv, *(["--", *after] if after else [])])
         if stop is not None:
             return stop

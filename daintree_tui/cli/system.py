@@ -12,10 +12,14 @@ from daintree_tui.services import Services
 
 
 def cmd_doctor(args: argparse.Namespace, services: Services) -> int:
+    from daintree_tui.cli.sandbox import sandbox_status
+
     findings = services.reconcile(fix=args.fix)
     verb = "fixed" if args.fix else "found"
-    emit(args, {"fixed": args.fix, "findings": findings},
-         lambda: "\n".join(f"{verb}: {f}" for f in findings) or "all consistent: tasks, index and git agree")
+    sandbox = sandbox_status(services.project)
+    emit(args, {"fixed": args.fix, "findings": findings, "sandbox": sandbox},
+         lambda: "\n".join([f"{verb}: {f}" for f in findings] or ["all consistent: tasks, index and git agree"])
+         + f"\nsandbox: {sandbox['reason']}")
     return 0 if args.fix or not findings else 1
 
 

@@ -33,10 +33,12 @@ from typing import Protocol
 
 from daintree_tui.core.config import Config
 from daintree_tui.core.errors import OperationError
+from daintree_tui.core.index import Index, find
 from daintree_tui.core.log import warn
 from daintree_tui.core.models import WorktreeEntry
-from daintree_tui.core.policy import role_of
 from daintree_tui.core.project import Project
+from daintree_tui.core.store import read_json
+from daintree_tui.core.tasks import TaskService
 
 INBOX_MOUNT = Path("/run/daintree/inbox")
 INBOX_ENV = "DAINTREE_INBOX"  # a hint only: identity is the mounted inbox, never this variable
@@ -410,6 +412,25 @@ def choose(cfg: Config, agent: str | None = None, role: str | None = None,
     return Choice(NoSandbox(f"not sandboxed: {why}"), mode, f"not sandboxed: {why}")
 
 
+def worktree_role(project: Project, name: str) -> str | None:
+    """The role a worktree's commands run under: its task's, else its session's agent's, else `default_role`.
+
+    The same rule as services.policy.role_of, read here from the files (core cannot import sessions or
+    services, and hooks and `run` need it to pick the sandbox mode).
+    """
+    cfg = project.config
+    entry = find(Index(project).load(), name)
+    if entry is not None and entry.task_id is not None:
+        task = TaskService(project).find(entry.task_id)
+        if task is not None and isinstance(task.extra.get("role"), str):
+            return str(task.extra["role"])
+    record, _ = read_json(project.state_dir / ".sessions" / f"{name}.json", "session record")
+    agent = record.get("agent") if isinstance(record, dict) else None
+    if isinstance(agent, str) and agent in cfg.agents and cfg.agents[agent].role:
+        return cfg.agents[agent].role
+    return cfg.default_role
+
+
 def inbox_dir(project: Project, name: str) -> Path:
     """The session inbox of worktree `name` (0700): the only way its sandboxed `daintree` calls reach us."""
     return project.state_dir / ".inbox" / name
@@ -442,7 +463,7 @@ def wrap_command(project: Project, entry: WorktreeEntry, argv: Sequence[str], en
     Adds the inbox hint to `env` when sandboxed. Raises OperationError when the mode is `on` and the sandbox
     cannot work here.
     """
-    choice = choose(project.config, role=role_of(project, entry.name))
+    choice = choose(project.config, role=worktree_role(project, entry.name))
     if not choice.active:
         return list(argv)
     spec = spec_for(project, entry, writable=writable_paths(project.config), cwd=cwd)

@@ -2,17 +2,18 @@
 
 Inside a sandbox (found by the mounted inbox, never by an environment variable the agent controls) the state is
 read-only, so the commands that change it are written as requests into the inbox and applied outside by
-`sessions.inbox.process_inboxes`, which decides by the inbox they arrived in.
+`services.inbox.process_inboxes`, which decides by the inbox they arrived in.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Callable
 from typing import Any
 
+from daintree_tui.cli.common import AddCommand, task_ids
+from daintree_tui.cli.output import emit, error
 from daintree_tui.core.project import Project
+from daintree_tui.services import Services
 
 # Commands a sandboxed agent may ask for, by handler name -> request kind.
 _ROUTED = {
@@ -34,20 +35,12 @@ _PROCESSING = {"cmd_doctor", "cmd_session_list", "cmd_approvals", "cmd_session_s
 REPLY_WAIT = 5.0
 
 
-def _emit(args: argparse.Namespace, data: Any, text: Any) -> None:
-    from daintree_tui.cli import _emit as emit
-
-    emit(args, data, text)
-
-
 def _payload(name: str, args: argparse.Namespace) -> dict[str, Any]:
     if name == "cmd_session_signal":
         return {"state": args.state, "code": args.code}
     if name == "cmd_task_create":
-        from daintree_tui.cli import _ids
-
         return {"subject": args.subject, "description": args.description or "",
-                "blocked_by": _ids(args.blocked_by, "--blocked-by"), "role": args.role}
+                "blocked_by": task_ids(args.blocked_by, "--blocked-by"), "role": args.role}
     action = _ACTION_OF[name]
     payload: dict[str, Any] = {"action": action, "worktree": args.name}
     if action == "commit":
@@ -64,68 +57,72 @@ def _payload(name: str, args: argparse.Namespace) -> dict[str, Any]:
     return payload
 
 
-def route(args: argparse.Namespace, project: Project) -> int | None:
+def route(args: argparse.Namespace, services: Services) -> int | None:
     """Inside a sandbox: send state changes through the inbox (exit code), else None to run the command here.
     Outside: apply pending inbox requests before the commands that show them, then None."""
-    from daintree_tui.sessions.inbox import mounted_inbox, process_inboxes, submit, wait_reply
+    from daintree_tui.core.sandbox import INBOX_MOUNT
 
     handler = getattr(args, "handler", None)
     name = getattr(handler, "__name__", "")
+    if not INBOX_MOUNT.is_dir():  # the common case: decided with one stat, nothing imported
+        if name in _PROCESSING and services.project.is_git:
+            from daintree_tui.services.inbox import process_inboxes
+
+            process_inboxes(services)
+        return None
+    from daintree_tui.services.inbox import mounted_inbox, submit, wait_reply
+
     inbox = mounted_inbox()
     if inbox is None:
-        if name in _PROCESSING and project.is_git:
-            process_inboxes(project)
         return None
     if name in _REFUSED:
-        sys.stderr.write("daintree: not available inside the sandbox: ask a person (or the lead) outside\n")
+        error("not available inside the sandbox: ask a person (or the lead) outside")
         return 1
     kind = _ROUTED.get(name)
     if kind is None:
         return None
     payload = _payload(name, args)
     if kind == "action" and (payload.get("into") or payload.get("force")):
-        sys.stderr.write("daintree: --into and --force are not available inside the sandbox\n")
+        error("--into and --force are not available inside the sandbox")
         return 1
     request_id = submit(inbox, kind, payload)
     reply = wait_reply(inbox, request_id, 0.0 if kind == "signal" else REPLY_WAIT)
     if reply is None:
-        _emit(args, {"queued": True, "request": request_id},
+        emit(args, {"queued": True, "request": request_id},
               f"sent as request {request_id[:8]}: applied when the dashboard (or `daintree doctor`) next looks")
         return 0
     if not reply.get("ok"):
-        sys.stderr.write(f"daintree: {reply.get('error') or 'refused'}\n")
+        error(str(reply.get("error") or "refused"))
         return 1
     result = reply.get("result") or {}
     text = (f"queued for a person's approval as request {result['request']} (daintree approve {result['request']})"
             if isinstance(result, dict) and result.get("queued") else f"done: {kind}")
-    _emit(args, result, text)
+    emit(args, result, text)
     return 0
 
 
-def cmd_sandbox_check(args: argparse.Namespace, project: Project) -> int:
+def cmd_sandbox_check(args: argparse.Namespace, services: Services) -> int:
     from daintree_tui.sessions.sandbox_check import check, describe
 
+    project = services.project
+    project.require_git()
     name = args.name
-    temporary = None
+    temporary = False
     if name is None:
-        from daintree_tui.core.index import Index
-
-        live = [e for e in Index(project).load() if e.live]
+        live = [e for e in services.worktrees.entries() if e.live]
         if live:
             name = live[0].name
         else:
             import uuid
 
-            from daintree_tui.core.worktrees import WorktreeService
-
-            temporary = WorktreeService(project)
             name = f"sandbox-check-{uuid.uuid4().hex[:6]}"
-            temporary.create(name)
+            services.worktrees.create(name)
+            temporary = True
     try:
         report = check(project, name, agent=args.agent)
     finally:
-        if temporary is not None:
-            temporary.remove(name, force=True, delete_branch=True)
+        if temporary:
+            services.worktrees.remove(name, force=True, delete_branch=True)
     sandbox = report.sandbox
 
     def text() -> str:
@@ -134,7 +131,7 @@ def cmd_sandbox_check(args: argparse.Namespace, project: Project) -> int:
         lines.append("the boundary holds" if report.holds else "the boundary does NOT hold (see FAIL lines)")
         return "\n".join(lines)
 
-    _emit(args, report.to_dict(), text)
+    emit(args, report.to_dict(), text)
     return 0 if report.holds else 1
 
 
@@ -149,13 +146,13 @@ def sandbox_status(project: Project) -> dict[str, object]:
         return {"backend": "bwrap", "mode": "on", "active": False, "reason": str(exc)}
 
 
-def cmd_sandbox_status(args: argparse.Namespace, project: Project) -> int:
-    data = sandbox_status(project)
-    _emit(args, data, str(data["reason"]))
+def cmd_sandbox_status(args: argparse.Namespace, services: Services) -> int:
+    data = sandbox_status(services.project)
+    emit(args, data, str(data["reason"]))
     return 0
 
 
-def register(sub: Any, add: Callable[..., Any]) -> None:
+def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None:
     sandbox = add(sub, "sandbox", None, "the sandbox every session, hook and run gets")
     ssub = sandbox.add_subparsers(dest="sandbox_command", metavar="ACTION", required=True)
     p = add(ssub, "check", cmd_sandbox_check, "try, inside a session's sandbox, what it can and cannot write")

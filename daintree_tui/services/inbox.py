@@ -3,7 +3,8 @@
 Inside a sandbox the state (`.worktrees/`, `.tasks/`, refs other than the agent's own branch) is read-only. The
 `daintree` CLI there writes its request as a JSON file into the inbox mounted at /run/daintree/inbox. Outside,
 `process_inboxes(project)` (called by the dashboard's poll, `daintree doctor` and `session list`/`approvals` run
-outside) validates each request and applies it, writing a reply file next to it.
+outside) validates each request and applies it, writing a reply file next to it. The dashboard's poll calls
+`process_inboxes(services)` too.
 
 The identity of a request is WHICH inbox it arrived in (`.worktrees/.inbox/<worktree>/`, bound into that
 worktree's sandbox only), never anything inside the request nor `DAINTREE_WORKTREE`. The inbox is written by the
@@ -31,6 +32,7 @@ from daintree_tui.core.errors import DaintreeError, InputError, OperationError
 from daintree_tui.core.index import Index, find
 from daintree_tui.core.project import Project
 from daintree_tui.core.sandbox import INBOX_MOUNT
+from daintree_tui.services.container import Services
 
 MAX_REQUEST_BYTES = 64 * 1024
 REPLY_TTL = 3600.0
@@ -110,12 +112,13 @@ def _processing_lock(project: Project) -> Iterator[bool]:
         os.close(fd)
 
 
-def process_inboxes(project: Project) -> list[Outcome]:
+def process_inboxes(services: Services) -> list[Outcome]:
     """Apply every pending request of every session inbox; the entry point for the dashboard and the CLI.
 
     Cheap when there is nothing to do (one directory listing per inbox). Never raises for a bad request: it is
     answered with an error reply and logged as an event.
     """
+    project = services.project
     root = project.state_dir / ".inbox"
     if not project.is_git or not root.is_dir() or root.is_symlink():
         return []
@@ -126,11 +129,12 @@ def process_inboxes(project: Project) -> list[Outcome]:
         for owner_dir in sorted(root.iterdir()):
             if owner_dir.name.startswith(".") or owner_dir.is_symlink() or not owner_dir.is_dir():
                 continue
-            outcomes += _process_one(project, owner_dir.name, owner_dir)
+            outcomes += _process_one(services, owner_dir.name, owner_dir)
     return outcomes
 
 
-def _process_one(project: Project, owner: str, inbox: Path) -> list[Outcome]:
+def _process_one(services: Services, owner: str, inbox: Path) -> list[Outcome]:
+    project = services.project
     try:
         dir_fd = os.open(inbox, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError:
@@ -147,7 +151,7 @@ def _process_one(project: Project, owner: str, inbox: Path) -> list[Outcome]:
             if match is None:
                 continue
             request_id = match.group(1)
-            outcome = _apply(project, owner, request_id, _read_request(dir_fd, name))
+            outcome = _apply(services, owner, request_id, _read_request(dir_fd, name))
             _write_reply(dir_fd, request_id, outcome)
             with contextlib.suppress(OSError):
                 os.unlink(name, dir_fd=dir_fd)
@@ -217,7 +221,8 @@ def _bool_field(payload: dict[str, Any], key: str) -> bool:
     return value
 
 
-def _apply(project: Project, owner: str, request_id: str, request: dict[str, Any] | str) -> Outcome:
+def _apply(services: Services, owner: str, request_id: str, request: dict[str, Any] | str) -> Outcome:
+    project = services.project
     kind = request.get("kind") if isinstance(request, dict) else None
     kind = kind if isinstance(kind, str) and kind in KINDS else "?"
     try:
@@ -230,29 +235,26 @@ def _apply(project: Project, owner: str, request_id: str, request: dict[str, Any
         if kind == "?" or not isinstance(payload, dict):
             raise InputError(f"bad request: kind must be one of {', '.join(KINDS)} with a payload object")
         if kind == "signal":
-            result = _signal(project, owner, payload)
+            result = _signal(services, owner, payload)
         elif kind == "task_create":
-            result = _task_create(project, owner, payload)
+            result = _task_create(services, owner, payload)
         else:
-            result = _action(project, owner, payload)
+            result = _action(services, owner, payload)
         return Outcome(owner, request_id, kind, True, result)
     except DaintreeError as exc:
         return Outcome(owner, request_id, kind, False, error=str(exc))
 
 
-def _signal(project: Project, owner: str, payload: dict[str, Any]) -> dict[str, Any]:
-    from daintree_tui.sessions.manager import SessionManager
-
+def _signal(services: Services, owner: str, payload: dict[str, Any]) -> dict[str, Any]:
     state = _str_field(payload, "state", 20, required=True)
     code = payload.get("code")
     if code is not None and (not isinstance(code, int) or isinstance(code, bool)):
         raise InputError("code must be an integer")
-    return SessionManager(project).signal(owner, state, exit_code=code)
+    return services.sessions.signal(owner, state, exit_code=code)
 
 
-def _task_create(project: Project, owner: str, payload: dict[str, Any]) -> dict[str, Any]:
-    from daintree_tui.core.tasks import TaskService
-
+def _task_create(services: Services, owner: str, payload: dict[str, Any]) -> dict[str, Any]:
+    project = services.project
     subject = _str_field(payload, "subject", 500, required=True)
     description = _str_field(payload, "description", 20000)
     blocked = payload.get("blocked_by", [])
@@ -265,17 +267,18 @@ def _task_create(project: Project, owner: str, payload: dict[str, Any]) -> dict[
         if not isinstance(role, str) or role not in project.config.roles:
             raise InputError(f"unknown role {role!r}")
         extra["role"] = role
-    return TaskService(project).create(subject, description, blocked, extra=extra).to_dict()
+    return services.tasks.create(subject, description, blocked, extra=extra).to_dict()
 
 
-def _action(project: Project, owner: str, payload: dict[str, Any]) -> dict[str, Any]:
+def _action(services: Services, owner: str, payload: dict[str, Any]) -> dict[str, Any]:
     """A policed command (commit, merge, remove, pr) on the sender's OWN worktree, decided by its role.
 
     The role's rules apply as they do to a CLI call: denied, queued for a person (approval "human"), or run
     here, outside the sandbox, with options rebuilt from a strict schema (never the agent's argv).
     """
-    from daintree_tui.core.policy import Approvals, decide
+    from daintree_tui.services.policy import decide
 
+    project = services.project
     action = _str_field(payload, "action", 20, required=True)
     if action not in ACTIONS:
         raise InputError(f"unknown action {action!r} (expected one of: {', '.join(ACTIONS)})")
@@ -288,9 +291,9 @@ def _action(project: Project, owner: str, payload: dict[str, Any]) -> dict[str, 
     if not decision.allowed:
         project.events.append("policy.denied", worktree={"name": owner}, action=action, role=decision.role)
         raise OperationError(f"policy: {decision.reason}")
-    argv, run = _rebuild(project, owner, action, payload)
+    argv, run = _rebuild(services, owner, action, payload)
     if decision.approval == "human":
-        record = Approvals(project).request(owner, action, argv, decision.role)
+        record = services.approvals.request(owner, action, argv, decision.role)
         return {"queued": True, "request": record["id"], "argv": argv}
     if decision.approval == "checks":
         from daintree_tui.core.hooks import run_hooks
@@ -301,16 +304,11 @@ def _action(project: Project, owner: str, payload: dict[str, Any]) -> dict[str, 
     return {"queued": False, "argv": argv, "result": run()}
 
 
-def _rebuild(project: Project, owner: str, action: str, payload: dict[str, Any]) -> tuple[list[str], Any]:
+def _rebuild(services: Services, owner: str, action: str, payload: dict[str, Any]) -> tuple[list[str], Any]:
     """The validated command as argv (for an approval record) and as a call to run it here."""
-    from daintree_tui.core.review import STRATEGIES, ReviewService
-    from daintree_tui.core.worktrees import WorktreeService
-    from daintree_tui.sessions.host import host_for
-    from daintree_tui.sessions.manager import SessionManager
+    from daintree_tui.core.review import STRATEGIES
 
-    host = host_for(project, create=False)
-    worktrees = WorktreeService(project, SessionManager(project, host) if host is not None else None)
-    review = ReviewService(worktrees)
+    worktrees, review = services.worktrees, services.review
     if action == "commit":
         message = _str_field(payload, "message", 20000, required=True)
         all_changes = _bool_field(payload, "all")
