@@ -129,11 +129,12 @@ def test_role_denial_from_inside_a_real_session(cli: CLI, repo: Path) -> None:
     write_config(repo, (
         'default_role = "worker"\n[roles.worker]\nallow = ["commit"]\napproval = "none"\n'
         f"[agents.rogue]\ncommand = \"sh -c '{PY} -m daintree_tui worktree remove $DAINTREE_WORKTREE --force; "
-        "echo rc=$? > ../rogue-rc; exec cat'\"\n"))
+        "echo rc=$? > $TMPDIR/rogue-rc; exec cat'\"\n"))  # TMPDIR: the session is sandboxed
     cli.ok("worktree", "create", "victim", "--agent", "rogue")
-    rc_file = repo / ".worktrees" / "rogue-rc"
+    rc_file = repo / ".worktrees" / ".tmp" / "victim" / "rogue-rc"
     assert wait_for(lambda: rc_file.exists() and rc_file.read_text().strip()) == "rc=1"
     assert (repo / ".worktrees" / "victim").is_dir()
+    cli.ok("session", "list")  # outside: applies the session inbox, where the sandboxed CLI sent its request
     denied = [e for e in events(repo) if e["event"] == "policy.denied"]
     assert denied and denied[0]["action"] == "remove" and denied[0]["role"] == "worker"
     log = (repo / ".worktrees" / ".logs" / "victim.log").read_text()

@@ -139,16 +139,17 @@ def test_pre_merge_hook_failure_refuses_and_trust_is_required(cli: CLI, repo: Pa
 
 
 def test_hooks_run_only_when_trusted_and_again_after_change(cli: CLI, repo: Path) -> None:
-    marker = repo.parent / "hook-ran"
-    (repo / ".daintree.toml").write_text(f'[hooks]\npost_create = ["echo $DAINTREE_WORKTREE >> {marker}"]\n')
+    # The hook writes in its worktree: where the sandbox works, that is all it can write.
+    (repo / ".daintree.toml").write_text('[hooks]\npost_create = ["echo $DAINTREE_WORKTREE >> hook-ran"]\n')
     proc = cli("worktree", "create", "one")
-    assert proc.returncode == 0 and "not trusted" in proc.stderr and not marker.exists()
+    assert proc.returncode == 0 and "not trusted" in proc.stderr
+    assert not (repo / ".worktrees" / "one" / "hook-ran").exists()
     cli.ok("trust")
     cli.ok("worktree", "create", "two")
-    assert marker.read_text() == "two\n"
-    (repo / ".daintree.toml").write_text(f'[hooks]\npost_create = ["echo changed >> {marker}"]\n')
+    assert (repo / ".worktrees" / "two" / "hook-ran").read_text() == "two\n"
+    (repo / ".daintree.toml").write_text('[hooks]\npost_create = ["echo changed >> hook-ran"]\n')
     proc = cli("worktree", "create", "three")
-    assert "not trusted" in proc.stderr and marker.read_text() == "two\n"
+    assert "not trusted" in proc.stderr and not (repo / ".worktrees" / "three" / "hook-ran").exists()
     trust_file = Path(os.environ["XDG_DATA_HOME"]) / "daintree" / "trust.json"
     assert str(repo) in trust_file.read_text() and not (repo / ".daintree").exists()
 

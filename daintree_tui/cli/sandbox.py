@@ -82,9 +82,19 @@ def route(args: argparse.Namespace, services: Services) -> int | None:
     if kind is None:
         return None
     payload = _payload(name, args)
-    if kind == "action" and (payload.get("into") or payload.get("force")):
-        error("--into and --force are not available inside the sandbox")
-        return 1
+    if kind == "action":
+        # The friendly answer at once (config and index are readable here); the request still goes out, so the
+        # outside logs the denial. The outside decides again by the inbox: this check is not the enforcement.
+        from daintree_tui.services.policy import decide
+
+        decision = decide(services.project, args.name, payload["action"])
+        if not decision.allowed:
+            submit(inbox, kind, payload)
+            error(f"policy: {decision.reason} (ask a person to run it)")
+            return 1
+        if payload.get("into") or payload.get("force"):
+            error("--into and --force are not available inside the sandbox")
+            return 1
     request_id = submit(inbox, kind, payload)
     reply = wait_reply(inbox, request_id, 0.0 if kind == "signal" else REPLY_WAIT)
     if reply is None:

@@ -31,9 +31,17 @@ def cmd_session_list(args: argparse.Namespace, services: Services) -> int:
     infos = services.sessions.list()
     rows = [[i.name, i.session, i.agent,
              f"{_STATUS_GLYPH.get(str(i.status), '?')} {i.status}"
-             + (f" ({i.exit_code})" if i.exit_code is not None else ""), str(i.pid or "-")] for i in infos]
+             + (f" ({i.exit_code})" if i.exit_code is not None else ""), str(i.pid or "-"),
+             _sandbox_cell(i.sandbox)] for i in infos]
     emit(args, [i.to_dict() for i in infos],
-         table(rows, ["WORKTREE", "SESSION", "AGENT", "STATUS", "PID"]) or "no sessions")
+         table(rows, ["WORKTREE", "SESSION", "AGENT", "STATUS", "PID", "SANDBOX"]) or "no sessions")
+
+
+def _sandbox_cell(record: dict[str, Any] | None) -> str:
+    """`bwrap`, or plainly `none` with the mode when a session runs unconfined."""
+    if not record:
+        return "-"
+    return str(record.get("backend")) if record.get("active") else f"none ({record.get('mode')})"
     return 0
 
 

@@ -291,6 +291,8 @@ def _action(services: Services, owner: str, payload: dict[str, Any]) -> dict[str
     if not decision.allowed:
         project.events.append("policy.denied", worktree={"name": owner}, action=action, role=decision.role)
         raise OperationError(f"policy: {decision.reason}")
+    if payload.get("force") or payload.get("into"):
+        raise OperationError("--force and --into are not available from inside a sandbox")
     argv, run = _rebuild(services, owner, action, payload)
     if decision.approval == "human":
         record = services.approvals.request(owner, action, argv, decision.role)
