@@ -35,6 +35,7 @@ def cmd_session_list(args: argparse.Namespace, services: Services) -> int:
              _sandbox_cell(i.sandbox)] for i in infos]
     emit(args, [i.to_dict() for i in infos],
          table(rows, ["WORKTREE", "SESSION", "AGENT", "STATUS", "PID", "SANDBOX"]) or "no sessions")
+    return 0
 
 
 def _sandbox_cell(record: dict[str, Any] | None) -> str:
@@ -42,7 +43,6 @@ def _sandbox_cell(record: dict[str, Any] | None) -> str:
     if not record:
         return "-"
     return str(record.get("backend")) if record.get("active") else f"none ({record.get('mode')})"
-    return 0
 
 
 def cmd_session_send(args: argparse.Namespace, services: Services) -> int:
