@@ -364,3 +364,52 @@ def test_inbox_identity_is_the_inbox_not_the_request(repo: Path, sandbox_env: Pa
     assert json.loads((inbox / f"reply-{'5' * 32}.json").read_text())["ok"] is True
     assert not list(inbox.glob("req-*"))
     assert process_inboxes(services) == []  # nothing left to do
+
+
+def test_run_timeout_kills_the_whole_sandbox_and_background_hooks_outlive_the_cli(repo: Path,
+                                                                                  sandbox_env: Path) -> None:
+    _write_user_config("""
+[hooks]
+post_create = [{command = "sleep 1; touch bg-done", background = true}]
+""")
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "k1")
+    wt = repo / ".worktrees" / "k1"
+    wait_for(lambda: (wt / "bg-done").exists(), timeout=20)  # the CLI had long exited
+    marker = f"sleep 60.{os.getpid()}"  # a command line no other process has
+    proc = cli("worktree", "run", "k1", "--timeout", "1", "--", "sh", "-c", f"{marker}; true")
+    assert proc.returncode == 124
+    gone = lambda: marker not in subprocess.run(["ps", "-eo", "args"], capture_output=True,  # noqa: E731
+                                                text=True).stdout
+    wait_for(gone, timeout=10)
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini", "opencode", "aider"])
+def test_installed_agent_cli_starts_inside_the_sandbox(repo: Path, sandbox_env: Path, agent: str) -> None:
+    if shutil.which(agent) is None:
+        pytest.skip(f"{agent} is not installed here")
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "a1")
+    started = cli.json("session", "start", "a1", "--agent", agent)
+    assert started["sandbox"]["active"]
+    wait_for(lambda: cli("session", "capture", "a1").stdout.strip() != "", timeout=30)
+    screen = cli("session", "capture", "a1").stdout
+    assert "bwrap:" not in screen, screen
+
+
+def test_inbox_of_a_removed_worktree_is_dropped(repo: Path, sandbox_env: Path) -> None:
+    from daintree_tui.core.project import Project
+    from daintree_tui.services import Services
+    from daintree_tui.services.inbox import process_inboxes
+
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "gone")
+    cli.ok("worktree", "run", "gone", "--", "true")  # its sandbox made its inbox
+    inbox = repo / ".worktrees" / ".inbox" / "gone"
+    (inbox / f"req-{'6' * 32}.json").write_text(json.dumps({"kind": "signal", "payload": {"state": "waiting"}}))
+    keep = repo.parent / "keep.txt"
+    keep.write_text("mine\n")
+    (inbox / "link").symlink_to(keep)
+    cli.ok("worktree", "remove", "gone")
+    assert process_inboxes(Services(Project.discover(repo))) == []
+    assert not inbox.exists() and keep.read_text() == "mine\n"

@@ -88,9 +88,9 @@ def run_hooks(project: Project, hook: str, entry: WorktreeEntry, *, cwd: Path | 
     # post_remove is the exception: its worktree is gone, and it runs in the primary, which no agent can write.
     sandboxed = hook != "post_remove" and Path(entry.path).is_dir()
 
-    def command_argv(command: str) -> list[str]:
+    def command_argv(command: str, background: bool = False) -> list[str]:
         argv = ["/bin/sh", "-c", command]
-        return wrap_command(project, entry, argv, env, cwd=workdir) if sandboxed else argv
+        return wrap_command(project, entry, argv, env, cwd=workdir, background=background) if sandboxed else argv
 
     outcomes = []
     for spec in specs:
@@ -102,8 +102,8 @@ def run_hooks(project: Project, hook: str, entry: WorktreeEntry, *, cwd: Path | 
             with log.open("ab") as fh:
                 fh.write(f"--- {hook} (background): {spec.command}\n".encode())
                 fh.flush()
-                subprocess.Popen(command_argv(spec.command), cwd=workdir, env=env, stdin=subprocess.DEVNULL,
-                                 stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+                subprocess.Popen(command_argv(spec.command, background=True), cwd=workdir, env=env,
+                                 stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
             project.events.append("hook.ran", worktree=entry.brief(), hook=hook, command=spec.command,
                                   background=True)
             outcomes.append(HookOutcome(spec.command, None, spec.optional))

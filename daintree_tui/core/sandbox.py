@@ -43,9 +43,12 @@ from daintree_tui.core.tasks import TaskService
 INBOX_MOUNT = Path("/run/daintree/inbox")
 INBOX_ENV = "DAINTREE_INBOX"  # a hint only: identity is the mounted inbox, never this variable
 
-# Entries of /run that let a process start commands outside the sandbox (or talk to root-equivalent daemons).
-_RUN_HIDDEN = frozenset({"user", "docker.sock", "docker", "podman", "containerd", "crio", "libvirt", "lxd",
-                         "snapd.socket", "systemd"})
+# Entries of /run that let a process start commands outside the sandbox: the user's systemd and D-Bus session
+# (/run/user), the system bus and systemd's own sockets (a root agent talks to PID 1 as root there), and the
+# container daemons. /run/systemd/resolve alone comes back: /etc/resolv.conf often points into it.
+_RUN_HIDDEN = frozenset({"user", "dbus", "systemd", "docker.sock", "docker", "podman", "containerd", "crio",
+                         "libvirt", "lxd", "snapd.socket", "snapd-snap.socket"})
+_RUN_KEPT = ("systemd/resolve",)
 _TOP_SKIPPED = frozenset({"proc", "dev", "tmp", "run"})
 
 
@@ -63,6 +66,7 @@ class SandboxSpec:
     inbox: Path | None = None
     network: bool = True
     interactive: bool = False  # runs in a terminal pane: keep the controlling terminal
+    background: bool = False  # outlives its starter (background hooks): no --die-with-parent
     cwd: Path | None = None
     hidden: tuple[Path, ...] = field(default=())  # extra paths to hide (tmux socket dirs outside /tmp)
 
@@ -118,9 +122,12 @@ def _probe(binary: str) -> tuple[bool, str]:
     return True, f"bubblewrap ({binary}) with a user namespace"
 
 
-def _isolation(network: bool) -> list[str]:
+def _isolation(network: bool, background: bool = False) -> list[str]:
     args = ["--unshare-user", "--cap-drop", "ALL", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-            "--unshare-cgroup-try", "--die-with-parent"]
+            "--unshare-cgroup-try"]
+    if not background:
+        # A timeout kills bwrap; this takes the whole sandbox (its pid namespace) with it.
+        args.append("--die-with-parent")
     if not network:
         args.append("--unshare-net")
     return args
@@ -141,7 +148,7 @@ class BwrapSandbox:
 
     def wrap(self, argv: Sequence[str], spec: SandboxSpec) -> list[str]:
         prepare(spec)
-        args = [self.binary, *_isolation(spec.network)]
+        args = [self.binary, *_isolation(spec.network, spec.background)]
         if not spec.interactive:
             args.append("--new-session")  # no controlling terminal: TIOCSTI cannot type into the caller's
         args += _root_mounts(spec)
@@ -176,6 +183,9 @@ def _root_mounts(spec: SandboxSpec) -> list[str]:
                 args += ["--symlink", os.readlink(child), str(child)]
             else:
                 args += ["--ro-bind", str(child), str(child)]
+        for kept in _RUN_KEPT:
+            if (run / kept).is_dir():
+                args += ["--ro-bind", str(run / kept), str(run / kept)]
     args += _tmp_mounts(spec)
     return args
 
@@ -437,7 +447,7 @@ def inbox_dir(project: Project, name: str) -> Path:
 
 
 def spec_for(project: Project, entry: WorktreeEntry, *, writable: Sequence[Path] = (), interactive: bool = False,
-             network: bool | None = None, cwd: Path | None = None) -> SandboxSpec:
+             network: bool | None = None, cwd: Path | None = None, background: bool = False) -> SandboxSpec:
     """The mount table of one worktree's commands (session, hook, `run`)."""
     common = project.common_dir
     if common is None:
@@ -452,12 +462,12 @@ def spec_for(project: Project, entry: WorktreeEntry, *, writable: Sequence[Path]
         branch=entry.branch, tmpdir=project.tmpdir_for(entry.name), project_root=project.root,
         writable=tuple(writable), inbox=inbox_dir(project, entry.name),
         network=project.config.sandbox_network if network is None else network, interactive=interactive,
-        cwd=cwd, hidden=tuple(hidden),
+        cwd=cwd, hidden=tuple(hidden), background=background,
     )
 
 
 def wrap_command(project: Project, entry: WorktreeEntry, argv: Sequence[str], env: dict[str, str], *,
-                 cwd: Path | None = None) -> list[str]:
+                 cwd: Path | None = None, background: bool = False) -> list[str]:
     """Hooks and `worktree run`: `argv` confined to the worktree per config (role of the worktree applies).
 
     Adds the inbox hint to `env` when sandboxed. Raises OperationError when the mode is `on` and the sandbox
@@ -466,6 +476,6 @@ def wrap_command(project: Project, entry: WorktreeEntry, argv: Sequence[str], en
     choice = choose(project.config, role=worktree_role(project, entry.name))
     if not choice.active:
         return list(argv)
-    spec = spec_for(project, entry, writable=writable_paths(project.config), cwd=cwd)
+    spec = spec_for(project, entry, writable=writable_paths(project.config), cwd=cwd, background=background)
     env[INBOX_ENV] = str(INBOX_MOUNT)
     return choice.backend.wrap(argv, spec)

@@ -20,6 +20,7 @@ import fcntl
 import json
 import os
 import re
+import shutil
 import stat
 import time
 import uuid
@@ -126,8 +127,13 @@ def process_inboxes(services: Services) -> list[Outcome]:
     with _processing_lock(project) as mine:
         if not mine:
             return []
+        live = {e.name for e in Index(project).load() if e.live}
         for owner_dir in sorted(root.iterdir()):
             if owner_dir.name.startswith(".") or owner_dir.is_symlink() or not owner_dir.is_dir():
+                continue
+            if owner_dir.name not in live:
+                # Its worktree is gone: so are its requests. rmtree does not follow the symlinks it finds.
+                shutil.rmtree(owner_dir, ignore_errors=True)
                 continue
             outcomes += _process_one(services, owner_dir.name, owner_dir)
     return outcomes

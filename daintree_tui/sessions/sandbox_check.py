@@ -148,12 +148,14 @@ def check(project: Project, name: str, agent: str | None = None) -> CheckReport:
     sandbox = session_sandbox(project, entry, preset)
     tag = uuid.uuid4().hex[:8]
     plan = probes(project, entry, others, sandbox, tag)
+    if sandbox.spec is None:
+        # Nothing confines it: every probe would really write (and move main). Say so without trying.
+        return CheckReport(name, sandbox.record(), [
+            ProbeResult(p.label, p.target, True, p.expect_writable, "no sandbox: not tried") for p in plan])
     env = worktree_env(project, entry)
     argv = sandbox.wrap([sys.executable, "-c", PROBE_PROGRAM,
                          json.dumps([[p.label, p.kind, p.target, p.extra] for p in plan])], env)
-    if sandbox.spec is not None:
-        # Not a terminal: give it no controlling terminal either (same as a hook).
-        argv = [argv[0], "--new-session", *argv[1:]]
+    argv = [argv[0], "--new-session", *argv[1:]]  # not a terminal: no controlling terminal (like a hook)
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=entry.path,
                           stdin=subprocess.DEVNULL, timeout=120)
     try:
@@ -168,5 +170,5 @@ def check(project: Project, name: str, agent: str | None = None) -> CheckReport:
 def describe(result: ProbeResult) -> str:
     state = "writable " if result.writable else "read-only"
     mark = "ok  " if result.holds else "FAIL"
-    why = f" ({result.detail})" if result.detail and not result.writable else ""
+    why = f" ({result.detail})" if result.detail and (not result.writable or not result.holds) else ""
     return f"{mark} {state} {result.label}{why}"
