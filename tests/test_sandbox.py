@@ -233,8 +233,11 @@ post_create = ["touch hook-ran; touch ../../hook-escaped || true"]
     assert (repo / ".worktrees" / "h1" / "hook-ran").exists()
     assert not (repo / "hook-escaped").exists()
     proc = cli("worktree", "run", "h1", "--", "sh", "-c",
-               f"touch {repo}/run-escaped; grep CapEff /proc/self/status; ls /proc | grep -c '^[0-9]'")
+               f"ls /run >&2; touch {repo}/run-escaped; grep CapEff /proc/self/status; ls /proc | grep -c '^[0-9]'")
     assert proc.returncode == 0, proc.stderr
+    inside_run = set(proc.stderr.split())
+    assert not inside_run & {"user", "dbus", "systemd", "docker.sock"}  # sockets that run commands outside
+    assert "daintree" in inside_run
     assert "Read-only file system" in proc.stderr
     assert not (repo / "run-escaped").exists()
     assert "CapEff:\t0000000000000000" in proc.stdout  # root inside keeps no capability
@@ -413,3 +416,25 @@ def test_inbox_of_a_removed_worktree_is_dropped(repo: Path, sandbox_env: Path) -
     cli.ok("worktree", "remove", "gone")
     assert process_inboxes(Services(Project.discover(repo))) == []
     assert not inbox.exists() and keep.read_text() == "mine\n"
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    ('sandbox = "maybe"\n', "sandbox.mode"),
+    ("[sandbox]\nnetwork = 1\n", "sandbox.network"),
+    ('[sandbox]\nwritable = ["relative/dir"]\n', "sandbox.writable"),
+    ('[agents.demo]\nsandbox = "sometimes"\n', "agents.demo.sandbox"),
+    ('[roles.w]\nallow = ["commit"]\nsandbox = true\n', "roles.w.sandbox"),
+])
+def test_bad_sandbox_config_is_one_line_naming_the_key(repo: Path, text: str, key: str) -> None:
+    _write_user_config(text)
+    proc = CLI(repo)("sandbox", "status")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and key in proc.stderr, proc.stderr
+
+
+def test_network_off_unshares_the_network(repo: Path, sandbox_env: Path) -> None:
+    _write_user_config("[sandbox]\nnetwork = false\n")
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "n1")
+    proc = cli("worktree", "run", "n1", "--", "cat", "/proc/net/dev")
+    interfaces = [ln.split(":")[0].strip() for ln in proc.stdout.splitlines() if ":" in ln]
+    assert interfaces == ["lo"], proc.stdout
