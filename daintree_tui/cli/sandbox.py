@@ -31,7 +31,8 @@ _REFUSED = {"cmd_approve", "cmd_reject", "cmd_trust", "cmd_task_update", "cmd_wt
             "cmd_bakeoff_create", "cmd_bakeoff_pick", "cmd_bakeoff_score", "cmd_queue_run", "cmd_gc",
             "cmd_dashboard", "cmd_demo"}
 # Commands run outside that apply pending inbox requests first (the dashboard's poll does the same).
-_PROCESSING = {"cmd_doctor", "cmd_session_list", "cmd_approvals", "cmd_session_signal", "cmd_sandbox_check"}
+_PROCESSING = {"cmd_doctor", "cmd_session_list", "cmd_session_watch", "cmd_approvals", "cmd_session_signal",
+               "cmd_sandbox_check"}
 REPLY_WAIT = 5.0
 
 

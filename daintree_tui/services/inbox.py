@@ -256,7 +256,8 @@ def _signal(services: Services, owner: str, payload: dict[str, Any]) -> dict[str
     code = payload.get("code")
     if code is not None and (not isinstance(code, int) or isinstance(code, bool)):
         raise InputError("code must be an integer")
-    return services.sessions.signal(owner, state, exit_code=code)
+    services.observer.signal(owner, state, exit_code=code)
+    return {"name": owner, "state": state}
 
 
 def _task_create(services: Services, owner: str, payload: dict[str, Any]) -> dict[str, Any]:
