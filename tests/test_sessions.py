@@ -284,15 +284,16 @@ def test_json_list_shape(cli: CLI, repo: Path) -> None:
     assert set(data[0]) >= {"name", "session", "agent", "status", "exit_code", "pid", "log"}
 
 
-HOOKS = ('[hooks]\non_waiting = ["echo $DAINTREE_WORKTREE >> {marker}"]\n'
-         'on_session_exit = ["echo $DAINTREE_WORKTREE:$DAINTREE_EXIT_CODE >> {exit_marker}"]\n')
+# The hooks write in their TMPDIR: where the sandbox works, a hook writes only its worktree and TMPDIR.
+HOOKS = ('[hooks]\non_waiting = ["echo $DAINTREE_WORKTREE >> $TMPDIR/waiting.txt"]\n'
+         'on_session_exit = ["echo $DAINTREE_WORKTREE:$DAINTREE_EXIT_CODE >> $TMPDIR/exited.txt"]\n')
 
 
-def configure_hooks(cli: CLI, repo: Path, tmp_path: Path) -> tuple[Path, Path]:
-    marker, exit_marker = tmp_path / "waiting.txt", tmp_path / "exited.txt"
-    configure_agents(repo, HOOKS.format(marker=marker, exit_marker=exit_marker))
+def configure_hooks(cli: CLI, repo: Path, name: str) -> tuple[Path, Path]:
+    configure_agents(repo, HOOKS)
     cli.ok("trust")
-    return marker, exit_marker
+    tmpdir = repo / ".worktrees" / ".tmp" / name
+    return tmpdir / "waiting.txt", tmpdir / "exited.txt"
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], repo: Path, *args: str) -> Any:
@@ -306,7 +307,7 @@ def run_cli(capsys: pytest.CaptureFixture[str], repo: Path, *args: str) -> Any:
 
 def test_listing_never_records_nor_runs_hooks(cli: CLI, repo: Path, tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
-    marker, _ = configure_hooks(cli, repo, tmp_path)
+    marker, _ = configure_hooks(cli, repo, "lw")
     cli.ok("worktree", "create", "lw")
     cli.ok("session", "start", "lw", "--agent", "echo")
     record = repo / ".worktrees" / ".sessions" / "lw.json"
@@ -324,7 +325,7 @@ def test_listing_never_records_nor_runs_hooks(cli: CLI, repo: Path, tmp_path: Pa
 
 
 def test_racing_observers_record_each_transition_once(cli: CLI, repo: Path, tmp_path: Path) -> None:
-    marker, exit_marker = configure_hooks(cli, repo, tmp_path)
+    marker, exit_marker = configure_hooks(cli, repo, "race")
     cli.ok("worktree", "create", "race")
     watchers = [subprocess.Popen([sys.executable, "-m", "daintree_tui", "session", "watch", "--interval", "0.02"],
                                  cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
