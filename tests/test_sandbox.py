@@ -438,3 +438,14 @@ def test_network_off_unshares_the_network(repo: Path, sandbox_env: Path) -> None
     proc = cli("worktree", "run", "n1", "--", "cat", "/proc/net/dev")
     interfaces = [ln.split(":")[0].strip() for ln in proc.stdout.splitlines() if ":" in ln]
     assert interfaces == ["lo"], proc.stdout
+
+
+def test_a_writable_source_swapped_for_a_symlink_is_refused(repo: Path, sandbox_env: Path) -> None:
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "s1")
+    tmpdir = repo / ".worktrees" / ".tmp" / "s1"
+    shutil.rmtree(tmpdir, ignore_errors=True)
+    tmpdir.symlink_to(sandbox_env)  # what an unconfined process could leave behind: TMPDIR -> $HOME
+    proc = cli("worktree", "run", "s1", "--", "sh", "-c", "echo pwned > $TMPDIR/pwned")
+    assert proc.returncode == 1 and "symlink" in proc.stderr
+    assert not (sandbox_env / "pwned").exists()

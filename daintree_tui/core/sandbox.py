@@ -259,6 +259,12 @@ def prepare(spec: SandboxSpec) -> None:
     if spec.ref_file.parent == spec.git_common_dir / "refs" / "heads":
         raise OperationError("the sandbox needs a branch_prefix (like the default wt/): with branches directly "
                              "under refs/heads an agent could write main")
+    # bwrap follows a symlinked source: a worktree, TMPDIR or inbox swapped for a link (by anything that ran
+    # unconfined) would bind its target writable. Every writable source must be what it says it is.
+    for path in (spec.worktree, spec.git_admin_dir, spec.tmpdir, spec.tmpdir.parent, spec.ref_file.parent,
+                 *((spec.inbox, spec.inbox.parent) if spec.inbox is not None else ())):
+        if path.is_symlink():
+            raise OperationError(f"sandbox: {path} is a symlink: refusing to bind it writable")
     spec.tmpdir.mkdir(parents=True, exist_ok=True)
     spec.ref_file.parent.mkdir(parents=True, exist_ok=True)
     spec.reflog_file.parent.mkdir(parents=True, exist_ok=True)

@@ -36,6 +36,7 @@ from daintree_tui.core.sandbox import INBOX_MOUNT
 from daintree_tui.services.container import Services
 
 MAX_REQUEST_BYTES = 64 * 1024
+MAX_REQUESTS_PER_PASS = 20  # per inbox: a flood from one agent cannot stall the dashboard's poll
 REPLY_TTL = 3600.0
 _REQUEST_RE = re.compile(r"^req-([0-9a-f]{32})\.json$")
 KINDS = ("signal", "task_create", "action")
@@ -149,13 +150,15 @@ def _process_one(services: Services, owner: str, inbox: Path) -> list[Outcome]:
     try:
         names = sorted(os.listdir(dir_fd))
         now = time.time()
+        handled = 0
         for name in names:
             if name.startswith("reply-"):
                 _drop_stale_reply(dir_fd, name, now)
                 continue
             match = _REQUEST_RE.match(name)
-            if match is None:
+            if match is None or handled >= MAX_REQUESTS_PER_PASS:
                 continue
+            handled += 1
             request_id = match.group(1)
             outcome = _apply(services, owner, request_id, _read_request(dir_fd, name))
             _write_reply(dir_fd, request_id, outcome)
