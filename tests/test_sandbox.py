@@ -449,3 +449,33 @@ def test_a_writable_source_swapped_for_a_symlink_is_refused(repo: Path, sandbox_
     proc = cli("worktree", "run", "s1", "--", "sh", "-c", "echo pwned > $TMPDIR/pwned")
     assert proc.returncode == 1 and "symlink" in proc.stderr
     assert not (sandbox_env / "pwned").exists()
+
+
+def test_task_created_from_inside_is_tagged_with_its_inbox(repo: Path, sandbox_env: Path) -> None:
+    import threading
+
+    from daintree_tui.core.project import Project
+    from daintree_tui.services import Services
+    from daintree_tui.services.inbox import process_inboxes
+
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "lead")
+    services = Services(Project.discover(repo))
+    stop = threading.Event()
+
+    def dashboard() -> None:  # the dashboard's poll, while the agent waits for its reply
+        while not stop.is_set():
+            process_inboxes(services)
+            stop.wait(0.1)
+
+    poller = threading.Thread(target=dashboard)
+    poller.start()
+    try:
+        proc = cli("worktree", "run", "lead", "--", "env", "DAINTREE_WORKTREE=someone-else",
+                   "daintree", "task", "create", "Split the parser", "--json")
+    finally:
+        stop.set()
+        poller.join()
+    assert proc.returncode == 0, proc.stderr
+    tasks = cli.json("task", "list")
+    assert [(t["subject"], t["created_by"]) for t in tasks] == [("Split the parser", "lead")]
