@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from daintree_tui.core.index import Index, find
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.project import Project
 from daintree_tui.core.sandbox import (
@@ -22,7 +21,6 @@ from daintree_tui.core.sandbox import (
     Sandbox,
     SandboxSpec,
     choose,
-    inbox_dir,
     spec_for,
     writable_paths,
 )
@@ -97,17 +95,3 @@ def session_sandbox(project: Project, entry: WorktreeEntry, preset: Preset, back
         return SessionSandbox(choice, None)
     writable = writable_paths(project.config, [str(p) for p in agent_state_paths(preset)])
     return SessionSandbox(choice, spec_for(project, entry, writable=writable, interactive=True))
-
-
-def sandbox_for_worktree(project: Project, name: str, preset: Preset) -> SessionSandbox:
-    """`session_sandbox` for a worktree by name (the `sandbox check` command)."""
-    entry = find(Index(project).load(), name)
-    if entry is None or not entry.live:
-        from daintree_tui.core.errors import InputError
-
-        raise InputError(f"no live worktree named {name!r}")
-    return session_sandbox(project, entry, preset)
-
-
-def inbox_path(project: Project, name: str) -> Path:
-    return inbox_dir(project, name)
