@@ -441,6 +441,8 @@ def worktree_role(project: Project, name: str) -> str | None:
         if task is not None and isinstance(task.extra.get("role"), str):
             return str(task.extra["role"])
     record, _ = read_json(project.state_dir / ".sessions" / f"{name}.json", "session record")
+    if isinstance(record, dict) and isinstance(record.get("role"), str):
+        return str(record["role"])  # the role its session was started with
     agent = record.get("agent") if isinstance(record, dict) else None
     if isinstance(agent, str) and agent in cfg.agents and cfg.agents[agent].role:
         return cfg.agents[agent].role
