@@ -26,8 +26,8 @@ import functools
 import os
 import shutil
 import subprocess
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -69,6 +69,7 @@ class SandboxSpec:
     background: bool = False  # outlives its starter (background hooks): no --die-with-parent
     cwd: Path | None = None
     hidden: tuple[Path, ...] = field(default=())  # extra paths to hide (tmux socket dirs outside /tmp)
+    readable: tuple[Path, ...] = ()  # programs' folders under /tmp (PATH entries) that must stay visible
 
     @property
     def ref_file(self) -> Path:
@@ -201,8 +202,8 @@ def _tmp_mounts(spec: SandboxSpec) -> list[str]:
     hide it, and bwrap would create the mount points of our binds inside the real TMPDIR; there /tmp is an empty
     private tmpfs instead, with the repository bound read-only at its own path (TMPDIR stays writable at its).
     """
-    needed = [p for p in (spec.project_root, spec.git_common_dir, spec.worktree.parent, Path.home())
-              if p is not None]
+    needed = [p for p in (spec.project_root, spec.git_common_dir, spec.worktree.parent, Path.home(),
+                          *spec.readable) if p is not None]
     if not any(_under_tmp(p) for p in needed):
         return ["--bind", str(spec.tmpdir), "/tmp"]
     args = ["--tmpfs", "/tmp"]
@@ -474,6 +475,16 @@ def spec_for(project: Project, entry: WorktreeEntry, *, writable: Sequence[Path]
     )
 
 
+def program_dirs(argv: Sequence[str], env: Mapping[str, str]) -> tuple[Path, ...]:
+    """The PATH folders (and the program's own folder) that live under /tmp: /tmp inside is another folder, so
+    these are bound back read-only, or a program installed there (a test's fake agent, a throwaway venv) would
+    not be found."""
+    candidates = [Path(p) for p in env.get("PATH", "").split(os.pathsep) if p]
+    if argv and os.sep in argv[0]:
+        candidates.append(Path(argv[0]).parent)
+    return tuple(dict.fromkeys(p for p in candidates if p.is_absolute() and _under_tmp(p) and p.is_dir()))
+
+
 def wrap_command(project: Project, entry: WorktreeEntry, argv: Sequence[str], env: dict[str, str], *,
                  cwd: Path | None = None, background: bool = False) -> list[str]:
     """Hooks and `worktree run`: `argv` confined to the worktree per config (role of the worktree applies).
@@ -485,5 +496,6 @@ def wrap_command(project: Project, entry: WorktreeEntry, argv: Sequence[str], en
     if not choice.active:
         return list(argv)
     spec = spec_for(project, entry, writable=writable_paths(project.config), cwd=cwd, background=background)
+    spec = replace(spec, readable=program_dirs(argv, env))
     env[INBOX_ENV] = str(INBOX_MOUNT)
     return choice.backend.wrap(argv, spec)

@@ -7,7 +7,7 @@ has is here: the preset's state folders, the role that decides the mode, the rec
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from daintree_tui.core.models import WorktreeEntry
@@ -21,6 +21,7 @@ from daintree_tui.core.sandbox import (
     Sandbox,
     SandboxSpec,
     choose,
+    program_dirs,
     spec_for,
     writable_paths,
 )
@@ -67,7 +68,8 @@ class SessionSandbox:
         if self.spec is None:
             return argv
         env[INBOX_ENV] = str(INBOX_MOUNT)
-        return self.choice.backend.wrap(argv, self.spec)
+        spec = replace(self.spec, readable=program_dirs(argv, env))
+        return self.choice.backend.wrap(argv, spec)
 
     def record(self) -> dict[str, object]:
         return self.choice.to_dict()
