@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from daintree_tui.core.sandbox import BwrapSandbox
-from tests.conftest import CLI, git, make_repo, wait_for
+from tests.conftest import CLI, events, git, make_repo, wait_for
 
 _OK, _WHY = BwrapSandbox().available()
 pytestmark = pytest.mark.skipif(not _OK, reason=f"bubblewrap cannot run here: {_WHY}")
@@ -479,3 +479,20 @@ def test_task_created_from_inside_is_tagged_with_its_inbox(repo: Path, sandbox_e
     assert proc.returncode == 0, proc.stderr
     tasks = cli.json("task", "list")
     assert [(t["subject"], t["created_by"]) for t in tasks] == [("Split the parser", "lead")]
+
+
+def test_the_acting_observer_applies_inbox_requests(repo: Path, sandbox_env: Path) -> None:
+    """`session watch` and the dashboard's poll (both `Services.observe_tick`) apply what a session asked through
+    its inbox, and record the transition it caused; a plain listing of worktrees does not."""
+    from daintree_tui.services.inbox import submit
+
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "w1")
+    cli.ok("session", "start", "w1", "--agent", "shell")
+    request = submit(repo / ".worktrees" / ".inbox" / "w1", "signal", {"state": "waiting"})
+    cli.ok("worktree", "list")
+    assert (repo / ".worktrees" / ".inbox" / "w1" / f"req-{request}.json").exists()
+    assert not any(e["event"] == "session.waiting" for e in events(repo))
+    cli.ok("session", "watch", "--once")
+    assert [e["worktree"]["name"] for e in events(repo) if e["event"] == "session.waiting"] == ["w1"]
+    assert not (repo / ".worktrees" / ".inbox" / "w1" / f"req-{request}.json").exists()

@@ -124,7 +124,7 @@ def cmd_session_watch(args: argparse.Namespace, services: Services) -> int:
         raise InputError("--interval must be a positive number of seconds")
     services.sessions.host  # noqa: B018 - a clear error without tmux
     if args.once:
-        transitions = services.observer.poll().transitions
+        transitions = services.observe_tick().transitions
         emit(args, [_transition_data(t) for t in transitions],
              lambda: "\n".join(_transition_line(t) for t in transitions) or "no changes")
         return 0
@@ -134,8 +134,10 @@ def cmd_session_watch(args: argparse.Namespace, services: Services) -> int:
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
 
-    services.observer.watch(args.interval, report)
-    return 0
+    while True:  # until interrupted
+        for transition in services.observe_tick().transitions:
+            report(transition)
+        time.sleep(args.interval)
 
 
 def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from daintree_tui.core.worktrees import WorktreeService
     from daintree_tui.services.bakeoff import BakeoffService
     from daintree_tui.services.hygiene import DiskUsage
-    from daintree_tui.services.observer import SessionObserver
+    from daintree_tui.services.observer import Observed, SessionObserver
     from daintree_tui.services.policy import Approvals, ApprovedRun
     from daintree_tui.services.queue import QueueRunner
     from daintree_tui.sessions.host import SessionHost
@@ -85,6 +85,14 @@ class Services:
         from daintree_tui.services.observer import SessionObserver
 
         return SessionObserver(self.project, self.sessions)
+
+    def observe_tick(self) -> Observed:
+        """One pass of the acting observer: apply what sandboxed sessions asked through their inboxes, then record
+        the sessions' transitions. The dashboard's poll and `session watch` call this; listings never do."""
+        from daintree_tui.services.inbox import process_inboxes
+
+        process_inboxes(self)
+        return self.observer.poll()
 
     @cached_property
     def worktrees(self) -> WorktreeService:

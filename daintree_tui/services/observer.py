@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,15 +83,6 @@ class SessionObserver:
         """An agent's own word on its state (`daintree session signal`): stored, then recorded as a transition."""
         status = self.sessions.signal(name, state)
         return self.record(name, status, exit_code)
-
-    def watch(self, interval: float, on_transition: Callable[[Transition], None],
-              stop: threading.Event | None = None) -> None:
-        """Poll every `interval` seconds until `stop` is set (or forever), reporting each recorded transition."""
-        stop = stop or threading.Event()
-        while not stop.is_set():
-            for transition in self.poll().transitions:
-                on_transition(transition)
-            stop.wait(interval)
 
     # -- hooks -----------------------------------------------------------------------------------------------
 

@@ -49,7 +49,7 @@ class Backend(Services):
     def poll_sessions(self, preview: list[str]) -> tuple[list[SessionInfo], dict[str, str]]:
         """All sessions with status, plus the screens of those previewed (captured only when they changed).
         The dashboard's poll is an observer: it records the transitions it finds (events, hooks)."""
-        infos = list(self.observer.poll().sessions)
+        infos = list(self.observe_tick().sessions)
         alive = {i.name for i in infos}
         previews = self.sessions.screens([n for n in preview if n in alive]) if self.host is not None else {}
         return infos, previews
