@@ -47,6 +47,12 @@ async def until(pilot: Any, predicate: Callable[[], Any], timeout: float = 10.0)
         await pilot.pause(0.05)
 
 
+async def select(pilot: Any, screen: MainScreen, name: str) -> None:
+    """Move the worktree cursor to `name` as a user would, and wait until it is the current worktree."""
+    screen.query_one(WorktreeTable).select_name(name)
+    await until(pilot, lambda: screen.selected == name)
+
+
 def main_screen(app: DaintreeApp) -> MainScreen:
     screen = app.screen
     assert isinstance(screen, MainScreen)
@@ -62,7 +68,7 @@ async def test_quick_create_from_n_then_type_into_terminal_and_leave(repo: Path)
     configure(repo)
     app = make_app(Project.discover(repo))
     async with app.run_test(size=(120, 40)) as pilot:
-        await until(pilot, lambda: isinstance(app.screen, MainScreen) and main_screen(app)._started)
+        await until(pilot, lambda: isinstance(app.screen, MainScreen) and main_screen(app).started)
         await pilot.press("n")
         await until(pilot, lambda: isinstance(app.screen, NewTaskScreen))
         await pilot.press(*"Fix login bug")
@@ -107,20 +113,28 @@ async def test_switch_sessions_keep_and_palette(repo: Path, cli: CLI) -> None:
         screen = main_screen(app)
         await until(pilot, lambda: len(screen.sessions) == 2)
         terminal = screen.query_one(TerminalView)
+        table = screen.query_one(WorktreeTable)
         await pilot.press("alt+2")
-        await until(pilot, lambda: terminal.worktree == "beta" and terminal.has_focus)
-        await pilot.press("ctrl+right_square_bracket")
-        await pilot.press("left_square_bracket")
+        await until(pilot, lambda: terminal.worktree == "beta")
+        assert table.has_focus and screen.selected == "beta"
+        await pilot.press("1")  # digits work where alt does not (inside tmux)
         await until(pilot, lambda: terminal.worktree == "alpha")
-        await pilot.press("ctrl+right_square_bracket")
-        screen.query_one(WorktreeTable).select_name("alpha")
+        # ] and [ move through the sessions; focus never goes into the terminal, so a second ] is not typed there
+        await pilot.press("right_square_bracket")
+        await until(pilot, lambda: terminal.worktree == "beta")
+        await pilot.press("right_square_bracket")
+        await until(pilot, lambda: terminal.worktree == "alpha")
+        assert table.has_focus and "]" not in terminal.screen_text()
+        await pilot.press("left_square_bracket")
+        await until(pilot, lambda: terminal.worktree == "beta" and screen.selected == "beta")
+        await select(pilot, screen, "alpha")
         await pilot.press("k")
         await until(pilot, lambda: index(repo)["alpha"]["status"] == "kept")
-        screen.query_one(WorktreeTable).select_name("beta")
+        await select(pilot, screen, "beta")
         await pilot.press("ctrl+p")
-        await pilot.pause(0.3)
-        await pilot.press(*"Keep worktree")
-        await pilot.pause(0.3)
+        await until(pilot, lambda: type(app.screen).__name__ == "CommandPalette")
+        await pilot.press(*"Keep")
+        await until(pilot, lambda: "Keep: beta" in str([str(o.prompt) for o in app.screen.query("OptionList").first().options]))
         await pilot.press("enter")
         await until(pilot, lambda: index(repo)["beta"]["status"] == "kept")
 
@@ -135,7 +149,7 @@ async def test_remove_dialog_dirty_needs_second_confirmation(repo: Path, cli: CL
     async with app.run_test(size=(120, 40)) as pilot:
         screen = main_screen(app)
         await until(pilot, lambda: len(screen.entries) == 2)
-        screen.query_one(WorktreeTable).select_name("dirty")
+        await select(pilot, screen, "dirty")
         await pilot.press("x")
         await until(pilot, lambda: isinstance(app.screen, RemoveScreen))
         assert app.screen.dirty == ["scratch.txt"]
@@ -155,7 +169,7 @@ async def test_remove_dialog_dirty_needs_second_confirmation(repo: Path, cli: CL
         await until(pilot, lambda: index(repo)["dirty"]["status"] == "removed")
         assert json.loads((repo / ".tasks" / "task_1.json").read_text())["status"] == "completed"
         await until(pilot, lambda: [e.name for e in screen.entries] == ["clean"])
-        screen.query_one(WorktreeTable).select_name("clean")
+        await select(pilot, screen, "clean")
         await pilot.press("x")
         await until(pilot, lambda: isinstance(app.screen, RemoveScreen))
         await pilot.click("#remove")
@@ -167,7 +181,7 @@ async def test_cli_change_appears_live(repo: Path, cli: CLI) -> None:
     app = make_app(Project.discover(repo))
     async with app.run_test(size=(120, 40)) as pilot:
         screen = main_screen(app)
-        await until(pilot, lambda: screen._started)
+        await until(pilot, lambda: screen.started)
         await pilot.pause(0.5)
         loop = asyncio.get_running_loop()
         start = loop.time()
@@ -232,7 +246,7 @@ async def test_full_flow_from_the_keyboard(repo: Path, cli: CLI) -> None:
     app = make_app(Project.discover(repo))
     async with app.run_test(size=(120, 40)) as pilot:
         screen = main_screen(app)
-        await until(pilot, lambda: screen._started)
+        await until(pilot, lambda: screen.started)
         await pilot.press("n", *"Add feature", "enter")
         await until(pilot, lambda: (repo / ".worktrees/add-feature/feature.txt").exists())
         await pilot.press("ctrl+right_square_bracket", "d")
@@ -274,7 +288,7 @@ async def test_keys_remap_from_config_and_previews(repo: Path, cli: CLI) -> None
         screen = main_screen(app)
         await until(pilot, lambda: len(screen.sessions) == 2)
         table = screen.query_one(WorktreeTable)
-        table.select_name("one")
+        await select(pilot, screen, "one")
         await pilot.press("k")
         await pilot.pause(0.3)
         assert index(repo)["one"]["status"] == "active"  # k is no longer keep
@@ -360,7 +374,7 @@ async def test_auto_queue_and_approval_prompt(repo: Path, cli: CLI) -> None:
     app = make_app(Project.discover(repo))
     async with app.run_test(size=(120, 40)) as pilot:
         screen = main_screen(app)
-        await until(pilot, lambda: screen._started)
+        await until(pilot, lambda: screen.started)
         await pilot.press("a")
         await until(pilot, lambda: json.loads((repo / ".tasks" / "task_1.json").read_text())["status"]
                     == "completed", timeout=20)

@@ -54,7 +54,7 @@ def settled(app: DaintreeApp) -> Callable[[Any], Any]:
         deadline = loop.time() + 10
         while loop.time() < deadline:
             screen = app.screen
-            if isinstance(screen, MainScreen) and screen._started and len(screen.facts) == 2:
+            if isinstance(screen, MainScreen) and screen.started and len(screen.facts) == 2:
                 break
             await pilot.pause(0.05)
         await pilot.pause(0.3)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.text import Text
+from textual import events
+from textual.reactive import reactive
 from textual.widgets import DataTable
 
 from daintree_tui.core.models import Task
@@ -21,8 +23,11 @@ class TaskTable(DataTable[Cell]):
     """Tasks, one row each, keyed by id."""
 
     DEFAULT_CSS = """
-    TaskTable { height: auto; max-height: 50%; }
+    TaskTable { height: auto; max-height: 50%; overflow-x: hidden; }
     """
+
+    tasks: reactive[tuple[Task, ...]] = reactive(tuple, init=False)
+    filter_text: reactive[str] = reactive("", init=False)
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=False)
@@ -34,7 +39,21 @@ class TaskTable(DataTable[Cell]):
         self.add_column("Worktree", key="worktree")
 
     subject_width = 30
-    """Subjects are cut to this many cells so the worktree column stays in view."""
+    """Subjects are cut to this many cells so the worktree column stays in view (set from the pane's width)."""
+
+    def on_resize(self, event: events.Resize) -> None:
+        # status (1) + id (3) + worktree (~16) and their padding leave the rest to the subject
+        width = max(12, min(60, event.size.width - 30))
+        if width != self.subject_width:
+            self.subject_width = width
+            self.clear()
+            self.show(self.tasks, self.filter_text)
+
+    def watch_tasks(self) -> None:
+        self.show(self.tasks, self.filter_text)
+
+    def watch_filter_text(self) -> None:
+        self.show(self.tasks, self.filter_text)
 
     def show(self, tasks: Sequence[Task], filter_text: str = "") -> None:
         needle = filter_text.lower()
