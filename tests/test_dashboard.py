@@ -134,7 +134,8 @@ async def test_switch_sessions_keep_and_palette(repo: Path, cli: CLI) -> None:
         await pilot.press("ctrl+p")
         await until(pilot, lambda: type(app.screen).__name__ == "CommandPalette")
         await pilot.press(*"Keep")
-        await until(pilot, lambda: "Keep: beta" in str([str(o.prompt) for o in app.screen.query("OptionList").first().options]))
+        await until(pilot, lambda: "Keep: beta" in str([str(o.prompt) for o in
+                                                        app.screen.query("OptionList").first().options]))
         await pilot.press("enter")
         await until(pilot, lambda: index(repo)["beta"]["status"] == "kept")
 
@@ -457,3 +458,79 @@ async def test_mouse_wheel_scrolls_back_through_tmux_copy_mode(repo: Path, cli: 
             terminal.post_message(textual_events.MouseScrollUp(terminal, 5, 5, 0, -1, 0, False, False, False))
         await until(pilot, in_copy_mode)
         await until(pilot, lambda: "300" not in terminal.screen_text())  # showing older lines now
+
+
+async def test_operations_do_not_add_poll_chains(repo: Path, cli: CLI) -> None:
+    """Each operation asks for a poll now; however many ask, the polls stay at the base rate (one chain)."""
+    configure(repo)
+    cli.ok("worktree", "create", "busy", "--agent", "echo")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: "busy" in screen.sessions)
+        feed = screen.feed
+        feed.poll_interval = feed.idle_interval = 0.25  # base rate: at most 4 polls a second
+        for _ in range(10):  # operations, detaches and auto-queue toggles each ask for a poll
+            feed.poll_now()
+            await pilot.pause(0.02)
+        await pilot.press("a", "a")
+        await until(pilot, lambda: not feed._polling)
+        loop = asyncio.get_running_loop()
+        start, polls = loop.time(), feed.polls
+        await pilot.pause(2.0)
+        rate = (feed.polls - polls) / (loop.time() - start)
+        # one chain polls at most 1 / 0.25 s; the leak this guards against ran one chain per request (12+)
+        assert 0 < rate <= 5, rate
+
+
+def test_ansi_colours_pass_through_as_ansi() -> None:
+    from rich.color import ColorType
+
+    from daintree_tui.sessions.emulator import TerminalEmulator
+    from daintree_tui.tui.widgets.terminal_render import cell_style
+
+    emulator = TerminalEmulator(20, 2)
+    # 30-37 / 90-97 / 38;5;0-15 / 48;5;N: ANSI; 38;5;80: 256-colour; 38;2: truecolor; 0: default
+    emulator.feed(b"\x1b[36mA\x1b[38;5;6mB\x1b[48;5;9mC\x1b[0;95mD\x1b[0;38;5;80mE\x1b[38;2;1;2;3mF\x1b[0mG")
+    cells = [emulator.screen.buffer[0][x] for x in range(7)]
+    styles = [cell_style(c.fg, c.bg, c.bold, c.italics, c.underscore, c.reverse, c.strikethrough, c.blink)
+              for c in cells]
+    colour = [s.color for s in styles]
+    assert all(c is not None for c in colour)
+    assert [c.type for c in colour[:4]] == [ColorType.STANDARD] * 4  # type: ignore[union-attr]
+    assert colour[0] == colour[1]  # 38;5;6 is the same ANSI cyan as 36
+    assert styles[2].bgcolor is not None and styles[2].bgcolor.type == ColorType.STANDARD
+    assert styles[2].bgcolor.number == 9
+    assert colour[3].number == 13  # type: ignore[union-attr]
+    assert colour[4].type == ColorType.TRUECOLOR and colour[4].triplet.hex == "#5fd7d7"  # type: ignore[union-attr]
+    assert colour[5].triplet.hex == "#010203"  # type: ignore[union-attr]
+    assert colour[6].type == ColorType.DEFAULT  # type: ignore[union-attr]
+    assert styles[6].bgcolor is not None and styles[6].bgcolor.type == ColorType.DEFAULT
+
+
+def test_status_hysteresis_ignores_blips() -> None:
+    from daintree_tui.sessions.status import SessionStatus as S
+    from daintree_tui.sessions.status import StatusHysteresis
+
+    h = StatusHysteresis(hold=1.5)
+    assert h.settle("a", S.WAITING, 0.0) == S.WAITING  # first sight counts at once
+    assert h.settle("a", S.RUNNING, 1.0) == S.WAITING  # a burst of output (a redraw, a keystroke echo)
+    assert h.settle("a", S.WAITING, 2.0) == S.WAITING
+    assert h.settle("a", S.RUNNING, 3.0) == S.WAITING
+    assert h.settle("a", S.RUNNING, 4.6) == S.RUNNING  # held 1.6 s: real work
+    assert h.settle("a", S.EXITED, 4.7) == S.EXITED  # exits count at once
+    assert h.settle("b", S.STARTING, 0.0) == S.STARTING
+    assert h.settle("b", S.RUNNING, 0.5) == S.RUNNING  # leaving `starting` is not held back
+
+
+def test_worktree_columns_hide_by_priority() -> None:
+    from daintree_tui.tui.widgets.worktree_table import fit_columns
+
+    def keys(width: int) -> list[str]:
+        return [c.key for c, _ in fit_columns(width, 14)]
+
+    assert keys(34) == ["n", "name", "session"]  # 80 columns: the sidebar's minimum
+    assert keys(50) == ["n", "name", "session", "dirty", "ab"]  # 120 columns
+    assert keys(63)[:6] == ["n", "name", "session", "dirty", "ab", "activity"]  # 200 columns
+    for width in (34, 50, 63, 120):
+        assert sum(w + 2 for _, w in fit_columns(width, 14)) <= width

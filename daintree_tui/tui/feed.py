@@ -9,6 +9,7 @@ often operations call `poll_now()` there is one poll chain.
 from __future__ import annotations
 
 import threading
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +56,7 @@ class DashboardFeed(Widget):
         """How many polls ran (the poll-chain test counts them)."""
         self.entries: tuple[WorktreeEntry, ...] = ()
         self._timer: Timer | None = None
+        self._generation = 0
         self._polling = False
         self._poll_again = False
         self._last_poll: Any = None
@@ -72,9 +74,14 @@ class DashboardFeed(Widget):
     def _schedule(self, delay: float) -> None:
         if self._timer is not None:
             self._timer.stop()
-        self._timer = self.set_timer(max(delay, 0.001), self._start_poll, name="poll")
+        # A timer that already fired has its callback queued, and stop() cannot take that back: the generation
+        # tells the callback of a replaced timer to do nothing.
+        self._generation += 1
+        self._timer = self.set_timer(max(delay, 0.001), partial(self._start_poll, self._generation), name="poll")
 
-    def _start_poll(self) -> None:
+    def _start_poll(self, generation: int) -> None:
+        if generation != self._generation:
+            return
         self._timer = None
         if self._polling:
             self._poll_again = True  # folded into the poll that runs now: it schedules the next one

@@ -20,10 +20,10 @@ from daintree_tui.tui.screens.new_task import NewTaskScreen
 from daintree_tui.tui.screens.remove import RemoveScreen
 
 if TYPE_CHECKING:
-    from daintree_tui.tui.screens.main import MainScreen
+    from daintree_tui.tui.screens.actions import DashboardActions
 
 
-async def new_task(screen: MainScreen) -> None:
+async def new_task(screen: DashboardActions) -> None:
     backend = screen.backend
     agents = await asyncio.to_thread(backend.agents)
     new = await screen.app.push_screen_wait(NewTaskScreen(agents, backend.default_agent()))
@@ -40,7 +40,7 @@ async def new_task(screen: MainScreen) -> None:
                           focus=entry.name)
 
 
-async def start_for_task(screen: MainScreen, task_id: int) -> None:
+async def start_for_task(screen: DashboardActions, task_id: int) -> None:
     backend = screen.backend
     size = screen.terminal_size()
 
@@ -53,7 +53,7 @@ async def start_for_task(screen: MainScreen, task_id: int) -> None:
     screen.operation_done(f"Task {task_id} → worktree {name} with {agent}", focus=name)
 
 
-async def start_session(screen: MainScreen, name: str, agent: str | None, restart: bool) -> None:
+async def start_session(screen: DashboardActions, name: str, agent: str | None, restart: bool) -> None:
     size = screen.terminal_size()
     if restart:
         screen.release(name)
@@ -61,7 +61,7 @@ async def start_session(screen: MainScreen, name: str, agent: str | None, restar
     screen.operation_done(f"Started {info.agent} in {name}", focus=name)
 
 
-async def pick_agent(screen: MainScreen, name: str) -> None:
+async def pick_agent(screen: DashboardActions, name: str) -> None:
     backend = screen.backend
     restart = name in screen.sessions
     agents = await asyncio.to_thread(backend.agents)
@@ -70,12 +70,12 @@ async def pick_agent(screen: MainScreen, name: str) -> None:
         await start_session(screen, name, agent, restart)
 
 
-async def keep(screen: MainScreen, name: str) -> None:
+async def keep(screen: DashboardActions, name: str) -> None:
     await asyncio.to_thread(screen.backend.keep, name)
     screen.operation_done(f"Kept {name}")
 
 
-async def remove(screen: MainScreen, name: str) -> None:
+async def remove(screen: DashboardActions, name: str) -> None:
     dirty = await asyncio.to_thread(screen.backend.dirty_files, name)
     entry = screen.entry(name)
     choice = await screen.app.push_screen_wait(RemoveScreen(name, dirty, entry is not None and
@@ -88,7 +88,7 @@ async def remove(screen: MainScreen, name: str) -> None:
     screen.operation_done(result.message + (f" ({warnings})" if warnings else ""), removed=name)
 
 
-async def commit(screen: MainScreen, name: str) -> None:
+async def commit(screen: DashboardActions, name: str) -> None:
     dirty = await asyncio.to_thread(screen.backend.dirty_files, name)
     entry = screen.entry(name)
     task = next((t for t in screen.tasks if entry and t.id == entry.task_id), None)
@@ -100,7 +100,7 @@ async def commit(screen: MainScreen, name: str) -> None:
     screen.operation_done(f"Committed {len(files) if isinstance(files, list) else 0} file(s) in {name}")
 
 
-async def merge(screen: MainScreen, name: str) -> None:
+async def merge(screen: DashboardActions, name: str) -> None:
     target = await asyncio.to_thread(screen.backend.merge_target, name)
     choice = await screen.app.push_screen_wait(MergeScreen(name, target))
     if choice is None:
@@ -114,7 +114,7 @@ async def merge(screen: MainScreen, name: str) -> None:
                           removed=name if result.removed else None)
 
 
-async def pull_request(screen: MainScreen, name: str) -> None:
+async def pull_request(screen: DashboardActions, name: str) -> None:
     body = f"Push {name}'s branch and open a pull request with gh?"
     if not await screen.app.push_screen_wait(ConfirmScreen("Open a pull request", body, yes="Push and open PR")):
         return
@@ -123,12 +123,12 @@ async def pull_request(screen: MainScreen, name: str) -> None:
     screen.operation_done(f"Opened {result['url']}")
 
 
-async def inject_task(screen: MainScreen, name: str) -> None:
+async def inject_task(screen: DashboardActions, name: str) -> None:
     await asyncio.to_thread(screen.backend.inject_task, name)
     screen.operation_done(f"Sent the task to {name}")
 
 
-async def bakeoff(screen: MainScreen, task_id: int, subject: str) -> None:
+async def bakeoff(screen: DashboardActions, task_id: int, subject: str) -> None:
     backend = screen.backend
     agents = await asyncio.to_thread(backend.agents)
     request = await screen.app.push_screen_wait(BakeoffNewScreen(subject, agents, backend.default_agent()))
@@ -139,7 +139,7 @@ async def bakeoff(screen: MainScreen, task_id: int, subject: str) -> None:
     await screen.app.push_screen(BakeoffScreen(record))
 
 
-async def diff(screen: MainScreen, name: str) -> None:
+async def diff(screen: DashboardActions, name: str) -> None:
     from daintree_tui.tui.widgets.diff_view import DiffView
 
     text = await asyncio.to_thread(screen.backend.diff, name)
@@ -147,7 +147,7 @@ async def diff(screen: MainScreen, name: str) -> None:
         screen.query_one(DiffView).show(name, text)
 
 
-async def copy_path(screen: MainScreen, path: str) -> None:
+async def copy_path(screen: DashboardActions, path: str) -> None:
     import pyperclip
 
     try:

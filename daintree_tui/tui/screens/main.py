@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive
-from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Header, Input, Label, TabbedContent, TabPane
 from textual.worker import Worker
@@ -28,7 +26,7 @@ from daintree_tui.core.models import Task, WorktreeEntry
 from daintree_tui.core.worktrees import Facts
 from daintree_tui.sessions.manager import SessionInfo
 from daintree_tui.sessions.status import SessionStatus, StatusHysteresis
-from daintree_tui.tui.bindings import DASHBOARD_BINDINGS, needs_worktree
+from daintree_tui.tui.bindings import DASHBOARD_BINDINGS
 from daintree_tui.tui.feed import DashboardFeed
 from daintree_tui.tui.messages import (
     DiskLoaded,
@@ -40,6 +38,7 @@ from daintree_tui.tui.messages import (
     TrustNeeded,
 )
 from daintree_tui.tui.screens import flows, prompts
+from daintree_tui.tui.screens.actions import DashboardActions
 from daintree_tui.tui.widgets.diff_view import DiffView
 from daintree_tui.tui.widgets.events_log import EventsLog
 from daintree_tui.tui.widgets.session_title import SessionTitle
@@ -48,13 +47,12 @@ from daintree_tui.tui.widgets.terminal import TerminalView
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
 
 if TYPE_CHECKING:
-    from daintree_tui.tui.app import DaintreeApp
-    from daintree_tui.tui.backend import Backend
+    pass
 
 ATTACH_DELAY = 0.12
 
 
-class MainScreen(Screen[None]):
+class MainScreen(DashboardActions):
     """The dashboard. Keys: see `daintree_tui.tui.bindings` (the help screen lists them)."""
 
     BINDINGS: ClassVar[list[BindingType]] = DASHBOARD_BINDINGS
@@ -88,22 +86,6 @@ class MainScreen(Screen[None]):
         self._announced: dict[str, SessionStatus] = {}
         self._seen_requests: set[int] = set()
         self.hysteresis = StatusHysteresis()
-
-    @property
-    def dashboard(self) -> DaintreeApp:
-        return self.app  # type: ignore[return-value]
-
-    @property
-    def backend(self) -> Backend:
-        return self.dashboard.backend
-
-    @property
-    def feed(self) -> DashboardFeed:
-        return self.query_one(DashboardFeed)
-
-    @property
-    def terminal(self) -> TerminalView:
-        return self.query_one(TerminalView)
 
     def compose(self) -> ComposeResult:
         screen = MainScreen
@@ -331,159 +313,6 @@ class MainScreen(Screen[None]):
     def filter_done(self) -> None:
         self.query_one(WorktreeTable).focus()
 
-    def entry(self, name: str | None) -> WorktreeEntry | None:
-        return next((e for e in self.entries if e.name == name), None)
-
-    def session_order(self) -> list[str]:
-        """Worktrees that have a session, in table order: what the digits, alt+N and [ ] move through."""
-        return [e.name for e in self.entries if e.name in self.sessions]
-
-    def terminal_size(self) -> tuple[int, int]:
-        width, height = self.terminal.size
-        return max(width, 40), max(height, 10)
-
-    # -- actions ---------------------------------------------------------------------------------------------
-
-    def run_flow(self, flow: Coroutine[Any, Any, None], description: str) -> None:
-        self.run_worker(flow, group="ops", exit_on_error=False, description=description)
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        method = getattr(self, f"action_{action}", None)
-        if getattr(method, "needs_worktree", False) and not self.selected:
-            return None
-        return True
-
-    def action_new_task(self) -> None:
-        self.run_flow(flows.new_task(self), "create task")
-
-    def action_open_session(self) -> None:
-        tasks = self.query_one(TaskTable)
-        if tasks.has_focus:
-            task = next((t for t in self.tasks if t.id == tasks.selected_task_id), None)
-            if task is not None and not task.worktree:
-                self.run_flow(flows.start_for_task(self, task.id), "start task")
-                return
-        name = self.selected
-        if not name:
-            return
-        info = self.sessions.get(name)
-        if info is not None and info.status != SessionStatus.EXITED:
-            self.attach_and_focus(name)
-        else:
-            self.run_flow(flows.start_session(self, name, None, restart=info is not None), "start session")
-
-    @needs_worktree
-    def action_start_session(self) -> None:
-        self.run_flow(flows.pick_agent(self, str(self.selected)), "start session")
-
-    @needs_worktree
-    def action_keep(self) -> None:
-        self.run_flow(flows.keep(self, str(self.selected)), "keep")
-
-    @needs_worktree
-    def action_remove(self) -> None:
-        self.run_flow(flows.remove(self, str(self.selected)), "remove")
-
-    @needs_worktree
-    def action_commit(self) -> None:
-        self.run_flow(flows.commit(self, str(self.selected)), "commit")
-
-    @needs_worktree
-    def action_merge(self) -> None:
-        self.run_flow(flows.merge(self, str(self.selected)), "merge")
-
-    @needs_worktree
-    def action_pr(self) -> None:
-        self.run_flow(flows.pull_request(self, str(self.selected)), "pull request")
-
-    @needs_worktree
-    def action_inject_task(self) -> None:
-        if self.selected in self.sessions:
-            self.run_flow(flows.inject_task(self, str(self.selected)), "send task")
-
-    @needs_worktree
-    def action_copy_path(self) -> None:
-        entry = self.entry(self.selected)
-        if entry:
-            self.run_flow(flows.copy_path(self, entry.path), "copy path")
-
-    @needs_worktree
-    def action_diff(self) -> None:
-        self.query_one("#bottom", TabbedContent).active = "diff-tab"
-        self.run_flow(flows.diff(self, str(self.selected)), "diff")
-
-    @needs_worktree
-    def action_full_diff(self) -> None:
-        if not self.has_class("full-diff"):
-            self.action_diff()
-        self.toggle_class("full-diff")
-        self.remove_class("zoomed")
-
-    def action_zoom(self) -> None:
-        self.toggle_class("zoomed")
-        self.remove_class("full-diff")
-
-    def action_events(self) -> None:
-        self.query_one("#bottom", TabbedContent).active = "events-tab"
-
-    def action_bakeoff(self) -> None:
-        tasks = self.query_one(TaskTable)
-        task = next((t for t in self.tasks if t.id == tasks.selected_task_id), None)
-        if task is None:
-            self.notify("Select a task first (in the tasks list)", severity="warning")
-            return
-        self.run_flow(flows.bakeoff(self, task.id, task.subject), "bake-off")
-
-    def action_toggle_auto(self) -> None:
-        self.auto_queue = self.feed.auto_queue = not self.auto_queue
-        self.sub_title = f"{self.backend.project.root}" + ("  [auto queue on]" if self.auto_queue else "")
-        self.notify("Auto queue " + ("on: ready tasks with an agent start by themselves" if self.auto_queue
-                                     else "off"))
-        self.feed.poll_now()
-
-    def action_filter(self) -> None:
-        box = self.query_one("#filter", Input)
-        box.display = True
-        box.focus()
-
-    def key_escape(self) -> None:
-        if self.has_class("zoomed") or self.has_class("full-diff"):
-            self.remove_class("zoomed", "full-diff")
-            return
-        box = self.query_one("#filter", Input)
-        if box.display:
-            box.value = ""
-            box.display = False
-            self.query_one(WorktreeTable).focus()
-
-    def action_cycle_session(self, step: int) -> None:
-        order = self.session_order()
-        if not order:
-            return
-        index = order.index(self.selected) if self.selected in order else -1
-        self.selected = order[(index + step) % len(order)]
-
-    def action_jump_session(self, number: int) -> None:
-        order = self.session_order()
-        if 1 <= number <= len(order):
-            self.selected = order[number - 1]
-
-    def action_help(self) -> None:
-        from daintree_tui.tui.screens.help import HelpScreen
-
-        self.app.push_screen(HelpScreen(self.help_rows()))
-
-    def help_rows(self) -> list[Any]:
-        from daintree_tui.tui.bindings import key_rows
-
-        app = self.dashboard
-        palette = Binding(app.COMMAND_PALETTE_BINDING, "command_palette", "Palette", id="command_palette",
-                          tooltip="Command palette: every action by name")
-        bindings = [*TerminalView.BINDINGS, *self.BINDINGS, palette, *app.BINDINGS]
-        return key_rows(bindings, app.keymap, self, app.get_key_display)
-
-    def action_quit_dashboard(self) -> None:
-        self.dashboard.quit_dashboard()
 
 
 def _with_status(info: SessionInfo, status: SessionStatus) -> SessionInfo:

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 from daintree_tui.tui.screens.confirm import ConfirmScreen
 
 if TYPE_CHECKING:
-    from daintree_tui.tui.screens.main import MainScreen
+    from daintree_tui.tui.screens.actions import DashboardActions
 
 
-async def approval(screen: MainScreen, request: dict[str, object]) -> None:
+async def approval(screen: DashboardActions, request: dict[str, object]) -> None:
     argv = request["argv"] if isinstance(request["argv"], list) else []
     body = (f"The agent in {request['worktree']} (role {request.get('role') or '-'}) asks to run:\n\n"
             f"  daintree {' '.join(map(str, argv))}\n")
@@ -29,7 +29,7 @@ async def approval(screen: MainScreen, request: dict[str, object]) -> None:
         screen.operation_done(f"Rejected request {request_id}")
 
 
-async def trust(screen: MainScreen, commands: list[str]) -> None:
+async def trust(screen: DashboardActions, commands: list[str]) -> None:
     body = ("This repository's .daintree.toml defines hooks that run shell commands:\n\n"
             + "\n".join(f"  {c}" for c in commands)
             + "\n\nTrust it? (recorded for you only, outside the repository; a change asks again)")
@@ -39,7 +39,7 @@ async def trust(screen: MainScreen, commands: list[str]) -> None:
         screen.operation_done("Trusted .daintree.toml: its hooks will run")
 
 
-async def server_lost(screen: MainScreen, vanished: list[str]) -> None:
+async def server_lost(screen: DashboardActions, vanished: list[str]) -> None:
     """Sessions vanished all at once: if the tmux server died under them, offer to start them again."""
     lost = await asyncio.to_thread(screen.backend.lost_sessions, vanished)
     if not lost:

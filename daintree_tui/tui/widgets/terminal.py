@@ -21,7 +21,6 @@ import signal
 import subprocess
 import threading
 from collections.abc import Callable, Sequence
-from functools import lru_cache
 from typing import Any, ClassVar
 
 from rich.segment import Segment
@@ -37,67 +36,10 @@ from textual.widget import Widget
 from daintree_tui.sessions.emulator import TerminalEmulator
 from daintree_tui.sessions.keys import WHEEL_DOWN, WHEEL_UP, encode_key, encode_mouse_sgr, encode_paste
 from daintree_tui.sessions.pty_host import set_winsize
+from daintree_tui.tui.widgets.terminal_render import render_screen_line
 
 FRAME_INTERVAL = 1 / 60
 READ_CHUNK = 4096
-
-_COLOR_NAMES = {"brown": "yellow", "brightbrown": "bright_yellow"}
-
-
-def _color(value: str) -> str | None:
-    if value == "default" or not value:
-        return None
-    if value in _COLOR_NAMES:
-        return _COLOR_NAMES[value]
-    if value.startswith("bright") and not value.startswith("bright_"):
-        return "bright_" + value[6:]
-    if len(value) == 6 and all(c in "0123456789abcdefABCDEF" for c in value):
-        return "#" + value
-    return value
-
-
-@lru_cache(maxsize=4096)
-def cell_style(fg: str, bg: str, bold: bool, italics: bool, underscore: bool, reverse: bool,
-               strikethrough: bool, blink: bool) -> Style:
-    """A Rich Style for a pyte cell's attributes (cached: a screen uses few distinct ones)."""
-    try:
-        return Style(color=_color(fg), bgcolor=_color(bg), bold=bold or None, italic=italics or None,
-                     underline=underscore or None, reverse=reverse or None, strike=strikethrough or None,
-                     blink=blink or None)
-    except Exception:
-        return Style()
-
-
-CURSOR_STYLE = Style(reverse=True)
-
-
-def render_screen_line(emulator: TerminalEmulator, y: int, width: int, cursor_x: int | None) -> Strip:
-    """One screen line as a Strip, grouping runs of cells with the same attributes into one Segment."""
-    screen = emulator.screen
-    line = screen.buffer[y]
-    segments: list[Segment] = []
-    text: list[str] = []
-    current: Style | None = None
-    columns = min(width, screen.columns)
-    for x in range(columns):
-        cell = line[x]
-        style = cell_style(cell.fg, cell.bg, cell.bold, cell.italics, cell.underscore, cell.reverse,
-                           cell.strikethrough, cell.blink)
-        if x == cursor_x:
-            style = style + CURSOR_STYLE
-        char = cell.data
-        if char == "":  # the stub after a wide character
-            continue
-        if style is not current:
-            if text:
-                segments.append(Segment("".join(text), current))
-            text, current = [], style
-        text.append(char or " ")
-    if text:
-        segments.append(Segment("".join(text), current))
-    strip = Strip(segments)
-    return strip.crop_extend(0, width, None)
-
 
 class TerminalView(Widget, can_focus=True):
     """Shows one session; interactive while focused."""
