@@ -4,26 +4,58 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from textual.widgets import Input
+from textual.widgets import Button, Input
+from textual.worker import WorkerState
 
 from daintree_tui.core.project import Project
 from daintree_tui.tui.app import DaintreeApp, make_app
 from daintree_tui.tui.screens.main import MainScreen
-from daintree_tui.tui.screens.new_task import NewTaskScreen
 from daintree_tui.tui.screens.remove import RemoveScreen
 from daintree_tui.tui.widgets.task_table import TaskTable
 from daintree_tui.tui.widgets.terminal import TerminalView
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
 from tests.conftest import CLI
 
-pytestmark = pytest.mark.usefixtures("tmux_socket")
+pytestmark = pytest.mark.usefixtures("tmux_socket", "cpu_load")
+
+BURN = "while True: pass"
+
+
+def start_burners(count: int = 2) -> list[subprocess.Popen[bytes]]:
+    """CPU-bound processes at the tests' own niceness (0 when the suite runs plainly): agents compiling beside
+    the dashboard is the normal case, and they get an equal share of the CPU, not less."""
+    return [subprocess.Popen([sys.executable, "-c", BURN]) for _ in range(count)]
+
+
+@pytest.fixture
+def cpu_burners() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Two burners for the test that asks for them."""
+    burners = start_burners()
+    yield burners
+    for proc in burners:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture
+def cpu_load(request: pytest.FixtureRequest) -> Iterator[None]:
+    """With DAINTREE_TEST_CPU_LOAD=1 every dashboard test runs beside two burners."""
+    if os.environ.get("DAINTREE_TEST_CPU_LOAD") != "1" or "cpu_burners" in request.fixturenames:
+        yield
+        return
+    burners = start_burners()
+    yield
+    for proc in burners:
+        proc.kill()
+        proc.wait()
 
 ECHO_AGENT = (f"{sys.executable} -c \"import sys; print('agent ready', flush=True); "
               "[print('echo:', l.strip(), flush=True) for l in sys.stdin]\"")
@@ -53,6 +85,12 @@ async def select(pilot: Any, screen: MainScreen, name: str) -> None:
     await until(pilot, lambda: screen.selected == name)
 
 
+async def on_screen(pilot: Any, app: DaintreeApp, name: str, timeout: float = 10.0) -> None:
+    """Wait until screen `name` is on top and composed (a dialog pushed from a worker mounts a moment later)."""
+    await until(pilot, lambda: type(app.screen).__name__ == name and app.screen.is_mounted
+                and bool(app.screen.children), timeout)
+
+
 def main_screen(app: DaintreeApp) -> MainScreen:
     screen = app.screen
     assert isinstance(screen, MainScreen)
@@ -64,13 +102,14 @@ def index(repo: Path) -> dict[str, dict[str, Any]]:
     return {e["name"]: e for e in data["worktrees"]}
 
 
+@pytest.mark.usefixtures("cpu_burners")
 async def test_quick_create_from_n_then_type_into_terminal_and_leave(repo: Path) -> None:
     configure(repo)
     app = make_app(Project.discover(repo))
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: isinstance(app.screen, MainScreen) and main_screen(app).started)
         await pilot.press("n")
-        await until(pilot, lambda: isinstance(app.screen, NewTaskScreen))
+        await on_screen(pilot, app, "NewTaskScreen")
         await pilot.press(*"Fix login bug")
         await pilot.press("enter")
         await until(pilot, lambda: "fix-login-bug" in index(repo) if (repo / ".worktrees/index.json").exists()
@@ -104,6 +143,7 @@ async def test_enter_on_task_without_worktree_starts_one(repo: Path, cli: CLI) -
         await until(pilot, lambda: terminal.has_focus and "agent ready" in terminal.screen_text())
 
 
+@pytest.mark.usefixtures("cpu_burners")
 async def test_switch_sessions_keep_and_palette(repo: Path, cli: CLI) -> None:
     configure(repo)
     for name in ("alpha", "beta"):
@@ -132,7 +172,7 @@ async def test_switch_sessions_keep_and_palette(repo: Path, cli: CLI) -> None:
         await until(pilot, lambda: index(repo)["alpha"]["status"] == "kept")
         await select(pilot, screen, "beta")
         await pilot.press("ctrl+p")
-        await until(pilot, lambda: type(app.screen).__name__ == "CommandPalette")
+        await on_screen(pilot, app, "CommandPalette")
         await pilot.press(*"Keep")
         await until(pilot, lambda: "Keep: beta" in str([str(o.prompt) for o in
                                                         app.screen.query("OptionList").first().options]))
@@ -141,6 +181,10 @@ async def test_switch_sessions_keep_and_palette(repo: Path, cli: CLI) -> None:
 
 
 async def test_remove_dialog_dirty_needs_second_confirmation(repo: Path, cli: CLI) -> None:
+    def armed() -> bool:
+        button = app.screen.query_one("#remove", Button)
+        return "Yes, discard" in str(button.label) and not button.has_class("-active")
+
     configure(repo)
     cli.ok("task", "create", "t")
     cli.ok("worktree", "create", "dirty", "--task", "1")
@@ -152,27 +196,27 @@ async def test_remove_dialog_dirty_needs_second_confirmation(repo: Path, cli: CL
         await until(pilot, lambda: len(screen.entries) == 2)
         await select(pilot, screen, "dirty")
         await pilot.press("x")
-        await until(pilot, lambda: isinstance(app.screen, RemoveScreen))
+        await on_screen(pilot, app, "RemoveScreen")
         assert app.screen.dirty == ["scratch.txt"]
         await pilot.click("#remove")
-        await pilot.pause(0.3)
+        await until(pilot, armed)
         assert isinstance(app.screen, RemoveScreen)  # armed, not removed
         assert (repo / ".worktrees" / "dirty" / "scratch.txt").exists()
         await pilot.press("escape")
-        await pilot.pause(0.2)
+        await until(pilot, lambda: app.screen is screen)
         assert index(repo)["dirty"]["status"] == "active"
         await pilot.press("x")
-        await until(pilot, lambda: isinstance(app.screen, RemoveScreen))
+        await on_screen(pilot, app, "RemoveScreen")
         await pilot.click("#complete")
         await pilot.click("#remove")
-        await pilot.pause(0.6)  # a second, deliberate press (a fast double click does not discard work)
+        await until(pilot, armed)  # a second, deliberate press: one within the first's effect is ignored
         await pilot.click("#remove")
         await until(pilot, lambda: index(repo)["dirty"]["status"] == "removed")
         assert json.loads((repo / ".tasks" / "task_1.json").read_text())["status"] == "completed"
         await until(pilot, lambda: [e.name for e in screen.entries] == ["clean"])
         await select(pilot, screen, "clean")
         await pilot.press("x")
-        await until(pilot, lambda: isinstance(app.screen, RemoveScreen))
+        await on_screen(pilot, app, "RemoveScreen")
         await pilot.click("#remove")
         await until(pilot, lambda: index(repo)["clean"]["status"] == "removed")
 
@@ -182,8 +226,8 @@ async def test_cli_change_appears_live(repo: Path, cli: CLI) -> None:
     app = make_app(Project.discover(repo))
     async with app.run_test(size=(120, 40)) as pilot:
         screen = main_screen(app)
-        await until(pilot, lambda: screen.started)
-        await pilot.pause(0.5)
+        await until(pilot, lambda: any(w.group == "watch" and w.state == WorkerState.RUNNING
+                                       for w in screen.feed.workers))
         loop = asyncio.get_running_loop()
         start = loop.time()
         await asyncio.to_thread(cli.ok, "task", "create", "Made in another shell")
@@ -205,7 +249,7 @@ async def test_filter_and_help(repo: Path, cli: CLI) -> None:
         await until(pilot, lambda: screen.query_one(TaskTable).row_count == 1)
         assert screen.query_one("#filter", Input).has_focus
         await pilot.press("enter", "question_mark")
-        await until(pilot, lambda: type(app.screen).__name__ == "HelpScreen")
+        await on_screen(pilot, app, "HelpScreen")
         await pilot.press("escape")
         await until(pilot, lambda: isinstance(app.screen, MainScreen))
 
@@ -229,12 +273,13 @@ async def test_quit_says_agents_keep_running(repo: Path, cli: CLI, tmux_socket: 
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: main_screen(app).sessions)
         await pilot.press("q")
-        await pilot.pause(0.2)
+        await until(pilot, lambda: app.exit_message)
     assert "keep running" in app.exit_message
     alive = subprocess.run(["tmux", "-L", tmux_socket, "has-session", "-t", "=dt-stay"], capture_output=True)
     assert alive.returncode == 0
 
 
+@pytest.mark.usefixtures("cpu_burners")
 async def test_full_flow_from_the_keyboard(repo: Path, cli: CLI) -> None:
     """Create a task, an agent works, review the diff, commit, merge back through a trusted pre_merge hook,
     remove the worktree and complete the task: every step in events.jsonl."""
@@ -256,13 +301,13 @@ async def test_full_flow_from_the_keyboard(repo: Path, cli: CLI) -> None:
         await until(pilot, lambda: "feature.txt" in "\n".join(str(line.text) for line in
                                                               screen.query_one(DiffView).lines))
         await pilot.press("C")
-        await until(pilot, lambda: type(app.screen).__name__ == "CommitScreen")
+        await on_screen(pilot, app, "CommitScreen")
         await pilot.press("enter")
         await until(pilot, lambda: "Add feature" in subprocess.run(
             ["git", "-C", str(repo), "log", "-1", "--format=%s", "wt/add-feature"], capture_output=True,
             text=True).stdout)
         await pilot.press("m")
-        await until(pilot, lambda: type(app.screen).__name__ == "MergeScreen")
+        await on_screen(pilot, app, "MergeScreen")
         await pilot.click("#merge")
         await until(pilot, lambda: index(repo)["add-feature"]["status"] == "removed", timeout=15)
     assert (repo / "feature.txt").read_text() == "implemented\n"
@@ -290,9 +335,7 @@ async def test_keys_remap_from_config_and_previews(repo: Path, cli: CLI) -> None
         await until(pilot, lambda: len(screen.sessions) == 2)
         table = screen.query_one(WorktreeTable)
         await select(pilot, screen, "one")
-        await pilot.press("k")
-        await pilot.pause(0.3)
-        assert index(repo)["one"]["status"] == "active"  # k is no longer keep
+        assert "k" not in screen.active_bindings and screen.active_bindings["K"].binding.action == "keep"
         await pilot.press("K")
         await until(pilot, lambda: index(repo)["one"]["status"] == "kept")
         terminal = screen.query_one(TerminalView)
@@ -314,11 +357,10 @@ async def test_tmux_server_killed_under_the_dashboard(repo: Path, cli: CLI, tmux
         terminal = screen.query_one(TerminalView)
         await until(pilot, lambda: terminal.worktree == "victim")
         subprocess.run(["tmux", "-L", tmux_socket, "kill-server"], check=True)
-        await until(pilot, lambda: type(app.screen).__name__ == "ConfirmScreen", timeout=15)
+        await on_screen(pilot, app, "ConfirmScreen", timeout=15)
         assert "victim (echo)" in str(app.screen.body)
-        from textual.widgets import Button
-
-        app.screen.query_one("#yes", Button).press()  # a toast may sit over the button: press it, don't click
+        buttons = await until(pilot, lambda: app.screen.query("#yes"))
+        buttons.first(Button).press()  # a toast may sit over the button: press it, don't click
         await until(pilot, lambda: "victim" in screen.sessions, timeout=15)
         log = repo / ".worktrees" / ".logs" / "victim.log"
         await until(pilot, lambda: log.read_bytes().count(b"agent ready") == 2)
@@ -338,12 +380,12 @@ async def test_bakeoff_view_scores_and_picks(repo: Path, cli: CLI) -> None:
         await until(pilot, lambda: screen.tasks)
         screen.query_one(TaskTable).focus()
         await pilot.press("b")
-        await until(pilot, lambda: type(app.screen).__name__ == "BakeoffNewScreen")
+        await on_screen(pilot, app, "BakeoffNewScreen")
         from textual.widgets import SelectionList
 
         app.screen.query_one(SelectionList).select("y")
         await pilot.click("#start")
-        await until(pilot, lambda: type(app.screen).__name__ == "BakeoffScreen", timeout=15)
+        await on_screen(pilot, app, "BakeoffScreen", timeout=15)
         terminals = list(app.screen.query(TerminalView))
         assert len(terminals) == 2
         await until(pilot, lambda: all(t.attached for t in terminals))
@@ -353,7 +395,6 @@ async def test_bakeoff_view_scores_and_picks(repo: Path, cli: CLI) -> None:
             return out == "1"
 
         await until(pilot, lambda: committed("pick-a-number-x") and committed("pick-a-number-y"), timeout=20)
-        await pilot.pause(0.5)
         await pilot.press("r")
         from textual.widgets import DataTable
 
@@ -382,15 +423,14 @@ async def test_auto_queue_and_approval_prompt(repo: Path, cli: CLI) -> None:
         cli.ok("task", "create", "careful one", "--role", "careful")
         cli.ok("worktree", "create", "careful", "--task", "2")
         await asyncio.to_thread(cli, "worktree", "remove", "careful", env={"DAINTREE_WORKTREE": "careful"})
-        await until(pilot, lambda: type(app.screen).__name__ == "ConfirmScreen", timeout=10)
+        await on_screen(pilot, app, "ConfirmScreen", timeout=10)
         assert "remove" in str(app.screen.question)
-        from textual.widgets import Button
-
         buttons = await until(pilot, lambda: app.screen.query("#yes"))
         buttons.first(Button).press()
         await until(pilot, lambda: index(repo)["careful"]["status"] == "removed", timeout=10)
 
 
+@pytest.mark.usefixtures("cpu_burners")
 async def test_waiting_session_raises_a_notification_and_paste_is_bracketed(repo: Path, cli: CLI) -> None:
     (repo / ".daintree.toml").write_text(
         "[agents.paster]\ncommand = \"sh -c 'printf \\\"\\\\033[?2004h\\\"; stty raw -echo; exec od -c'\"\n"
@@ -534,3 +574,140 @@ def test_worktree_columns_hide_by_priority() -> None:
     assert keys(63)[:6] == ["n", "name", "session", "dirty", "ab", "activity"]  # 200 columns
     for width in (34, 50, 63, 120):
         assert sum(w + 2 for _, w in fit_columns(width, 14)) <= width
+
+
+# -- one current worktree ----------------------------------------------------------------------------------------
+
+
+def title_text(screen: MainScreen) -> str:
+    from daintree_tui.tui.widgets.session_title import SessionTitle
+
+    return str(screen.query_one(SessionTitle).describe())
+
+
+def consistent(screen: MainScreen, name: str) -> bool:
+    """The header, the table's cursor and what the actions act on all name `name`."""
+    table = screen.query_one(WorktreeTable)
+    return (screen.selected == name and f" {name} " in title_text(screen)
+            and (not table.show_cursor or table.cursor_name() == name))
+
+
+async def test_create_makes_the_new_worktree_current(repo: Path, cli: CLI) -> None:
+    configure(repo)
+    for name in ("alpha", "beta"):
+        cli.ok("worktree", "create", name, "--agent", "echo")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: len(screen.sessions) == 2 and screen.selected == "alpha")
+        await pilot.press("n")
+        await on_screen(pilot, app, "NewTaskScreen")
+        await pilot.press(*"Gamma ray", "enter")
+        terminal = screen.query_one(TerminalView)
+        await until(pilot, lambda: terminal.worktree == "gamma-ray" and terminal.has_focus)
+        table = screen.query_one(WorktreeTable)
+        await until(pilot, lambda: table.show_cursor and table.cursor_name() == "gamma-ray")
+        assert consistent(screen, "gamma-ray")
+        await pilot.press("ctrl+right_square_bracket")
+        await until(pilot, lambda: table.has_focus)
+        await pilot.press("k")  # acts on the new worktree, not on row 1
+        await until(pilot, lambda: index(repo)["gamma-ray"]["status"] == "kept")
+        assert index(repo)["alpha"]["status"] == "active"
+
+
+async def test_filter_then_escape_keeps_one_current_worktree(repo: Path, cli: CLI) -> None:
+    configure(repo)
+    for name in ("apple", "banana", "cherry"):
+        cli.ok("worktree", "create", name)
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: len(screen.entries) == 3)
+        await select(pilot, screen, "banana")
+        await pilot.press("slash", *"cher", "enter")
+        await until(pilot, lambda: consistent(screen, "cherry"))  # the one row shown is the current one
+        await pilot.press("escape")
+        await until(pilot, lambda: screen.query_one(WorktreeTable).row_count == 3)
+        await until(pilot, lambda: consistent(screen, "cherry"))
+        await pilot.press("k")
+        await until(pilot, lambda: index(repo)["cherry"]["status"] == "kept")
+        assert index(repo)["banana"]["status"] == index(repo)["apple"]["status"] == "active"
+
+
+async def test_remove_moves_to_a_neighbour_and_never_shows_the_removed(repo: Path, cli: CLI) -> None:
+    configure(repo)
+    for name in ("one", "two", "three"):
+        cli.ok("worktree", "create", name, "--agent", "echo")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: len(screen.sessions) == 3)
+        await select(pilot, screen, "two")
+        terminal = screen.query_one(TerminalView)
+        await until(pilot, lambda: terminal.worktree == "two")
+        await pilot.press("x")
+        await on_screen(pilot, app, "RemoveScreen")
+        await pilot.click("#remove")
+        await until(pilot, lambda: index(repo)["two"]["status"] == "removed")
+        await until(pilot, lambda: consistent(screen, "three"))
+        assert " two " not in title_text(screen) and terminal.worktree != "two"
+        await until(pilot, lambda: terminal.worktree == "three")
+
+
+async def test_merge_with_remove_clears_the_diff(repo: Path, cli: CLI) -> None:
+    (repo / ".daintree.toml").write_text("[notifications]\nbell = false\n")
+    git_commit_config(repo)
+    cli.ok("worktree", "create", "keepme")
+    cli.ok("worktree", "create", "feature")
+    wt = repo / ".worktrees" / "feature"
+    (wt / "new.txt").write_text("new\n")
+    subprocess.run(["git", "-C", str(wt), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(wt), "commit", "-qm", "feature"], check=True)
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: len(screen.entries) == 2)
+        await select(pilot, screen, "feature")
+        await pilot.press("d")
+        from daintree_tui.tui.widgets.diff_view import DiffView
+
+        diff = screen.query_one(DiffView)
+        await until(pilot, lambda: diff.worktree == "feature")
+        await pilot.press("m")
+        await on_screen(pilot, app, "MergeScreen")
+        await pilot.click("#merge")
+        await until(pilot, lambda: index(repo)["feature"]["status"] == "removed", timeout=15)
+        await until(pilot, lambda: consistent(screen, "keepme"))
+        await until(pilot, lambda: diff.worktree != "feature"
+                    and "feature" not in "\n".join(str(line.text) for line in diff.lines))
+
+
+async def test_external_changes_keep_the_current_worktree_right(repo: Path, cli: CLI) -> None:
+    configure(repo)
+    for name in ("first", "second"):
+        cli.ok("worktree", "create", name)
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: len(screen.entries) == 2)
+        await select(pilot, screen, "second")
+        await asyncio.to_thread(cli.ok, "worktree", "create", "third")
+        await until(pilot, lambda: len(screen.entries) == 3)
+        assert consistent(screen, "second")  # a new row elsewhere does not move the selection
+        await asyncio.to_thread(cli.ok, "worktree", "remove", "second")
+        await until(pilot, lambda: len(screen.entries) == 2)
+        await until(pilot, lambda: consistent(screen, "third"))
+
+
+async def test_typing_hint_leaves_with_focus(repo: Path, cli: CLI) -> None:
+    configure(repo)
+    cli.ok("worktree", "create", "hint", "--agent", "echo")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: "hint" in screen.sessions)
+        await pilot.press("enter")
+        await until(pilot, lambda: "typing goes to the agent" in title_text(screen))
+        await pilot.click("#worktrees")  # the mouse, not the leave key
+        await until(pilot, lambda: screen.query_one(WorktreeTable).has_focus)
+        await until(pilot, lambda: "typing goes to the agent" not in title_text(screen))

@@ -194,8 +194,11 @@ class WorktreeTable(DataTable[Cell]):
         self._follow_selected()
 
     def _follow_selected(self) -> None:
-        """Put the cursor on the current worktree; with it filtered out or not listed yet, show no cursor."""
+        """Put the cursor on the current worktree; with it not listed yet, show no cursor. A filter that hides
+        the current worktree makes its first match current (what is shown is what the keys act on)."""
         index = next((i for i, key in enumerate(self.rows) if key.value == self.selected), None)
+        if index is None and self.filter_text and self.row_count:
+            self.post_message(self.Picked(self, self.cursor_name()))
         self.show_cursor = index is not None
         if index is not None and index != self.cursor_row:
             self._syncing = True
