@@ -711,3 +711,47 @@ async def test_typing_hint_leaves_with_focus(repo: Path, cli: CLI) -> None:
         await pilot.click("#worktrees")  # the mouse, not the leave key
         await until(pilot, lambda: screen.query_one(WorktreeTable).has_focus)
         await until(pilot, lambda: "typing goes to the agent" not in title_text(screen))
+
+
+async def test_sessions_start_at_the_size_the_dashboard_shows(repo: Path, cli: CLI, tmux_socket: str) -> None:
+    from daintree_tui.sessions.pane_size import DEFAULT_SIZE, load_pane_size, ui_state_path
+
+    configure(repo)
+    project = Project.discover(repo)
+    app = make_app(project)
+    async with app.run_test(size=(110, 33)) as pilot:
+        screen = main_screen(app)
+        terminal = screen.query_one(TerminalView)
+        await until(pilot, lambda: screen.started and terminal.size.width > 0)
+        shown = (terminal.size.width, terminal.size.height)
+        await until(pilot, lambda: load_pane_size(project) == shown)
+    # started from the CLI with no dashboard running: at the size the dashboard will show it at
+    cli.ok("worktree", "create", "sized", "--agent", "echo")
+    out = subprocess.run(["tmux", "-L", tmux_socket, "display-message", "-p", "-t", "=dt-sized:",
+                          "#{pane_width}x#{pane_height}"], capture_output=True, text=True).stdout.strip()
+    assert out == f"{shown[0]}x{shown[1]}"
+    for junk in ("not json", '{"pane_size": [1, 2]}', '{"pane_size": "wide"}', "[]"):
+        ui_state_path(project).write_text(junk)
+        assert load_pane_size(project) == DEFAULT_SIZE
+
+
+async def test_zoom_and_full_screen_diff(repo: Path, cli: CLI) -> None:
+    configure(repo)
+    cli.ok("worktree", "create", "big", "--agent", "echo")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = main_screen(app)
+        terminal = screen.query_one(TerminalView)
+        await until(pilot, lambda: terminal.worktree == "big")
+        narrow = terminal.size.width
+        await pilot.press("z")
+        await until(pilot, lambda: terminal.size.width == 100 and terminal.has_focus)
+        await pilot.press("ctrl+right_square_bracket")  # leaving the terminal leaves the zoom
+        await until(pilot, lambda: terminal.size.width == narrow and screen.query_one(WorktreeTable).has_focus)
+        await pilot.press("D")
+        from daintree_tui.tui.widgets.diff_view import DiffView
+
+        diff = screen.query_one(DiffView)
+        await until(pilot, lambda: diff.worktree == "big" and diff.size.width >= 95 and diff.size.height > 20)
+        await pilot.press("escape")
+        await until(pilot, lambda: terminal.display and diff.size.height < 20 and screen.selected == "big")

@@ -33,7 +33,7 @@ from daintree_tui.tui.messages import (
 if TYPE_CHECKING:
     from daintree_tui.tui.backend import Backend
 
-IGNORED_STATE_DIRS = (".logs", ".tmp", ".trash", ".sessions", ".journal")
+IGNORED_STATE_DIRS = (".logs", ".tmp", ".trash", ".sessions", ".journal", ".ui.json")
 
 
 class DashboardFeed(Widget):

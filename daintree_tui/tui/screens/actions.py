@@ -20,6 +20,7 @@ from daintree_tui.sessions.status import SessionStatus
 from daintree_tui.tui.bindings import KeyRow, key_rows, needs_worktree
 from daintree_tui.tui.feed import DashboardFeed
 from daintree_tui.tui.screens import flows
+from daintree_tui.tui.widgets.diff_view import DiffView
 from daintree_tui.tui.widgets.task_table import TaskTable
 from daintree_tui.tui.widgets.terminal import TerminalView
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
@@ -147,14 +148,30 @@ class DashboardActions(Screen[None]):
 
     @needs_worktree
     def action_full_diff(self) -> None:
-        if not self.has_class("full-diff"):
-            self.action_diff()
-        self.toggle_class("full-diff")
+        if self.has_class("full-diff"):
+            self.unzoom()
+            return
+        self.action_diff()
         self.remove_class("zoomed")
+        self.add_class("full-diff")
+        # Focus goes where it is useful, not wherever Textual moves it from the hidden lists.
+        self.query_one(DiffView).focus()
 
     def action_zoom(self) -> None:
-        self.toggle_class("zoomed")
+        if self.has_class("zoomed"):
+            self.unzoom()
+            return
         self.remove_class("full-diff")
+        self.add_class("zoomed")
+        if self.terminal.attached:
+            self.terminal.focus()
+        else:
+            self.set_focus(None)
+
+    def unzoom(self) -> None:
+        """Back from the zoomed terminal or the full-screen diff, to the lists."""
+        self.remove_class("zoomed", "full-diff")
+        self.query_one(WorktreeTable).focus()
 
     def action_events(self) -> None:
         self.query_one("#bottom", TabbedContent).active = "events-tab"
@@ -181,7 +198,7 @@ class DashboardActions(Screen[None]):
 
     def key_escape(self) -> None:
         if self.has_class("zoomed") or self.has_class("full-diff"):
-            self.remove_class("zoomed", "full-diff")
+            self.unzoom()
             return
         box = self.query_one("#filter", Input)
         if box.display:

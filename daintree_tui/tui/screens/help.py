@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
@@ -19,7 +20,9 @@ def help_table(rows: list[KeyRow]) -> Table:
     table.add_column("Key", style="bold cyan", no_wrap=True, max_width=16)
     table.add_column("Action", ratio=1, overflow="fold")
     for row in rows:
-        text = row.help + (" (current worktree)" if row.needs_worktree else "")
+        text = Text(row.help)
+        if row.needs_worktree:
+            text.append(" (current worktree)", style="dim")
         table.add_row(row.keys, text)
     return table
 

@@ -9,11 +9,13 @@ the terminal, the events, the diff and every action follow.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import time
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
@@ -25,6 +27,7 @@ from textual.worker import Worker
 from daintree_tui.core.models import Task, WorktreeEntry
 from daintree_tui.core.worktrees import Facts
 from daintree_tui.sessions.manager import SessionInfo
+from daintree_tui.sessions.pane_size import save_pane_size
 from daintree_tui.sessions.status import SessionStatus, StatusHysteresis
 from daintree_tui.tui.bindings import DASHBOARD_BINDINGS
 from daintree_tui.tui.feed import DashboardFeed
@@ -50,6 +53,7 @@ if TYPE_CHECKING:
     pass
 
 ATTACH_DELAY = 0.12
+SIZE_RECORD_DELAY = 1.0
 
 
 class MainScreen(DashboardActions):
@@ -82,6 +86,7 @@ class MainScreen(DashboardActions):
         super().__init__()
         self.started = False
         self._attach_timer: Timer | None = None
+        self._size_timer: Timer | None = None
         self._arriving: str | None = None
         self._announced: dict[str, SessionStatus] = {}
         self._seen_requests: set[int] = set()
@@ -111,6 +116,12 @@ class MainScreen(DashboardActions):
                     with TabPane("Diff", id="diff-tab"):
                         yield DiffView(id="diff").data_bind(screen.selected)
         yield Footer()
+
+    def on_resize(self, event: events.Resize) -> None:
+        # Narrow windows: a compact footer without the palette hint (ctrl+p still works; help lists it).
+        footer = self.query_one(Footer)
+        footer.compact = event.size.width < 120
+        footer.show_command_palette = event.size.width >= 100
 
     def on_mount(self) -> None:
         self.title = "daintree"
@@ -295,7 +306,21 @@ class MainScreen(DashboardActions):
 
     @on(TerminalView.Left)
     def leave_terminal(self) -> None:
-        self.query_one(WorktreeTable).focus()
+        self.unzoom()
+
+    @on(TerminalView.Resized)
+    def terminal_resized(self, message: TerminalView.Resized) -> None:
+        if self.has_class("zoomed") or self.has_class("full-diff"):
+            return  # a passing layout: sessions should start at the everyday size
+        if self._size_timer is not None:
+            self._size_timer.stop()
+        self._size_timer = self.set_timer(SIZE_RECORD_DELAY, partial(self.record_pane_size, message.cols,
+                                                                     message.rows))
+
+    def record_pane_size(self, cols: int, rows: int) -> None:
+        """Sessions started from the CLI start at the size the dashboard will show them at."""
+        self.run_worker(asyncio.to_thread(save_pane_size, self.backend.project, cols, rows), group="size",
+                        exclusive=True, exit_on_error=False, description="record the pane size")
 
     @on(TerminalView.Detached)
     def terminal_detached(self) -> None:

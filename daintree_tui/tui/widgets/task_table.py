@@ -33,21 +33,31 @@ class TaskTable(DataTable[Cell]):
         super().__init__(id=id, cursor_type="row", zebra_stripes=False)
 
     def on_mount(self) -> None:
-        self.add_column(" ", key="status", width=1)
-        self.add_column("#", key="id", width=3)
-        self.add_column("Task", key="subject")
-        self.add_column("Worktree", key="worktree")
+        self.add_columns_for_width()
 
     subject_width = 30
     """Subjects are cut to this many cells so the worktree column stays in view (set from the pane's width)."""
 
+    worktree_width = 16
+    """The worktree column's width; 0 hides it (narrow panes: the worktrees list names them anyway)."""
+
     def on_resize(self, event: events.Resize) -> None:
-        # status (1) + id (3) + worktree (~16) and their padding leave the rest to the subject
-        width = max(12, min(60, event.size.width - 30))
-        if width != self.subject_width:
-            self.subject_width = width
-            self.clear()
+        width = event.size.width
+        worktree = 16 if width >= 44 else 0
+        # status (1) and id (3) with their padding, and the worktree column, leave the rest to the subject
+        subject = max(12, min(60, width - 9 - (worktree + 2 if worktree else 0) - 1))
+        if (subject, worktree) != (self.subject_width, self.worktree_width):
+            self.subject_width, self.worktree_width = subject, worktree
+            self.clear(columns=True)
+            self.add_columns_for_width()
             self.show(self.tasks, self.filter_text)
+
+    def add_columns_for_width(self) -> None:
+        self.add_column(" ", key="status", width=1)
+        self.add_column("#", key="id", width=3)
+        self.add_column("Task", key="subject", width=self.subject_width)
+        if self.worktree_width:
+            self.add_column("Worktree", key="worktree", width=self.worktree_width)
 
     def watch_tasks(self) -> None:
         self.show(self.tasks, self.filter_text)
@@ -70,7 +80,8 @@ class TaskTable(DataTable[Cell]):
             if blockers:
                 subject.append(f" ⧗{','.join(map(str, blockers))}", style="dim red")
             worktree = Text(task.worktree or "-", style="cyan" if task.worktree else "dim")
-            rows.append((str(task.id), (STATUS_GLYPH[str(task.status)], str(task.id), subject, worktree)))
+            cells: tuple[Cell, ...] = (STATUS_GLYPH[str(task.status)], str(task.id), subject)
+            rows.append((str(task.id), cells + ((worktree,) if self.worktree_width else ())))
         sync_rows(self, rows)
 
     @property

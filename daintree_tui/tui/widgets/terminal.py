@@ -19,6 +19,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import textwrap
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
@@ -76,6 +77,19 @@ class TerminalView(Widget, can_focus=True):
 
     class Left(Message):
         """The user pressed the leave key."""
+
+    class Resized(Message):
+        """The terminal's grid changed size (columns, rows)."""
+
+        def __init__(self, terminal: TerminalView, cols: int, rows: int) -> None:
+            super().__init__()
+            self.terminal = terminal
+            self.cols = cols
+            self.rows = rows
+
+        @property
+        def control(self) -> TerminalView:
+            return self.terminal
 
     def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
@@ -215,8 +229,10 @@ class TerminalView(Widget, can_focus=True):
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         if not self.attached:
-            if y == self.size.height // 2 - 1:
-                return Strip([Segment(self.placeholder.center(width)[:width], Style(dim=True))])
+            lines = textwrap.wrap(self.placeholder, max(width - 2, 10))
+            row = y - (self.size.height - len(lines)) // 2
+            if 0 <= row < len(lines):
+                return Strip([Segment(lines[row].center(width)[:width], Style(dim=True))])
             return Strip.blank(width)
         with self._locked():
             screen = self.emulator.screen
@@ -302,6 +318,7 @@ class TerminalView(Widget, can_focus=True):
 
     def on_resize(self, event: events.Resize) -> None:
         cols, rows = self._grid_size()
+        self.post_message(self.Resized(self, cols, rows))
         with self._locked():
             self.emulator.resize(cols, rows)
         self._lines.clear()
