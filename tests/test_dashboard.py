@@ -19,6 +19,7 @@ from daintree_tui.core.project import Project
 from daintree_tui.tui.app import DaintreeApp, make_app
 from daintree_tui.tui.screens.main import MainScreen
 from daintree_tui.tui.screens.remove import RemoveScreen
+from daintree_tui.tui.widgets.session_title import TYPING_HINT
 from daintree_tui.tui.widgets.task_table import TaskTable
 from daintree_tui.tui.widgets.terminal import TerminalView
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
@@ -707,10 +708,10 @@ async def test_typing_hint_leaves_with_focus(repo: Path, cli: CLI) -> None:
         screen = main_screen(app)
         await until(pilot, lambda: "hint" in screen.sessions)
         await pilot.press("enter")
-        await until(pilot, lambda: "typing goes to the agent" in title_text(screen))
+        await until(pilot, lambda: TYPING_HINT in title_text(screen))
         await pilot.click("#worktrees")  # the mouse, not the leave key
         await until(pilot, lambda: screen.query_one(WorktreeTable).has_focus)
-        await until(pilot, lambda: "typing goes to the agent" not in title_text(screen))
+        await until(pilot, lambda: TYPING_HINT not in title_text(screen))
 
 
 async def test_sessions_start_at_the_size_the_dashboard_shows(repo: Path, cli: CLI, tmux_socket: str) -> None:

@@ -10,6 +10,8 @@ from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.sessions.manager import SessionInfo
 from daintree_tui.tui.widgets.worktree_table import session_cell
 
+TYPING_HINT = "keys go to the agent; ctrl+] leaves"
+
 
 class SessionTitle(Static):
     """One line describing the current worktree; it never names a worktree that is not in `entries`."""
@@ -46,11 +48,11 @@ class SessionTitle(Static):
             text.append(f" {entry.name} ", style="bold reverse")
             text.append(f" {info.agent if info else 'no session'} ", style="bold")
             text.append_text(session_cell(info))
+            if self.focused:  # first, so a narrow pane still shows it
+                text.append(f"  ⌨ {TYPING_HINT}", style="italic")
             if entry.ports:
                 text.append(f"  port {entry.ports[0]}", style="cyan")
             text.append(f"  {entry.branch}", style="dim")
-            if self.focused:
-                text.append("  — typing goes to the agent; ctrl+] to leave", style="italic dim")
         if not self.persistent:
             text.append("  ⚠ no tmux: sessions end when the dashboard quits", style="bold red")
         return text

@@ -21,6 +21,7 @@ import signal
 import subprocess
 import textwrap
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
@@ -28,7 +29,7 @@ from rich.segment import Segment
 from rich.style import Style
 from textual import events
 from textual.binding import Binding, BindingType
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.reactive import reactive
 from textual.strip import Strip
@@ -97,6 +98,7 @@ class TerminalView(Widget, can_focus=True):
         self._fd: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._refresh_pending = False
+        self._last_flush = 0.0
         self._lines: dict[int, Strip] = {}
         self._cursor_line: int | None = None
         self._external_lock: Any = None
@@ -204,12 +206,20 @@ class TerminalView(Widget, can_focus=True):
         self._schedule_refresh()
 
     def _schedule_refresh(self) -> None:
-        if not self._refresh_pending:
-            self._refresh_pending = True
-            self.set_timer(FRAME_INTERVAL, self._flush)
+        # At most one frame per FRAME_INTERVAL, but the first change after a quiet spell (a keystroke's echo)
+        # is drawn at once: delaying every echo by a frame is latency a typist feels.
+        if self._refresh_pending:
+            return
+        self._refresh_pending = True
+        wait = self._last_flush + FRAME_INTERVAL - time.monotonic()
+        if wait <= 0:
+            self.call_later(self._flush)
+        else:
+            self.set_timer(wait, self._flush)
 
     def _flush(self) -> None:
         self._refresh_pending = False
+        self._last_flush = time.monotonic()
         with self._locked():
             dirty = self.emulator.take_dirty()
             cursor_y = self.emulator.screen.cursor.y
@@ -218,7 +228,12 @@ class TerminalView(Widget, can_focus=True):
         dirty.add(cursor_y)
         for y in dirty:
             self._lines.pop(y, None)
-        self.refresh()
+        width, height = self.size
+        if len(dirty) * 2 >= height:
+            self.refresh()
+        else:
+            # Repaint only the changed lines: an echo then costs one line of output, not the whole pane.
+            self.refresh(*[Region(0, y, width, 1) for y in sorted(dirty) if y < height])
 
     def _locked(self) -> Any:
         return self._external_lock if self._external_lock is not None else contextlib.nullcontext()
