@@ -756,3 +756,33 @@ async def test_zoom_and_full_screen_diff(repo: Path, cli: CLI) -> None:
         await until(pilot, lambda: diff.worktree == "big" and diff.size.width >= 95 and diff.size.height > 20)
         await pilot.press("escape")
         await until(pilot, lambda: terminal.display and diff.size.height < 20 and screen.selected == "big")
+
+
+def test_readme_key_table_is_the_bindings() -> None:
+    """The README's dashboard keys are the bindings' own keys, ids and help, in order."""
+    from daintree_tui.tui.bindings import key_rows, markdown_key_table
+    from daintree_tui.tui.screens.actions import every_binding
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split("## The dashboard\n", 1)[1].split("\n## ", 1)[0]
+    documented = [line for line in section.splitlines() if line.startswith("|")]
+    bindings = every_binding(MainScreen.BINDINGS, DaintreeApp.BINDINGS, DaintreeApp.COMMAND_PALETTE_BINDING)
+    assert documented == markdown_key_table(key_rows(bindings, {}, MainScreen, lambda b: b.key))
+
+
+def test_help_and_palette_come_from_the_bindings() -> None:
+    """Every binding with an id appears in help; `needs_worktree` marks exactly the actions that act on one."""
+    from textual.binding import Binding
+
+    from daintree_tui.tui.bindings import acts_on_worktree, key_rows
+    from daintree_tui.tui.screens.actions import every_binding
+
+    bindings = every_binding(MainScreen.BINDINGS, DaintreeApp.BINDINGS, "ctrl+p")
+    rows = key_rows(bindings, {"keep": "K"}, MainScreen, lambda b: b.key)
+    ids = {row.binding_id for row in rows}
+    assert {b.id for b in bindings if isinstance(b, Binding) and b.group is None} <= ids
+    assert next(r for r in rows if r.binding_id == "keep").keys == "K"  # the user's keymap shows
+    marked = {r.action for r in rows if r.needs_worktree}
+    assert {"keep", "remove", "diff", "commit", "merge", "pr"} <= marked
+    assert not {"new_task", "help", "filter", "quit_dashboard"} & marked
+    assert acts_on_worktree(MainScreen, "remove") and not acts_on_worktree(MainScreen, "zoom")

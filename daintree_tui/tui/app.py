@@ -34,12 +34,15 @@ class DaintreeApp(App[None]):
     TITLE = "daintree"
     COMMANDS = App.COMMANDS | {DashboardCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("ctrl+q", "quit_dashboard", "Quit", show=False, priority=True, id="app_quit"),
+        Binding("ctrl+q", "quit_dashboard", "Quit", show=False, priority=True, id="app_quit",
+                tooltip="Quit too (in the terminal, ctrl+q goes to the agent)"),
     ]
 
     def __init__(self, backend: Backend, clock: Callable[[], float] = time.time,
                  clock_format: Callable[[float], str] | None = None) -> None:
-        super().__init__()
+        # ANSI colours reach the user's terminal as ANSI (not converted to Textual's palette), so the agent's
+        # output inside the embedded terminal takes the user's own theme.
+        super().__init__(ansi_color=True)
         self.backend = backend
         self.clock = clock
         self.clock_format = clock_format

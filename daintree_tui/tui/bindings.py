@@ -43,7 +43,7 @@ DASHBOARD_BINDINGS: list[BindingType] = [
     Binding("D", "full_diff", "Full diff", id="full_diff", show=False,
             tooltip="The diff full screen (D or esc to come back)"),
     Binding("z", "zoom", "Zoom", id="zoom", show=False,
-            tooltip="Zoom the terminal to the whole window (z or esc to come back)"),
+            tooltip="Zoom the terminal to the whole window (ctrl+] or esc to come back)"),
     Binding("C", "commit", "Commit", id="commit", show=False, tooltip="Commit the agent's work"),
     Binding("m", "merge", "Merge", id="merge",
             tooltip="Merge back (ff, squash or rebase; pre_merge hooks first)"),
@@ -78,6 +78,7 @@ class KeyRow:
     description: str
     help: str
     needs_worktree: bool
+    binding_id: str = ""
 
 
 def key_rows(bindings: Iterable[BindingType], keymap: Mapping[str, str], node: object,
@@ -101,8 +102,28 @@ def key_rows(bindings: Iterable[BindingType], keymap: Mapping[str, str], node: o
             grouped[binding.group] = len(rows)
             first = binding.key.split(",")
             shown = ", ".join(f"{k[:-1]}1..9" if k[-1].isdigit() else k for k in first)
-            rows.append(KeyRow(shown, binding.action, binding.group.description, binding.tooltip, False))
+            rows.append(KeyRow(shown, binding.action, binding.group.description, binding.tooltip, False,
+                               binding_id))
             continue
         rows.append(KeyRow(shown, binding.action, binding.description, binding.tooltip or binding.description,
-                           acts_on_worktree(node, binding.action)))
+                           acts_on_worktree(node, binding.action), binding_id))
     return rows
+
+
+_KEY_CHARACTERS = {"left_square_bracket": "[", "right_square_bracket": "]", "question_mark": "?", "slash": "/"}
+
+
+def readable_key(key: str) -> str:
+    """`ctrl+right_square_bracket` as people write it: `ctrl+]`."""
+    *mods, last = key.split("+")
+    return "+".join([*mods, _KEY_CHARACTERS.get(last, last)])
+
+
+def markdown_key_table(rows: Iterable[KeyRow]) -> list[str]:
+    """The README's key table: key, binding id (what `keys.<id>` remaps), what it does."""
+    lines = ["| key | id | action |", "|---|---|---|"]
+    for row in rows:
+        keys = ", ".join(f"`{readable_key(k.strip())}`" for k in row.keys.split(","))
+        binding_id = "jump_session_1..9" if row.action.startswith("jump_session") else row.binding_id
+        lines.append(f"| {keys} | `{binding_id}` | {row.help} |")
+    return lines

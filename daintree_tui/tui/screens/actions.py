@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Input, TabbedContent
 
@@ -28,6 +28,13 @@ from daintree_tui.tui.widgets.worktree_table import WorktreeTable
 if TYPE_CHECKING:
     from daintree_tui.tui.app import DaintreeApp
     from daintree_tui.tui.backend import Backend
+
+
+def every_binding(screen: list[BindingType], app: list[BindingType], palette_key: str) -> list[BindingType]:
+    """The dashboard's keys in help order: leaving the terminal, the screen's, the palette, the app's."""
+    palette = Binding(palette_key, "command_palette", "Palette", id="command_palette",
+                      tooltip="Command palette: every action by name")
+    return [*TerminalView.BINDINGS, *screen, palette, *app]
 
 
 class DashboardActions(Screen[None]):
@@ -225,9 +232,7 @@ class DashboardActions(Screen[None]):
 
     def help_rows(self) -> list[KeyRow]:
         app = self.dashboard
-        palette = Binding(app.COMMAND_PALETTE_BINDING, "command_palette", "Palette", id="command_palette",
-                          tooltip="Command palette: every action by name")
-        bindings = [*TerminalView.BINDINGS, *self.BINDINGS, palette, *app.BINDINGS]
+        bindings = every_binding(self.BINDINGS, app.BINDINGS, app.COMMAND_PALETTE_BINDING)
         return key_rows(bindings, app.keymap, self, app.get_key_display)
 
     def action_quit_dashboard(self) -> None:

@@ -47,7 +47,8 @@ class TerminalView(Widget, can_focus=True):
     """Shows one session; interactive while focused."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("ctrl+right_square_bracket", "leave", "Back to lists", id="leave_terminal", priority=False),
+        Binding("ctrl+right_square_bracket", "leave", "Back to lists", id="leave_terminal", priority=False,
+                tooltip="Leave the terminal, back to the lists (the one key the agent does not get)"),
     ]
 
     DEFAULT_CSS = """
