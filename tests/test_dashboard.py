@@ -786,3 +786,35 @@ def test_help_and_palette_come_from_the_bindings() -> None:
     assert {"keep", "remove", "diff", "commit", "merge", "pr"} <= marked
     assert not {"new_task", "help", "filter", "quit_dashboard"} & marked
     assert acts_on_worktree(MainScreen, "remove") and not acts_on_worktree(MainScreen, "zoom")
+
+
+async def test_type_ahead_never_reaches_the_dashboard_keys(repo: Path, cli: CLI) -> None:
+    """`/cart` or `n` + a subject typed in one burst (as tmux send-keys or a fast typist does): the letters go
+    to the filter or the dialog, never to `c` (copy), `a` (auto queue) or `x` (remove)."""
+    from textual import events
+
+    configure(repo)
+    for name in ("apple", "cart"):
+        cli.ok("worktree", "create", name)
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: len(screen.entries) == 2)
+
+        def burst(keys: list[str]) -> None:
+            for key in keys:
+                app.post_message(events.Key(key, key if len(key) == 1 else None))
+
+        burst(["slash", *"cart"])
+        box = screen.query_one("#filter", Input)
+        await until(pilot, lambda: box.value == "cart")
+        assert not screen.auto_queue
+        burst(["escape"])
+        await until(pilot, lambda: not box.display)
+        burst(["n", *"ax"])
+        await on_screen(pilot, app, "NewTaskScreen")
+        subject = app.screen.query_one("#subject", Input)
+        await until(pilot, lambda: subject.value == "ax")
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is screen)
+        assert not screen.auto_queue and all(e["status"] == "active" for e in index(repo).values())

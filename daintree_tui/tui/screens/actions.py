@@ -20,6 +20,9 @@ from daintree_tui.sessions.status import SessionStatus
 from daintree_tui.tui.bindings import KeyRow, key_rows, needs_worktree
 from daintree_tui.tui.feed import DashboardFeed
 from daintree_tui.tui.screens import flows
+from daintree_tui.tui.screens.agent_picker import AgentPickerScreen
+from daintree_tui.tui.screens.bakeoff_new import BakeoffNewScreen
+from daintree_tui.tui.screens.new_task import NewTaskScreen
 from daintree_tui.tui.widgets.diff_view import DiffView
 from daintree_tui.tui.widgets.task_table import TaskTable
 from daintree_tui.tui.widgets.terminal import TerminalView
@@ -95,7 +98,9 @@ class DashboardActions(Screen[None]):
         return True
 
     def action_new_task(self) -> None:
-        self.run_flow(flows.new_task(self), "create task")
+        backend = self.backend
+        dialog = flows.ask(self, NewTaskScreen(backend.agents(), backend.default_agent()))
+        self.run_flow(flows.new_task(self, dialog), "create task")
 
     def action_open_session(self) -> None:
         tasks = self.query_one(TaskTable)
@@ -115,7 +120,10 @@ class DashboardActions(Screen[None]):
 
     @needs_worktree
     def action_start_session(self) -> None:
-        self.run_flow(flows.pick_agent(self, str(self.selected)), "start session")
+        name, backend = str(self.selected), self.backend
+        restart = name in self.sessions
+        dialog = flows.ask(self, AgentPickerScreen(name, backend.agents(), backend.default_agent(), restart))
+        self.run_flow(flows.pick_agent(self, name, restart, dialog), "start session")
 
     @needs_worktree
     def action_keep(self) -> None:
@@ -189,7 +197,9 @@ class DashboardActions(Screen[None]):
         if task is None:
             self.notify("Select a task first (in the tasks list)", severity="warning")
             return
-        self.run_flow(flows.bakeoff(self, task.id, task.subject), "bake-off")
+        backend = self.backend
+        dialog = flows.ask(self, BakeoffNewScreen(task.subject, backend.agents(), backend.default_agent()))
+        self.run_flow(flows.bakeoff(self, task.id, dialog), "bake-off")
 
     def action_toggle_auto(self) -> None:
         self.auto_queue = self.feed.auto_queue = not self.auto_queue
@@ -201,7 +211,7 @@ class DashboardActions(Screen[None]):
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
         box.display = True
-        box.focus()
+        self.set_focus(box)  # now, not on the next loop turn: `/cart` typed fast all goes to the box
 
     def key_escape(self) -> None:
         if self.has_class("zoomed") or self.has_class("full-diff"):

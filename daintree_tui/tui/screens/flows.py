@@ -8,25 +8,41 @@ A flow asks (`await app.push_screen_wait(Dialog(...))`), does the blocking work 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
-from daintree_tui.tui.screens.agent_picker import AgentPickerScreen
+from textual.screen import ModalScreen
+
 from daintree_tui.tui.screens.bakeoff import BakeoffScreen
-from daintree_tui.tui.screens.bakeoff_new import BakeoffNewScreen
+from daintree_tui.tui.screens.bakeoff_new import BakeoffRequest
 from daintree_tui.tui.screens.commit import CommitScreen
 from daintree_tui.tui.screens.confirm import ConfirmScreen
 from daintree_tui.tui.screens.merge import MergeScreen
-from daintree_tui.tui.screens.new_task import NewTaskScreen
+from daintree_tui.tui.screens.new_task import NewTask
 from daintree_tui.tui.screens.remove import RemoveScreen
 
 if TYPE_CHECKING:
     from daintree_tui.tui.screens.actions import DashboardActions
 
+T = TypeVar("T")
 
-async def new_task(screen: DashboardActions) -> None:
+
+def ask(screen: DashboardActions, dialog: ModalScreen[T]) -> asyncio.Future[T | None]:
+    """Push `dialog` now and return its answer to await. Pushing in the key's own handler, not once a worker
+    has started, means keys typed right after it (`n` then the subject) land in the dialog, never in the
+    dashboard's bindings."""
+    answer: asyncio.Future[T | None] = asyncio.get_running_loop().create_future()
+
+    def done(result: T | None) -> None:
+        if not answer.done():
+            answer.set_result(result)
+
+    screen.app.push_screen(dialog, done)
+    return answer
+
+
+async def new_task(screen: DashboardActions, dialog: asyncio.Future[NewTask | None]) -> None:
     backend = screen.backend
-    agents = await asyncio.to_thread(backend.agents)
-    new = await screen.app.push_screen_wait(NewTaskScreen(agents, backend.default_agent()))
+    new = await dialog
     if new is None:
         return
     if not new.start:
@@ -61,11 +77,9 @@ async def start_session(screen: DashboardActions, name: str, agent: str | None, 
     screen.operation_done(f"Started {info.agent} in {name}", focus=name)
 
 
-async def pick_agent(screen: DashboardActions, name: str) -> None:
-    backend = screen.backend
-    restart = name in screen.sessions
-    agents = await asyncio.to_thread(backend.agents)
-    agent = await screen.app.push_screen_wait(AgentPickerScreen(name, agents, backend.default_agent(), restart))
+async def pick_agent(screen: DashboardActions, name: str, restart: bool,
+                     dialog: asyncio.Future[str | None]) -> None:
+    agent = await dialog
     if agent:
         await start_session(screen, name, agent, restart)
 
@@ -128,10 +142,9 @@ async def inject_task(screen: DashboardActions, name: str) -> None:
     screen.operation_done(f"Sent the task to {name}")
 
 
-async def bakeoff(screen: DashboardActions, task_id: int, subject: str) -> None:
+async def bakeoff(screen: DashboardActions, task_id: int, dialog: asyncio.Future[BakeoffRequest | None]) -> None:
     backend = screen.backend
-    agents = await asyncio.to_thread(backend.agents)
-    request = await screen.app.push_screen_wait(BakeoffNewScreen(subject, agents, backend.default_agent()))
+    request = await dialog
     if not request:
         return
     record = await asyncio.to_thread(backend.bakeoffs.create, task_id, request.agents, score=request.score)
