@@ -818,3 +818,20 @@ async def test_type_ahead_never_reaches_the_dashboard_keys(repo: Path, cli: CLI)
         await pilot.press("escape")
         await until(pilot, lambda: app.screen is screen)
         assert not screen.auto_queue and all(e["status"] == "active" for e in index(repo).values())
+
+
+async def test_filter_and_escape_keep_the_row_order(repo: Path, cli: CLI) -> None:
+    configure(repo)
+    for name in ("first", "second", "third"):
+        cli.ok("worktree", "create", name)
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = main_screen(app)
+        table = screen.query_one(WorktreeTable)
+        await until(pilot, lambda: table.row_count == 3)
+        await pilot.press("slash", *"sec", "enter")
+        await until(pilot, lambda: table.row_count == 1)
+        await pilot.press("escape")
+        await until(pilot, lambda: table.row_count == 3)
+        assert [str(k.value) for k in table.rows] == ["first", "second", "third"]
+        assert consistent(screen, "second")
