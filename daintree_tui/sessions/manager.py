@@ -1,13 +1,17 @@
-"""SessionManager: the sessions plane over a host. Starts agents in worktrees, lists them with their status,
-sends them input, stops them, and logs every status change as an event.
+"""SessionManager: the sessions plane over a host. Starts agents in worktrees, observes them with their status,
+sends them input, stops them, and stores status transitions when asked to.
 
-Per-session metadata (`.worktrees/.sessions/<name>.json`: agent, command, start time, last seen status, the
+Observing (`observe`, `list`) writes nothing: recording what was observed (a `session.*` event per transition,
+and the hooks a transition runs) belongs to one owner above this layer, the services' `SessionObserver`.
+
+Per-session metadata (`.worktrees/.sessions/<name>.json`: agent, command, start time, last recorded status, the
 agent's own signal) is a cache of what was observed; tmux and the log file are the truth.
 """
 
 from __future__ import annotations
 
-import contextlib
+import os
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,10 +27,44 @@ from daintree_tui.core.store import read_json, write_json
 from daintree_tui.core.tasks import TaskService
 from daintree_tui.sessions.host import PaneState, SessionHost, host_for, session_name
 from daintree_tui.sessions.pane_size import load_pane_size
-from daintree_tui.sessions.presets import Preset, all_presets, resolve_preset
+from daintree_tui.sessions.presets import Preset, all_presets, resolve_preset, session_mcp_wiring, unwire_mcp
 from daintree_tui.sessions.status import Observation, SessionStatus, derive_status
 
 SIGNAL_STATES = ("waiting", "running", "exited")
+
+
+def session_record_path(project: Project, name: str) -> Path:
+    """Where the sessions layer keeps worktree `name`'s session record (other layers ask here, never guess)."""
+    return project.state_dir / ".sessions" / f"{name}.json"
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """What the sessions layer remembers of a worktree's session (the other layers' view of the record)."""
+
+    agent: str | None
+    status: str | None  # the status last recorded
+    exit_code: int | None
+    started_at: float | None
+    role: str | None = None  # the role it was started with (what `daintree mcp` inside the session trusts)
+
+    @property
+    def ended(self) -> bool:
+        """Recorded as exited, whether it was stopped on purpose or ended by itself."""
+        return self.status == "exited"
+
+
+def read_session_record(project: Project, name: str) -> SessionRecord | None:
+    """Worktree `name`'s session record, or None when it has none (or it is unreadable)."""
+    data, _ = read_json(session_record_path(project, name), "session record")
+    if not isinstance(data, dict) or not data:
+        return None
+    agent, status, code, started, role = (data.get(k) for k in ("agent", "status", "exit_code", "started_at", "role"))
+    return SessionRecord(agent=agent if isinstance(agent, str) else None,
+                         status=status if isinstance(status, str) else None,
+                         exit_code=code if isinstance(code, int) else None,
+                         started_at=float(started) if isinstance(started, int | float) else None,
+                         role=role if isinstance(role, str) and role else None)
 
 
 @dataclass(frozen=True)
@@ -42,11 +80,19 @@ class SessionInfo:
     started_at: float
     log: str
     persistent: bool
+    recorded: str | None = None  # the status last recorded for it; None when it has no session record
+    socket: str | None = None  # the tmux server (`tmux -L`): how a remote dashboard attaches over ssh
+    tmux_conf: str | None = None
+
+    @property
+    def unrecorded(self) -> bool:
+        """Whether its observed status differs from the one last recorded (a transition to record)."""
+        return self.recorded is not None and self.recorded != str(self.status)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "session": self.session, "agent": self.agent, "status": str(self.status),
                 "exit_code": self.exit_code, "pid": self.pid, "started_at": self.started_at, "log": self.log,
-                "persistent": self.persistent}
+                "persistent": self.persistent, "socket": self.socket, "tmux_conf": self.tmux_conf}
 
 
 class SessionManager:
@@ -68,11 +114,15 @@ class SessionManager:
     # -- metadata --------------------------------------------------------------------------------------------
 
     def meta_path(self, name: str) -> Path:
-        return self.project.state_dir / ".sessions" / f"{name}.json"
+        return session_record_path(self.project, name)
 
     def meta(self, name: str) -> dict[str, Any]:
+        """The raw record, for this layer's own read-modify-writes; other layers use `record`."""
         data, _ = read_json(self.meta_path(name), "session record")
         return data if isinstance(data, dict) else {}
+
+    def record(self, name: str) -> SessionRecord | None:
+        return read_session_record(self.project, name)
 
     def _live_entry(self, name: str) -> WorktreeEntry:
         self.project.require_git()
@@ -109,10 +159,12 @@ class SessionManager:
         argv = preset.argv(prompt if preset.prompt_mode != "type" else None)
         log = self.project.log_path(name)
         self.project.tmpdir_for(name).mkdir(parents=True, exist_ok=True)
+        role = self._role(entry, preset)
+        argv = self._wire_mcp(name, preset, role, argv, env)
         now = time.time()
         state = host.start(name, argv, Path(entry.path), env, log, size or load_pane_size(self.project))
         meta = {"agent": preset.name, "command": argv, "started_at": now, "status": str(SessionStatus.STARTING),
-                "exit_code": None, "signal": None, "host": "tmux" if host.persistent else "pty"}
+                "exit_code": None, "signal": None, "host": "tmux" if host.persistent else "pty", "role": role}
         write_json(self.meta_path(name), meta)
         if prompt and preset.prompt_mode == "type":
             host.send_text(name, prompt, enter=True)
@@ -120,17 +172,41 @@ class SessionManager:
                                    session=session_name(name), pid=state.pid)
         return self._info(name, state, meta, SessionStatus.STARTING)
 
+    def _role(self, entry: WorktreeEntry, preset: Preset) -> str | None:
+        """The session's role, recorded at its start (the task's, else its agent's, else the default role): what
+        `daintree mcp` inside the session trusts, rather than anything the agent can set."""
+        task = TaskService(self.project).find(entry.task_id) if entry.task_id is not None else None
+        if task is not None and isinstance(task.extra.get("role"), str):
+            return str(task.extra["role"])
+        return preset.role or self.project.config.default_role
+
+    def _wire_mcp(self, name: str, preset: Preset, role: str | None, argv: list[str], env: dict[str, str]) -> list[str]:
+        """Carry `daintree mcp` into the agent when the session's role asks for it (files in its TMPDIR)."""
+        unwire_mcp(env)
+        server = [sys.executable, "-m", "daintree_tui", "mcp", "--repo", str(self.project.root), "--worktree", name]
+        wiring = session_mcp_wiring(self.project.config, preset, role, server, self.project.tmpdir_for(name), env)
+        if wiring is None:
+            return argv
+        for path, text in wiring.files.items():
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(text)
+        env.update(wiring.env)
+        own = len(preset.argv())
+        return [*argv[:own], *wiring.args, *argv[own:]]
+
     def stop(self, name: str) -> bool:
         """Stop the session of worktree `name` (no error when there is none)."""
         if not self.host.exists(name):
             return False
         # Record the intent first: an observer that sees the session (or the server) vanish must already
         # know it was stopped on purpose.
-        self._record(name, SessionStatus.EXITED, None, reason="stopped")
+        self.record_transition(name, SessionStatus.EXITED, None, reason="stopped")
         return self.host.stop(name)
 
-    def signal(self, name: str, state: str, exit_code: int | None = None) -> dict[str, Any]:
-        """Record the agent's own word on its state (from its hooks); logged as an event when it changes."""
+    def signal(self, name: str, state: str) -> SessionStatus:
+        """Store the agent's own word on its state (from its hooks); the status it means is returned for the
+        observer to record."""
         if state not in SIGNAL_STATES:
             raise InputError(f"invalid state {state!r} (expected one of: {', '.join(SIGNAL_STATES)})")
         self._live_entry(name)
@@ -138,13 +214,12 @@ class SessionManager:
             meta = self.meta(name)
             meta["signal"] = {"state": state, "ts": time.time()}
             write_json(self.meta_path(name), meta)
-        self._record(name, SessionStatus(state), exit_code)
-        return {"name": name, "state": state}
+        return SessionStatus(state)
 
     # -- observation -----------------------------------------------------------------------------------------
 
-    def list(self, with_screens: bool = True) -> list[SessionInfo]:
-        """Every session with its derived status; a status that changed since last seen is logged once."""
+    def observe(self, with_screens: bool = True) -> list[SessionInfo]:
+        """Every session with its derived status and the status last recorded for it. Writes nothing."""
         host = self._host
         if host is None:
             return []
@@ -160,10 +235,12 @@ class SessionManager:
             meta = metas[state.worktree]
             status = derive_status(self._observe(state, meta, screens.get(state.worktree)), now,
                                    self.project.config.waiting_debounce, patterns.get(state.worktree))
-            if status != meta.get("status") and meta:
-                self._record(state.worktree, status, state.exit_code)
             infos.append(self._info(state.worktree, state, meta, status))
         return sorted(infos, key=lambda i: i.started_at)
+
+    def list(self, with_screens: bool = True) -> list[SessionInfo]:
+        """Every session with its derived status (the same as `observe`: a listing never records)."""
+        return self.observe(with_screens)
 
     def screens(self, names: Sequence[str]) -> dict[str, str]:
         """The plain-text screens of these sessions. Only those whose log grew since the last look are captured
@@ -200,12 +277,14 @@ class SessionManager:
                            started_at=float(meta.get("started_at") or state.created), last_output=last_output,
                            signal_state=signal.get("state"), signal_ts=signal.get("ts"), screen_tail=screen)
 
-    def _record(self, name: str, status: SessionStatus, exit_code: int | None, reason: str | None = None) -> None:
-        """Store a status change and log it as `session.<status>`, once, even with several observers."""
+    def record_transition(self, name: str, status: SessionStatus, exit_code: int | None,
+                          reason: str | None = None) -> bool:
+        """Store a status change and log it as `session.<status>`; True only for the one caller that made the
+        change (a compare-and-set under the project lock, so several observers record it once)."""
         with self.project.lock.hold():
             meta = self.meta(name)
             if meta.get("status") == str(status):
-                return
+                return False
             meta["status"] = str(status)
             if status == SessionStatus.EXITED:
                 meta["exit_code"] = exit_code
@@ -214,27 +293,16 @@ class SessionManager:
             self.project.events.append(f"session.{status}", worktree={"name": name}, agent=meta.get("agent"),
                                        exit_code=exit_code if status == SessionStatus.EXITED else None,
                                        reason=reason)
-        hook = {SessionStatus.EXITED: "on_session_exit", SessionStatus.WAITING: "on_waiting"}.get(status)
-        if hook and reason != "stopped":
-            self._run_hook(name, hook, exit_code)
-
-    def _run_hook(self, name: str, hook: str, exit_code: int | None) -> None:
-        """Run `on_session_exit` / `on_waiting` hooks; their failures are events, never errors here."""
-        entry = find(Index(self.project).load(), name)
-        if entry is None or not entry.live or not Path(entry.path).is_dir():
-            return
-        from daintree_tui.core.errors import DaintreeError
-        from daintree_tui.core.hooks import run_hooks
-
-        with contextlib.suppress(DaintreeError):
-            run_hooks(self.project, hook, entry, extra_env={"DAINTREE_EXIT_CODE": "" if exit_code is None
-                                                            else str(exit_code)})
+        return True
 
     def _info(self, name: str, state: PaneState, meta: dict[str, Any], status: SessionStatus) -> SessionInfo:
         return SessionInfo(name=name, session=state.session, agent=str(meta.get("agent", "?")), status=status,
                            exit_code=state.exit_code, pid=state.pid,
                            started_at=float(meta.get("started_at") or state.created),
-                           log=str(self.project.log_path(name)), persistent=self.host.persistent)
+                           log=str(self.project.log_path(name)), persistent=self.host.persistent,
+                           recorded=str(meta.get("status") or "") if meta else None,
+                           socket=getattr(self.host, "socket", None),
+                           tmux_conf=str(conf) if (conf := getattr(self.host, "conf", None)) else None)
 
     # -- input -----------------------------------------------------------------------------------------------
 

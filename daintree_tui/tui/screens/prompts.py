@@ -4,6 +4,7 @@ restarting sessions after the tmux server went away. Each is one coroutine run a
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from daintree_tui.tui.screens.confirm import ConfirmScreen
@@ -12,7 +13,7 @@ if TYPE_CHECKING:
     from daintree_tui.tui.screens.actions import DashboardActions
 
 
-async def approval(screen: DashboardActions, request: dict[str, object]) -> None:
+async def approval(screen: DashboardActions, request: Mapping[str, object]) -> None:
     argv = request["argv"] if isinstance(request["argv"], list) else []
     body = (f"The agent in {request['worktree']} (role {request.get('role') or '-'}) asks to run:\n\n"
             f"  daintree {' '.join(map(str, argv))}\n")
