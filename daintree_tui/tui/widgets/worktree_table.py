@@ -158,7 +158,7 @@ class WorktreeTable(DataTable[Cell]):
         self._follow_selected()
 
     def render_rows(self) -> None:
-        from daintree_tui.core.hygiene import human
+        from daintree_tui.services.hygiene import human
 
         self._pending = False
         needle = self.filter_text.lower()
