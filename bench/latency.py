@@ -142,7 +142,8 @@ def measure(repo: Path, socket: str) -> tuple[list[float], list[float]]:
     try:
         dashboard.wait_for(lambda text: "typing" in text and "plain" in text)
         dashboard.send(b"\r")  # `typing` is the first row, the current worktree: open it
-        dashboard.wait_for(lambda text: "keys go to the agent" in text)
+        # the hint says "keys go to the agent" (older builds: "typing goes to the agent")
+        dashboard.wait_for(lambda text: "goes to the agent" in text or "go to the agent" in text)
         assert " typing " in dashboard.emulator.line_text(1), dashboard.text()
         plain.pump(1.0)
         plain_samples: list[float] = []
