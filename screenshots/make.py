@@ -1,4 +1,4 @@
-"""Regenerate the README's screenshots: the dashboard on the demo repository with demo agents working.
+"""Regenerate the README's screenshots: the dashboard at 120x40 on the demo repository with demo agents working.
 
     make screenshots
 """
@@ -14,6 +14,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 DEMO = Path("/tmp/daintree-screenshot/shop")
+SIZE = (120, 40)  # the layout most people see; columns give way by priority below it
 
 
 async def shoot() -> None:
@@ -26,7 +27,7 @@ async def shoot() -> None:
     shutil.rmtree(DEMO.parent, ignore_errors=True)
     create_demo_repo(DEMO)
     app = make_app(Project.discover(DEMO))
-    async with app.run_test(size=(140, 42)) as pilot:
+    async with app.run_test(size=SIZE) as pilot:
         for _ in range(200):
             screen = app.screen
             if isinstance(screen, MainScreen) and len(screen.sessions) == 3:

@@ -1,9 +1,8 @@
-"""Snapshot tests of the dashboard's screens at 120x40, with frozen times and no live sessions."""
+"""Snapshot tests of the dashboard's screens at 80x24, 120x40 and 200x50, with frozen times and no live sessions."""
 
 from __future__ import annotations
 
 import asyncio
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,21 +12,22 @@ import pytest
 from daintree_tui.core.project import Project
 from daintree_tui.tui.app import DaintreeApp, make_app
 from daintree_tui.tui.screens.main import MainScreen
+from daintree_tui.tui.widgets.worktree_table import WorktreeTable
 from tests.conftest import CLI, git, make_repo
 
 pytestmark = pytest.mark.usefixtures("tmux_socket")
 
-SNAPSHOT_REPO = Path("/tmp/daintree-snapshot/shop")  # fixed: the header shows the repository path
+SHOWN_PATH = "/tmp/daintree-snapshot/shop"  # the header shows the repository's path: the same in every snapshot
 SIZE = (120, 40)
+SIZES = [(80, 24), (120, 40), (200, 50)]
 
 
 def frozen_clock() -> float:
     return 1_700_000_000.0
 
 
-def build_repo() -> Path:
-    shutil.rmtree(SNAPSHOT_REPO.parent, ignore_errors=True)
-    repo = make_repo(SNAPSHOT_REPO)
+def build_repo(root: Path) -> Path:
+    repo = make_repo(root / "shop")
     (repo / ".daintree.toml").write_text('default_agent = "shell"\n[ports]\nrange = [4100, 4999]\n')
     cli = CLI(repo)
     cli.ok("task", "create", "Refactor auth to use salted hashes")
@@ -54,20 +54,27 @@ def settled(app: DaintreeApp) -> Callable[[Any], Any]:
         deadline = loop.time() + 10
         while loop.time() < deadline:
             screen = app.screen
-            if isinstance(screen, MainScreen) and screen._started and len(screen.facts) == 2:
+            if isinstance(screen, MainScreen) and screen.started and len(screen.facts) == 2:
                 break
             await pilot.pause(0.05)
+        screen = app.screen
+        assert isinstance(screen, MainScreen)
+        screen.sub_title = SHOWN_PATH
         await pilot.pause(0.3)
     return run_before
 
 
-def test_main_screen(snap_compare: Any) -> None:
-    app = app_for(build_repo())
-    assert snap_compare(app, terminal_size=SIZE, run_before=settled(app))
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_main_screen(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -> None:
+    """Columns hide by priority: the name and status always show; footer and placeholder fit at 80."""
+    app = app_for(build_repo(tmp_path))
+    assert snap_compare(app, terminal_size=size, run_before=settled(app))
 
 
-def test_new_task_dialog(snap_compare: Any) -> None:
-    app = app_for(build_repo())
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_new_task_dialog(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -> None:
+    """The dialog's buttons are whole at 80x24."""
+    app = app_for(build_repo(tmp_path))
 
     async def run_before(pilot: Any) -> None:
         await settled(app)(pilot)
@@ -75,31 +82,54 @@ def test_new_task_dialog(snap_compare: Any) -> None:
         await pilot.pause(0.3)
         await pilot.press(*"Fix the flaky test")
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
 
 
-def test_remove_dialog(snap_compare: Any) -> None:
-    app = app_for(build_repo())
+def test_remove_dialog(snap_compare: Any, tmp_path: Path) -> None:
+    app = app_for(build_repo(tmp_path))
 
     async def run_before(pilot: Any) -> None:
         await settled(app)(pilot)
         screen = app.screen
         assert isinstance(screen, MainScreen)
-        from daintree_tui.tui.widgets.worktree_table import WorktreeTable
-
         screen.query_one(WorktreeTable).select_name("cart-discount")
+        while screen.selected != "cart-discount":
+            await pilot.pause(0.05)
         await pilot.press("x")
         await pilot.pause(0.5)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
 
 
-def test_help(snap_compare: Any) -> None:
-    app = app_for(build_repo())
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_help(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -> None:
+    """Generated from the bindings; wraps and scrolls in a small window."""
+    app = app_for(build_repo(tmp_path))
 
     async def run_before(pilot: Any) -> None:
         await settled(app)(pilot)
         await pilot.press("question_mark")
+        await pilot.pause(0.3)
+
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+def test_full_screen_diff(snap_compare: Any, tmp_path: Path) -> None:
+    app = app_for(build_repo(tmp_path))
+
+    async def run_before(pilot: Any) -> None:
+        await settled(app)(pilot)
+        screen = app.screen
+        assert isinstance(screen, MainScreen)
+        from daintree_tui.tui.widgets.diff_view import DiffView
+
+        screen.query_one(WorktreeTable).select_name("cart-discount")
+        while screen.selected != "cart-discount":
+            await pilot.pause(0.05)
+        await pilot.press("D")
+        diff = screen.query_one(DiffView)
+        while diff.worktree != "cart-discount":
+            await pilot.pause(0.05)
         await pilot.pause(0.3)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)

@@ -35,6 +35,33 @@ MODE_MOUSE_SGR = 1006 << 5
 MODE_CURSOR_VISIBLE = mo.DECTCEM
 
 
+def indexed_to_ansi(attrs: tuple[int, ...]) -> list[int]:
+    """Rewrite `38;5;N` / `48;5;N` with N < 16 as the plain SGR codes of the same ANSI colour (30-37, 90-97,
+    40-47, 100-107); 256-colour indexes above 15 and `38;2;r;g;b` pass through unchanged."""
+    out: list[int] = []
+    i = 0
+    while i < len(attrs):
+        code = attrs[i]
+        if code in (38, 48) and i + 1 < len(attrs):
+            kind = attrs[i + 1]
+            if kind == 5 and i + 2 < len(attrs):
+                index = attrs[i + 2]
+                if 0 <= index < 16:
+                    base = (30 if index < 8 else 90) + (10 if code == 48 else 0)
+                    out.append(base + index % 8)
+                else:
+                    out.extend(attrs[i:i + 3])
+                i += 3
+                continue
+            if kind == 2:
+                out.extend(attrs[i:i + 5])
+                i += 5
+                continue
+        out.append(code)
+        i += 1
+    return out
+
+
 def _tolerant(method: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap a CSI handler so a private (`CSI ? ...`) form it does not know is ignored instead of raising."""
 
@@ -62,6 +89,13 @@ class SafeScreen(pyte.Screen):
             takes_private = "private" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
             if not takes_private:
                 setattr(self, name, _tolerant(method))
+
+    def select_graphic_rendition(self, *attrs: int, private: bool = False) -> None:
+        """SGR, with the 16 ANSI colours kept as ANSI names whichever way they were written (`38;5;6` is cyan,
+        not pyte's fixed `00cdcd`), so the user's terminal palette applies to them."""
+        if private:
+            return
+        super().select_graphic_rendition(*indexed_to_ansi(attrs))
 
     def write_process_input(self, data: str) -> None:
         """pyte answers device-attribute queries through here: send the answer back to the PTY."""

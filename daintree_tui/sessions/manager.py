@@ -26,6 +26,7 @@ from daintree_tui.core.project import Project
 from daintree_tui.core.store import read_json, write_json
 from daintree_tui.core.tasks import TaskService
 from daintree_tui.sessions.host import PaneState, SessionHost, host_for, session_name
+from daintree_tui.sessions.pane_size import load_pane_size
 from daintree_tui.sessions.presets import Preset, all_presets, resolve_preset, session_mcp_wiring, unwire_mcp
 from daintree_tui.sessions.sandbox import session_sandbox
 from daintree_tui.sessions.status import Observation, SessionStatus, derive_status
@@ -139,7 +140,7 @@ class SessionManager:
         return resolve_preset(self.project.config, agent)
 
     def start(self, name: str, agent: str | None = None, prompt: str | None = None,
-              size: tuple[int, int] = (200, 50), use_task_prompt: bool = True) -> SessionInfo:
+              size: tuple[int, int] | None = None, use_task_prompt: bool = True) -> SessionInfo:
         """Start `agent` in worktree `name`; a session that already runs there is an error, an exited one is
         replaced. The task's subject and description become the first prompt unless `prompt` is given."""
         entry = self._live_entry(name)
@@ -166,7 +167,7 @@ class SessionManager:
         sandbox = session_sandbox(self.project, entry, preset, role=role)
         pane_argv = sandbox.wrap(argv, env)
         now = time.time()
-        state = host.start(name, pane_argv, Path(entry.path), env, log, size)
+        state = host.start(name, pane_argv, Path(entry.path), env, log, size or load_pane_size(self.project))
         meta = {"agent": preset.name, "command": argv, "started_at": now, "status": str(SessionStatus.STARTING),
                 "exit_code": None, "signal": None, "host": "tmux" if host.persistent else "pty", "role": role,
                 "sandbox": sandbox.record()}

@@ -64,3 +64,41 @@ def derive_status(obs: Observation, now: float, debounce: float, pattern: str | 
     if now - obs.last_output >= debounce:
         return SessionStatus.WAITING
     return SessionStatus.RUNNING
+
+
+class StatusHysteresis:
+    """Status as a person should see it: a change between `running` and `waiting` counts once it has held for
+    `hold` seconds, so bursty output (an agent redrawing, a user typing) does not flap it. The first sight of a
+    session and `exited` count at once."""
+
+    def __init__(self, hold: float = 1.5) -> None:
+        self.hold = hold
+        self._shown: dict[str, SessionStatus] = {}
+        self._candidate: dict[str, tuple[SessionStatus, float]] = {}
+
+    def settle(self, name: str, status: SessionStatus, now: float) -> SessionStatus:
+        """The status to show for `name`, given the one derived now."""
+        shown = self._shown.get(name)
+        if shown is None or status == SessionStatus.EXITED or shown in (SessionStatus.STARTING,
+                                                                        SessionStatus.EXITED):
+            self._shown[name] = status
+            self._candidate.pop(name, None)
+            return status
+        if status == shown:
+            self._candidate.pop(name, None)
+            return shown
+        candidate, since = self._candidate.setdefault(name, (status, now))
+        if candidate != status:
+            self._candidate[name] = (status, now)
+            return shown
+        if now - since >= self.hold:
+            self._shown[name] = status
+            self._candidate.pop(name, None)
+            return status
+        return shown
+
+    def forget(self, names: set[str]) -> None:
+        """Drop what is known of sessions that are gone."""
+        for name in names:
+            self._shown.pop(name, None)
+            self._candidate.pop(name, None)

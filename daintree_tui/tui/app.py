@@ -9,8 +9,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
+from textual import events
 from textual.app import App
 from textual.binding import Binding, BindingType
+from textual.widgets import Input
 from textual.worker import Worker, WorkerState
 
 from daintree_tui.core.config import in_quiet_hours
@@ -34,12 +36,15 @@ class DaintreeApp(App[None]):
     TITLE = "daintree"
     COMMANDS = App.COMMANDS | {DashboardCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("ctrl+q", "quit_dashboard", "Quit", show=False, priority=True, id="app_quit"),
+        Binding("ctrl+q", "quit_dashboard", "Quit", show=False, priority=True, id="app_quit",
+                tooltip="Quit too (in the terminal, ctrl+q goes to the agent)"),
     ]
 
     def __init__(self, backend: Backend, clock: Callable[[], float] = time.time,
                  clock_format: Callable[[float], str] | None = None) -> None:
-        super().__init__()
+        # ANSI colours reach the user's terminal as ANSI (not converted to Textual's palette), so the agent's
+        # output inside the embedded terminal takes the user's own theme.
+        super().__init__(ansi_color=True)
         self.backend = backend
         self.clock = clock
         self.clock_format = clock_format
@@ -56,6 +61,16 @@ class DaintreeApp(App[None]):
         # While the terminal has focus every key belongs to the agent: priority bindings stand aside.
         terminal_owns_keys = isinstance(self.focused, TerminalView) and self.focused.attached
         return not (terminal_owns_keys and action in ("quit_dashboard", "command_palette", "quit"))
+
+    def on_key(self, event: events.Key) -> None:
+        """Type-ahead: a printable key that bubbled up unhandled while a text box has focus was typed right
+        after the key that opened the box (`/` then `cart`, `n` then the subject) and went to the widget that
+        had focus a moment before. It belongs in the box; the bindings already left it alone, since a focused
+        box consumes printable keys."""
+        box = self.focused
+        if isinstance(box, Input) and event.is_printable and event.character:
+            box.insert_text_at_cursor(event.character)
+            event.stop()
 
     def attach(self, terminal: TerminalView, name: str) -> None:
         """Show session `name` in `terminal`: a tmux client in a PTY, or the fallback host's own screen."""

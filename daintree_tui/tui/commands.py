@@ -1,4 +1,4 @@
-"""Command palette: every dashboard action, by name, aware of what is selected."""
+"""Command palette: the dashboard's bindings by description, aware of the current worktree."""
 
 from __future__ import annotations
 
@@ -6,35 +6,15 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.markup import escape
 
 if TYPE_CHECKING:
+    from daintree_tui.tui.bindings import KeyRow
     from daintree_tui.tui.screens.main import MainScreen
-
-COMMANDS = [
-    ("New task", "new_task", "Create a task, its worktree and a session"),
-    ("Open session", "open_session", "Focus the selected worktree's terminal"),
-    ("Start or restart session", "start_session", "Pick an agent for the selected worktree"),
-    ("Keep worktree", "keep", "Mark the selected worktree kept"),
-    ("Remove worktree", "remove", "Remove the selected worktree (asks first)"),
-    ("Show diff", "diff", "Diff the selected worktree against its base"),
-    ("Commit", "commit", "Commit the agent's work in its worktree"),
-    ("Merge back", "merge", "Merge the selected worktree's branch"),
-    ("Open pull request", "pr", "Push and open a PR with gh"),
-    ("Send task to session", "inject_task", "Paste the task's text into the agent"),
-    ("Show events", "events", "The lifecycle log"),
-    ("Copy worktree path", "copy_path", "Copy the selected worktree's path"),
-    ("Bake-off", "bakeoff", "Several agents race on the selected task"),
-    ("Toggle auto queue", "toggle_auto", "Start ready tasks by themselves"),
-    ("Filter", "filter", "Filter tasks and worktrees"),
-    ("Next session", "cycle_session(1)", "Jump to the next session"),
-    ("Previous session", "cycle_session(-1)", "Jump to the previous session"),
-    ("Help", "help", "All keys"),
-    ("Quit", "quit_dashboard", "Leave the dashboard; agents keep running"),
-]
 
 
 class DashboardCommands(Provider):
-    """Dashboard actions; ones that need a selected worktree appear only when there is one."""
+    """Every dashboard binding (one per id); those that act on a worktree name it, and hide without one."""
 
     def _main(self) -> MainScreen | None:
         from daintree_tui.tui.screens.main import MainScreen
@@ -46,16 +26,14 @@ class DashboardCommands(Provider):
         main = self._main()
         if main is None:
             return []
-        selected = main.selected_worktree()
+        rows: list[KeyRow] = main.help_rows()
         out = []
-        for title, action, help_text in COMMANDS:
-            name = action.split("(")[0]
-            if main.check_action(name, ()) is not True:
+        for row in rows:
+            name = row.action.split("(")[0]
+            if name in ("command_palette", "leave", "jump_session") or main.check_action(name, ()) is not True:
                 continue
-            if selected and name in ("keep", "remove", "diff", "copy_path", "start_session", "open_session",
-                                     "commit", "merge", "pr", "inject_task"):
-                title = f"{title}: {selected}"
-            out.append((title, action, help_text))
+            title = f"{row.description}: {main.selected}" if row.needs_worktree else row.description
+            out.append((title, row.action, escape(f"{row.help} (key: {row.keys})")))  # help is markup
         return out
 
     async def discover(self) -> Hits:

@@ -1,4 +1,4 @@
-"""Messages that workers post to the dashboard. High-rate ones coalesce (`can_replace`)."""
+"""Messages the dashboard's feed posts to the screen. High-rate ones coalesce (`can_replace`)."""
 
 from __future__ import annotations
 
@@ -55,6 +55,14 @@ class FilesChanged(Message):
         self.state_changed = state_changed
         self.worktrees_touched = worktrees_touched
 
+    def can_replace(self, message: Message) -> bool:
+        # A newer notice absorbs an older one that was not handled yet: nothing it said is lost.
+        if not isinstance(message, FilesChanged):
+            return False
+        self.state_changed = self.state_changed or message.state_changed
+        self.worktrees_touched = self.worktrees_touched | message.worktrees_touched
+        return True
+
 
 class EventsAppended(Message):
     """New lines of events.jsonl."""
@@ -64,20 +72,21 @@ class EventsAppended(Message):
         self.records = records
 
 
-class OperationDone(Message):
-    """A service call finished; `focus` names a worktree whose session should take focus."""
+class Notice(Message):
+    """Something the user should read (auto queue started a task, reconcile repaired things)."""
 
-    def __init__(self, message: str, focus: str | None = None) -> None:
+    def __init__(self, text: str, title: str = "") -> None:
         super().__init__()
-        self.message = message
-        self.focus = focus
+        self.text = text
+        self.title = title
 
 
-class DiffLoaded(Message):
-    def __init__(self, name: str, diff: str) -> None:
+class TrustNeeded(Message):
+    """The repository's config defines hooks the user has not trusted yet."""
+
+    def __init__(self, commands: list[str]) -> None:
         super().__init__()
-        self.name = name
-        self.diff = diff
+        self.commands = commands
 
 
 class DiskLoaded(Message):

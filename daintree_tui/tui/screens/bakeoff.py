@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import work
@@ -35,7 +36,7 @@ class BakeoffScreen(Screen[None]):
 
     AUTO_FOCUS = "#scoreboard"  # not a terminal: keys here are the screen's until one is clicked
 
-    def __init__(self, record: dict[str, Any]) -> None:
+    def __init__(self, record: Mapping[str, Any]) -> None:
         super().__init__()
         self.record = record
 

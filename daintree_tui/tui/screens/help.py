@@ -1,40 +1,30 @@
-"""HelpScreen: every key, from the live bindings (so remapped keys show as remapped)."""
+"""HelpScreen: every key, generated from the live bindings (remapped keys show as remapped)."""
 
 from __future__ import annotations
 
 from typing import ClassVar
 
 from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
-KEY_HELP = [
-    ("new_task", "n", "New task (Enter in the subject: task + worktree + session at once)"),
-    ("open_session", "enter", "Focus the selected session's terminal (starting one if none)"),
-    ("leave_terminal", "ctrl+]", "Leave the terminal, back to the lists"),
-    ("jump_session", "alt+1..9", "Jump to session N"),
-    ("prev_session", "[", "Previous session"),
-    ("next_session", "]", "Next session"),
-    ("start_session", "s", "Start or restart a session with a chosen agent"),
-    ("keep", "k", "Keep the worktree"),
-    ("remove", "x", "Remove the worktree (asks; discarding work asks twice)"),
-    ("diff", "d", "Diff against the base"),
-    ("commit", "C", "Commit the agent's work"),
-    ("merge", "m", "Merge back (ff, squash or rebase; pre_merge hooks first)"),
-    ("pr", "p", "Push and open a pull request (gh)"),
-    ("inject_task", "i", "Send the task's text into the session"),
-    ("copy_path", "c", "Copy the worktree's path"),
-    ("events", "e", "Events log"),
-    ("bakeoff", "b", "Bake-off: several agents on the selected task"),
-    ("auto_queue", "a", "Auto queue: start ready tasks by themselves (max_sessions at a time)"),
-    ("filter", "/", "Filter tasks and worktrees"),
-    ("help", "?", "This help"),
-    ("command_palette", "ctrl+p", "Command palette"),
-    ("quit", "q", "Quit (agents keep running)"),
-]
+from daintree_tui.tui.bindings import KeyRow
+
+
+def help_table(rows: list[KeyRow]) -> Table:
+    table = Table(box=None, show_header=True, header_style="bold", padding=(0, 1), expand=True)
+    table.add_column("Key", style="bold cyan", no_wrap=True, max_width=16)
+    table.add_column("Action", ratio=1, overflow="fold")
+    for row in rows:
+        text = Text(row.help)
+        if row.needs_worktree:
+            text.append(" (current worktree)", style="dim")
+        table.add_row(row.keys, text)
+    return table
 
 
 class HelpScreen(ModalScreen[None]):
@@ -44,21 +34,17 @@ class HelpScreen(ModalScreen[None]):
         Binding("escape,q,question_mark", "dismiss", "Close", id="help_close"),
     ]
 
-    def __init__(self, keymap: dict[str, str] | None = None) -> None:
+    def __init__(self, rows: list[KeyRow]) -> None:
         super().__init__()
-        self.keymap = keymap or {}
+        self.rows = rows
 
     def compose(self) -> ComposeResult:
-        table = Table(box=None, show_header=True, header_style="bold", padding=(0, 2))
-        table.add_column("Key", style="bold cyan", no_wrap=True)
-        table.add_column("Action")
-        for binding_id, default, text in KEY_HELP:
-            table.add_row(self.keymap.get(binding_id, default), text)
-        with Vertical(id="dialog", classes="dialog"):
+        with Vertical(id="dialog", classes="dialog help"):
             yield Label("daintree keys", classes="dialog-title")
-            with VerticalScroll():
-                yield Static(table)
-            yield Label("In the terminal every key goes to the agent except ctrl+]. Esc closes.", classes="dim")
+            with VerticalScroll(classes="dialog-body"):
+                yield Static(help_table(self.rows))
+            yield Label("In the terminal every key goes to the agent except the leave key. Esc closes.",
+                        classes="dim")
 
     async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(None)

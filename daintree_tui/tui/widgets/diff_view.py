@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.text import Text
+from textual.reactive import reactive
 from textual.widgets import RichLog
 
 
@@ -15,13 +16,25 @@ def changed_files(diff: str) -> list[str]:
 
 
 class DiffView(RichLog):
-    """A read-only, scrollable diff."""
+    """A read-only, scrollable diff of the current worktree (cleared when the current worktree changes)."""
+
+    selected: reactive[str | None] = reactive(None, init=False)
+    """The current worktree; a diff of another one is never left on show."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, wrap=False, highlight=False, markup=False, auto_scroll=False)
+        self.worktree: str | None = None
+
+    def watch_selected(self, name: str | None) -> None:
+        if self.worktree is not None and name != self.worktree:
+            self.clear()
+            self.worktree = None
+            if name:
+                self.write(Text(f"{name}: press d for its diff", style="dim"))
 
     def show(self, name: str, diff: str) -> None:
         self.clear()
+        self.worktree = name
         files = changed_files(diff)
         if not diff.strip():
             self.write(Text(f"{name}: no changes against its base", style="dim"))

@@ -11,9 +11,10 @@ Cell = str | Text
 
 
 def sync_rows(table: DataTable[Cell], rows: Sequence[tuple[str, tuple[Cell, ...]]]) -> None:
-    """Make `table` show `rows` (key, cells), touching only what differs.
+    """Make `table` show `rows` (key, cells) in their order, touching only what differs.
 
-    New rows are appended: tasks (by id) and worktrees (by creation) only ever grow at the end.
+    New rows are appended, which keeps the order when lists grow at the end (tasks by id, worktrees by
+    creation); rows coming back from under a filter would land out of place, so then the table is rebuilt.
     """
     wanted = dict(rows)
     existing = [str(key.value) for key in table.rows]
@@ -30,3 +31,7 @@ def sync_rows(table: DataTable[Cell], rows: Sequence[tuple[str, tuple[Cell, ...]
         for column, old, new in zip(columns, current, cells, strict=False):
             if str(old) != str(new) or (isinstance(new, Text) and not isinstance(old, Text)):
                 table.update_cell(key, column, new, update_width=True)
+    if [str(k.value) for k in table.rows] != [key for key, _ in rows]:
+        table.clear()
+        for key, cells in rows:
+            table.add_row(*cells, key=key)

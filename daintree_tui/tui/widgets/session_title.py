@@ -1,23 +1,46 @@
-"""SessionTitle: the bar above the terminal (worktree, agent, status, port)."""
+"""SessionTitle: the bar above the terminal (current worktree, agent, status, port, branch)."""
 
 from __future__ import annotations
 
 from rich.text import Text
+from textual.reactive import reactive
 from textual.widgets import Static
 
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.sessions.manager import SessionInfo
 from daintree_tui.tui.widgets.worktree_table import session_cell
 
+TYPING_HINT = "keys go to the agent; ctrl+] leaves"
+
 
 class SessionTitle(Static):
-    """One line describing what the terminal below shows."""
+    """One line describing the current worktree; it never names a worktree that is not in `entries`."""
 
     DEFAULT_CSS = """
     SessionTitle { height: 1; width: 1fr; }
     """
 
-    def show(self, entry: WorktreeEntry | None, info: SessionInfo | None, focused: bool, persistent: bool) -> None:
+    entries: reactive[tuple[WorktreeEntry, ...]] = reactive(tuple, init=False)
+    sessions: reactive[dict[str, SessionInfo]] = reactive(dict, init=False)
+    selected: reactive[str | None] = reactive(None, init=False)
+    focused: reactive[bool] = reactive(False, init=False)
+    """Keys go to the agent: say so, and how to leave."""
+
+    def __init__(self, *, id: str | None = None, persistent: bool = True) -> None:
+        super().__init__(id=id)
+        self.persistent = persistent
+
+    def on_mount(self) -> None:
+        self.update(self.describe())
+
+    def _changed(self) -> None:
+        self.update(self.describe())
+
+    watch_entries = watch_sessions = watch_selected = watch_focused = _changed
+
+    def describe(self) -> Text:
+        entry = next((e for e in self.entries if e.name == self.selected), None)
+        info = self.sessions.get(self.selected or "")
         text = Text()
         if entry is None:
             text.append(" no worktree selected", style="dim")
@@ -25,11 +48,11 @@ class SessionTitle(Static):
             text.append(f" {entry.name} ", style="bold reverse")
             text.append(f" {info.agent if info else 'no session'} ", style="bold")
             text.append_text(session_cell(info))
+            if self.focused:  # first, so a narrow pane still shows it
+                text.append(f"  ⌨ {TYPING_HINT}", style="italic")
             if entry.ports:
                 text.append(f"  port {entry.ports[0]}", style="cyan")
             text.append(f"  {entry.branch}", style="dim")
-            if focused:
-                text.append("  — typing goes to the agent; ctrl+] to leave", style="italic dim")
-        if not persistent:
+        if not self.persistent:
             text.append("  ⚠ no tmux: sessions end when the dashboard quits", style="bold red")
-        self.update(text)
+        return text

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.text import Text
+from textual import events
+from textual.reactive import reactive
 from textual.widgets import DataTable
 
 from daintree_tui.core.models import Task
@@ -21,20 +23,47 @@ class TaskTable(DataTable[Cell]):
     """Tasks, one row each, keyed by id."""
 
     DEFAULT_CSS = """
-    TaskTable { height: auto; max-height: 50%; }
+    TaskTable { height: auto; max-height: 50%; overflow-x: hidden; }
     """
+
+    tasks: reactive[tuple[Task, ...]] = reactive(tuple, init=False)
+    filter_text: reactive[str] = reactive("", init=False)
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=False)
 
     def on_mount(self) -> None:
-        self.add_column(" ", key="status", width=1)
-        self.add_column("#", key="id", width=3)
-        self.add_column("Task", key="subject")
-        self.add_column("Worktree", key="worktree")
+        self.add_columns_for_width()
 
     subject_width = 30
-    """Subjects are cut to this many cells so the worktree column stays in view."""
+    """Subjects are cut to this many cells so the worktree column stays in view (set from the pane's width)."""
+
+    worktree_width = 16
+    """The worktree column's width; 0 hides it (narrow panes: the worktrees list names them anyway)."""
+
+    def on_resize(self, event: events.Resize) -> None:
+        width = event.size.width
+        worktree = 16 if width >= 44 else 0
+        # status (1) and id (3) with their padding, and the worktree column, leave the rest to the subject
+        subject = max(12, min(60, width - 9 - (worktree + 2 if worktree else 0) - 1))
+        if (subject, worktree) != (self.subject_width, self.worktree_width):
+            self.subject_width, self.worktree_width = subject, worktree
+            self.clear(columns=True)
+            self.add_columns_for_width()
+            self.show(self.tasks, self.filter_text)
+
+    def add_columns_for_width(self) -> None:
+        self.add_column(" ", key="status", width=1)
+        self.add_column("#", key="id", width=3)
+        self.add_column("Task", key="subject", width=self.subject_width)
+        if self.worktree_width:
+            self.add_column("Worktree", key="worktree", width=self.worktree_width)
+
+    def watch_tasks(self) -> None:
+        self.show(self.tasks, self.filter_text)
+
+    def watch_filter_text(self) -> None:
+        self.show(self.tasks, self.filter_text)
 
     def show(self, tasks: Sequence[Task], filter_text: str = "") -> None:
         needle = filter_text.lower()
@@ -51,7 +80,8 @@ class TaskTable(DataTable[Cell]):
             if blockers:
                 subject.append(f" ⧗{','.join(map(str, blockers))}", style="dim red")
             worktree = Text(task.worktree or "-", style="cyan" if task.worktree else "dim")
-            rows.append((str(task.id), (STATUS_GLYPH[str(task.status)], str(task.id), subject, worktree)))
+            cells: tuple[Cell, ...] = (STATUS_GLYPH[str(task.status)], str(task.id), subject)
+            rows.append((str(task.id), cells + ((worktree,) if self.worktree_width else ())))
         sync_rows(self, rows)
 
     @property

@@ -19,16 +19,17 @@ import contextlib
 import os
 import signal
 import subprocess
+import textwrap
 import threading
+import time
 from collections.abc import Callable, Sequence
-from functools import lru_cache
 from typing import Any, ClassVar
 
 from rich.segment import Segment
 from rich.style import Style
 from textual import events
 from textual.binding import Binding, BindingType
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.reactive import reactive
 from textual.strip import Strip
@@ -37,73 +38,17 @@ from textual.widget import Widget
 from daintree_tui.sessions.emulator import TerminalEmulator
 from daintree_tui.sessions.keys import WHEEL_DOWN, WHEEL_UP, encode_key, encode_mouse_sgr, encode_paste
 from daintree_tui.sessions.pty_host import set_winsize
+from daintree_tui.tui.widgets.terminal_render import render_screen_line
 
 FRAME_INTERVAL = 1 / 60
 READ_CHUNK = 4096
-
-_COLOR_NAMES = {"brown": "yellow", "brightbrown": "bright_yellow"}
-
-
-def _color(value: str) -> str | None:
-    if value == "default" or not value:
-        return None
-    if value in _COLOR_NAMES:
-        return _COLOR_NAMES[value]
-    if value.startswith("bright") and not value.startswith("bright_"):
-        return "bright_" + value[6:]
-    if len(value) == 6 and all(c in "0123456789abcdefABCDEF" for c in value):
-        return "#" + value
-    return value
-
-
-@lru_cache(maxsize=4096)
-def cell_style(fg: str, bg: str, bold: bool, italics: bool, underscore: bool, reverse: bool,
-               strikethrough: bool, blink: bool) -> Style:
-    """A Rich Style for a pyte cell's attributes (cached: a screen uses few distinct ones)."""
-    try:
-        return Style(color=_color(fg), bgcolor=_color(bg), bold=bold or None, italic=italics or None,
-                     underline=underscore or None, reverse=reverse or None, strike=strikethrough or None,
-                     blink=blink or None)
-    except Exception:
-        return Style()
-
-
-CURSOR_STYLE = Style(reverse=True)
-
-
-def render_screen_line(emulator: TerminalEmulator, y: int, width: int, cursor_x: int | None) -> Strip:
-    """One screen line as a Strip, grouping runs of cells with the same attributes into one Segment."""
-    screen = emulator.screen
-    line = screen.buffer[y]
-    segments: list[Segment] = []
-    text: list[str] = []
-    current: Style | None = None
-    columns = min(width, screen.columns)
-    for x in range(columns):
-        cell = line[x]
-        style = cell_style(cell.fg, cell.bg, cell.bold, cell.italics, cell.underscore, cell.reverse,
-                           cell.strikethrough, cell.blink)
-        if x == cursor_x:
-            style = style + CURSOR_STYLE
-        char = cell.data
-        if char == "":  # the stub after a wide character
-            continue
-        if style is not current:
-            if text:
-                segments.append(Segment("".join(text), current))
-            text, current = [], style
-        text.append(char or " ")
-    if text:
-        segments.append(Segment("".join(text), current))
-    strip = Strip(segments)
-    return strip.crop_extend(0, width, None)
-
 
 class TerminalView(Widget, can_focus=True):
     """Shows one session; interactive while focused."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("ctrl+right_square_bracket", "leave", "Back to lists", id="leave_terminal", priority=False),
+        Binding("ctrl+right_square_bracket", "leave", "Back to lists", id="leave_terminal", priority=False,
+                tooltip="Leave the terminal, back to the lists (the one key the agent does not get)"),
     ]
 
     DEFAULT_CSS = """
@@ -135,12 +80,26 @@ class TerminalView(Widget, can_focus=True):
     class Left(Message):
         """The user pressed the leave key."""
 
+    class Resized(Message):
+        """The terminal's grid changed size (columns, rows)."""
+
+        def __init__(self, terminal: TerminalView, cols: int, rows: int) -> None:
+            super().__init__()
+            self.terminal = terminal
+            self.cols = cols
+            self.rows = rows
+
+        @property
+        def control(self) -> TerminalView:
+            return self.terminal
+
     def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self.emulator = TerminalEmulator(80, 24, respond=self._write)
         self._fd: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._refresh_pending = False
+        self._last_flush = 0.0
         self._lines: dict[int, Strip] = {}
         self._cursor_line: int | None = None
         self._external_lock: Any = None
@@ -248,12 +207,20 @@ class TerminalView(Widget, can_focus=True):
         self._schedule_refresh()
 
     def _schedule_refresh(self) -> None:
-        if not self._refresh_pending:
-            self._refresh_pending = True
-            self.set_timer(FRAME_INTERVAL, self._flush)
+        # At most one frame per FRAME_INTERVAL, but the first change after a quiet spell (a keystroke's echo)
+        # is drawn at once: delaying every echo by a frame is latency a typist feels.
+        if self._refresh_pending:
+            return
+        self._refresh_pending = True
+        wait = self._last_flush + FRAME_INTERVAL - time.monotonic()
+        if wait <= 0:
+            self.call_later(self._flush)
+        else:
+            self.set_timer(wait, self._flush)
 
     def _flush(self) -> None:
         self._refresh_pending = False
+        self._last_flush = time.monotonic()
         with self._locked():
             dirty = self.emulator.take_dirty()
             cursor_y = self.emulator.screen.cursor.y
@@ -262,7 +229,12 @@ class TerminalView(Widget, can_focus=True):
         dirty.add(cursor_y)
         for y in dirty:
             self._lines.pop(y, None)
-        self.refresh()
+        width, height = self.size
+        if len(dirty) * 2 >= height:
+            self.refresh()
+        else:
+            # Repaint only the changed lines: an echo then costs one line of output, not the whole pane.
+            self.refresh(*[Region(0, y, width, 1) for y in sorted(dirty) if y < height])
 
     def _locked(self) -> Any:
         return self._external_lock if self._external_lock is not None else contextlib.nullcontext()
@@ -273,8 +245,10 @@ class TerminalView(Widget, can_focus=True):
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         if not self.attached:
-            if y == self.size.height // 2 - 1:
-                return Strip([Segment(self.placeholder.center(width)[:width], Style(dim=True))])
+            lines = textwrap.wrap(self.placeholder, max(width - 2, 10))
+            row = y - (self.size.height - len(lines)) // 2
+            if 0 <= row < len(lines):
+                return Strip([Segment(lines[row].center(width)[:width], Style(dim=True))])
             return Strip.blank(width)
         with self._locked():
             screen = self.emulator.screen
@@ -360,6 +334,7 @@ class TerminalView(Widget, can_focus=True):
 
     def on_resize(self, event: events.Resize) -> None:
         cols, rows = self._grid_size()
+        self.post_message(self.Resized(self, cols, rows))
         with self._locked():
             self.emulator.resize(cols, rows)
         self._lines.clear()

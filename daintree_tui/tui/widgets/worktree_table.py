@@ -1,10 +1,19 @@
-"""WorktreeTable: the worktrees pane (name, branch, port, dirty count, ahead/behind, session status)."""
+"""WorktreeTable: the worktrees pane (number, name, session status, dirty count, ahead/behind, output, port, disk,
+branch).
+
+Columns hide by priority when the pane is narrow: the name and session status always show, then the session
+number, the dirty count, ahead/behind, the latest output, the port, disk use and the branch. The cursor follows
+the screen's current worktree (`selected`); moving it posts `Picked`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from rich.text import Text
+from textual import events
+from textual.message import Message
+from textual.reactive import reactive
 from textual.widgets import DataTable
 
 from daintree_tui.core.models import WorktreeEntry
@@ -38,58 +47,207 @@ def last_output_line(screen: str, width: int = 48) -> str:
     return ""
 
 
+@dataclass(frozen=True)
+class Column:
+    key: str
+    label: str
+    width: int
+    priority: int
+    """Lower shows first when space is short."""
+
+
+COLUMNS = (
+    Column("n", "#", 1, 2),
+    Column("name", "Worktree", 0, 0),  # width: the longest name, within NAME_WIDTH
+    Column("session", "Agent", 10, 1),
+    Column("dirty", "±", 4, 3),
+    Column("ab", "↑↓", 7, 4),
+    Column("activity", "Latest output", 0, 5),  # width: what is left, within ACTIVITY_WIDTH
+    Column("port", "Port", 5, 6),
+    Column("disk", "Disk", 6, 7),
+    Column("branch", "Branch", 16, 8),
+)
+NAME_WIDTH = (8, 24)
+ACTIVITY_WIDTH = (14, 48)
+PADDING = 2  # DataTable's cell padding, one cell each side
+
+
+def fit_columns(available: int, name_width: int) -> list[tuple[Column, int]]:
+    """The columns that fit in `available` cells, by priority, in display order, with their widths."""
+    chosen: dict[str, int] = {}
+    used = 0
+    for column in sorted(COLUMNS, key=lambda c: c.priority):
+        width = name_width if column.key == "name" else column.width
+        if column.key == "activity":
+            width = min(ACTIVITY_WIDTH[1], available - used - PADDING)
+            if width < ACTIVITY_WIDTH[0]:
+                continue
+        if used + width + PADDING > available and column.priority > 1:
+            continue
+        chosen[column.key] = width
+        used += width + PADDING
+    if "activity" in chosen:  # the output column takes what the lower-priority columns left over
+        chosen["activity"] = min(ACTIVITY_WIDTH[1], chosen["activity"] + available - used)
+    return [(c, chosen[c.key]) for c in COLUMNS if c.key in chosen]
+
+
 class WorktreeTable(DataTable[Cell]):
     """Live worktrees, one row each, keyed by name."""
 
+    DEFAULT_CSS = "WorktreeTable { overflow-x: hidden; }"
+
+    entries: reactive[tuple[WorktreeEntry, ...]] = reactive(tuple, init=False)
+    facts: reactive[dict[str, Facts]] = reactive(dict, init=False)
+    sessions: reactive[dict[str, SessionInfo]] = reactive(dict, init=False)
+    previews: reactive[dict[str, str]] = reactive(dict, init=False)
+    disk: reactive[dict[str, int]] = reactive(dict, init=False)
+    filter_text: reactive[str] = reactive("", init=False)
+    selected: reactive[str | None] = reactive(None, init=False)
+    """The screen's current worktree: the cursor sits on it when it is shown."""
+
+    class Picked(Message):
+        """The user moved the cursor to another worktree."""
+
+        def __init__(self, table: WorktreeTable, name: str | None) -> None:
+            super().__init__()
+            self.table = table
+            self.name = name
+
+        @property
+        def control(self) -> WorktreeTable:
+            return self.table
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row")
+        self._layout: list[tuple[Column, int]] = []
+        self._pending = False
+        self._syncing = False
 
     def on_mount(self) -> None:
-        self.add_column("#", key="n", width=2)
-        self.add_column("Worktree", key="name")
-        self.add_column("Agent", key="session")
-        self.add_column("Port", key="port", width=5)
-        self.add_column("±", key="dirty", width=3)
-        self.add_column("↑↓", key="ab", width=6)
-        self.add_column("Disk", key="disk")
-        self.add_column("Branch", key="branch")
-        self.add_column("Latest output", key="activity")
+        self._relayout()
 
-    def show(self, entries: Sequence[WorktreeEntry], facts: Mapping[str, Facts],
-             sessions: Mapping[str, SessionInfo], numbers: Mapping[str, int], filter_text: str = "",
-             previews: Mapping[str, str] | None = None, disk: Mapping[str, int] | None = None) -> None:
+    def on_resize(self, event: events.Resize) -> None:
+        self._relayout()
+
+    def _relayout(self) -> None:
+        names = [len(e.name) + (7 if e.status == "kept" else 0) for e in self.entries]
+        name_width = max(NAME_WIDTH[0], min(NAME_WIDTH[1], max(names, default=0)))
+        layout = fit_columns(max(self.size.width, 30), name_width)
+        if layout == self._layout:
+            return
+        self._layout = layout
+        self._syncing = True
+        self.clear(columns=True)
+        for column, width in layout:
+            self.add_column(column.label, key=column.key, width=width)
+        self._syncing = False
+        self.render_rows()
+
+    def _changed(self) -> None:
+        if not self._pending:
+            self._pending = True
+            self.call_later(self.render_rows)
+
+    watch_facts = watch_sessions = watch_previews = watch_disk = watch_filter_text = _changed
+
+    def watch_entries(self) -> None:
+        self._relayout()
+        self._changed()
+
+    def watch_selected(self) -> None:
+        self._follow_selected()
+
+    def render_rows(self) -> None:
         from daintree_tui.services.hygiene import human
 
-        needle = filter_text.lower()
+        self._pending = False
+        needle = self.filter_text.lower()
+        numbers = {name: i for i, name in enumerate((e.name for e in self.entries if e.name in self.sessions), 1)}
+        keys = [column.key for column, _ in self._layout]
         rows = []
-        for entry in entries:
+        for entry in self.entries:
             if needle and needle not in f"{entry.name} {entry.branch} {entry.task_id or ''}".lower():
                 continue
-            fact = facts.get(entry.name)
-            dirty = Text("…", style="dim") if fact is None else (
-                Text("gone", style="red") if not fact.exists else
-                Text(str(fact.dirty), style="yellow" if fact.dirty else "dim"))
-            ab = Text("", style="dim") if fact is None else Text(f"↑{fact.ahead}↓{fact.behind}", style="dim")
+            fact = self.facts.get(entry.name)
             name = Text(entry.name, style="bold" if entry.status == "active" else "italic")
             if entry.status == "kept":
                 name.append(" (kept)", style="dim")
-            number = str(numbers[entry.name]) if entry.name in numbers else ""
-            rows.append((entry.name, (number, name, session_cell(sessions.get(entry.name)),
-                                      str(entry.ports[0]) if entry.ports else "-", dirty, ab,
-                                      Text(human(disk[entry.name]) if disk and entry.name in disk else "…",
-                                           style="dim"),
-                                      Text(entry.branch, style="dim"),
-                                      Text(last_output_line((previews or {}).get(entry.name, "")), style="dim"))))
-        sync_rows(self, rows)
+            cells: dict[str, Cell] = {
+                "n": str(numbers.get(entry.name, "")),
+                "name": name,
+                "session": session_cell(self.sessions.get(entry.name)),
+                "port": str(entry.ports[0]) if entry.ports else "-",
+                "dirty": Text("…", style="dim") if fact is None else (
+                    Text("gone", style="red") if not fact.exists else
+                    Text(str(fact.dirty), style="yellow" if fact.dirty else "dim")),
+                "ab": Text("", style="dim") if fact is None else Text(f"↑{fact.ahead}↓{fact.behind}", style="dim"),
+                "disk": Text(human(self.disk[entry.name]) if entry.name in self.disk else "…", style="dim"),
+                "branch": Text(entry.branch, style="dim"),
+                "activity": Text(last_output_line(self.previews.get(entry.name, "")), style="dim"),
+            }
+            rows.append((entry.name, tuple(cells[k] for k in keys)))
+        self._syncing = True
+        try:
+            sync_rows(self, rows)
+        finally:
+            self._syncing = False
+        self._follow_selected()
 
-    @property
-    def selected_name(self) -> str | None:
+    def _follow_selected(self) -> None:
+        """Put the cursor on the current worktree; with it not listed yet, show no cursor. A filter that hides
+        the current worktree makes its first match current (what is shown is what the keys act on)."""
+        index = next((i for i, key in enumerate(self.rows) if key.value == self.selected), None)
+        if index is None and self.filter_text and self.row_count:
+            self.post_message(self.Picked(self, self.cursor_name()))
+        self.show_cursor = index is not None
+        if index is not None and index != self.cursor_row:
+            self._syncing = True
+            try:
+                self.move_cursor(row=index, animate=False)
+            finally:
+                self._syncing = False
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        event.stop()
+        if self._syncing or not self.show_cursor:
+            return
+        name = self.cursor_name()
+        if name is not None and name != self.selected:
+            self.show_cursor = True
+            self.post_message(self.Picked(self, name))
+
+    def cursor_name(self) -> str | None:
+        """The worktree under the cursor (None for an empty table)."""
         if not self.row_count:
             return None
         key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key
         return str(key.value) if key.value is not None else None
 
+    @property
+    def selected_name(self) -> str | None:
+        return self.cursor_name()
+
+    def _reveal(self) -> bool:
+        """The cursor was hidden (the current worktree is not listed): the first move shows it where it is."""
+        if self.show_cursor or not self.row_count:
+            return False
+        self.show_cursor = True
+        self.post_message(self.Picked(self, self.cursor_name()))
+        return True
+
+    def action_cursor_down(self) -> None:
+        if not self._reveal():
+            super().action_cursor_down()
+
+    def action_cursor_up(self) -> None:
+        if not self._reveal():
+            super().action_cursor_up()
+
+    def on_mouse_down(self) -> None:
+        self.show_cursor = True
+
     def select_name(self, name: str) -> None:
+        """Move the cursor to `name` as the user would (the screen's selection follows)."""
         for index, key in enumerate(self.rows):
             if key.value == name:
                 self.move_cursor(row=index)

@@ -1,0 +1,219 @@
+"""DashboardFeed: the dashboard's non-visual data source.
+
+It reads the project (tasks, index, git facts, disk use, events), polls the sessions and watches the state files,
+and posts what it finds as messages that bubble to the screen. It owns exactly one poll timer: asking for a poll
+while one is scheduled replaces that timer, and a poll asked for while one runs is folded into the next, so however
+often operations call `poll_now()` there is one poll chain.
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from textual import on, work
+from textual.timer import Timer
+from textual.widget import Widget
+from textual.worker import Worker, WorkerState, get_current_worker
+
+from daintree_tui.core.models import WorktreeEntry
+from daintree_tui.tui.messages import (
+    DiskLoaded,
+    EventsAppended,
+    FactsLoaded,
+    FilesChanged,
+    Notice,
+    SessionsPolled,
+    SnapshotLoaded,
+    TrustNeeded,
+)
+
+if TYPE_CHECKING:
+    from daintree_tui.tui.backend import Backend
+
+IGNORED_STATE_DIRS = (".logs", ".tmp", ".trash", ".sessions", ".journal", ".ui.json")
+
+
+class DashboardFeed(Widget):
+    """Polls sessions on one timer and watches files; posts SnapshotLoaded, SessionsPolled and friends."""
+
+    DEFAULT_CSS = "DashboardFeed { display: none; }"
+
+    poll_interval = 1.0
+    """Seconds between polls while something changes."""
+    idle_interval = 2.0
+    """Seconds between polls once all is quiet: idle sessions should cost next to nothing."""
+
+    def __init__(self, backend: Backend, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.backend = backend
+        self.shown: str | None = None
+        """The session on screen: it is not previewed (the terminal already shows it)."""
+        self.auto_queue = False
+        self.polls = 0
+        """How many polls ran (the poll-chain test counts them)."""
+        self.entries: tuple[WorktreeEntry, ...] = ()
+        self._timer: Timer | None = None
+        self._generation = 0
+        self._polling = False
+        self._poll_again = False
+        self._last_poll: Any = None
+        self._known: list[str] = []
+        self._live = False
+        self._events_offset = 0
+        self._stop_watching = threading.Event()
+
+    # -- the poll chain ----------------------------------------------------------------------------------
+
+    def poll_now(self) -> None:
+        """Poll as soon as possible (after an operation): replaces the scheduled poll, never adds a chain."""
+        self._schedule(0)
+
+    def _schedule(self, delay: float) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+        # A timer that already fired has its callback queued, and stop() cannot take that back: the generation
+        # tells the callback of a replaced timer to do nothing.
+        self._generation += 1
+        self._timer = self.set_timer(max(delay, 0.001), partial(self._start_poll, self._generation), name="poll")
+
+    def _start_poll(self, generation: int) -> None:
+        if generation != self._generation:
+            return
+        self._timer = None
+        if self._polling:
+            self._poll_again = True  # folded into the poll that runs now: it schedules the next one
+            return
+        self._polling = True
+        self.polls += 1
+        self.poll_sessions([self.shown] if self.shown else [])
+
+    @work(thread=True, exit_on_error=False, group="poll", description="poll sessions")
+    def poll_sessions(self, shown: list[str]) -> bool:
+        backend = self.backend
+        if self.auto_queue:
+            report = backend.queue.step()
+            if report.started:
+                self.post_message(Notice(f"Auto: started {', '.join(report.started)}"))
+        infos, previews = backend.poll_sessions([n for n in self._known if n not in shown])
+        self._known = [i.name for i in infos]
+        approvals = backend.approvals.records("pending")
+        state = (infos, previews)
+        changed = state != self._last_poll
+        self._last_poll = state
+        self.post_message(SessionsPolled(infos, previews, approvals))
+        return changed
+
+    @on(Worker.StateChanged)
+    def poll_finished(self, event: Worker.StateChanged) -> None:
+        # Worker.StateChanged does not bubble: failures of the feed's workers go to the app from here.
+        report = getattr(self.app, "report_worker_failure", None)
+        if report is not None:
+            report(event)
+        worker = event.worker
+        if worker.group != "poll" or event.state not in (WorkerState.SUCCESS, WorkerState.ERROR,
+                                                         WorkerState.CANCELLED):
+            return
+        self._polling = False
+        if self._poll_again:
+            self._poll_again = False
+            self._schedule(0)
+        else:
+            self._schedule(self.poll_interval if worker.result else self.idle_interval)
+
+    # -- loading -----------------------------------------------------------------------------------------
+
+    @work(thread=True, exit_on_error=False, exclusive=True, group="startup", description="reconcile and load")
+    def startup(self) -> None:
+        backend = self.backend
+        # Paint what is on disk first; reconcile after, and show its repairs if it made any.
+        self.post_message(SnapshotLoaded(backend.snapshot()))
+        fixes = backend.startup()
+        if fixes:
+            self.post_message(SnapshotLoaded(backend.snapshot()))
+            self.post_message(Notice(f"Reconciled {len(fixes)} problem(s) left by a crash", title="doctor --fix"))
+        untrusted = backend.untrusted_hooks()
+        if untrusted:
+            self.post_message(TrustNeeded(untrusted))
+        records, self._events_offset = backend.read_events(0)
+        self.post_message(EventsAppended(records[-200:]))
+
+    def start_live(self) -> None:
+        """After the first frame: facts, the file watcher and the poll chain."""
+        self._live = True
+        self.load_facts(self.entries)
+        self.monitor_files()
+        self.poll_now()
+
+    @work(thread=True, exit_on_error=False, exclusive=True, group="snapshot", description="read tasks and index")
+    def load_snapshot(self) -> None:
+        self.post_message(SnapshotLoaded(self.backend.snapshot()))
+
+    @work(thread=True, exit_on_error=False, exclusive=True, group="facts", description="git facts")
+    def load_facts(self, entries: tuple[WorktreeEntry, ...]) -> None:
+        self.post_message(FactsLoaded(self.backend.facts(entries)))
+        self.post_message(DiskLoaded(self.backend.disk.measure(list(self.entries))))
+
+    @work(thread=True, exit_on_error=False, exclusive=True, group="events", description="tail events")
+    def load_events(self) -> None:
+        records, self._events_offset = self.backend.read_events(self._events_offset)
+        if records:
+            self.post_message(EventsAppended(records))
+
+    def refresh_all(self) -> None:
+        """After an operation: read the project again and poll."""
+        self.load_snapshot()
+        self.load_events()
+        self.poll_now()
+
+    @on(SnapshotLoaded)
+    def snapshot_loaded(self, message: SnapshotLoaded) -> None:
+        self.entries = message.snapshot.entries
+        if self._live:
+            self.load_facts(self.entries)
+
+    @on(FilesChanged)
+    def files_changed(self, message: FilesChanged) -> None:
+        if message.state_changed:
+            self.load_snapshot()
+            self.load_events()
+        elif message.worktrees_touched:
+            touched = tuple(e for e in self.entries if e.name in message.worktrees_touched)
+            if touched:
+                self.load_facts(touched)
+        message.stop()
+
+    @work(thread=True, exit_on_error=False, exclusive=True, group="watch", description="watch state files")
+    def monitor_files(self) -> None:
+        from watchfiles import watch
+
+        project = self.backend.project
+        project.tasks_dir.mkdir(exist_ok=True)
+        project.state_dir.mkdir(exist_ok=True)
+        roots = [project.tasks_dir, project.state_dir]
+        worktrees_root = project.worktrees_root
+        if not worktrees_root.is_relative_to(project.state_dir) and worktrees_root.is_dir():
+            roots.append(worktrees_root)
+        worker = get_current_worker()
+        for changes in watch(*roots, debounce=150, step=50, stop_event=self._stop_watching,
+                             watch_filter=lambda _, path: not any(f"/{d}/" in path or path.endswith(f"/{d}")
+                                                                  for d in IGNORED_STATE_DIRS)):
+            if worker.is_cancelled:
+                return
+            state, touched = False, set()
+            for _, raw in changes:
+                path = Path(raw)
+                if path.parent in (project.tasks_dir, project.state_dir):
+                    state = True
+                elif path.is_relative_to(worktrees_root):
+                    rel = path.relative_to(worktrees_root).parts
+                    if rel:
+                        touched.add(rel[0])
+            self.post_message(FilesChanged(state, frozenset(touched)))
+
+    def on_unmount(self) -> None:
+        self._stop_watching.set()
+        if self._timer is not None:
+            self._timer.stop()

@@ -1,0 +1,249 @@
+"""The dashboard's actions: what each key of `bindings.DASHBOARD_BINDINGS` does.
+
+A base of `MainScreen` so the screen module keeps to arranging widgets and following state. Actions that act on
+the current worktree are marked `@needs_worktree` (the footer, help and palette read that mark); every one that
+asks or blocks starts a flow from `flows.py` as an async worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
+
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import Input, TabbedContent
+
+from daintree_tui.core.models import Task, WorktreeEntry
+from daintree_tui.sessions.manager import SessionInfo
+from daintree_tui.sessions.status import SessionStatus
+from daintree_tui.tui.bindings import KeyRow, key_rows, needs_worktree
+from daintree_tui.tui.feed import DashboardFeed
+from daintree_tui.tui.screens import flows
+from daintree_tui.tui.screens.agent_picker import AgentPickerScreen
+from daintree_tui.tui.screens.bakeoff_new import BakeoffNewScreen
+from daintree_tui.tui.screens.new_task import NewTaskScreen
+from daintree_tui.tui.widgets.diff_view import DiffView
+from daintree_tui.tui.widgets.task_table import TaskTable
+from daintree_tui.tui.widgets.terminal import TerminalView
+from daintree_tui.tui.widgets.worktree_table import WorktreeTable
+
+if TYPE_CHECKING:
+    from daintree_tui.tui.app import DaintreeApp
+    from daintree_tui.tui.backend import Backend
+
+
+def every_binding(screen: list[BindingType], app: list[BindingType], palette_key: str) -> list[BindingType]:
+    """The dashboard's keys in help order: leaving the terminal, the screen's, the palette, the app's."""
+    palette = Binding(palette_key, "command_palette", "Palette", id="command_palette",
+                      tooltip="Command palette: every action by name")
+    return [*TerminalView.BINDINGS, *screen, palette, *app]
+
+
+class DashboardActions(Screen[None]):
+    """Actions and the small helpers they share; the state they read is `MainScreen`'s reactives."""
+
+    # Declared here for the type checker; MainScreen defines them as reactives.
+    tasks: tuple[Task, ...]
+    entries: tuple[WorktreeEntry, ...]
+    sessions: dict[str, SessionInfo]
+    selected: str | None
+    auto_queue: bool
+
+    def attach_and_focus(self, name: str) -> None:
+        raise NotImplementedError
+
+    def release(self, name: str) -> None:
+        raise NotImplementedError
+
+    def operation_done(self, message: str, focus: str | None = None, removed: str | None = None) -> None:
+        raise NotImplementedError
+
+    @property
+    def dashboard(self) -> DaintreeApp:
+        return self.app  # type: ignore[return-value]
+
+    @property
+    def backend(self) -> Backend:
+        return self.dashboard.backend
+
+    @property
+    def feed(self) -> DashboardFeed:
+        return self.query_one(DashboardFeed)
+
+    @property
+    def terminal(self) -> TerminalView:
+        return self.query_one(TerminalView)
+
+    def entry(self, name: str | None) -> WorktreeEntry | None:
+        return next((e for e in self.entries if e.name == name), None)
+
+    def session_order(self) -> list[str]:
+        """Worktrees that have a session, in table order: what the digits, alt+N and [ ] move through."""
+        return [e.name for e in self.entries if e.name in self.sessions]
+
+    def terminal_size(self) -> tuple[int, int]:
+        width, height = self.terminal.size
+        return max(width, 40), max(height, 10)
+
+    # -- actions ---------------------------------------------------------------------------------------------
+
+    def run_flow(self, flow: Coroutine[Any, Any, None], description: str) -> None:
+        self.run_worker(flow, group="ops", exit_on_error=False, description=description)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        method = getattr(self, f"action_{action}", None)
+        if getattr(method, "needs_worktree", False) and not self.selected:
+            return None
+        return True
+
+    def action_new_task(self) -> None:
+        backend = self.backend
+        dialog = flows.ask(self, NewTaskScreen(backend.agents(), backend.default_agent()))
+        self.run_flow(flows.new_task(self, dialog), "create task")
+
+    def action_open_session(self) -> None:
+        tasks = self.query_one(TaskTable)
+        if tasks.has_focus:
+            task = next((t for t in self.tasks if t.id == tasks.selected_task_id), None)
+            if task is not None and not task.worktree:
+                self.run_flow(flows.start_for_task(self, task.id), "start task")
+                return
+        name = self.selected
+        if not name:
+            return
+        info = self.sessions.get(name)
+        if info is not None and info.status != SessionStatus.EXITED:
+            self.attach_and_focus(name)
+        else:
+            self.run_flow(flows.start_session(self, name, None, restart=info is not None), "start session")
+
+    @needs_worktree
+    def action_start_session(self) -> None:
+        name, backend = str(self.selected), self.backend
+        restart = name in self.sessions
+        dialog = flows.ask(self, AgentPickerScreen(name, backend.agents(), backend.default_agent(), restart))
+        self.run_flow(flows.pick_agent(self, name, restart, dialog), "start session")
+
+    @needs_worktree
+    def action_keep(self) -> None:
+        self.run_flow(flows.keep(self, str(self.selected)), "keep")
+
+    @needs_worktree
+    def action_remove(self) -> None:
+        self.run_flow(flows.remove(self, str(self.selected)), "remove")
+
+    @needs_worktree
+    def action_commit(self) -> None:
+        self.run_flow(flows.commit(self, str(self.selected)), "commit")
+
+    @needs_worktree
+    def action_merge(self) -> None:
+        self.run_flow(flows.merge(self, str(self.selected)), "merge")
+
+    @needs_worktree
+    def action_pr(self) -> None:
+        self.run_flow(flows.pull_request(self, str(self.selected)), "pull request")
+
+    @needs_worktree
+    def action_inject_task(self) -> None:
+        if self.selected in self.sessions:
+            self.run_flow(flows.inject_task(self, str(self.selected)), "send task")
+
+    @needs_worktree
+    def action_copy_path(self) -> None:
+        entry = self.entry(self.selected)
+        if entry:
+            self.run_flow(flows.copy_path(self, entry.path), "copy path")
+
+    @needs_worktree
+    def action_diff(self) -> None:
+        self.query_one("#bottom", TabbedContent).active = "diff-tab"
+        self.run_flow(flows.diff(self, str(self.selected)), "diff")
+
+    @needs_worktree
+    def action_full_diff(self) -> None:
+        if self.has_class("full-diff"):
+            self.unzoom()
+            return
+        self.action_diff()
+        self.remove_class("zoomed")
+        self.add_class("full-diff")
+        # Focus goes where it is useful, not wherever Textual moves it from the hidden lists.
+        self.query_one(DiffView).focus()
+
+    def action_zoom(self) -> None:
+        if self.has_class("zoomed"):
+            self.unzoom()
+            return
+        self.remove_class("full-diff")
+        self.add_class("zoomed")
+        if self.terminal.attached:
+            self.terminal.focus()
+        else:
+            self.set_focus(None)
+
+    def unzoom(self) -> None:
+        """Back from the zoomed terminal or the full-screen diff, to the lists."""
+        self.remove_class("zoomed", "full-diff")
+        self.query_one(WorktreeTable).focus()
+
+    def action_events(self) -> None:
+        self.query_one("#bottom", TabbedContent).active = "events-tab"
+
+    def action_bakeoff(self) -> None:
+        tasks = self.query_one(TaskTable)
+        task = next((t for t in self.tasks if t.id == tasks.selected_task_id), None)
+        if task is None:
+            self.notify("Select a task first (in the tasks list)", severity="warning")
+            return
+        backend = self.backend
+        dialog = flows.ask(self, BakeoffNewScreen(task.subject, backend.agents(), backend.default_agent()))
+        self.run_flow(flows.bakeoff(self, task.id, dialog), "bake-off")
+
+    def action_toggle_auto(self) -> None:
+        self.auto_queue = self.feed.auto_queue = not self.auto_queue
+        self.sub_title = f"{self.backend.project.root}" + ("  [auto queue on]" if self.auto_queue else "")
+        self.notify("Auto queue " + ("on: ready tasks with an agent start by themselves" if self.auto_queue
+                                     else "off"))
+        self.feed.poll_now()
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.display = True
+        self.set_focus(box)  # now, not on the next loop turn: `/cart` typed fast all goes to the box
+
+    def key_escape(self) -> None:
+        if self.has_class("zoomed") or self.has_class("full-diff"):
+            self.unzoom()
+            return
+        box = self.query_one("#filter", Input)
+        if box.display:
+            box.value = ""
+            box.display = False
+            self.query_one(WorktreeTable).focus()
+
+    def action_cycle_session(self, step: int) -> None:
+        order = self.session_order()
+        if not order:
+            return
+        index = order.index(self.selected) if self.selected in order else -1
+        self.selected = order[(index + step) % len(order)]
+
+    def action_jump_session(self, number: int) -> None:
+        order = self.session_order()
+        if 1 <= number <= len(order):
+            self.selected = order[number - 1]
+
+    def action_help(self) -> None:
+        from daintree_tui.tui.screens.help import HelpScreen
+
+        self.app.push_screen(HelpScreen(self.help_rows()))
+
+    def help_rows(self) -> list[KeyRow]:
+        app = self.dashboard
+        bindings = every_binding(self.BINDINGS, app.BINDINGS, app.COMMAND_PALETTE_BINDING)
+        return key_rows(bindings, app.keymap, self, app.get_key_display)
+
+    def action_quit_dashboard(self) -> None:
+        self.dashboard.quit_dashboard()

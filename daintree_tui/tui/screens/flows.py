@@ -1,0 +1,172 @@
+"""Dialog flows of the dashboard, each one coroutine run as an async worker.
+
+A flow asks (`await app.push_screen_wait(Dialog(...))`), does the blocking work off the event loop
+(`await asyncio.to_thread(...)`) and reports through `screen.operation_done`. Failures raise; the screen's
+`Worker.StateChanged` handler turns them into one notification.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, TypeVar
+
+from textual.screen import ModalScreen
+
+from daintree_tui.tui.screens.bakeoff import BakeoffScreen
+from daintree_tui.tui.screens.bakeoff_new import BakeoffRequest
+from daintree_tui.tui.screens.commit import CommitScreen
+from daintree_tui.tui.screens.confirm import ConfirmScreen
+from daintree_tui.tui.screens.merge import MergeScreen
+from daintree_tui.tui.screens.new_task import NewTask
+from daintree_tui.tui.screens.remove import RemoveScreen
+
+if TYPE_CHECKING:
+    from daintree_tui.tui.screens.actions import DashboardActions
+
+T = TypeVar("T")
+
+
+def ask(screen: DashboardActions, dialog: ModalScreen[T]) -> asyncio.Future[T | None]:
+    """Push `dialog` now and return its answer to await. Pushing in the key's own handler, not once a worker
+    has started, means keys typed right after it (`n` then the subject) land in the dialog, never in the
+    dashboard's bindings."""
+    answer: asyncio.Future[T | None] = asyncio.get_running_loop().create_future()
+
+    def done(result: T | None) -> None:
+        if not answer.done():
+            answer.set_result(result)
+
+    screen.app.push_screen(dialog, done)
+    return answer
+
+
+async def new_task(screen: DashboardActions, dialog: asyncio.Future[NewTask | None]) -> None:
+    backend = screen.backend
+    new = await dialog
+    if new is None:
+        return
+    if not new.start:
+        task = await asyncio.to_thread(backend.tasks.create, new.subject, new.description)
+        screen.operation_done(f"Created task {task.id}")
+        return
+    size = screen.terminal_size()
+    task, entry, info = await asyncio.to_thread(backend.quick_create, new.subject, new.description, new.agent,
+                                                new.base, size)
+    screen.operation_done(f"Task {task.id} → worktree {entry.name}" + (f" with {info.agent}" if info else ""),
+                          focus=entry.name)
+
+
+async def start_for_task(screen: DashboardActions, task_id: int) -> None:
+    backend = screen.backend
+    size = screen.terminal_size()
+
+    def create() -> tuple[str, str, str]:
+        task = backend.tasks.get(task_id)
+        entry = backend.worktrees.create(backend.unique_name(task.subject), task_id=task.id)
+        return task.subject, entry.name, backend.start_session(entry.name, None, size).agent
+
+    _, name, agent = await asyncio.to_thread(create)
+    screen.operation_done(f"Task {task_id} → worktree {name} with {agent}", focus=name)
+
+
+async def start_session(screen: DashboardActions, name: str, agent: str | None, restart: bool) -> None:
+    size = screen.terminal_size()
+    if restart:
+        screen.release(name)
+    info = await asyncio.to_thread(screen.backend.start_session, name, agent, size, restart)
+    screen.operation_done(f"Started {info.agent} in {name}", focus=name)
+
+
+async def pick_agent(screen: DashboardActions, name: str, restart: bool,
+                     dialog: asyncio.Future[str | None]) -> None:
+    agent = await dialog
+    if agent:
+        await start_session(screen, name, agent, restart)
+
+
+async def keep(screen: DashboardActions, name: str) -> None:
+    await asyncio.to_thread(screen.backend.keep, name)
+    screen.operation_done(f"Kept {name}")
+
+
+async def remove(screen: DashboardActions, name: str) -> None:
+    dirty = await asyncio.to_thread(screen.backend.dirty_files, name)
+    entry = screen.entry(name)
+    choice = await screen.app.push_screen_wait(RemoveScreen(name, dirty, entry is not None and
+                                                            entry.task_id is not None))
+    if choice is None:
+        return
+    screen.release(name)
+    result = await asyncio.to_thread(screen.backend.remove, name, choice.force, choice.complete_task)
+    warnings = "; ".join(result.warnings)
+    screen.operation_done(result.message + (f" ({warnings})" if warnings else ""), removed=name)
+
+
+async def commit(screen: DashboardActions, name: str) -> None:
+    dirty = await asyncio.to_thread(screen.backend.dirty_files, name)
+    entry = screen.entry(name)
+    task = next((t for t in screen.tasks if entry and t.id == entry.task_id), None)
+    choice = await screen.app.push_screen_wait(CommitScreen(name, dirty, task.subject if task else ""))
+    if choice is None:
+        return
+    result = await asyncio.to_thread(screen.backend.commit, name, choice.message, choice.all_changes)
+    files = result["files"]
+    screen.operation_done(f"Committed {len(files) if isinstance(files, list) else 0} file(s) in {name}")
+
+
+async def merge(screen: DashboardActions, name: str) -> None:
+    target = await asyncio.to_thread(screen.backend.merge_target, name)
+    choice = await screen.app.push_screen_wait(MergeScreen(name, target))
+    if choice is None:
+        return
+    screen.notify(f"Merging {name} ({choice.strategy})…")
+    if choice.remove:
+        screen.release(name)
+    result = await asyncio.to_thread(screen.backend.merge, name, choice.strategy, choice.into, choice.remove,
+                                     choice.complete_task)
+    screen.operation_done(result.message + (f"; removed {name}" if result.removed else ""),
+                          removed=name if result.removed else None)
+
+
+async def pull_request(screen: DashboardActions, name: str) -> None:
+    body = f"Push {name}'s branch and open a pull request with gh?"
+    if not await screen.app.push_screen_wait(ConfirmScreen("Open a pull request", body, yes="Push and open PR")):
+        return
+    screen.notify(f"Pushing {name}…")
+    result = await asyncio.to_thread(screen.backend.pr, name)
+    screen.operation_done(f"Opened {result['url']}")
+
+
+async def inject_task(screen: DashboardActions, name: str) -> None:
+    await asyncio.to_thread(screen.backend.inject_task, name)
+    screen.operation_done(f"Sent the task to {name}")
+
+
+async def bakeoff(screen: DashboardActions, task_id: int, dialog: asyncio.Future[BakeoffRequest | None]) -> None:
+    backend = screen.backend
+    request = await dialog
+    if not request:
+        return
+    record = await asyncio.to_thread(backend.bakeoffs.create, task_id, request.agents, score=request.score)
+    screen.operation_done(f"Bake-off {record['id']}: {', '.join(record['candidates'])}")
+    await screen.app.push_screen(BakeoffScreen(record))
+
+
+async def diff(screen: DashboardActions, name: str) -> None:
+    from daintree_tui.tui.widgets.diff_view import DiffView
+
+    text = await asyncio.to_thread(screen.backend.diff, name)
+    if screen.selected == name:  # the user may have moved on while git ran
+        screen.query_one(DiffView).show(name, text)
+
+
+async def copy_path(screen: DashboardActions, path: str) -> None:
+    import pyperclip
+
+    try:
+        await asyncio.to_thread(pyperclip.copy, path)
+    except pyperclip.PyperclipException:
+        screen.app.copy_to_clipboard(path)
+        screen.notify(f"No system clipboard; sent to the terminal's clipboard: {path}")
+        return
+    screen.notify(f"Copied {path}")

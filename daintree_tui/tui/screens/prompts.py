@@ -1,0 +1,62 @@
+"""Prompts the dashboard raises on its own: an agent's approval request, trusting the repository's hooks, and
+restarting sessions after the tmux server went away. Each is one coroutine run as an async worker."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from daintree_tui.tui.screens.confirm import ConfirmScreen
+
+if TYPE_CHECKING:
+    from daintree_tui.tui.screens.actions import DashboardActions
+
+
+async def approval(screen: DashboardActions, request: Mapping[str, object]) -> None:
+    argv = request["argv"] if isinstance(request["argv"], list) else []
+    body = (f"The agent in {request['worktree']} (role {request.get('role') or '-'}) asks to run:\n\n"
+            f"  daintree {' '.join(map(str, argv))}\n")
+    request_id = int(str(request["id"]))
+    approve = await screen.app.push_screen_wait(
+        ConfirmScreen(f"Approve {request['action']} from {request['worktree']}?", body, yes="Approve and run",
+                      no="Reject"))
+    backend = screen.backend
+    if approve:
+        outcome = await asyncio.to_thread(backend.run_approved, request_id)
+        screen.operation_done(f"Approved request {request_id}: {outcome}")
+    else:
+        await asyncio.to_thread(backend.approvals.resolve, request_id, False)
+        screen.operation_done(f"Rejected request {request_id}")
+
+
+async def trust(screen: DashboardActions, commands: list[str]) -> None:
+    body = ("This repository's .daintree.toml defines hooks that run shell commands:\n\n"
+            + "\n".join(f"  {c}" for c in commands)
+            + "\n\nTrust it? (recorded for you only, outside the repository; a change asks again)")
+    if await screen.app.push_screen_wait(ConfirmScreen("Trust this repository's hooks?", body, yes="Trust",
+                                                       no="Not now")):
+        await asyncio.to_thread(screen.backend.trust)
+        screen.operation_done("Trusted .daintree.toml: its hooks will run")
+
+
+async def server_lost(screen: DashboardActions, vanished: list[str]) -> None:
+    """Sessions vanished all at once: if the tmux server died under them, offer to start them again."""
+    lost = await asyncio.to_thread(screen.backend.lost_sessions, vanished)
+    if not lost:
+        return
+    screen.notify(f"The tmux server stopped: {len(lost)} session(s) ended", severity="error", timeout=10)
+    body = ("The sessions' tmux server is gone (killed or crashed). Their worktrees and any uncommitted work "
+            "are untouched.\n\n" + "\n".join(f"  {n} ({a})" for n, a in lost.items())
+            + "\n\nStart them again with the same agents?")
+    if not await screen.app.push_screen_wait(ConfirmScreen("The tmux server stopped", body,
+                                                           yes="Restart sessions", no="Not now")):
+        return
+    size = screen.terminal_size()
+
+    def restart() -> None:
+        for name, agent in lost.items():
+            screen.backend.start_session(name, agent, size)
+
+    await asyncio.to_thread(restart)
+    screen.operation_done(f"Restarted {len(lost)} session(s)")
