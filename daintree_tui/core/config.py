@@ -97,11 +97,14 @@ class Config:
     # repo may tighten the sandbox, but loosening it needs `daintree trust` like a command does (DESIGN 2a).
     sandbox_repo_keys: frozenset[str] = frozenset()
     repo_config_path: Path | None = None
+    worktree_dir_source: str = "default"  # "repo", "user" or "default": the repo may only point inside itself
+    repo_commands: dict[str, str] = field(default_factory=dict)  # command-bearing keys the repo's file sets
+    events_max_mb: float = 20.0
 
 
 _TOP_KEYS = {
     "worktree_dir", "branch_prefix", "base", "deps", "ports", "hooks", "agents", "default_agent", "keys",
-    "notifications", "sessions", "max_sessions", "roles", "default_role", "bakeoff", "hosts", "sandbox",
+    "notifications", "sessions", "max_sessions", "roles", "default_role", "bakeoff", "hosts", "sandbox", "events",
 }
 _SECTION_KEYS = {
     "deps": {"include", "link"},
@@ -110,6 +113,7 @@ _SECTION_KEYS = {
     "notifications": {"bell", "desktop", "quiet_hours", "on_waiting", "on_exited"},
     "sessions": {"waiting_debounce"},
     "bakeoff": {"score"},
+    "events": {"max_mb"},
 }
 _AGENT_KEYS = {"command", "prompt", "prompt_mode", "waiting_pattern", "max_minutes", "role", "sandbox"}
 SANDBOX_MODES = ("auto", "on", "off")
@@ -372,6 +376,13 @@ def parse(data: dict[str, Any], repo_config_path: Path | None = None) -> Config:
         role = data["default_role"]
         _expect(isinstance(role, str) and role in cfg.roles, "default_role", "the name of a [roles.*] table", role)
         cfg.default_role = role
+    events = data.get("events", {})
+    _expect(isinstance(events, dict), "events", "a table", events)
+    if "max_mb" in events:
+        value = events["max_mb"]
+        _expect(isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= 100_000
+                and value == value, "events.max_mb", "a size in MB from 0 to 100000", value)
+        cfg.events_max_mb = float(value)
     if "max_sessions" in data:
         value = data["max_sessions"]
         _expect(isinstance(value, int) and not isinstance(value, bool) and value >= 1, "max_sessions",
@@ -421,15 +432,45 @@ def load(root: Path) -> Config:
     user_path = user_config_dir() / "config.toml"
     repo_path = root / REPO_CONFIG_NAME
     user = _tag_hooks(_read_toml(user_path), "user")
-    repo = _tag_hooks(_read_toml(repo_path), "repo")
-    if "hosts" in repo:
+    repo_raw = _read_toml(repo_path)
+    if "hosts" in repo_raw:
         # Hosts are where we ssh to: only the user decides that, never a repository someone else wrote.
         warn(f"config: [hosts] in {repo_path} ignored: remote hosts belong in your own config "
              f"({user_path}), `daintree host add`")
-        del repo["hosts"]
+        del repo_raw["hosts"]
+    commands = repo_command_keys(repo_raw)
+    repo = _tag_hooks(repo_raw, "repo")
     cfg = parse(merge(user, repo), repo_path if repo_path.exists() else None)
+    cfg.repo_commands = commands
+    cfg.worktree_dir_source = "repo" if "worktree_dir" in repo else "user" if "worktree_dir" in user else "default"
     cfg.sandbox_repo_keys = _sandbox_keys(repo)
     return cfg
+
+
+def repo_command_keys(repo: dict[str, Any]) -> dict[str, str]:
+    """Every key of the repository's own file that carries a command, with the command: these run only after
+    `daintree trust` (DESIGN.md 2a). A new command-bearing key must be added here."""
+    out: dict[str, str] = {}
+    hooks = repo.get("hooks")
+    if isinstance(hooks, dict):
+        for name in HOOK_NAMES:
+            items = hooks.get(name)
+            items = [items] if isinstance(items, str | dict) else items if isinstance(items, list) else []
+            for i, item in enumerate(items):
+                command = item.get("command") if isinstance(item, dict) else item
+                out[f"hooks.{name}[{i}]"] = str(command)
+    agents = repo.get("agents")
+    if isinstance(agents, dict):
+        for name, value in agents.items():
+            if isinstance(value, dict) and "command" in value:
+                out[f"agents.{name}.command"] = str(value["command"])
+    default = repo.get("default_agent")
+    if isinstance(default, str) and f"agents.{default}.command" in out:
+        out["default_agent"] = out[f"agents.{default}.command"]
+    bakeoff = repo.get("bakeoff")
+    if isinstance(bakeoff, dict) and "score" in bakeoff:
+        out["bakeoff.score"] = str(bakeoff["score"])
+    return out
 
 
 def in_quiet_hours(quiet: tuple[str, str] | None, now_hhmm: str) -> bool:

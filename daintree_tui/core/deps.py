@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
 from daintree_tui.core import git as g
+from daintree_tui.core import trust
 from daintree_tui.core.config import Config
 from daintree_tui.core.errors import OperationError
+from daintree_tui.core.log import warn
 
 INCLUDE_FILE = ".worktreeinclude"
 
@@ -47,15 +48,18 @@ def files_to_include(root: Path, patterns: list[str], skip_dirs: list[Path]) -> 
 
 
 def copy_includes(root: Path, worktree: Path, files: list[str]) -> list[str]:
-    """Copy each file into the worktree, never overwriting one that is already there."""
+    """Copy each file into the worktree, never overwriting one that is already there and never through a
+    symbolic link (the branch may have committed `config -> /somewhere/else`): such a file is skipped."""
     copied = []
     for rel in files:
-        src, dst = root / rel, worktree / rel
-        if dst.exists() or dst.is_symlink() or not src.is_file():
+        src = root / rel
+        if not src.is_file():
             continue
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, dst)
-        copied.append(rel)
+        try:
+            if trust.safe_copy_file(src, worktree, rel):
+                copied.append(rel)
+        except OperationError as exc:
+            warn(f"deps: not copying {rel}: {exc}")
     return copied
 
 
@@ -68,13 +72,23 @@ def link_dependencies(root: Path, worktree: Path, cfg: Config, common_dir: Path)
             continue
         if dst.exists() or dst.is_symlink():
             continue  # the branch has its own; never overwrite it
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        if spec.mode == "symlink":
-            os.symlink(src, dst, target_is_directory=src.is_dir())
-        else:
-            proc = subprocess.run(["cp", "-a", "--reflink=auto", str(src), str(dst)], capture_output=True, text=True)
-            if proc.returncode != 0:
-                raise OperationError(f"cannot copy {spec.path}: {g.last_line(proc.stderr)}")
+        try:
+            with trust.open_parent(worktree, spec.path) as (dir_fd, name):
+                if spec.mode == "symlink":
+                    os.symlink(src, name, dir_fd=dir_fd)
+                else:
+                    # cp writes into the directory that was checked (by its fd), and copies links as links.
+                    proc = subprocess.run(["cp", "-a", "--reflink=auto", "--no-target-directory", "--", str(src),
+                                           trust.fd_path(dir_fd, name)], capture_output=True, text=True)
+                    if proc.returncode != 0:
+                        raise OperationError(f"cannot copy {spec.path}: {g.last_line(proc.stderr)}")
+        except FileExistsError:
+            continue
+        except OperationError as exc:
+            if "refusing" not in str(exc):
+                raise
+            warn(f"deps: not linking {spec.path}: {exc}")
+            continue
         # No trailing slash: a `dir/` pattern does not match a symlink.
         g.add_exclude(common_dir, [f"/{spec.path.strip('/')}"])
         linked.append({"path": spec.path, "mode": spec.mode})

@@ -54,6 +54,20 @@ def rev_parse_commit(root: Path, ref: str) -> str | None:
     return proc.stdout.strip() or None if proc.returncode == 0 else None
 
 
+def ref_candidates(root: Path, ref: str) -> list[str]:
+    """The full ref names a short name could mean (git's own order: refs/X, tag, branch, remote-tracking). Two or
+    more is an ambiguity git would settle silently (a tag wins over a branch): callers reject it instead.
+    An expression (`main~2`, a commit id, `HEAD`) gives no candidates."""
+    if not ref or ref.startswith("-") or ref.startswith("refs/") or any(c in ref for c in "~^:@{}*?[ \\") \
+            or ref.isupper():
+        return []
+    wanted = [f"refs/{ref}", f"refs/tags/{ref}", f"refs/heads/{ref}", f"refs/remotes/{ref}",
+              f"refs/remotes/{ref}/HEAD"]
+    proc = git(root, "for-each-ref", "--format=%(refname)", *wanted, check=False)
+    found = set(proc.stdout.split())
+    return [r for r in wanted if r in found]
+
+
 def branch_exists(root: Path, branch: str) -> bool:
     return git(root, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False).returncode == 0
 

@@ -2,52 +2,36 @@
 
 from __future__ import annotations
 
-import hashlib
+import os
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
-from daintree_tui.core.config import HookSpec, user_data_dir
+from daintree_tui.core.config import HookSpec
 from daintree_tui.core.environment import worktree_env
-from daintree_tui.core.errors import InputError, OperationError
+from daintree_tui.core.errors import OperationError
 from daintree_tui.core.log import warn
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.project import Project
 from daintree_tui.core.runner import run_command
 from daintree_tui.core.sandbox import wrap_command
-from daintree_tui.core.store import read_json, write_json
+from daintree_tui.core.trust import (  # re-exported: callers import trust from here
+    file_sha256,
+    is_trusted,
+    private_dir,
+    repo_config_trusted,
+    trust,
+    trust_file,
+    trust_status,
+)
 
+__all__ = ["GATE_HOOKS", "HookOutcome", "file_sha256", "hook_log", "is_trusted", "run_hooks", "trust",
+           "trust_file", "trust_status"]
 
-def trust_file() -> Path:
-    return user_data_dir() / "trust.json"
-
-
-def file_sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def is_trusted(config_path: Path) -> bool:
-    data, _ = read_json(trust_file(), "trust record")
-    if not isinstance(data, dict):
-        return False
-    try:
-        return data.get(str(config_path.resolve())) == file_sha256(config_path)
-    except OSError:
-        return False
-
-
-def trust(project: Project) -> dict[str, str]:
-    """Record the repo config's current hash for this user; a later change needs trust again."""
-    path = project.root / ".daintree.toml"
-    if not path.is_file():
-        raise InputError(f"nothing to trust: {path} does not exist")
-    data, _ = read_json(trust_file(), "trust record")
-    records = data if isinstance(data, dict) else {}
-    digest = file_sha256(path)
-    records[str(path.resolve())] = digest
-    write_json(trust_file(), records)
-    return {"path": str(path), "sha256": digest}
+# Hooks that decide whether an operation may go on: one that cannot run for want of trust refuses it (fail closed).
+GATE_HOOKS = ("pre_merge",)
 
 
 @dataclass(frozen=True)
@@ -66,6 +50,13 @@ def hook_log(project: Project, name: str) -> Path:
     return project.logs_dir / f"{name}.hooks.log"
 
 
+def _private_append(path: Path) -> BinaryIO:
+    """Open a log for appending, readable by the user only (0600), never through a symbolic link."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    os.fchmod(fd, 0o600)
+    return os.fdopen(fd, "ab")
+
+
 def run_hooks(project: Project, hook: str, entry: WorktreeEntry, *, cwd: Path | None = None,
               extra_env: dict[str, str] | None = None) -> list[HookOutcome]:
     """Run the commands of one hook in the worktree; stop at the first failing one that is not optional.
@@ -76,14 +67,13 @@ def run_hooks(project: Project, hook: str, entry: WorktreeEntry, *, cwd: Path | 
     specs: list[HookSpec] = project.config.hooks.get(hook, [])
     if not specs:
         return []
-    cfg_path = project.config.repo_config_path
-    trusted = cfg_path is not None and is_trusted(cfg_path)
+    trusted = repo_config_trusted(project.config)
     env = worktree_env(project, entry)
     env["DAINTREE_HOOK"] = hook
     env.update(extra_env or {})
     workdir = cwd or Path(entry.path)
     log = hook_log(project, entry.name)
-    log.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(log.parent)
     # Hooks run in the agent's worktree (a test command runs the agent's code): same sandbox as its session.
     # post_remove is the exception: its worktree is gone, and it runs in the primary, which no agent can write.
     sandboxed = hook != "post_remove" and Path(entry.path).is_dir()
@@ -95,11 +85,15 @@ def run_hooks(project: Project, hook: str, entry: WorktreeEntry, *, cwd: Path | 
     outcomes = []
     for spec in specs:
         if spec.source == "repo" and not trusted:
+            if hook in GATE_HOOKS:
+                raise OperationError(f"{hook} check {spec.command!r} cannot run: the repository's .daintree.toml "
+                                     "is not trusted (review it, then run `daintree trust`; or skip the checks "
+                                     "with --no-verify)")
             warn(f"hook {hook}: skipped {spec.command!r}: .daintree.toml is not trusted (run `daintree trust`)")
             outcomes.append(HookOutcome(spec.command, None, spec.optional, skipped="untrusted"))
             continue
         if spec.background:
-            with log.open("ab") as fh:
+            with _private_append(log) as fh:
                 fh.write(f"--- {hook} (background): {spec.command}\n".encode())
                 fh.flush()
                 subprocess.Popen(command_argv(spec.command, background=True), cwd=workdir, env=env,
@@ -109,9 +103,10 @@ def run_hooks(project: Project, hook: str, entry: WorktreeEntry, *, cwd: Path | 
             outcomes.append(HookOutcome(spec.command, None, spec.optional))
             continue
         result = run_command(command_argv(spec.command), workdir, env, spec.timeout or project.config.hook_timeout)
-        with log.open("a", encoding="utf-8") as text_log:
-            text_log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} {hook}: {spec.command} -> {result.exit_code}\n")
-            text_log.write(result.stdout + result.stderr)
+        with _private_append(log) as fh:
+            fh.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} {hook}: {spec.command} -> {result.exit_code}\n"
+                     .encode())
+            fh.write((result.stdout + result.stderr).encode("utf-8", errors="replace"))
         tail = (result.stdout + result.stderr)[-2000:]
         outcome = HookOutcome(spec.command, result.exit_code, spec.optional)
         outcomes.append(outcome)
@@ -125,9 +120,3 @@ def run_hooks(project: Project, hook: str, entry: WorktreeEntry, *, cwd: Path | 
             project.events.append("hook.ran", worktree=entry.brief(), hook=hook, command=spec.command,
                                   exit_code=0, output=tail)
     return outcomes
-
-
-def trust_status(project: Project) -> dict[str, object]:
-    path = project.root / ".daintree.toml"
-    return {"path": str(path), "exists": path.is_file(), "trusted": path.is_file() and is_trusted(path),
-            "record": str(trust_file())}

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from daintree_tui.core import validate as v
+
 
 class JsonRecord(Mapping[str, Any]):
     """A typed record that also reads, key by key, as its JSON form (`to_dict`): code written against the stored
@@ -59,17 +61,23 @@ class Task:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Task:
-        """Build from a stored record; raises ValueError/TypeError/KeyError on a malformed one."""
-        status = TaskStatus(data.get("status", "pending"))
-        blocked = data.get("blockedBy") or []
-        if not isinstance(blocked, list):
-            raise ValueError("blockedBy must be a list")
+    def from_dict(cls, data: object) -> Task:
+        """Build from a stored record, checking every field's type; raises ValueError (RecordError) on a
+        malformed one (`[1,2]`, `"id": 1e999`, a string where an int goes), which callers skip with a warning."""
+        data = v.record(data, "task")
+        status = v.field(data, "status", "str", default="pending")
+        if status not in TaskStatus.__members__.values():
+            raise v.RecordError(f"unknown status {status!r}")
+        worktree = v.field(data, "worktree", "str?", default="")
+        if worktree and v.name_problem(worktree, new=False):
+            raise v.RecordError(f"bad worktree name {worktree!r}")
         return cls(
-            id=int(data["id"]), subject=str(data.get("subject", "")), description=str(data.get("description") or ""),
-            status=status, owner=str(data.get("owner") or ""), worktree=str(data.get("worktree") or ""),
-            blockedBy=[int(b) for b in blocked], created_at=float(data.get("created_at") or 0.0),
-            updated_at=float(data.get("updated_at") or 0.0),
+            id=v.field(data, "id", "id", required=True), subject=v.field(data, "subject", "str", default=""),
+            description=v.field(data, "description", "str?", default=""), status=TaskStatus(status),
+            owner=v.field(data, "owner", "str?", default=""), worktree=worktree,
+            blockedBy=list(v.field(data, "blockedBy", "ints?", default=[])),
+            created_at=float(v.field(data, "created_at", "number?", default=0.0)),
+            updated_at=float(v.field(data, "updated_at", "number?", default=0.0)),
             extra={k: v for k, v in data.items() if k not in _TASK_FIELDS},
         )
 
@@ -111,14 +119,30 @@ class WorktreeEntry:
         return self.status in LIVE
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> WorktreeEntry:
-        task_id = data.get("task_id")
+    def from_dict(cls, data: object) -> WorktreeEntry:
+        """Build from a stored index entry, checking every field's type; raises ValueError (RecordError) on a
+        malformed one. The entry is data: its `path` is checked against git before anything acts on it."""
+        data = v.record(data, "index entry")
+        name = v.field(data, "name", "str", required=True)
+        problem = v.name_problem(name, new=False)
+        if problem:
+            raise v.RecordError(f"bad name {name!r}")
+        path = v.field(data, "path", "str", required=True)
+        if not path.startswith("/") or "\0" in path:
+            raise v.RecordError(f"path {path!r} is not absolute")
+        status = v.field(data, "status", "str", default="active")
+        if status not in WorktreeStatus.__members__.values():
+            raise v.RecordError(f"unknown status {status!r}")
+        kept_at = v.field(data, "kept_at", "number?")
+        removed_at = v.field(data, "removed_at", "number?")
         return cls(
-            name=str(data["name"]), path=str(data["path"]), branch=str(data.get("branch", "")),
-            base_ref=str(data.get("base_ref", "")), base_commit=str(data.get("base_commit", "")),
-            task_id=None if task_id is None else int(task_id), status=WorktreeStatus(data.get("status", "active")),
-            ports=[int(p) for p in data.get("ports") or []], created_at=float(data.get("created_at") or 0.0),
-            kept_at=data.get("kept_at"), removed_at=data.get("removed_at"),
+            name=name, path=path, branch=v.field(data, "branch", "str", default=""),
+            base_ref=v.field(data, "base_ref", "str", default=""), base_commit=v.field(data, "base_commit", "str", default=""),
+            task_id=v.field(data, "task_id", "id?"), status=WorktreeStatus(status),
+            ports=list(v.field(data, "ports", "ports?", default=[])),
+            created_at=float(v.field(data, "created_at", "number?", default=0.0)),
+            kept_at=None if kept_at is None else float(kept_at),
+            removed_at=None if removed_at is None else float(removed_at),
             extra={k: v for k, v in data.items() if k not in _ENTRY_FIELDS},
         )
 

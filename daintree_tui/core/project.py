@@ -12,9 +12,10 @@ from functools import cached_property
 from pathlib import Path
 
 from daintree_tui.core import config as config_mod
-from daintree_tui.core.errors import InputError
+from daintree_tui.core.errors import ConfigError, InputError, OperationError
 from daintree_tui.core.git import add_exclude
 from daintree_tui.core.store import EventLog, StateLock
+from daintree_tui.core.trust import check_worktree_dir, state_dir_problem
 
 STATE_EXCLUDES = ("/.tasks/", "/.worktrees/")
 
@@ -88,8 +89,10 @@ class Project:
 
     @cached_property
     def worktrees_root(self) -> Path:
-        """Where worktree directories go (`worktree_dir`, default `.worktrees/`)."""
-        return (self.root / self.config.worktree_dir).resolve()
+        """Where worktree directories go (`worktree_dir`, default `.worktrees/`), checked by the trust rules: the
+        repository's file may only point inside itself, the user's own config never at or above the primary."""
+        cfg = self.config
+        return check_worktree_dir(self.root, cfg.worktree_dir, cfg.worktree_dir_source, self.common_dir)
 
     def worktree_path(self, name: str) -> Path:
         return self.worktrees_root / name
@@ -102,11 +105,18 @@ class Project:
 
     @cached_property
     def lock(self) -> StateLock:
+        problem = state_dir_problem(self)
+        if problem:
+            raise OperationError(problem)
         return StateLock(self.state_dir / ".lock")
 
     @cached_property
     def events(self) -> EventLog:
-        return EventLog(self.state_dir / "events.jsonl")
+        try:
+            max_mb = self.config.events_max_mb
+        except ConfigError:
+            max_mb = config_mod.Config.events_max_mb
+        return EventLog(self.state_dir / "events.jsonl", max_bytes=int(max_mb * 1024 * 1024))
 
     def ensure_excluded(self) -> None:
         """Keep the primary's `git status` clean: exclude our state dirs in `.git/info/exclude`."""

@@ -74,11 +74,11 @@ def read_json(path: Path, what: str) -> tuple[Any, str | None]:
         problem = f"{what} {path} is missing"
         if not backup_path(path).exists():
             return None, None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         problem = f"{what} {path} is corrupt ({type(exc).__name__})"
     try:
         data = json.loads(backup_path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None, f"{problem}; no usable backup"
     return data, f"{problem}; recovered from {backup_path(path).name}"
 
@@ -136,11 +136,33 @@ class StateLock:
                 delay = min(delay * 2, 0.02)
 
 
-class EventLog:
-    """`events.jsonl`: one JSON object a line, append-only, readable past torn lines."""
+DEFAULT_EVENTS_MAX_BYTES = 20 * 1024 * 1024
+_TAIL_BLOCK = 64 * 1024
 
-    def __init__(self, path: Path) -> None:
+
+def _private_dir(path: Path) -> None:
+    """The folder of a log: made 0700 (it holds hook output and task text: the user's only)."""
+    path.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):
+        if path.stat().st_mode & 0o077:
+            path.chmod(0o700)
+
+
+class EventLog:
+    """`events.jsonl`: one JSON object a line, append-only, readable past torn lines.
+
+    The file is the user's only (0600 in a 0700 folder). When it passes `max_bytes` it is renamed to
+    `events.jsonl.1` (one rotated file kept; the older one goes), and readers read from the end, so a long
+    history costs nothing to a reader that wants the last few records.
+    """
+
+    def __init__(self, path: Path, max_bytes: int = DEFAULT_EVENTS_MAX_BYTES) -> None:
         self.path = path
+        self.max_bytes = max_bytes
+
+    @property
+    def rotated_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".1")
 
     def append(self, event: str, *, task: dict[str, Any] | None = None,
                worktree: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
@@ -148,19 +170,21 @@ class EventLog:
         record: dict[str, Any] = {"event": event, "ts": time.time(), "task": task or {}, "worktree": worktree or {}}
         record.update({k: v for k, v in extra.items() if v is not None})
         line = json.dumps(record, separators=(",", ":"), default=str) + "\n"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            _private_dir(self.path.parent)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except OSError as exc:
             warn(f"cannot append to {self.path}: {exc.strerror or exc}")
             return record
         try:
+            st = os.fstat(fd)
+            if st.st_mode & 0o077:
+                os.fchmod(fd, 0o600)
+            if st.st_size >= self.max_bytes:
+                fd = self._rotate(fd)
             size = os.fstat(fd).st_size
-            if size:
-                with open(self.path, "rb") as fh:
-                    fh.seek(size - 1)
-                    if fh.read(1) != b"\n":
-                        line = "\n" + line
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                line = "\n" + line
             os.write(fd, line.encode("utf-8"))
         except OSError as exc:
             warn(f"cannot append to {self.path}: {exc.strerror or exc}")
@@ -168,19 +192,128 @@ class EventLog:
             os.close(fd)
         return record
 
-    def read(self, limit: int | None = None) -> tuple[list[dict[str, Any]], int]:
-        """All records (the last `limit` when given) and how many torn or foreign lines were skipped."""
+    def _rotate(self, fd: int) -> int:
+        """Move the full log to `.1` (under an exclusive flock, so two writers never rotate twice) and return a
+        descriptor of the fresh file."""
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
-            raw = self.path.read_bytes()
+            # Another writer may have rotated while we waited: only the file still at `path` is ours to move.
+            current = os.stat(self.path, follow_symlinks=False)
+            mine = os.fstat(fd)
+            if (current.st_ino, current.st_dev) == (mine.st_ino, mine.st_dev) and mine.st_size >= self.max_bytes:
+                os.replace(self.path, self.rotated_path)
+        except FileNotFoundError:
+            pass
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+        return os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+
+    def read(self, limit: int | None = None) -> tuple[list[dict[str, Any]], int]:
+        """The records (the last `limit` when given, read from the end of the file) and how many torn or foreign
+        lines were skipped. Without a limit: the rotated file's records too, then the current file's."""
+        if limit is not None:
+            if limit <= 0:
+                return [], 0
+            return self._tail(limit)
+        records: list[dict[str, Any]] = []
+        skipped = 0
+        for path in (self.rotated_path, self.path):
+            try:
+                raw = path.read_bytes()
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                warn(f"cannot read {path}: {exc.strerror or exc}")
+                continue
+            got, bad = parse_event_lines(raw.split(b"\n"))
+            records += got
+            skipped += bad
+        return records, skipped
+
+    def _tail(self, limit: int) -> tuple[list[dict[str, Any]], int]:
+        """The last `limit` records: blocks read backwards from the end until enough lines are parsed."""
+        records: list[dict[str, Any]] = []
+        skipped = 0
+        for path in (self.path, self.rotated_path):
+            got, bad = tail_records(path, limit - len(records))
+            records = got + records
+            skipped += bad
+            if len(records) >= limit:
+                break
+        return records[-limit:], skipped
+
+    def read_since(self, offset: int, max_records: int = 1000) -> tuple[list[dict[str, Any]], int]:
+        """Records appended since byte `offset` (complete lines only) and the new offset. A reader that is far
+        behind (or starting at 0) gets only the last `max_records`, read from the end: never the whole file."""
+        try:
+            size = self.path.stat().st_size
         except FileNotFoundError:
             return [], 0
+        if size < offset:  # rotated or truncated: start over
+            offset = 0
+        if size == offset:
+            return [], offset
+        try:
+            with self.path.open("rb") as fh:
+                if size - offset > max_records * 1024:
+                    records, _ = tail_records(self.path, max_records, end=size)
+                    fh.seek(size - 1)
+                    return records, size if fh.read(1) == b"\n" else _last_newline(fh, size)
+                fh.seek(offset)
+                data = fh.read(size - offset)
         except OSError as exc:
             warn(f"cannot read {self.path}: {exc.strerror or exc}")
-            return [], 0
-        records, skipped = parse_event_lines(raw.split(b"\n"))
-        if limit is not None:
-            records = records[-limit:] if limit > 0 else []
-        return records, skipped
+            return [], offset
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            return [], offset
+        records, _ = parse_event_lines(data[:cut].split(b"\n"))
+        return records, offset + cut + 1
+
+
+def _last_newline(fh: Any, size: int) -> int:
+    """The offset just after the last newline before `size` (the start of a torn last line)."""
+    pos = size
+    while pos > 0:
+        start = max(0, pos - _TAIL_BLOCK)
+        fh.seek(start)
+        chunk = fh.read(pos - start)
+        cut = chunk.rfind(b"\n")
+        if cut >= 0:
+            return start + cut + 1
+        pos = start
+    return 0
+
+
+def tail_records(path: Path, limit: int, end: int | None = None) -> tuple[list[dict[str, Any]], int]:
+    """The last `limit` event records of a file up to byte `end`, reading fixed-size blocks backwards."""
+    if limit <= 0:
+        return [], 0
+    try:
+        fh = path.open("rb")
+    except FileNotFoundError:
+        return [], 0
+    except OSError as exc:
+        warn(f"cannot read {path}: {exc.strerror or exc}")
+        return [], 0
+    with fh:
+        pos = os.fstat(fh.fileno()).st_size if end is None else end
+        pending = b""
+        records: list[dict[str, Any]] = []
+        skipped = 0
+        while pos > 0 and len(records) < limit:
+            start = max(0, pos - _TAIL_BLOCK)
+            fh.seek(start)
+            chunk = fh.read(pos - start) + pending
+            pos = start
+            lines = chunk.split(b"\n")
+            # The first piece may be the end of a line that starts in an earlier block: keep it for the next round.
+            pending = lines.pop(0) if pos > 0 else b""
+            got, bad = parse_event_lines(lines)
+            records = got + records
+            skipped += bad
+        return records[-limit:], skipped
 
 
 def parse_event_lines(lines: list[bytes]) -> tuple[list[dict[str, Any]], int]:
@@ -192,7 +325,7 @@ def parse_event_lines(lines: list[bytes]) -> tuple[list[dict[str, Any]], int]:
             continue
         try:
             value = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             skipped += 1
             continue
         if isinstance(value, dict) and "event" in value:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from daintree_tui.core import deps
+from daintree_tui.core import deps, trust, validate
 from daintree_tui.core import git as g
 from daintree_tui.core.environment import worktree_env
 from daintree_tui.core.errors import DaintreeError, InputError, OperationError
@@ -35,7 +35,6 @@ from daintree_tui.core.sandbox import wrap_command
 from daintree_tui.core.store import read_json, write_json
 from daintree_tui.core.tasks import TaskService
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 DEFAULT_RUN_TIMEOUT = 300.0
 
 
@@ -45,13 +44,10 @@ class SessionControl(Protocol):
     def stop(self, name: str) -> bool: ...
 
 
-def validate_name(name: str) -> None:
-    """Reject a worktree name that is not `[A-Za-z0-9][A-Za-z0-9._-]{0,62}` (no `..`, no trailing `.`/`.lock`)."""
-    if not NAME_RE.match(name) or name.endswith((".", ".lock")) or ".." in name:
-        raise InputError(
-            f"invalid worktree name {name!r}: use 1-63 letters, digits, '.', '_' or '-', starting with a letter "
-            "or digit, without '..' and not ending in '.' or '.lock'"
-        )
+def validate_name(name: str, *, new: bool = True) -> None:
+    """Reject a worktree name that is not `[A-Za-z0-9][A-Za-z0-9._-]{0,62}` (no `..`, no trailing `.`/`.lock`),
+    and, for a new worktree, one that a state file of `.worktrees/` uses (`index.json`, `tmux.conf`...)."""
+    validate.check_name(name, new=new)
 
 
 def slugify(text: str, limit: int = 40) -> str:
@@ -142,8 +138,12 @@ class WorktreeService:
         if self.project.journal_dir.is_dir():
             for path in sorted(self.project.journal_dir.glob("*.json")):
                 data, _ = read_json(path, "journal")
-                if isinstance(data, dict) and "name" in data:
+                # A journal is data (it may have come with a clone): only its name and op are used, both checked.
+                if (isinstance(data, dict) and validate.name_problem(data.get("name"), new=False) is None
+                        and data.get("op") in ("create", "remove") and path.name == f"{data['name']}.json"):
                     out.append(data)
+                else:
+                    warn(f"skipping journal {path}: not a journal record")
         return out
 
     # -- reading ---------------------------------------------------------------------------------------------
@@ -202,7 +202,11 @@ class WorktreeService:
             bound = find(entries, task.worktree) if task.worktree else None
             if bound is not None and bound.live:
                 raise InputError(f"task {task_id} is already bound to worktree {bound.name!r}")
-        base_commit = g.rev_parse_commit(self.project.root, base_ref)
+        candidates = g.ref_candidates(self.project.root, base_ref)
+        if len(candidates) > 1:
+            raise InputError(f"ambiguous base ref {base_ref!r}: it names {' and '.join(candidates)}; "
+                             "give the full name")
+        base_commit = g.rev_parse_commit(self.project.root, candidates[0] if candidates else base_ref)
         if base_commit is None:
             raise InputError(f"invalid base ref {base_ref!r}: it names no commit")
         branch = self.branch_for(name)
@@ -229,6 +233,9 @@ class WorktreeService:
         project = self.project
         project.require_git()
         validate_name(name)
+        problem = trust.state_dir_problem(project)
+        if problem:
+            raise OperationError(problem)
         branch = self.branch_for(name)
         if not g.branch_name_ok(project.root, branch):
             raise InputError(f"invalid worktree name {name!r}: {branch} is not a valid branch name")
@@ -355,16 +362,12 @@ class WorktreeService:
         unbind (or complete) its task, and delete its branch only when asked and merged (or forced)."""
         project = self.project
         project.require_git()
-        validate_name(name)
+        validate_name(name, new=False)
         entry = self.get(name)
         if not entry.live:
             return RemoveResult(name, f"worktree {name} is already removed", removed=False, entry=entry)
         path = Path(entry.path)
-        if not force:
-            dirty = self.dirty_files(entry)
-            if dirty:
-                shown = ", ".join(dirty[:10]) + (f" and {len(dirty) - 10} more" if len(dirty) > 10 else "")
-                raise OperationError(f"worktree {name} has uncommitted changes: {shown} (use --force to discard)")
+        self._check_removable(entry, force)
         if path.is_dir():
             run_hooks(project, "pre_remove", entry)
         if self.sessions is not None:
@@ -375,10 +378,7 @@ class WorktreeService:
             entry = find(entries, name) or entry
             if not entry.live:
                 return RemoveResult(name, f"worktree {name} is already removed", removed=False, entry=entry)
-            if not force and path.is_dir():
-                dirty = self.dirty_files(entry)  # again under the lock: the agent may have written since
-                if dirty:
-                    raise OperationError(f"worktree {name} has uncommitted changes: {', '.join(dirty[:10])}")
+            self._check_removable(entry, force)  # again under the lock: the agent may have written since
             self._journal_write(name, op="remove", path=str(path), force=force, complete_task=complete_task)
             bound = self.tasks.find(entry.task_id) if entry.task_id is not None else None
             project.events.append("worktree.remove.before", worktree=entry.brief(),
@@ -397,11 +397,23 @@ class WorktreeService:
         run_hooks(project, "post_remove", entry, cwd=project.root)
         return result
 
+    def _check_removable(self, entry: WorktreeEntry, force: bool) -> None:
+        """Refuse to remove what is not ours (always), or what would lose work (unless forced), saying why."""
+        path = Path(entry.path)
+        if not (path.exists() or path.is_symlink()):
+            return
+        trust.require_ours(self.project, path, f"remove worktree {entry.name}")
+        if not force:
+            reasons = trust.work_at_risk(self.project, path)
+            if reasons:
+                raise OperationError(f"worktree {entry.name} has {'; '.join(reasons)} (use --force to discard)")
+
     def finish_remove(self, entries: list[WorktreeEntry], entry: WorktreeEntry, complete_task: bool) -> None:
         """The locked part of remove, also used by reconcile to finish an interrupted remove."""
         project = self.project
         path = Path(entry.path)
-        if path.is_dir():
+        if path.exists() or path.is_symlink():
+            trust.require_ours(project, path, f"delete {path}")
             self._move_to_trash(path)
         g.git(project.root, "worktree", "prune", check=False)
         tmpdir = project.tmpdir_for(entry.name)
@@ -465,8 +477,8 @@ class WorktreeService:
         self.project.require_git()
         if not argv:
             raise InputError("run needs a command after --")
-        if timeout is not None and timeout <= 0:
-            raise InputError("--timeout must be a positive number of seconds")
+        if timeout is not None:
+            timeout = validate.finite_seconds(timeout)
         entry = self.get(name, live=True)
         path = Path(entry.path)
         if not path.is_dir():

@@ -172,15 +172,11 @@ class Services:
         return lost
 
     def untrusted_hooks(self) -> list[str]:
-        """Hook commands from the repo's config that will not run until the user trusts it."""
-        from daintree_tui.core.hooks import is_trusted
+        """Commands from the repo's config (hooks, agents, bakeoff.score) that will not run until the user
+        trusts it."""
+        from daintree_tui.core.trust import untrusted_commands
 
-        cfg = self.project.config
-        commands = [f"{hook}: {spec.command}" for hook, specs in cfg.hooks.items() for spec in specs
-                    if spec.source == "repo"]
-        if not commands or cfg.repo_config_path is None or is_trusted(cfg.repo_config_path):
-            return []
-        return commands
+        return [f"{key}: {command}" for key, command in untrusted_commands(self.project.config).items()]
 
     def trust(self) -> None:
         from daintree_tui.core.hooks import trust

@@ -111,23 +111,6 @@ class Backend(Services):
         return self.review.pr(name)
 
     def read_events(self, offset: int) -> tuple[list[dict[str, object]], int]:
-        """Event records appended since byte `offset` (complete lines only) and the new offset."""
-        from daintree_tui.core.store import parse_event_lines
-
-        path = self.project.events.path
-        try:
-            size = path.stat().st_size
-        except FileNotFoundError:
-            return [], 0
-        if size < offset:
-            offset = 0
-        if size == offset:
-            return [], offset
-        with path.open("rb") as fh:
-            fh.seek(offset)
-            data = fh.read(size - offset)
-        cut = data.rfind(b"\n")
-        if cut < 0:
-            return [], offset
-        records, _ = parse_event_lines(data[:cut].split(b"\n"))
-        return records, offset + cut + 1
+        """Event records appended since byte `offset` (complete lines only) and the new offset; a long log is
+        read from its tail, never whole."""
+        return self.project.events.read_since(offset)

@@ -1,0 +1,324 @@
+"""Trust: the one place that decides what may be deleted, what may run, and where a write may go (DESIGN.md 2a).
+
+Trusted: the user's own config, the user's own command line outside a session, and the trust record (path and
+sha256 of a repository's `.daintree.toml`, kept in the user's data dir). Everything else (anything in the
+repository, committed or not, whatever lies under `.worktrees/` and `.tasks/`, task text, names, what an agent
+writes or sets) is data: checked against git and the filesystem here, never obeyed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import stat
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
+
+from daintree_tui.core import git as g
+from daintree_tui.core.config import REPO_CONFIG_NAME, Config, user_data_dir
+from daintree_tui.core.errors import ConfigError, InputError, OperationError
+from daintree_tui.core.store import read_json, write_json
+
+if TYPE_CHECKING:
+    from daintree_tui.core.project import Project
+
+# -- what may run ------------------------------------------------------------------------------------------------
+
+
+def trust_file() -> Path:
+    return user_data_dir() / "trust.json"
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def is_trusted(config_path: Path) -> bool:
+    """Whether the user trusted exactly these bytes of this file (a later change needs trust again)."""
+    data, _ = read_json(trust_file(), "trust record")
+    if not isinstance(data, dict):
+        return False
+    try:
+        return data.get(str(config_path.resolve())) == file_sha256(config_path)
+    except OSError:
+        return False
+
+
+def trust(project: Project) -> dict[str, str]:
+    """Record the repo config's current hash for this user."""
+    path = project.root / REPO_CONFIG_NAME
+    if not path.is_file():
+        raise InputError(f"nothing to trust: {path} does not exist")
+    data, _ = read_json(trust_file(), "trust record")
+    records = data if isinstance(data, dict) else {}
+    digest = file_sha256(path)
+    records[str(path.resolve())] = digest
+    write_json(trust_file(), records)
+    return {"path": str(path), "sha256": digest}
+
+
+def trust_status(project: Project) -> dict[str, object]:
+    path = project.root / REPO_CONFIG_NAME
+    return {"path": str(path), "exists": path.is_file(), "trusted": path.is_file() and is_trusted(path),
+            "record": str(trust_file()), "commands": dict(project.config.repo_commands)}
+
+
+def repo_config_trusted(cfg: Config) -> bool:
+    return cfg.repo_config_path is not None and is_trusted(cfg.repo_config_path)
+
+
+def untrusted_commands(cfg: Config) -> dict[str, str]:
+    """The command-bearing keys of the repository's config that may not run yet (empty once trusted)."""
+    if not cfg.repo_commands or repo_config_trusted(cfg):
+        return {}
+    return dict(cfg.repo_commands)
+
+
+def command_trusted(cfg: Config, key: str) -> bool:
+    """Whether the command under `key` may run: it is the user's own, or the repo's file is trusted."""
+    return key not in cfg.repo_commands or repo_config_trusted(cfg)
+
+
+def untrusted_message(key: str, command: str) -> str:
+    return (f"{key} = {command!r} comes from the repository's {REPO_CONFIG_NAME}, which is not trusted: "
+            "review the file, then run `daintree trust`")
+
+
+def require_trusted(cfg: Config, key: str) -> None:
+    """Refuse (exit 1) to run a repository command the user has not trusted."""
+    if not command_trusted(cfg, key):
+        raise OperationError(untrusted_message(key, cfg.repo_commands[key]))
+
+
+def inside_session(project: Project, cwd: Path | None = None) -> bool:
+    """Whether this process runs inside an agent's session: its environment names a worktree, or its working
+    directory is inside one. An agent must not waive a gate (`--no-verify`) for itself."""
+    if os.environ.get("DAINTREE_WORKTREE"):
+        return True
+    here = (cwd or Path.cwd()).resolve()
+    if project.is_git:
+        with contextlib.suppress(OperationError, ConfigError):
+            if here.is_relative_to(project.worktrees_root) and here != project.worktrees_root:
+                return True
+            for wt in linked_worktrees(project):
+                if here.is_relative_to(wt):
+                    return True
+    return False
+
+
+def require_outside_session(project: Project, what: str) -> None:
+    if inside_session(project):
+        raise OperationError(f"{what} is refused from inside a session: only a person outside it may skip checks")
+
+
+# -- where worktrees may live ------------------------------------------------------------------------------------
+
+
+def check_worktree_dir(root: Path, value: str, source: str, common_dir: Path | None) -> Path:
+    """Resolve `worktree_dir`. The repository's file may put it only inside the repository (not the root itself,
+    not `.git`); the user's own config may put it beside (`../wt`), never at or above the primary."""
+    resolved = (root / value).resolve()
+    root = root.resolve()
+    git_dir = (common_dir or root / ".git").resolve()
+    if resolved == root or root.is_relative_to(resolved):
+        raise ConfigError(f"config: worktree_dir = {value!r} is the repository or one of its parents; it must be "
+                          "a directory of its own")
+    if resolved.is_relative_to(git_dir) or resolved.is_relative_to(root / ".git"):
+        raise ConfigError(f"config: worktree_dir = {value!r} is inside .git")
+    if source == "repo" and not resolved.is_relative_to(root):
+        raise ConfigError(f"config: worktree_dir = {value!r} in {REPO_CONFIG_NAME} points outside the repository; "
+                          "only your own config (~/.config/daintree/config.toml) may put worktrees elsewhere")
+    return resolved
+
+
+# -- what may be deleted, moved, adopted or gc'ed ----------------------------------------------------------------
+
+
+def linked_worktrees(project: Project) -> list[Path]:
+    """The linked worktrees git lists for this repository (the primary, listed first, excluded), resolved."""
+    listed = g.list_worktrees(project.root)
+    primary = project.root.resolve()
+    return [w.path.resolve() for w in listed if w.path.resolve() != primary]
+
+
+def ownership_problem(project: Project, path: Path, listed: list[Path] | None = None) -> str | None:
+    """Why `path` is not one of our worktrees (None when it is): git must list it as a linked worktree of this
+    repository, it must lie inside the worktree dir, on the same filesystem, and be neither the primary nor one
+    of its ancestors. Index and journal entries are checked with this; they are never obeyed on their own."""
+    root = project.root.resolve()
+    try:
+        wt_root = project.worktrees_root
+    except ConfigError as exc:
+        return str(exc)
+    if path.is_symlink():
+        return f"{path} is a symbolic link"
+    real = path.resolve()
+    if real == root or root.is_relative_to(real):
+        return f"{path} is the repository or one of its parents"
+    if not real.is_relative_to(wt_root) or real == wt_root:
+        return f"{path} is not inside the worktree directory {wt_root}"
+    if project.common_dir is not None and real.is_relative_to(project.common_dir.resolve()):
+        return f"{path} is inside .git"
+    with contextlib.suppress(OSError):
+        if real.exists() and wt_root.exists() and real.stat().st_dev != wt_root.stat().st_dev:
+            return f"{path} is on another filesystem than the worktree directory"
+    if listed is None:
+        try:
+            listed = linked_worktrees(project)
+        except OperationError as exc:
+            return f"git cannot list worktrees: {exc}"
+    if real not in listed:
+        return f"git does not list {path} as a worktree of this repository"
+    return None
+
+
+def require_ours(project: Project, path: Path, what: str) -> None:
+    problem = ownership_problem(project, path)
+    if problem:
+        raise OperationError(f"refusing to {what}: {problem}")
+
+
+def work_at_risk(project: Project, path: Path) -> list[str]:
+    """What deleting the worktree at `path` would lose, each as a reason: a tree git cannot inspect (its `.git`
+    file is gone), uncommitted or untracked files, commits on a detached HEAD that no branch contains."""
+    if not path.is_dir():
+        return []
+    if not (path / ".git").is_file() and not (path / ".git").is_dir():
+        return [f"{path} cannot be inspected: its .git file is missing (a repair may bring it back: "
+                "`git worktree repair`)"]
+    reasons = []
+    try:
+        dirty = g.dirty_files(path)
+    except OperationError as exc:
+        return [f"{path} cannot be inspected: {exc}"]
+    if dirty:
+        shown = ", ".join(dirty[:10]) + (f" and {len(dirty) - 10} more" if len(dirty) > 10 else "")
+        reasons.append(f"uncommitted changes: {shown}")
+    unreachable = commits_on_no_branch(path)
+    if unreachable:
+        reasons.append(f"HEAD has {unreachable} commit(s) that no branch contains (detached HEAD work)")
+    return reasons
+
+
+def commits_on_no_branch(path: Path) -> int:
+    """How many commits reachable from the worktree's HEAD are on no branch (0 when HEAD is on a branch)."""
+    head = g.git(path, "symbolic-ref", "-q", "HEAD", check=False)
+    if head.returncode == 0:
+        return 0
+    proc = g.git(path, "rev-list", "--count", "HEAD", "--not", "--branches", check=False)
+    try:
+        return int(proc.stdout.strip() or 0)
+    except ValueError:
+        return 0
+
+
+def branch_safe_to_delete(root: Path, branch: str) -> bool:
+    """A branch may go without a prompt only when every commit on it is also on another branch."""
+    proc = g.git(root, "rev-list", "--count", f"refs/heads/{branch}", "--not",
+                 *[f"--exclude=refs/heads/{branch}", "--branches"], check=False)
+    return proc.returncode == 0 and proc.stdout.strip() == "0"
+
+
+# -- where a write may go ----------------------------------------------------------------------------------------
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _parts(rel: str | Path) -> list[str]:
+    parts = PurePosixPath(str(rel)).parts
+    if not parts or PurePosixPath(str(rel)).is_absolute() or any(p in ("..", ".", "") for p in parts):
+        raise OperationError(f"refusing to write {rel}: not a plain relative path")
+    return list(parts)
+
+
+@contextlib.contextmanager
+def open_parent(base: Path, rel: str | Path, create: bool = True) -> Iterator[tuple[int, str]]:
+    """Open the directory that will hold `base/rel`, walking one component at a time with O_NOFOLLOW (openat),
+    so no symbolic link anywhere below `base` can lead the write out. Yields (dir fd, final name).
+
+    Raises:
+        OperationError: a component is a symbolic link or not a directory.
+    """
+    parts = _parts(rel)
+    try:
+        fd = os.open(base, _DIR_FLAGS)
+    except OSError as exc:
+        raise OperationError(f"refusing to write into {base}: {exc.strerror}") from None
+    try:
+        for i, part in enumerate(parts[:-1]):
+            try:
+                nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                os.mkdir(part, 0o755, dir_fd=fd)
+                nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                where = "/".join(parts[: i + 1])
+                raise OperationError(f"refusing to write {rel}: {where} is a symbolic link or not a directory "
+                                     f"({exc.strerror})") from None
+            os.close(fd)
+            fd = nxt
+        yield fd, parts[-1]
+    finally:
+        os.close(fd)
+
+
+def safe_copy_file(src: Path, base: Path, rel: str | Path) -> bool:
+    """Copy the regular file `src` to `base/rel`: never through a symbolic link, never over an existing entry.
+    Returns whether it copied (False: something is already there)."""
+    with open_parent(base, rel) as (dir_fd, name):
+        try:
+            os.lstat(name, dir_fd=dir_fd)
+            return False
+        except FileNotFoundError:
+            pass
+        src_fd = os.open(src, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            mode = stat.S_IMODE(os.fstat(src_fd).st_mode)
+            dst_fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode & 0o777,
+                             dir_fd=dir_fd)
+            with os.fdopen(src_fd, "rb", closefd=False) as reader, os.fdopen(dst_fd, "wb") as writer:
+                shutil.copyfileobj(reader, writer)
+        finally:
+            os.close(src_fd)
+    return True
+
+
+def safe_symlink(target: Path, base: Path, rel: str | Path) -> bool:
+    """Make the symbolic link `base/rel -> target` without following a link in any component of `rel`."""
+    with open_parent(base, rel) as (dir_fd, name):
+        try:
+            os.symlink(target, name, dir_fd=dir_fd)
+        except FileExistsError:
+            return False
+    return True
+
+
+def fd_path(dir_fd: int, name: str) -> str:
+    """A path another process can use for `name` in the directory open as `dir_fd` (checked by open_parent), so
+    a tool that takes a path (`cp -a`) writes into the very directory that was checked."""
+    proc = Path(f"/proc/{os.getpid()}/fd/{dir_fd}")
+    if proc.exists():
+        return f"{proc}/{name}"
+    raise OperationError("cannot copy safely here: /proc is not mounted")
+
+
+def private_dir(path: Path) -> Path:
+    """Make `path` (and its parents) and keep it 0700: logs and the event log are the user's only."""
+    path.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):
+        if stat.S_IMODE(path.stat().st_mode) != 0o700:
+            path.chmod(0o700)
+    return path
+
+
+def state_dir_problem(project: Project) -> str | None:
+    """A committed `.worktrees` or `.tasks` that is a symbolic link would take every state write elsewhere."""
+    for path in (project.state_dir, project.tasks_dir):
+        if path.is_symlink():
+            return f"{path} is a symbolic link; daintree keeps its state only in a real directory"
+    return None

@@ -1,0 +1,140 @@
+"""Validation of what arrives from outside: names, numbers, and state records read back from disk.
+
+Everything under `.tasks/` and `.worktrees/` may have been written by someone else (a committed file in a cloned
+repository, an agent, a crash). A record is checked field by field here; a bad one is refused with a reason the
+caller turns into a warning, never an `internal error` that blocks other commands.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from daintree_tui.core.errors import InputError
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+
+# Files and folders our state keeps in `.worktrees/` beside the worktree directories. Names that start with a dot
+# cannot be worktree names; these can, so a worktree may not take them (nor anything ending like a state file).
+STATE_NAMES = frozenset({
+    "index.json", "events.jsonl", "events.jsonl.1", "tmux.conf", "approvals.json", "bakeoffs.json", "queue.json",
+})
+STATE_SUFFIXES = (".json", ".jsonl", ".bak", ".conf", ".tmp", ".lock")
+
+
+def name_problem(name: object, *, new: bool = True) -> str | None:
+    """Why `name` cannot be a worktree name, or None when it can. `new`: also refuse the names of state files
+    (an existing worktree of such a name, from before the rule, can still be addressed and removed)."""
+    if not isinstance(name, str) or not NAME_RE.match(name) or name.endswith((".", ".lock")) or ".." in name:
+        return ("use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit, without '..' and "
+                "not ending in '.' or '.lock'")
+    if new and name.lower() in STATE_NAMES or name.lower().endswith(STATE_SUFFIXES):
+        return f"it is reserved for daintree's state files (not one of {', '.join(sorted(STATE_NAMES))}, " \
+               f"nor ending in {', '.join(STATE_SUFFIXES)})"
+    return None
+
+
+def check_name(name: str, *, new: bool = True) -> None:
+    """Raise InputError (exit 2) when `name` cannot be a worktree name."""
+    problem = name_problem(name, new=new)
+    if problem:
+        raise InputError(f"invalid worktree name {name!r}: {problem}")
+
+
+def finite_number(value: object, what: str, *, minimum: float | None = None, maximum: float | None = None,
+                  exclusive_minimum: bool = False) -> float:
+    """A finite float within bounds, or InputError naming `what` (`nan`, `inf` and negatives are bad input)."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(float(value))
+    if ok:
+        number = float(value)  # type: ignore[arg-type]
+        if minimum is not None and (number < minimum or (exclusive_minimum and number == minimum)):
+            ok = False
+        if maximum is not None and number > maximum:
+            ok = False
+    if not ok:
+        low = "" if minimum is None else (f"> {minimum:g}" if exclusive_minimum else f">= {minimum:g}")
+        high = "" if maximum is None else f"<= {maximum:g}"
+        bounds = " and ".join(b for b in (low, high) if b)
+        raise InputError(f"{what} must be a finite number{' ' + bounds if bounds else ''} (got {value!r})")
+    return float(value)  # type: ignore[arg-type]
+
+
+def finite_seconds(value: object, what: str = "--timeout", maximum: float = 7 * 86400) -> float:
+    """A positive, finite number of seconds (at most a week by default)."""
+    return finite_number(value, what, minimum=0, maximum=maximum, exclusive_minimum=True)
+
+
+def count(value: object, what: str, maximum: int = 10_000_000) -> int:
+    """A whole number from 0 to `maximum`."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= maximum:
+        raise InputError(f"{what} must be a whole number from 0 to {maximum} (got {value!r})")
+    return value
+
+
+def port(value: object, what: str = "port") -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 65535:
+        raise InputError(f"{what} must be a port number from 1 to 65535 (got {value!r})")
+    return value
+
+
+# -- records read back from disk ---------------------------------------------------------------------------------
+
+
+class RecordError(ValueError):
+    """A stored record of the wrong shape; callers skip it with a warning."""
+
+
+def is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def field(data: dict[str, Any], key: str, kind: str, *, default: Any = None, required: bool = False) -> Any:
+    """One field of a record, checked by kind: `str`, `int`, `id` (int >= 1), `number`, `int?`, `number?`,
+    `ints`, `ports`, `dict`. A missing optional field gives `default`; a wrong type raises RecordError."""
+    if key not in data or (data[key] is None and kind.endswith("?")):
+        if required:
+            raise RecordError(f"missing {key!r}")
+        return default
+    value = data[key]
+    base = kind.rstrip("?")
+    ok = {
+        "str": isinstance(value, str),
+        "int": is_int(value),
+        "id": is_int(value) and 1 <= value < 2**63,
+        "number": is_number(value),
+        "ints": isinstance(value, list) and all(is_int(v) and 1 <= v < 2**63 for v in value),
+        "ports": isinstance(value, list) and all(is_int(v) and 1 <= v <= 65535 for v in value),
+        "dict": isinstance(value, dict),
+    }[base]
+    if not ok:
+        raise RecordError(f"{key!r} must be {base} (got {type(value).__name__})")
+    return value
+
+
+def record(data: object, what: str) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise RecordError(f"{what} is a {type(data).__name__}, not an object")
+    return data
+
+
+def session_record(data: object) -> dict[str, Any]:
+    """A session record (`.worktrees/.sessions/<name>.json`) with every field of the wrong type dropped."""
+    if not isinstance(data, dict):
+        return {}
+    clean = dict(data)
+    for key, ok in (("agent", lambda v: isinstance(v, str)), ("status", lambda v: isinstance(v, str)),
+                    ("started_at", is_number), ("exit_code", lambda v: v is None or is_int(v)),
+                    ("command", lambda v: isinstance(v, list) and all(isinstance(a, str) for a in v)),
+                    ("host", lambda v: isinstance(v, str))):
+        if key in clean and not ok(clean[key]):
+            del clean[key]
+    signal = clean.get("signal")
+    if signal is not None and not (isinstance(signal, dict) and isinstance(signal.get("state"), str | None)
+                                   and (signal.get("ts") is None or is_number(signal.get("ts")))):
+        clean["signal"] = None
+    return clean
