@@ -298,7 +298,10 @@ def test_commands_from_inside_a_worktree_use_the_primary(cli: CLI, repo: Path) -
 
 
 def test_worktree_dir_elsewhere_keeps_state_under_dot_worktrees(cli: CLI, repo: Path, tmp_path: Path) -> None:
-    (repo / ".daintree.toml").write_text(f'worktree_dir = "{tmp_path / "trees"}"\n')
+    # Only the user's own config may put worktrees outside the repository (the repo's file may not: trust).
+    user_config = Path(os.environ["XDG_CONFIG_HOME"]) / "daintree" / "config.toml"
+    user_config.parent.mkdir(parents=True, exist_ok=True)
+    user_config.write_text(f'worktree_dir = "{tmp_path / "trees"}"\n')
     entry = cli.json("worktree", "create", "far")
     assert Path(entry["path"]) == tmp_path / "trees" / "far"
     assert (repo / ".worktrees" / "index.json").exists()

@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 from daintree_tui.core import git as g
+from daintree_tui.core import validate
 from daintree_tui.core.log import warn
 from daintree_tui.core.models import WorktreeEntry, WorktreeStatus
 from daintree_tui.core.project import Project
@@ -68,7 +69,10 @@ class Index:
 
     def ours_in_git(self) -> list[g.GitWorktree]:
         root = self.project.worktrees_root
-        return [w for w in g.list_worktrees(self.project.root) if w.path.parent == root and not w.prunable]
+        primary = self.project.root.resolve()
+        return [w for w in g.list_worktrees(self.project.root)
+                if w.path.resolve().parent == root and w.path.resolve() != primary and not w.prunable
+                and validate.name_problem(w.path.name, new=False) is None]
 
     def entry_from_git(self, wt: g.GitWorktree) -> WorktreeEntry:
         branch = wt.branch or ""

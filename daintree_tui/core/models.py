@@ -137,7 +137,8 @@ class WorktreeEntry:
         removed_at = v.field(data, "removed_at", "number?")
         return cls(
             name=name, path=path, branch=v.field(data, "branch", "str", default=""),
-            base_ref=v.field(data, "base_ref", "str", default=""), base_commit=v.field(data, "base_commit", "str", default=""),
+            base_ref=v.field(data, "base_ref", "str", default=""),
+            base_commit=v.field(data, "base_commit", "str", default=""),
             task_id=v.field(data, "task_id", "id?"), status=WorktreeStatus(status),
             ports=list(v.field(data, "ports", "ports?", default=[])),
             created_at=float(v.field(data, "created_at", "number?", default=0.0)),

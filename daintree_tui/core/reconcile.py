@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from daintree_tui.core import git as g
+from daintree_tui.core import trust
 from daintree_tui.core.index import find
 from daintree_tui.core.models import LIVE, TaskStatus, WorktreeEntry, WorktreeStatus
 from daintree_tui.core.ports import lease_block
@@ -63,31 +64,57 @@ class Reconciler:
                 write_json(path, data)
 
     def _check_journals(self, entries: list[WorktreeEntry]) -> None:
-        root = self.project.root
+        """Finish or undo what a journal says was in flight. A journal is data (it may have come with a clone):
+        only its name and op are used, every path is derived from the name and checked against git."""
         for journal in self.worktrees.journals():
-            name, op = journal["name"], journal.get("op")
+            name, op = journal["name"], journal["op"]
             entry = find(entries, name)
             if op == "create":
-                if entry is not None and entry.live and entry.path == journal.get("path"):
-                    if self._found(f"create of {name} was interrupted after it was recorded; kept it"):
-                        self.worktrees.journal_clear(name)
-                    continue
-                if self._found(f"create of {name} was interrupted; rolled it back"):
-                    path = Path(journal["path"])
-                    if path.exists():
-                        self.worktrees.discard_worktree(path)
-                    branch = journal.get("branch", "")
-                    tip = g.rev_parse_commit(root, branch) if branch else None
-                    if tip and tip == journal.get("base_commit") and not journal.get("reset_branch"):
-                        g.git(root, "branch", "-D", branch, check=False)
-                    shutil.rmtree(self.project.tmpdir_for(name), ignore_errors=True)
-                    self.worktrees.journal_clear(name)
-            elif op == "remove":
-                if entry is not None and entry.live:
-                    if self._found(f"remove of {name} was interrupted; finished it"):
-                        self.worktrees.finish_remove(entries, entry, bool(journal.get("complete_task")))
-                elif self._found(f"remove of {name} had finished; cleared its journal"):
-                    self.worktrees.journal_clear(name)
+                self._undo_create(journal, entry)
+            elif entry is not None and entry.live:
+                self._finish_remove(entries, entry, bool(journal.get("complete_task") is True))
+            elif self._found(f"remove of {name} had finished; cleared its journal"):
+                self.worktrees.journal_clear(name)
+
+    def _undo_create(self, journal: dict[str, object], entry: WorktreeEntry | None) -> None:
+        name = str(journal["name"])
+        root, project = self.project.root, self.project
+        path = project.worktree_path(name)
+        if entry is not None and entry.live:
+            if self._found(f"create of {name} was interrupted after it was recorded; kept it"):
+                self.worktrees.journal_clear(name)
+            return
+        if not self._found(f"create of {name} was interrupted; rolled it back"):
+            return
+        if path.exists() or path.is_symlink():
+            problem = trust.ownership_problem(project, path)
+            reasons = [] if problem else trust.work_at_risk(project, path)
+            if problem or reasons:
+                self._found(f"left {path} in place: {problem or '; '.join(reasons)}")
+            else:
+                self.worktrees.discard_worktree(path)
+        branch = self.worktrees.branch_for(name)
+        tip = g.rev_parse_commit(root, branch) if g.branch_exists(root, branch) else None
+        # Only a branch still at the base it was made from, whose commits some other branch holds, may go.
+        if (tip and tip == journal.get("base_commit") and journal.get("reset_branch") is not True
+                and not (path.exists() or path.is_symlink()) and trust.branch_safe_to_delete(root, branch)):
+            g.git(root, "branch", "-D", branch, check=False)
+        shutil.rmtree(project.tmpdir_for(name), ignore_errors=True)
+        self.worktrees.journal_clear(name)
+
+    def _finish_remove(self, entries: list[WorktreeEntry], entry: WorktreeEntry, complete_task: bool) -> None:
+        """An interrupted remove is finished only if the worktree is ours and nothing in it would be lost;
+        otherwise it is rolled back: the worktree stays, live, and the journal goes."""
+        name, path = entry.name, Path(entry.path)
+        problem = trust.ownership_problem(self.project, path) if path.exists() or path.is_symlink() else None
+        reasons = [problem] if problem else trust.work_at_risk(self.project, path)
+        if reasons:
+            if self._found(f"remove of {name} was interrupted, but {'; '.join(reasons)}: rolled the remove back "
+                           "(the worktree stays)"):
+                self.worktrees.journal_clear(name)
+            return
+        if self._found(f"remove of {name} was interrupted; finished it"):
+            self.worktrees.finish_remove(entries, entry, complete_task)
 
     def _prune(self) -> None:
         proc = g.git(self.project.root, "worktree", "prune", "--dry-run", "--verbose", check=False)
@@ -96,8 +123,16 @@ class Reconciler:
             g.git(self.project.root, "worktree", "prune", check=False)
 
     def _check_dirs(self, entries: list[WorktreeEntry]) -> None:
+        listed = trust.linked_worktrees(self.project)
         for entry in entries:
-            gone = entry.live and not Path(entry.path).is_dir()
+            path = Path(entry.path)
+            problem = trust.ownership_problem(self.project, path, listed) if entry.live and path.is_dir() else None
+            if problem:
+                if self._found(f"index entry {entry.name} is not one of our worktrees ({problem}); dropped it from "
+                               "the live list, deleted nothing"):
+                    entry.status, entry.removed_at, entry.ports = WorktreeStatus.REMOVED, time.time(), []
+                continue
+            gone = entry.live and not path.is_dir()
             if gone and self._found(f"worktree {entry.name}: its directory is gone; marked removed"):
                 released = entry.ports
                 entry.status, entry.removed_at, entry.ports = WorktreeStatus.REMOVED, time.time(), []
@@ -106,8 +141,9 @@ class Reconciler:
 
     def _adopt_orphans(self, entries: list[WorktreeEntry]) -> None:
         live_paths = {Path(e.path) for e in entries if e.live}
+        listed = trust.linked_worktrees(self.project)
         for wt in self.worktrees.index.ours_in_git():
-            if wt.path in live_paths:
+            if wt.path in live_paths or trust.ownership_problem(self.project, wt.path, listed):
                 continue
             if self._found(f"git worktree {wt.path} is not in the index; adopted it as {wt.path.name}"):
                 entry = self.worktrees.index.entry_from_git(wt)

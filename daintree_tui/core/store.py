@@ -172,7 +172,7 @@ class EventLog:
         line = json.dumps(record, separators=(",", ":"), default=str) + "\n"
         try:
             _private_dir(self.path.parent)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except OSError as exc:
             warn(f"cannot append to {self.path}: {exc.strerror or exc}")
             return record
@@ -207,7 +207,7 @@ class EventLog:
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
-        return os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        return os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
 
     def read(self, limit: int | None = None) -> tuple[list[dict[str, Any]], int]:
         """The records (the last `limit` when given, read from the end of the file) and how many torn or foreign

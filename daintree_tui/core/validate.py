@@ -29,7 +29,7 @@ def name_problem(name: object, *, new: bool = True) -> str | None:
     if not isinstance(name, str) or not NAME_RE.match(name) or name.endswith((".", ".lock")) or ".." in name:
         return ("use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit, without '..' and "
                 "not ending in '.' or '.lock'")
-    if new and name.lower() in STATE_NAMES or name.lower().endswith(STATE_SUFFIXES):
+    if new and (name.lower() in STATE_NAMES or name.lower().endswith(STATE_SUFFIXES)):
         return f"it is reserved for daintree's state files (not one of {', '.join(sorted(STATE_NAMES))}, " \
                f"nor ending in {', '.join(STATE_SUFFIXES)})"
     return None

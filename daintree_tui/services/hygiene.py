@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from daintree_tui.core import git as g
+from daintree_tui.core import trust, validate
 from daintree_tui.core.errors import DaintreeError
 from daintree_tui.core.models import WorktreeEntry, WorktreeStatus
 from daintree_tui.core.store import read_json, write_json
@@ -83,6 +84,7 @@ def collect(worktrees: WorktreeService, older_than_days: float = 14.0, dry_run: 
     kept worktrees that are clean, merged and older than the limit. A dirty worktree is never touched."""
     project = worktrees.project
     project.require_git()
+    older_than_days = validate.finite_number(older_than_days, "--older-than", minimum=0, maximum=36500)
     report = GcReport(dry_run)
     root = project.root
     pruned = g.git(root, "worktree", "prune", "--dry-run", "--verbose", check=False)
@@ -116,9 +118,14 @@ def collect(worktrees: WorktreeService, older_than_days: float = 14.0, dry_run: 
         if entry.status != WorktreeStatus.KEPT or (entry.kept_at or entry.created_at) > cutoff:
             continue
         path = Path(entry.path)
-        if path.is_dir() and worktrees.dirty_files(entry):
-            report.kept_dirty.append(entry.name)
-            continue
+        if path.exists() or path.is_symlink():
+            # Never on the index's word alone: the path must be ours, and nothing in it may be lost.
+            problem = trust.ownership_problem(project, path)
+            reasons = [problem] if problem else trust.work_at_risk(project, path)
+            if reasons:
+                report.kept_dirty.append(entry.name)
+                report.actions.append(f"keep {entry.name}: {'; '.join(reasons)}")
+                continue
         targets = [t for t in (g.rev_parse_commit(root, entry.base_ref), g.rev_parse_commit(root, "HEAD")) if t]
         if not any(g.is_ancestor(root, entry.branch, t) for t in targets):
             continue
@@ -126,7 +133,11 @@ def collect(worktrees: WorktreeService, older_than_days: float = 14.0, dry_run: 
         report.actions.append(f"remove kept worktree {entry.name} (clean, merged; {human(size)})")
         report.freed += size
         if not dry_run:
-            worktrees.remove(entry.name, delete_branch=True)
+            try:
+                worktrees.remove(entry.name, delete_branch=True)
+            except DaintreeError as exc:
+                report.actions.append(f"kept {entry.name}: {exc}")
+                continue
             worktrees.empty_trash()
     if not dry_run:
         project.events.append("gc.ran", actions=report.actions, freed=report.freed)
