@@ -158,3 +158,13 @@ def wait_for(predicate: Any, timeout: float = 10.0, interval: float = 0.05) -> A
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s")
         time.sleep(interval)
+
+
+def trusted_config(repo: Path, text: str) -> None:
+    """Write the repository's `.daintree.toml` and trust it, as its user does after reading it (`daintree trust`):
+    commands from a repo's config (agents, hooks, bakeoff.score) run only then."""
+    from daintree_tui.core.project import Project
+    from daintree_tui.core.trust import trust
+
+    (repo / ".daintree.toml").write_text(text)
+    trust(Project.discover(repo))

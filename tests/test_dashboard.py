@@ -23,7 +23,7 @@ from daintree_tui.tui.widgets.session_title import TYPING_HINT
 from daintree_tui.tui.widgets.task_table import TaskTable
 from daintree_tui.tui.widgets.terminal import TerminalView
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
-from tests.conftest import CLI
+from tests.conftest import CLI, trusted_config
 
 pytestmark = pytest.mark.usefixtures("tmux_socket", "cpu_load")
 
@@ -63,7 +63,7 @@ ECHO_AGENT = (f"{sys.executable} -c \"import sys; print('agent ready', flush=Tru
 
 
 def configure(repo: Path) -> None:
-    (repo / ".daintree.toml").write_text(
+    trusted_config(repo,
         f'default_agent = "echo"\n[agents.echo]\ncommand = \'\'\'{ECHO_AGENT}\'\'\'\n'
         "[notifications]\nbell = false\n")
 
@@ -256,7 +256,7 @@ async def test_filter_and_help(repo: Path, cli: CLI) -> None:
 
 
 async def test_worker_errors_become_notifications(repo: Path, cli: CLI) -> None:
-    (repo / ".daintree.toml").write_text('default_agent = "ghost"\n[agents.ghost]\ncommand = "no-such-binary-x"\n')
+    trusted_config(repo, 'default_agent = "ghost"\n[agents.ghost]\ncommand = "no-such-binary-x"\n')
     cli.ok("worktree", "create", "w")
     app = make_app(Project.discover(repo))
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
@@ -284,7 +284,7 @@ async def test_quit_says_agents_keep_running(repo: Path, cli: CLI, tmux_socket: 
 async def test_full_flow_from_the_keyboard(repo: Path, cli: CLI) -> None:
     """Create a task, an agent works, review the diff, commit, merge back through a trusted pre_merge hook,
     remove the worktree and complete the task: every step in events.jsonl."""
-    (repo / ".daintree.toml").write_text(
+    trusted_config(repo,
         'default_agent = "worker"\n'
         "[agents.worker]\ncommand = \"sh -c 'echo implemented > feature.txt; echo work done; cat'\"\n"
         '[hooks]\npre_merge = ["test -f feature.txt"]\n[notifications]\nbell = false\n')
@@ -369,7 +369,7 @@ async def test_tmux_server_killed_under_the_dashboard(repo: Path, cli: CLI, tmux
 
 
 async def test_bakeoff_view_scores_and_picks(repo: Path, cli: CLI) -> None:
-    (repo / ".daintree.toml").write_text(
+    trusted_config(repo,
         'default_agent = "x"\n'
         "[agents.x]\ncommand = \"sh -c 'echo 2 > n.txt; git add -A; git commit -qm x; exec cat'\"\n"
         "[agents.y]\ncommand = \"sh -c 'echo 9 > n.txt; git add -A; git commit -qm y; exec cat'\"\n"
@@ -410,7 +410,7 @@ async def test_bakeoff_view_scores_and_picks(repo: Path, cli: CLI) -> None:
 
 
 async def test_auto_queue_and_approval_prompt(repo: Path, cli: CLI) -> None:
-    (repo / ".daintree.toml").write_text(
+    trusted_config(repo,
         "max_sessions = 1\n[agents.job]\ncommand = \"sh -c 'exit 0'\"\n"
         '[roles.careful]\nallow = ["remove"]\napproval = "human"\n[notifications]\nbell = false\n')
     cli.ok("task", "create", "queued job", "--agent", "job")
@@ -433,7 +433,7 @@ async def test_auto_queue_and_approval_prompt(repo: Path, cli: CLI) -> None:
 
 @pytest.mark.usefixtures("cpu_burners")
 async def test_waiting_session_raises_a_notification_and_paste_is_bracketed(repo: Path, cli: CLI) -> None:
-    (repo / ".daintree.toml").write_text(
+    trusted_config(repo,
         "[agents.paster]\ncommand = \"sh -c 'printf \\\"\\\\033[?2004h\\\"; stty raw -echo; exec od -c'\"\n"
         "[sessions]\nwaiting_debounce = 0.5\n[notifications]\nbell = false\ndesktop = false\n")
     cli.ok("worktree", "create", "p", "--agent", "paster")
@@ -476,7 +476,7 @@ async def test_terminal_resizes_the_pty_with_the_widget(repo: Path, cli: CLI, tm
 
 
 async def test_mouse_wheel_scrolls_back_through_tmux_copy_mode(repo: Path, cli: CLI, tmux_socket: str) -> None:
-    (repo / ".daintree.toml").write_text(
+    trusted_config(repo,
         "[agents.chatty]\ncommand = \"sh -c 'seq 1 300; exec cat'\"\n[notifications]\nbell = false\n")
     cli.ok("worktree", "create", "scroll", "--agent", "chatty")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CLI, events, git, wait_for
+from tests.conftest import CLI, events, git, trusted_config, wait_for
 
 pytestmark = pytest.mark.usefixtures("tmux_socket")
 
@@ -17,7 +17,7 @@ PY = sys.executable
 
 
 def write_config(repo: Path, text: str) -> None:
-    (repo / ".daintree.toml").write_text(text)
+    trusted_config(repo, text)
 
 
 def test_bakeoff_three_candidates_scored_picked_losers_removed_dirty_one_kept(cli: CLI, repo: Path) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CLI, events, git, wait_for
+from tests.conftest import CLI, events, git, trusted_config, wait_for
 
 
 def agent_commit(wt: Path, name: str, text: str, message: str) -> None:
@@ -210,7 +210,7 @@ def test_pr_with_fake_gh_records_arguments(cli: CLI, repo: Path, tmp_path: Path)
 
 @pytest.mark.usefixtures("tmux_socket")
 def test_context_injection_reaches_a_real_session(cli: CLI, repo: Path) -> None:
-    (repo / ".daintree.toml").write_text(
+    trusted_config(repo,
         "[agents.cat]\ncommand = \"sh -c 'stty -echo; cat'\"\n")
     cli.ok("task", "create", "Explain the parser", "--description", "focus on tabs")
     cli.ok("worktree", "create", "ctx", "--task", "1", "--agent", "cat")

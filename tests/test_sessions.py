@@ -18,7 +18,7 @@ from daintree_tui.core.project import Project
 from daintree_tui.sessions.manager import SessionManager
 from daintree_tui.sessions.presets import resolve_preset
 from daintree_tui.sessions.tmux import TmuxHost
-from tests.conftest import CLI, events, wait_for
+from tests.conftest import CLI, events, trusted_config, wait_for
 
 pytestmark = pytest.mark.usefixtures("tmux_socket")
 
@@ -26,7 +26,7 @@ ECHO_AGENT = f"{sys.executable} -c \"import sys; print('agent ready', flush=True
 
 
 def configure_agents(repo: Path, extra: str = "") -> None:
-    (repo / ".daintree.toml").write_text(
+    trusted_config(repo,
         f"[agents.echo]\ncommand = '''{ECHO_AGENT}'''\n"
         f"[agents.exit3]\ncommand = \"sh -c 'echo bye; exit 3'\"\n"
         "[agents.ghost]\ncommand = \"no-such-agent-binary --flag\"\n"
@@ -50,7 +50,7 @@ def test_start_verify_log_send_and_echo(cli: CLI, repo: Path) -> None:
 
 
 def test_pane_runs_agent_as_first_process_with_env_in_worktree(cli: CLI, repo: Path) -> None:
-    (repo / ".daintree.toml").write_text(
+    trusted_config(repo,
         "[agents.envdump]\ncommand = \"sh -c 'echo CWD=$PWD; echo WT=$DAINTREE_WORKTREE PORT=$PORT "
         "CC=${CLAUDECODE:-unset} TMPDIR=$TMPDIR; sleep 30'\"\n")
     entry = cli.json("worktree", "create", "envw")
@@ -131,7 +131,7 @@ def test_worktree_create_with_agent_and_remove_stops_session(cli: CLI, repo: Pat
 
 
 def test_first_prompt_from_task(cli: CLI, repo: Path) -> None:
-    (repo / ".daintree.toml").write_text(
+    trusted_config(repo,
         "[agents.args]\ncommand = \"sh -c 'printf \\\"ARG=%s\\\\n\\\" \\\"$0\\\"; sleep 30'\"\n"
         "prompt = \"Task: {subject} in {worktree}\"\n")
     cli.ok("task", "create", "Make it fast")
@@ -205,7 +205,7 @@ def test_tmux_config_is_private(repo: Path, tmux_socket: str) -> None:
 
 
 def test_presets_are_overridable_and_extendable(repo: Path) -> None:
-    (repo / ".daintree.toml").write_text('default_agent = "mine"\n[agents.claude]\ncommand = "claude --fast"\n'
+    trusted_config(repo, 'default_agent = "mine"\n[agents.claude]\ncommand = "claude --fast"\n'
                                          '[agents.mine]\ncommand = "my-agent"\n')
     cfg = Project.discover(repo).config
     assert resolve_preset(cfg, "claude").argv("hi") == ["claude", "--fast", "hi"]
@@ -215,7 +215,7 @@ def test_presets_are_overridable_and_extendable(repo: Path) -> None:
 
 
 def test_prompt_mode_is_configurable(repo: Path, cli: CLI) -> None:
-    (repo / ".daintree.toml").write_text('[agents.quiet]\ncommand = "sleep 30"\nprompt_mode = "none"\n'
+    trusted_config(repo, '[agents.quiet]\ncommand = "sleep 30"\nprompt_mode = "none"\n'
                                          '[agents.flagged]\ncommand = "tool"\nprompt_mode = "flag:--ask"\n')
     cfg = Project.discover(repo).config
     assert resolve_preset(cfg, "quiet").argv("ignored") == ["sleep", "30"]
@@ -223,7 +223,7 @@ def test_prompt_mode_is_configurable(repo: Path, cli: CLI) -> None:
     cli.ok("task", "create", "a task whose text must not reach sleep")
     cli.ok("worktree", "create", "q", "--task", "1", "--agent", "quiet")
     assert cli.json("session", "list")[0]["status"] != "exited"
-    (repo / ".daintree.toml").write_text('[agents.bad]\ncommand = "x"\nprompt_mode = "shout"\n')
+    trusted_config(repo, '[agents.bad]\ncommand = "x"\nprompt_mode = "shout"\n')
     proc = cli("session", "list")
     assert proc.returncode == 2 and "agents.bad.prompt_mode" in proc.stderr
 

@@ -13,9 +13,33 @@ from daintree_tui.core.project import Project
 
 SESSION_PREFIX = "dt-"
 
+# tmux rewrites `.` and `:` in session names to `_`, so `a.b` and `a_b` would meet in one session. One reversible
+# rule maps a worktree name to a session name: `_` -> `__`, `.` -> `_d`, `:` -> `_c` (every other character
+# stays). It is a bijection: each `_` in the result starts a two-character escape.
+_ESCAPES = {"_": "__", ".": "_d", ":": "_c"}
+_UNESCAPES = {v[1]: k for k, v in _ESCAPES.items()}
+
 
 def session_name(worktree: str) -> str:
-    return f"{SESSION_PREFIX}{worktree}"
+    """The tmux session name of a worktree: `dt-` plus the name with `_`, `.`, `:` escaped (see _ESCAPES)."""
+    return SESSION_PREFIX + "".join(_ESCAPES.get(c, c) for c in worktree)
+
+
+def worktree_of_session(session: str) -> str | None:
+    """The inverse of `session_name`; None for a name it cannot have made."""
+    if not session.startswith(SESSION_PREFIX):
+        return None
+    out, chars = [], iter(session[len(SESSION_PREFIX):])
+    for c in chars:
+        if c in ".:":
+            return None
+        if c == "_":
+            nxt = next(chars, "")
+            if nxt not in _UNESCAPES:
+                return None
+            c = _UNESCAPES[nxt]
+        out.append(c)
+    return "".join(out)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from daintree_tui.core import trust, validate
 from daintree_tui.core.environment import worktree_env
 from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.index import Index, find
@@ -122,7 +123,7 @@ class SessionManager:
     def meta(self, name: str) -> dict[str, Any]:
         """The raw record, for this layer's own read-modify-writes; other layers use `record`."""
         data, _ = read_json(self.meta_path(name), "session record")
-        return data if isinstance(data, dict) else {}
+        return validate.session_record(data)  # each field of the wrong type dropped: the file is data
 
     def record(self, name: str) -> SessionRecord | None:
         return read_session_record(self.project, name)
@@ -145,6 +146,8 @@ class SessionManager:
         replaced. The task's subject and description become the first prompt unless `prompt` is given."""
         entry = self._live_entry(name)
         preset = self.preset(agent)
+        # The agent's command may come from the repository's .daintree.toml: it runs only once trusted.
+        trust.require_trusted(self.project.config, f"agents.{preset.name}.command")
         env = worktree_env(self.project, entry)
         env["DAINTREE_AGENT"] = preset.name
         preset.check_program(env)
@@ -172,8 +175,9 @@ class SessionManager:
                 "exit_code": None, "signal": None, "host": "tmux" if host.persistent else "pty", "role": role,
                 "sandbox": sandbox.record()}
         write_json(self.meta_path(name), meta)
-        if prompt and preset.prompt_mode == "type":
-            host.send_text(name, prompt, enter=True)
+        if prompt and preset.prompt_mode == "type" and preset.name != "shell":
+            # One bracketed paste: a multi-line prompt arrives as text, never as lines a shell would run.
+            host.send_text(name, prompt, enter=True, paste=True)
         self.project.events.append("session.started", worktree=entry.brief(), agent=preset.name,
                                    session=session_name(name), pid=state.pid)
         return self._info(name, state, meta, SessionStatus.STARTING)

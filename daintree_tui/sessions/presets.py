@@ -80,7 +80,8 @@ def builtin_presets() -> dict[str, Preset]:
         "gemini": Preset("gemini", "gemini", prompt_mode="flag:--prompt-interactive"),
         "aider": Preset("aider", "aider", prompt_mode="type", waiting_pattern=r"^\S*> $"),
         "opencode": Preset("opencode", "opencode", prompt_mode="flag:--prompt"),
-        "shell": Preset("shell", shlex.quote(shell), prompt_mode="type", waiting_pattern=r"[$#%>] ?$"),
+        # A shell never gets a first prompt: task text typed into it would run as commands.
+        "shell": Preset("shell", shlex.quote(shell), prompt_mode="none", waiting_pattern=r"[$#%>] ?$"),
         "demo": Preset("demo", demo, prompt_mode="flag:--task", waiting_pattern=r"> ?$"),
     }
 
@@ -103,6 +104,7 @@ def all_presets(cfg: Config) -> dict[str, Preset]:
             max_minutes=agent.max_minutes if agent.max_minutes is not None else base.max_minutes,
             role=agent.role or base.role,
         )
+    presets["shell"] = replace(presets["shell"], prompt_mode="none")  # no config can make a shell take a prompt
     return presets
 
 

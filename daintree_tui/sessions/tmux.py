@@ -9,18 +9,22 @@ from __future__ import annotations
 import builtins
 import contextlib
 import hashlib
+import json
 import os
 import shlex
 import signal
 import socket
 import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from daintree_tui.core.errors import OperationError
 from daintree_tui.core.project import Project
-from daintree_tui.sessions.host import SESSION_PREFIX, PaneState, session_name
+from daintree_tui.core.trust import private_dir
+from daintree_tui.sessions.host import PaneState, session_name, worktree_of_session
 
 TMUX_CONF = """\
 # Written by daintree: this private server never reads ~/.tmux.conf.
@@ -55,14 +59,21 @@ def socket_name(project: Project) -> str:
 
 
 # A tmux server keeps the environment of the client that started it and gives it to every pane. Start it
-# with only what tmux itself needs, and pass each session's full environment explicitly (`new-session -e`),
-# so a variable we remove (CLAUDECODE) cannot come back through the server.
+# with only what tmux itself needs, and give each session its full environment through a private launch file
+# (never `new-session -e`, which shows it in `ps`), so a variable we remove (CLAUDECODE) cannot come back
+# through the server and no secret reaches a command line.
 _SERVER_ENV_KEYS = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TMUX_TMPDIR")
 _NOT_PASSED = ("TMUX", "TMUX_PANE")
 
 
 def server_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k in _SERVER_ENV_KEYS}
+
+
+def tmux_arg(arg: str) -> str:
+    """An argument tmux takes literally: tmux reads a trailing `;` as the end of a command (so `send-keys 'x;'`
+    would drop it); a trailing `\\;` stands for a literal `;`."""
+    return arg[:-1] + "\\;" if arg.endswith(";") else arg
 
 
 def socket_path(name: str) -> Path:
@@ -78,7 +89,8 @@ class TmuxHost:
     def __init__(self, project: Project) -> None:
         self.project = project
         self.socket = socket_name(project)
-        self.conf = project.state_dir / "tmux.conf"
+        # In a dot-file: no worktree name can be `.tmux.conf`, so no worktree directory can take its place.
+        self.conf = project.state_dir / ".tmux.conf"
 
     # -- plumbing --------------------------------------------------------------------------------------------
 
@@ -146,19 +158,33 @@ class TmuxHost:
             self._clean_stale_socket("refused")
             self.tmux("start-server")
         name = session_name(worktree)
-        log.parent.mkdir(parents=True, exist_ok=True)
-        env_args = [arg for key, value in sorted(env.items()) if "=" not in key and key not in _NOT_PASSED
-                    for arg in ("-e", f"{key}={value}")]
+        private_dir(log.parent)
+        # The log holds everything the agent printed: the user's only, from its first byte.
+        os.close(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+        os.chmod(log, 0o600)
+        launch = self._launch_file(argv, {k: v for k, v in env.items() if "=" not in k and k not in _NOT_PASSED})
         cols, rows = size
-        args = ["new-session", "-d", "-s", name, "-c", str(cwd), "-x", str(cols), "-y", str(rows), *env_args,
-                "--", *argv, ";", "pipe-pane", "-o", "-t", f"={name}:", f"cat >> {shlex.quote(str(log))}"]
+        args = ["new-session", "-d", "-s", name, "-c", tmux_arg(str(cwd)), "-x", str(cols), "-y", str(rows),
+                "--", sys.executable, "-I", "-m", "daintree_tui.sessions.launch", launch,
+                ";", "pipe-pane", "-o", "-t", f"={name}:", tmux_arg(f"cat >> {shlex.quote(str(log))}")]
         proc = self.tmux(*args, check=False)
         if proc.returncode != 0:
+            with contextlib.suppress(OSError):
+                os.unlink(launch)
             raise OperationError(f"could not start session {name}: {proc.stderr.strip() or 'tmux failed'}")
         state = self.state(worktree)
         if state is None:
             raise OperationError(f"session {name} did not come up")
         return state
+
+    def _launch_file(self, argv: Sequence[str], env: Mapping[str, str]) -> str:
+        """Write the session's command and environment to a 0600 file in a 0700 folder; the pane's first
+        process (sessions/launch.py) reads it, deletes it and execs the agent."""
+        folder = private_dir(self.project.state_dir / ".run")
+        fd, path = tempfile.mkstemp(prefix="launch-", suffix=".json", dir=folder)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump({"argv": list(argv), "env": dict(env)}, fh)
+        return path
 
     def list(self) -> list[PaneState]:
         """Every daintree session on this server, in one tmux call (two when tmux owes a child its reaping)."""
@@ -182,7 +208,8 @@ class TmuxHost:
         server_pid: int | None = None
         for line in proc.stdout.splitlines():
             parts = line.split("\t")
-            if len(parts) != 7 or not parts[0].startswith(SESSION_PREFIX):
+            worktree = worktree_of_session(parts[0]) if len(parts) == 7 else None
+            if worktree is None:
                 continue
             name, dead, status, pid, created, signal_number, server = parts
             server_pid = int(server) if server.isdigit() else server_pid
@@ -198,7 +225,7 @@ class TmuxHost:
             is_dead = dead == "1" and exit_code is not None
             unreaped = unreaped or (dead == "1" and exit_code is None)
             states[name] = PaneState(
-                worktree=name[len(SESSION_PREFIX):], session=name, dead=is_dead,
+                worktree=worktree, session=name, dead=is_dead,
                 exit_code=exit_code if is_dead else None,
                 pid=int(pid) if pid.isdigit() else None, created=float(created or time.time()),
             )
@@ -223,13 +250,13 @@ class TmuxHost:
                 raise OperationError(f"tmux load-buffer failed: {proc.stderr.strip()}")
             self.tmux("paste-buffer", "-p", "-d", "-b", "daintree-paste", "-t", target)
         elif text:
-            self.tmux("send-keys", "-t", target, "-l", "--", text)
+            self.tmux("send-keys", "-t", target, "-l", "--", tmux_arg(text))
         if enter:
             self.tmux("send-keys", "-t", target, "Enter")
 
     def send_keys(self, worktree: str, keys: Sequence[str]) -> None:
         """Send tmux key names (`Enter`, `C-c`, `Up`) to the pane."""
-        self.tmux("send-keys", "-t", f"={session_name(worktree)}:", *keys)
+        self.tmux("send-keys", "-t", f"={session_name(worktree)}:", *[tmux_arg(k) for k in keys])
 
     def capture(self, worktree: str, *, ansi: bool = False, history: int = 0) -> str:
         args = ["capture-pane", "-p", "-t", f"={session_name(worktree)}:"]
