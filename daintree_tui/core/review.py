@@ -18,6 +18,7 @@ from daintree_tui.core import git as g
 from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.hooks import run_hooks
 from daintree_tui.core.models import WorktreeEntry
+from daintree_tui.core.trust import require_outside_session
 from daintree_tui.core.worktrees import WorktreeService
 
 STRATEGIES = ("ff", "squash", "rebase")
@@ -116,9 +117,13 @@ class ReviewService:
         return None
 
     def merge(self, name: str, strategy: str = "ff", into: str | None = None, remove: bool = False,
-              complete_task: bool = False) -> MergeResult:
+              complete_task: bool = False, verify: bool = True) -> MergeResult:
+        """Merge a worktree's branch back. `verify=False` (`--no-verify`) skips the pre_merge checks: a person's
+        explicit choice, refused from inside a session (an agent may not waive its own checks)."""
         if strategy not in STRATEGIES:
             raise InputError(f"invalid strategy {strategy!r} (expected one of: {', '.join(STRATEGIES)})")
+        if not verify:
+            require_outside_session(self.project, "--no-verify")
         entry = self._entry(name)
         root = self.project.root
         target = self.target_branch(entry, into)
@@ -143,8 +148,9 @@ class ReviewService:
         if strategy == "ff" and not g.is_ancestor(root, target_tip, branch_tip):
             raise OperationError(f"{target} has diverged from {entry.branch}: a fast-forward is impossible "
                                  "(use --strategy rebase or squash)")
-        run_hooks(self.project, "pre_merge", entry)
-        brief = {**entry.brief(), "target": target, "strategy": strategy}
+        if verify:
+            run_hooks(self.project, "pre_merge", entry)  # fails closed: an untrusted check refuses the merge
+        brief = {**entry.brief(), "target": target, "strategy": strategy, "verified": verify}
         self.project.events.append("worktree.merge.before", worktree=brief)
         try:
             new_tip = self._merge_in_temp(entry, target, target_tip, strategy)

@@ -60,6 +60,29 @@ def trust(project: Project) -> dict[str, str]:
     return {"path": str(path), "sha256": digest}
 
 
+def _command_key(project: Project, command: str) -> str:
+    return hashlib.sha256(f"{project.root.resolve()}\0{command}".encode()).hexdigest()
+
+
+def remember_command(project: Project, command: str) -> None:
+    """Record (in the user's data dir) that this user gave `command` for this repository on their own command
+    line, so a state file that names it later (a bake-off's score command) may run it; no other may."""
+    data, _ = read_json(trust_file(), "trust record")
+    records = data if isinstance(data, dict) else {}
+    given = records.get("commands")
+    given = [c for c in given if isinstance(c, str)] if isinstance(given, list) else []
+    key = _command_key(project, command)
+    if key not in given:
+        records["commands"] = [*given, key][-1000:]
+        write_json(trust_file(), records)
+
+
+def command_remembered(project: Project, command: str) -> bool:
+    data, _ = read_json(trust_file(), "trust record")
+    given = data.get("commands") if isinstance(data, dict) else None
+    return isinstance(given, list) and _command_key(project, command) in given
+
+
 def trust_status(project: Project) -> dict[str, object]:
     path = project.root / REPO_CONFIG_NAME
     return {"path": str(path), "exists": path.is_file(), "trusted": path.is_file() and is_trusted(path),

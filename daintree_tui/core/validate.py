@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 from daintree_tui.core.errors import InputError
+from daintree_tui.core.log import warn
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 
@@ -138,3 +140,68 @@ def session_record(data: object) -> dict[str, Any]:
                                    and (signal.get("ts") is None or is_number(signal.get("ts")))):
         clean["signal"] = None
     return clean
+
+
+POLICED_COMMANDS = {"commit": "commit", "merge": "merge", "pr": "pr", "remove": "remove", "rm": "remove"}
+
+
+def approval_problem(data: object) -> str | None:
+    """Why an approval request (`.worktrees/approvals.json`) cannot be used, or None. Approving one runs its
+    argv, so the argv must be the one policed `daintree worktree <action> <its worktree> ...` it claims to be."""
+    try:
+        rec = record(data, "approval request")
+        field(rec, "id", "id", required=True)
+        status = field(rec, "status", "str", required=True)
+        action = field(rec, "action", "str", required=True)
+        worktree = field(rec, "worktree", "str", required=True)
+        field(rec, "role", "str?")
+        field(rec, "created_at", "number?")
+        field(rec, "resolved_at", "number?")
+        argv = rec.get("argv")
+    except RecordError as exc:
+        return str(exc)
+    if status not in ("pending", "approved", "rejected"):
+        return f"unknown status {status!r}"
+    if not (isinstance(argv, list) and len(argv) >= 3 and all(isinstance(a, str) for a in argv)):
+        return "argv is not a daintree command line"
+    if (argv[0] not in ("worktree", "wt") or POLICED_COMMANDS.get(argv[1]) != action or argv[2] != worktree
+            or name_problem(worktree, new=False) or any(a == "--repo" or a.startswith("--repo=") for a in argv)):
+        return f"argv {argv!r} is not `daintree worktree {action} {worktree} ...`"
+    return None
+
+
+def bakeoff_problem(data: object) -> str | None:
+    """Why a bake-off record (`.worktrees/bakeoffs.json`) cannot be used, or None."""
+    try:
+        rec = record(data, "bake-off")
+        bakeoff_id = field(rec, "id", "str", required=True)
+        field(rec, "task_id", "id", required=True)
+        field(rec, "status", "str", required=True)
+        field(rec, "score_command", "str?")
+        field(rec, "created_at", "number?")
+        field(rec, "picked", "str?")
+        for key in ("agents", "scores"):
+            if not isinstance(rec.get(key, []), list):
+                raise RecordError(f"{key!r} must be a list")
+        if not all(isinstance(a, str) for a in rec.get("agents", [])):
+            raise RecordError("'agents' must be names")
+        candidates = rec.get("candidates", [])
+    except RecordError as exc:
+        return str(exc)
+    if not re.fullmatch(r"b[0-9]{1,18}", bakeoff_id):
+        return f"bad id {bakeoff_id!r}"
+    if not (isinstance(candidates, list) and all(name_problem(c, new=False) is None for c in candidates)):
+        return "candidates must be worktree names"
+    return None
+
+
+def valid_records(raw: list[object], problem_of: Callable[[object], str | None], what: str) -> list[dict[str, Any]]:
+    """The records that pass `problem_of`; each one that does not is skipped with a warning naming why."""
+    out: list[dict[str, Any]] = []
+    for item in raw:
+        problem = problem_of(item)
+        if problem or not isinstance(item, dict):
+            warn(f"skipping a malformed {what}: {problem}")
+        else:
+            out.append(item)
+    return out

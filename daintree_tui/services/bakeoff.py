@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from daintree_tui.core import git as g
+from daintree_tui.core import trust, validate
 from daintree_tui.core.environment import worktree_env
 from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.index import find
@@ -116,7 +117,9 @@ class BakeoffService:
     def _load(self) -> list[Bakeoff]:
         data, _ = read_json(self.path, "bake-off registry")
         raw = data.get("bakeoffs", []) if isinstance(data, dict) else []
-        return [Bakeoff.from_dict(r) for r in raw if isinstance(r, dict)]
+        valid = validate.valid_records(raw if isinstance(raw, list) else [], validate.bakeoff_problem,
+                                       f"bake-off in {self.path}")
+        return [Bakeoff.from_dict(r) for r in valid]
 
     def _save(self, records: list[Bakeoff]) -> None:
         write_json(self.path, {"bakeoffs": [r.to_dict() for r in records]})
@@ -141,6 +144,8 @@ class BakeoffService:
         self.project.require_git()
         if not agents:
             raise InputError("a bake-off needs at least one agent (--agents A,B,C)")
+        if score:
+            trust.remember_command(self.project, score)
         task = self.tasks.get(task_id)
         presets = [resolve_preset(self.project.config, a) for a in agents]
         for preset in presets:
@@ -201,7 +206,15 @@ class BakeoffService:
               timeout: float = DEFAULT_SCORE_TIMEOUT) -> list[Score]:
         """Run the score command in every live candidate at once; rank them."""
         record = self.get(bakeoff_id)
-        command = command or record.score_command or self.project.config.bakeoff_score
+        if command is None and record.score_command:
+            command = str(record.score_command)
+            # The record is a file in the repository: its command runs only if this user gave it (at create).
+            if not trust.command_remembered(self.project, command):
+                raise OperationError(f"bake-off {bakeoff_id}: its score command {command!r} was not given by you "
+                                     "here; pass it again with --score")
+        elif command is None:
+            trust.require_trusted(self.project.config, "bakeoff.score")
+            command = self.project.config.bakeoff_score
         if not command:
             raise InputError("no score command: give --score CMD or set bakeoff.score in config")
         entries = {e.name: e for e in self.worktrees.entries()}

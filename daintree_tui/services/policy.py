@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from daintree_tui.core import validate
 from daintree_tui.core.config import ROLE_ACTIONS
 from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.index import Index, find
@@ -123,7 +124,9 @@ class Approvals:
     def _load(self) -> list[ApprovalRequest]:
         data, _ = read_json(self.path, "approval requests")
         raw = data.get("requests", []) if isinstance(data, dict) else []
-        return [ApprovalRequest.from_dict(r) for r in raw if isinstance(r, dict)]
+        valid = validate.valid_records(raw if isinstance(raw, list) else [], validate.approval_problem,
+                                       f"approval request in {self.path}")
+        return [ApprovalRequest.from_dict(r) for r in valid]
 
     def _save(self, records: list[ApprovalRequest]) -> None:
         write_json(self.path, {"requests": [r.to_dict() for r in records]})
