@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from daintree_tui.core.errors import OperationError
+from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.log import warn
 
 
@@ -213,7 +213,9 @@ class EventLog:
         """The records (the last `limit` when given, read from the end of the file) and how many torn or foreign
         lines were skipped. Without a limit: the rotated file's records too, then the current file's."""
         if limit is not None:
-            if limit <= 0:
+            if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0 or limit > 10_000_000:
+                raise InputError(f"--limit must be a whole number from 0 to 10000000 (got {limit!r})")
+            if limit == 0:
                 return [], 0
             return self._tail(limit)
         records: list[dict[str, Any]] = []

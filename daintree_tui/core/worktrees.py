@@ -38,6 +38,14 @@ from daintree_tui.core.tasks import TaskService
 DEFAULT_RUN_TIMEOUT = 300.0
 
 
+def require_worktree_ours(project: Project, entry: WorktreeEntry) -> None:
+    """Refuse (exit 1) to work in an index entry's path that is not one of our worktrees."""
+    problem = trust.ownership_problem(project, Path(entry.path))
+    if problem:
+        raise OperationError(f"worktree {entry.name}: {problem} (the index is not trusted on its own; "
+                             "`daintree doctor --fix` drops such entries)")
+
+
 class SessionControl(Protocol):
     """What the worktree service needs of a session host: stopping a worktree's session before removal."""
 
@@ -153,15 +161,21 @@ class WorktreeService:
         return [e for e in entries if include_removed or e.live]
 
     def get(self, name: str, *, live: bool = False) -> WorktreeEntry:
+        """The entry called `name`. With `live`, one to work in: its path must be one of our worktrees (git lists
+        it, inside the worktree dir), since commands and git itself will run there."""
         entry = find(self.entries(include_removed=True), name)
         if entry is None or (live and not entry.live):
             raise InputError(f"no worktree named {name!r}" + (" (it was removed)" if entry else ""))
+        if live and Path(entry.path).exists():
+            require_worktree_ours(self.project, entry)
         return entry
 
-    def facts(self, entry: WorktreeEntry) -> Facts:
+    def facts(self, entry: WorktreeEntry, listed: list[Path] | None = None) -> Facts:
         path = Path(entry.path)
         if not entry.live or not (path / ".git").exists():
             return Facts(exists=path.is_dir())
+        if trust.ownership_problem(self.project, path, listed):
+            return Facts(exists=True)  # never run git in a directory the index merely names
         try:
             dirty = len(g.dirty_files(path))
         except OperationError:
@@ -172,8 +186,10 @@ class WorktreeService:
 
     def facts_for(self, entries: Sequence[WorktreeEntry]) -> dict[str, Facts]:
         """Facts for many worktrees at once: git runs in parallel, a few forks at a time."""
+        listed = trust.linked_worktrees(self.project) if entries else []
         with ThreadPoolExecutor(max_workers=min(8, max(1, len(entries)))) as pool:
-            return dict(zip([e.name for e in entries], pool.map(self.facts, entries), strict=True))
+            facts = pool.map(lambda e: self.facts(e, listed), entries)
+            return dict(zip([e.name for e in entries], facts, strict=True))
 
     def dirty_files(self, entry: WorktreeEntry) -> list[str]:
         path = Path(entry.path)

@@ -6,6 +6,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from daintree_tui.core.errors import InputError
 from daintree_tui.core.project import Project
 from daintree_tui.core.tasks import TaskService
 from daintree_tui.core.worktrees import WorktreeService
@@ -45,6 +46,9 @@ def _git(path: Path, *args: str) -> None:
 
 def create_demo_repo(path: Path | None = None, start_agents: bool = True) -> Path:
     """Create the demo repository (in a new temp dir unless `path` is given) and start its demo agents."""
+    if path is not None and (path.is_symlink() or (path.exists() and (not path.is_dir() or any(path.iterdir())))):
+        # The demo writes README, .gitignore and .env and commits everything: never over someone's files.
+        raise InputError(f"--path {path} is not an empty directory; give a new or empty one")
     root = path or Path(tempfile.mkdtemp(prefix="daintree-demo-"))
     root.mkdir(parents=True, exist_ok=True)
     _git(root, "init", "-q", "-b", "main")

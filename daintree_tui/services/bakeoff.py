@@ -205,6 +205,7 @@ class BakeoffService:
     def score(self, bakeoff_id: str, command: str | None = None, minimize: bool = False,
               timeout: float = DEFAULT_SCORE_TIMEOUT) -> list[Score]:
         """Run the score command in every live candidate at once; rank them."""
+        timeout = validate.finite_seconds(timeout)
         record = self.get(bakeoff_id)
         if command is None and record.score_command:
             command = str(record.score_command)

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from daintree_tui.core import validate
 from daintree_tui.core.errors import DaintreeError
 from daintree_tui.core.models import Task, TaskStatus
 from daintree_tui.core.worktrees import WorktreeService, slugify
@@ -154,6 +155,7 @@ class QueueRunner:
 
     def run(self, once: bool = False, interval: float = 2.0) -> StepReport:
         """Step until nothing is left to start or running (or once); returns the last pass's report."""
+        interval = validate.finite_number(interval, "--interval", minimum=0.05, maximum=3600)
         while True:
             report = self.step()
             if once or (report.running == 0 and report.waiting_tasks == 0 and not report.started):

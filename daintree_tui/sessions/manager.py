@@ -26,6 +26,7 @@ from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.project import Project
 from daintree_tui.core.store import read_json, write_json
 from daintree_tui.core.tasks import TaskService
+from daintree_tui.core.worktrees import require_worktree_ours
 from daintree_tui.sessions.host import PaneState, SessionHost, host_for, session_name
 from daintree_tui.sessions.pane_size import load_pane_size
 from daintree_tui.sessions.presets import Preset, all_presets, resolve_preset, session_mcp_wiring, unwire_mcp
@@ -133,6 +134,8 @@ class SessionManager:
         entry = find(Index(self.project).load(), name)
         if entry is None or not entry.live:
             raise InputError(f"no live worktree named {name!r}")
+        if Path(entry.path).exists():
+            require_worktree_ours(self.project, entry)  # an agent starts only in one of our worktrees
         return entry
 
     # -- lifecycle -------------------------------------------------------------------------------------------
