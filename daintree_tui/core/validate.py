@@ -15,7 +15,7 @@ from typing import Any
 from daintree_tui.core.errors import InputError
 from daintree_tui.core.log import warn
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 
 # Files and folders our state keeps in `.worktrees/` beside the worktree directories. Names that start with a dot
 # cannot be worktree names; these can, so a worktree may not take them (nor anything ending like a state file).
@@ -28,7 +28,7 @@ STATE_SUFFIXES = (".json", ".jsonl", ".bak", ".conf", ".tmp", ".lock")
 def name_problem(name: object, *, new: bool = True) -> str | None:
     """Why `name` cannot be a worktree name, or None when it can. `new`: also refuse the names of state files
     (an existing worktree of such a name, from before the rule, can still be addressed and removed)."""
-    if not isinstance(name, str) or not NAME_RE.match(name) or name.endswith((".", ".lock")) or ".." in name:
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name) or name.endswith((".", ".lock")) or ".." in name:
         return ("use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit, without '..' and "
                 "not ending in '.' or '.lock'")
     if new and (name.lower() in STATE_NAMES or name.lower().endswith(STATE_SUFFIXES)):

@@ -179,8 +179,7 @@ class SessionManager:
                 "sandbox": sandbox.record()}
         write_json(self.meta_path(name), meta)
         if prompt and preset.prompt_mode == "type" and preset.name != "shell":
-            # One bracketed paste: a multi-line prompt arrives as text, never as lines a shell would run.
-            host.send_text(name, prompt, enter=True, paste=True)
+            self._type_first_prompt(name, prompt, log)
         self.project.events.append("session.started", worktree=entry.brief(), agent=preset.name,
                                    session=session_name(name), pid=state.pid)
         return self._info(name, state, meta, SessionStatus.STARTING)
@@ -207,6 +206,19 @@ class SessionManager:
         env.update(wiring.env)
         own = len(preset.argv())
         return [*argv[:own], *wiring.args, *argv[own:]]
+
+    def _type_first_prompt(self, name: str, prompt: str, log: Path, wait: float = 10.0) -> None:
+        """Give a `type` agent its first prompt as one bracketed paste (ESC[200~ ... ESC[201~, sent as such, not
+        left to whether the pane asked for it yet): a multi-line prompt arrives as one piece of text, never as
+        lines to run. Sent once the agent has drawn something (it is reading input by then), or after `wait`."""
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                if log.stat().st_size > 0:
+                    break
+            time.sleep(0.05)
+        text = prompt.replace("\x1b[201~", "")  # the text cannot close the paste early
+        self.host.send_text(name, f"\x1b[200~{text}\x1b[201~", enter=True)
 
     def stop(self, name: str) -> bool:
         """Stop the session of worktree `name` (no error when there is none)."""

@@ -1,0 +1,512 @@
+"""The trust model, tried the way an attacker would (issue 10, DESIGN.md 2a).
+
+Each test builds what a hostile party controls (a repository the victim clones, with committed state, config and
+symlinks; task text; names; environment values), lets the victim run ordinary commands, and asserts on what must
+NOT have happened: a directory outside still exists, a file outside was not written, a command did not run (a
+marker file), a secret did not reach any process's argv.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import CLI, git, make_repo, trusted_config, wait_for
+
+PY = sys.executable
+
+
+def hostile_clone(tmp_path: Path, files: dict[str, str], symlinks: dict[str, str] | None = None,
+                  name: str = "victim") -> Path:
+    """An upstream repository that commits `files` (state under `.worktrees/` included) and `symlinks`, and the
+    victim's fresh clone of it."""
+    upstream = make_repo(tmp_path / "upstream")
+    for rel, text in files.items():
+        (upstream / rel).parent.mkdir(parents=True, exist_ok=True)
+        (upstream / rel).write_text(text)
+    for rel, target in (symlinks or {}).items():
+        (upstream / rel).parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(target, upstream / rel)
+    git(upstream, "add", "-f", "-A")
+    git(upstream, "commit", "-q", "-m", "looks harmless")
+    clone = tmp_path / name
+    subprocess.run(["git", "clone", "-q", str(upstream), str(clone)], check=True, capture_output=True)
+    return clone
+
+
+def precious(tmp_path: Path, name: str) -> Path:
+    """A directory of the victim's that nothing may delete."""
+    path = tmp_path / name
+    path.mkdir()
+    (path / "thesis.txt").write_text("years of work\n")
+    return path
+
+
+def intact(path: Path) -> bool:
+    return (path / "thesis.txt").is_file() and (path / "thesis.txt").read_text() == "years of work\n"
+
+
+# -- 1. destructive operations act only on our own worktrees ----------------------------------------------------
+
+
+def test_committed_index_and_journal_delete_nothing_outside(tmp_path: Path) -> None:
+    active_victim, kept_victim, create_victim = (precious(tmp_path, n) for n in ("docs", "photos", "keys"))
+    index = {"worktrees": [
+        {"name": "evil", "path": str(active_victim), "branch": "main", "base_ref": "HEAD", "base_commit": "",
+         "status": "active", "ports": [3100]},
+        {"name": "old", "path": str(kept_victim), "branch": "main", "base_ref": "HEAD", "base_commit": "",
+         "status": "kept", "kept_at": 0, "ports": []},
+        "not an object", [1, 2], {"name": "../../escape", "path": "/"},
+    ]}
+    journals = {
+        ".worktrees/.journal/evil.json": {"name": "evil", "op": "remove", "path": str(active_victim)},
+        ".worktrees/.journal/keys.json": {"name": "keys", "op": "create", "path": str(create_victim),
+                                          "branch": "main", "base_commit": "", "reset_branch": False},
+        ".worktrees/.journal/up.json": {"name": "../..", "op": "create", "path": str(tmp_path)},
+    }
+    files = {".worktrees/index.json": json.dumps(index), **{k: json.dumps(v) for k, v in journals.items()}}
+    clone = hostile_clone(tmp_path, files)
+    # The journal's base_commit would have to match main for the branch-deleting path: give it exactly that.
+    main_tip = git(clone, "rev-parse", "main").strip()
+    data = json.loads((clone / ".worktrees/.journal/keys.json").read_text())
+    (clone / ".worktrees/.journal/keys.json").write_text(json.dumps({**data, "base_commit": main_tip}))
+    cli = CLI(clone)
+    assert cli("worktree", "remove", "evil", "--force").returncode == 1
+    assert cli("worktree", "remove", "old", "--force").returncode == 1
+    assert cli("worktree", "run", "evil", "--", "touch", "ran-here").returncode == 1
+    cli("gc", "--older-than", "0")
+    cli("doctor", "--fix")  # what the dashboard does at every start
+    cli("gc", "--older-than", "0")
+    cli("worktree", "remove", "evil", "--force")
+    for victim in (active_victim, kept_victim, create_victim):
+        assert intact(victim), victim
+    assert not (active_victim / "ran-here").exists()
+    assert git(clone, "rev-parse", "main").strip() == main_tip  # the branch named by the journal survives
+    assert (clone / ".git").is_dir() and (clone / "README.md").is_file()
+
+
+@pytest.mark.parametrize("worktree_dir", ["..", ".", "/", ".git", ".git/wt", "{outside}", "../elsewhere"])
+def test_repo_config_cannot_put_worktrees_at_above_or_outside_the_repo(tmp_path: Path, worktree_dir: str) -> None:
+    outside = tmp_path / "outside"
+    value = worktree_dir.replace("{outside}", str(outside))
+    clone = hostile_clone(tmp_path, {".daintree.toml": f"worktree_dir = {json.dumps(value)}\n"})
+    cli = CLI(clone)
+    cli.ok("task", "create", "state exists, so doctor looks at worktrees")
+    assert cli("doctor", "--fix").returncode == 2
+    proc = cli("worktree", "create", "a")
+    assert proc.returncode == 2 and "worktree_dir" in proc.stderr
+    assert cli("worktree", "remove", clone.name, "--force").returncode != 0
+    assert (clone / ".git").is_dir() and (clone / "README.md").is_file() and not outside.exists()
+    assert "wt/a" not in git(clone, "branch", "--list")
+
+
+def test_committed_symlinked_worktree_dir_is_refused(tmp_path: Path) -> None:
+    outside = precious(tmp_path, "outside")
+    clone = hostile_clone(tmp_path, {".daintree.toml": 'worktree_dir = "build/trees"\n'},
+                          symlinks={"build": str(outside)})
+    proc = CLI(clone)("worktree", "create", "a")
+    assert proc.returncode == 2 and "outside the repository" in proc.stderr
+    assert sorted(p.name for p in outside.iterdir()) == ["thesis.txt"]
+
+
+def test_committed_state_dir_symlink_is_refused(tmp_path: Path) -> None:
+    outside = precious(tmp_path, "outside")
+    clone = hostile_clone(tmp_path, {}, symlinks={".worktrees": str(outside)})
+    proc = CLI(clone)("worktree", "create", "a")
+    assert proc.returncode == 1 and "symbolic link" in proc.stderr
+    assert sorted(p.name for p in outside.iterdir()) == ["thesis.txt"]
+
+
+def test_user_config_may_put_worktrees_beside_but_never_above(repo: Path, cli: CLI) -> None:
+    user_config = Path(os.environ["XDG_CONFIG_HOME"]) / "daintree" / "config.toml"
+    user_config.parent.mkdir(parents=True, exist_ok=True)
+    user_config.write_text('worktree_dir = "../wt"\n')
+    assert Path(cli.json("worktree", "create", "beside")["path"]) == repo.parent / "wt" / "beside"
+    user_config.write_text('worktree_dir = ".."\n')
+    assert cli("worktree", "create", "above").returncode == 2
+    assert cli("doctor", "--fix").returncode == 2  # never adopts the primary as a worktree
+    assert (repo / ".git").is_dir()
+
+
+# -- 2. nothing from the repository runs before trust -----------------------------------------------------------
+
+
+@pytest.mark.usefixtures("tmux_socket")
+def test_untrusted_repo_commands_never_run(tmp_path: Path) -> None:
+    marks = {k: tmp_path / f"ran-{k}" for k in ("agent", "default", "override", "score", "hook")}
+    clone = hostile_clone(tmp_path, {".daintree.toml": (
+        'default_agent = "helper"\n'
+        f'[agents.helper]\ncommand = "touch {marks["default"]}"\n'
+        f'[agents.evil]\ncommand = "touch {marks["agent"]}"\n'
+        f'[agents.claude]\ncommand = "touch {marks["override"]}"\n'
+        f'[bakeoff]\nscore = "touch {marks["score"]}"\n'
+        f'[hooks]\npost_create = ["touch {marks["hook"]}"]\n')})
+    cli = CLI(clone)
+    cli.ok("task", "create", "a task")
+    cli.ok("worktree", "create", "w", "--task", "1")
+    for agent in ([], ["--agent", "evil"], ["--agent", "claude"]):
+        proc = cli("session", "start", "w", *agent)
+        assert proc.returncode == 1 and "daintree trust" in proc.stderr, proc.stderr
+    from daintree_tui.core.bakeoff import BakeoffService
+    from daintree_tui.core.errors import OperationError
+    from daintree_tui.core.project import Project
+    from daintree_tui.core.worktrees import WorktreeService
+
+    bakeoffs = BakeoffService(WorktreeService(Project.discover(clone)))
+    record = bakeoffs.create(1, ["shell"], start_sessions=False)
+    with pytest.raises(OperationError, match="daintree trust"):
+        bakeoffs.score(record["id"])
+    assert not any(m.exists() for m in marks.values()), [m.name for m in marks.values() if m.exists()]
+
+
+def test_committed_bakeoff_record_score_command_does_not_run(tmp_path: Path) -> None:
+    marker = tmp_path / "scored"
+    record = {"bakeoffs": [{"id": "b1", "task_id": 1, "status": "running", "candidates": ["w"],
+                            "score_command": f"touch {marker}", "agents": ["shell"]}]}
+    clone = hostile_clone(tmp_path, {".worktrees/bakeoffs.json": json.dumps(record)})
+    cli = CLI(clone)
+    cli.ok("worktree", "create", "w")
+    proc = cli("bakeoff", "score", "b1")
+    assert proc.returncode == 1 and "--score" in proc.stderr
+    assert not marker.exists()
+
+
+def test_committed_approval_request_cannot_smuggle_a_command(tmp_path: Path) -> None:
+    request = {"requests": [{"id": 1, "worktree": "w", "action": "remove", "status": "pending", "role": None,
+                             "argv": ["trust"]}]}
+    clone = hostile_clone(tmp_path, {".worktrees/approvals.json": json.dumps(request),
+                                     ".daintree.toml": "[hooks]\npost_create = [\"true\"]\n"})
+    cli = CLI(clone)
+    proc = cli("approve", "1")
+    assert proc.returncode == 2
+    from daintree_tui.core.hooks import is_trusted
+
+    assert not is_trusted(clone / ".daintree.toml")
+
+
+def test_untrusted_pre_merge_gate_refuses_and_no_verify_is_refused_in_a_session(tmp_path: Path) -> None:
+    clone = hostile_clone(tmp_path, {".daintree.toml": '[hooks]\npre_merge = ["true"]\n'})
+    cli = CLI(clone)
+    cli.ok("worktree", "create", "w")
+    wt = clone / ".worktrees" / "w"
+    (wt / "f.txt").write_text("change\n")
+    git(wt, "add", "f.txt")
+    git(wt, "commit", "-q", "-m", "change")
+    before = git(clone, "rev-parse", "main")
+    proc = cli("worktree", "merge", "w")
+    assert proc.returncode == 1 and "daintree trust" in proc.stderr
+    proc = cli("worktree", "merge", "w", "--no-verify", env={"DAINTREE_WORKTREE": "w"})
+    assert proc.returncode == 1 and "session" in proc.stderr
+    proc = cli("worktree", "merge", "w", "--no-verify", cwd=wt)
+    assert proc.returncode == 1 and "session" in proc.stderr
+    assert git(clone, "rev-parse", "main") == before
+    cli.ok("worktree", "merge", "w", "--no-verify")  # a person outside any session may skip the checks
+    assert git(clone, "rev-parse", "main") != before
+
+
+# -- 3. no untrusted text is typed into a shell -----------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("tmux_socket")
+def test_shell_preset_never_gets_the_task_text(repo: Path, cli: CLI, tmp_path: Path) -> None:
+    marker, ready = tmp_path / "pwned", tmp_path / "ready"
+    # Even a trusted config that asks for it cannot make the shell take a prompt.
+    trusted_config(repo, '[agents.shell]\nprompt_mode = "type"\n')
+    cli.ok("task", "create", "Fix the bug", "--description", f"touch {marker}\ntouch {marker}\n")
+    cli.ok("worktree", "create", "sh", "--task", "1", "--agent", "shell", env={"SHELL": "/bin/sh"})
+    cli.ok("session", "send", "sh", f"touch {ready}")  # the user's own keystrokes do run
+    wait_for(ready.exists)
+    assert not marker.exists()
+
+
+@pytest.mark.usefixtures("tmux_socket")
+def test_typed_first_prompt_arrives_as_one_bracketed_paste(repo: Path, cli: CLI) -> None:
+    trusted_config(repo, "[agents.typer]\ncommand = \"sh -c 'printf \\\"\\\\033[?2004h\\\"; stty raw -echo; "
+                         "exec od -An -v -c -w1'\"\nprompt_mode = \"type\"\n")
+    cli.ok("task", "create", "line one", "--description", "rm -rf /tmp/nothing")
+    cli.ok("worktree", "create", "t", "--task", "1", "--agent", "typer")
+    log = repo / ".worktrees" / ".logs" / "t.log"
+    # od prints each byte that arrived on a line of its own: the paste opens before the text, closes after it.
+    flat = wait_for(lambda: log.exists() and "2 0 1 ~" in " ".join(log.read_text().split())
+                    and " ".join(log.read_text().split()))
+    assert "033 [ 2 0 0 ~ l i n e o n e" in flat and "n o t h i n g 033 [ 2 0 1 ~" in flat
+
+
+# -- 4. nothing is written through a symlink out of the worktree ------------------------------------------------
+
+
+def test_include_copy_and_link_copy_never_follow_a_committed_symlink(tmp_path: Path) -> None:
+    outside = precious(tmp_path, "outside")
+    upstream = make_repo(tmp_path / "upstream")
+    (upstream / ".gitignore").write_text(".env\nvendor/\n")
+    (upstream / ".daintree.toml").write_text('[deps]\ninclude = ["conf/.env"]\n'
+                                             'link = [{path = "conf/vendor", mode = "copy"}]\n')
+    (upstream / "conf").mkdir()
+    (upstream / "conf" / "settings.txt").write_text("x\n")
+    git(upstream, "add", "-A")
+    git(upstream, "commit", "-q", "-m", "conf")
+    git(upstream, "checkout", "-q", "-b", "evil")
+    git(upstream, "rm", "-q", "-r", "conf")
+    os.symlink(str(outside), upstream / "conf")
+    git(upstream, "add", "conf")
+    git(upstream, "commit", "-q", "-m", "conf moved")
+    git(upstream, "checkout", "-q", "main")
+    clone = tmp_path / "victim"
+    subprocess.run(["git", "clone", "-q", str(upstream), str(clone)], check=True)
+    (clone / "conf" / ".env").write_text("API_KEY=secret\n")
+    (clone / "conf" / "vendor").mkdir()
+    (clone / "conf" / "vendor" / "lib.js").write_text("secret lib\n")
+    proc = CLI(clone)("worktree", "create", "w", "--base", "origin/evil")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in outside.iterdir()) == ["thesis.txt"]  # no .env, no vendor written out there
+    assert (clone / ".worktrees" / "w" / "conf").is_symlink()
+
+
+# -- 5. work is never lost without --force -----------------------------------------------------------------------
+
+
+def test_remove_refuses_a_tree_it_cannot_inspect(repo: Path, cli: CLI) -> None:
+    cli.ok("worktree", "create", "blind")
+    wt = repo / ".worktrees" / "blind"
+    (wt / "notes.txt").write_text("unsaved\n")
+    (wt / ".git").unlink()
+    proc = cli("worktree", "remove", "blind")
+    assert proc.returncode == 1 and "cannot be inspected" in proc.stderr
+    assert (wt / "notes.txt").read_text() == "unsaved\n"
+    cli.ok("worktree", "remove", "blind", "--force")
+    assert not wt.exists()
+
+
+def test_remove_and_gc_refuse_detached_head_work(repo: Path, cli: CLI) -> None:
+    cli.ok("worktree", "create", "det")
+    wt = repo / ".worktrees" / "det"
+    git(wt, "checkout", "-q", "--detach")
+    (wt / "idea.txt").write_text("an idea\n")
+    git(wt, "add", "idea.txt")
+    git(wt, "commit", "-q", "-m", "on no branch")
+    lost = git(wt, "rev-parse", "HEAD").strip()
+    proc = cli("worktree", "remove", "det", "--delete-branch")
+    assert proc.returncode == 1 and "no branch contains" in proc.stderr
+    cli.ok("worktree", "keep", "det")
+    cli.ok("gc", "--older-than", "0")
+    assert wt.is_dir() and git(wt, "rev-parse", "HEAD").strip() == lost
+
+
+def test_doctor_rolls_back_an_interrupted_remove_when_the_worktree_has_work(repo: Path, cli: CLI) -> None:
+    cli.ok("worktree", "create", "busy")
+    wt = repo / ".worktrees" / "busy"
+    journal = repo / ".worktrees" / ".journal" / "busy.json"
+    journal.parent.mkdir(parents=True, exist_ok=True)
+    journal.write_text(json.dumps({"name": "busy", "op": "remove", "force": True, "started": time.time()}))
+    (wt / "new-work.txt").write_text("written after the remove was interrupted\n")
+    out = cli("doctor", "--fix").stdout
+    assert "rolled the remove back" in out
+    assert (wt / "new-work.txt").is_file() and not journal.exists()
+    assert [e["name"] for e in cli.json("worktree", "list")] == ["busy"]
+
+
+# -- 6. secrets never reach a command line -----------------------------------------------------------------------
+
+
+def scan_argv(needle: bytes, stop: threading.Event, seen: list[str]) -> None:
+    while not stop.is_set():
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                cmdline = (proc / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if needle in cmdline:
+                seen.append(cmdline.replace(b"\0", b" ").decode(errors="replace"))
+
+
+@pytest.mark.usefixtures("tmux_socket")
+def test_session_environment_never_appears_in_any_argv(repo: Path, cli: CLI) -> None:
+    secret = f"sk-{os.urandom(8).hex()}"
+    trusted_config(repo, "[agents.env]\ncommand = \"sh -c 'echo KEY=$API_KEY SEMI=$SEMI; exec sleep 30'\"\n")
+    cli.ok("worktree", "create", "e")
+    stop, seen = threading.Event(), []
+    scanner = threading.Thread(target=scan_argv, args=(secret.encode(), stop, seen))
+    scanner.start()
+    try:
+        cli.ok("session", "start", "e", "--agent", "env", env={"API_KEY": secret, "SEMI": "ends with;"})
+        log = repo / ".worktrees" / ".logs" / "e.log"
+        text = wait_for(lambda: log.exists() and "KEY=" in log.read_text() and log.read_text())
+    finally:
+        stop.set()
+        scanner.join()
+    assert f"KEY={secret} SEMI=ends with;" in text  # it arrived, whole, a trailing ';' included
+    assert seen == []
+    assert not any((repo / ".worktrees" / ".run").iterdir())  # the launch file is gone once read
+
+
+# -- 7. names and numbers ----------------------------------------------------------------------------------------
+
+
+@given(st.text(alphabet="ab._:-", min_size=1, max_size=12), st.text(alphabet="ab._:-", min_size=1, max_size=12))
+def test_session_names_are_reversible_and_never_collide(a: str, b: str) -> None:
+    from daintree_tui.sessions.host import session_name, worktree_of_session
+
+    assert worktree_of_session(session_name(a)) == a
+    assert "." not in session_name(a) and ":" not in session_name(a)
+    assert (session_name(a) == session_name(b)) == (a == b)
+
+
+@pytest.mark.usefixtures("tmux_socket")
+def test_dotted_and_underscored_names_get_their_own_sessions_and_semicolons_are_sent(repo: Path, cli: CLI) -> None:
+    trusted_config(repo, "[agents.cat]\ncommand = \"sh -c 'stty -echo; exec cat'\"\n")
+    for name in ("a.b", "a_b"):
+        cli.ok("worktree", "create", name, "--agent", "cat")
+    assert sorted(s["name"] for s in cli.json("session", "list")) == ["a.b", "a_b"]
+    cli.ok("session", "send", "a.b", "x;")
+    log = repo / ".worktrees" / ".logs" / "a.b.log"
+    wait_for(lambda: log.exists() and "x;" in log.read_text())
+    cli.ok("session", "stop", "a.b")
+    assert [s["name"] for s in cli.json("session", "list")] == ["a_b"]
+
+
+@pytest.mark.parametrize("name", ["index.json", "tmux.conf", "approvals.json", "events.jsonl", "bakeoffs.json",
+                                  "x.bak", "..", ".lock", "a/b"])
+def test_names_of_state_files_are_rejected(cli: CLI, repo: Path, name: str) -> None:
+    proc = cli("worktree", "create", name)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert cli("worktree", "list").returncode == 0
+
+
+def test_ambiguous_base_is_rejected_naming_both(cli: CLI, repo: Path) -> None:
+    git(repo, "tag", "release")
+    git(repo, "branch", "release")
+    proc = cli("worktree", "create", "w", "--base", "release")
+    assert proc.returncode == 2 and "refs/tags/release" in proc.stderr and "refs/heads/release" in proc.stderr
+    cli.ok("worktree", "create", "w", "--base", "refs/heads/release")
+
+
+@pytest.mark.parametrize("args", [
+    ("worktree", "run", "w", "--timeout", "nan", "--", "true"),
+    ("worktree", "run", "w", "--timeout", "inf", "--", "true"),
+    ("worktree", "run", "w", "--timeout", "-1", "--", "true"),
+    ("gc", "--older-than", "nan"), ("gc", "--older-than", "inf"), ("gc", "--older-than", "-1"),
+    ("worktree", "events", "--limit", "-1"),
+])
+def test_numbers_must_be_finite_and_in_range(cli: CLI, repo: Path, args: tuple[str, ...]) -> None:
+    cli.ok("worktree", "create", "w")
+    cli.ok("worktree", "keep", "w")
+    proc = cli(*args)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert (repo / ".worktrees" / "w").is_dir()  # gc --older-than nan deleted nothing
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.sampled_from(["id", "name", "path", "status", "ports", "task_id", "subject", "blockedBy", "worktree",
+                         "created_at", "kept_at", "branch", "x"]), inner, max_size=6),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(index_entry=JSON, task=JSON)
+def test_state_records_of_any_shape_are_skipped_never_fatal(repo: Path, index_entry: Any, task: Any) -> None:
+    from daintree_tui.core.errors import DaintreeError
+    from daintree_tui.core.project import Project
+    from daintree_tui.core.reconcile import reconcile
+    from daintree_tui.core.tasks import TaskService
+    from daintree_tui.core.worktrees import WorktreeService
+
+    state, tasks = repo / ".worktrees", repo / ".tasks"
+    state.mkdir(exist_ok=True)
+    tasks.mkdir(exist_ok=True)
+    (state / "index.json").write_text(json.dumps({"worktrees": [index_entry]}))
+    (tasks / "task_1.json").write_text(json.dumps(task))
+    (state / ".sessions").mkdir(exist_ok=True)
+    (state / ".sessions" / "w.json").write_text(json.dumps(task))
+    project = Project.discover(repo)
+    try:
+        WorktreeService(project).entries(include_removed=True)
+        TaskService(project).list()
+        reconcile(project, fix=False)
+    except DaintreeError:
+        pass
+    from daintree_tui.core.validate import session_record
+
+    session_record(task)
+
+
+def test_hostile_task_files_do_not_block_other_commands(cli: CLI, repo: Path) -> None:
+    cli.ok("task", "create", "good")
+    (repo / ".tasks" / "task_2.json").write_text("[1, 2]")
+    (repo / ".tasks" / "task_3.json").write_text('{"id": 1e999, "subject": "x"}')
+    (repo / ".tasks" / "task_4.json").write_text('{"id": "4", "subject": "x"}')
+    proc = cli("task", "list", "--json")
+    assert proc.returncode == 0 and [t["id"] for t in json.loads(proc.stdout)] == [1]
+    assert "internal error" not in proc.stderr
+    cli.ok("worktree", "create", "w", "--task", "1")
+
+
+# -- 8. privacy and growth ---------------------------------------------------------------------------------------
+
+
+def mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+def test_logs_and_event_log_are_private_and_the_event_log_rotates(repo: Path, cli: CLI) -> None:
+    user_config = Path(os.environ["XDG_CONFIG_HOME"]) / "daintree" / "config.toml"
+    user_config.parent.mkdir(parents=True, exist_ok=True)
+    user_config.write_text('[events]\nmax_mb = 0.002\n[hooks]\npost_create = ["echo hook output"]\n')
+    cli.ok("worktree", "create", "w")
+    state = repo / ".worktrees"
+    assert mode(state / "events.jsonl") == 0o600 and mode(state) == 0o700
+    assert mode(state / ".logs") == 0o700 and mode(state / ".logs" / "w.hooks.log") == 0o600
+    for i in range(40):
+        cli.ok("task", "create", f"task {i}")
+    rotated = state / "events.jsonl.1"
+    assert rotated.exists() and mode(rotated) == 0o600
+    assert sorted(p.name for p in state.glob("events.jsonl*")) == ["events.jsonl", "events.jsonl.1"]
+    assert (state / "events.jsonl").stat().st_size < 4096 and rotated.stat().st_size < 4096
+    last = cli.json("worktree", "events", "--limit", "3")
+    assert [r["task"]["subject"] for r in last] == ["task 37", "task 38", "task 39"]
+
+
+def test_event_readers_read_from_the_tail(repo: Path, cli: CLI) -> None:
+    """60 MB of history that a whole-file reader would have to parse: a tail reader never reaches it. Its first
+    line is one 60 MB junk line; a reader that parsed the file would report it as skipped."""
+    log = repo / ".worktrees" / "events.jsonl"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("wb") as fh:
+        fh.write(b"x" * (60 * 1024 * 1024) + b"\n")
+    cli.ok("task", "create", "recent")
+    started = time.monotonic()
+    proc = cli("worktree", "events", "--limit", "1", "--json")
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 0 and json.loads(proc.stdout)[0]["task"]["subject"] == "recent"
+    assert "skipped" not in proc.stderr, "the reader parsed the whole file"
+    from daintree_tui.core.project import Project
+
+    records, offset = Project.discover(repo).events.read_since(0)
+    assert [r["event"] for r in records] == ["task.created"] and offset == log.stat().st_size
+    assert elapsed < 30  # generous for a busy machine; the real figure is in the report
+
+
+# -- 9. demo --path ---------------------------------------------------------------------------------------------
+
+
+def test_demo_refuses_a_non_empty_directory(repo: Path, cli: CLI) -> None:
+    before = {p.name: p.read_bytes() for p in repo.iterdir() if p.is_file()}
+    head = git(repo, "rev-parse", "HEAD")
+    proc = cli("demo", "--path", str(repo))
+    assert proc.returncode == 2 and "empty" in proc.stderr
+    assert {p.name: p.read_bytes() for p in repo.iterdir() if p.is_file()} == before
+    assert git(repo, "rev-parse", "HEAD") == head and not (repo / ".env").exists()
