@@ -157,10 +157,10 @@ def test_untrusted_repo_commands_never_run(tmp_path: Path) -> None:
     for agent in ([], ["--agent", "evil"], ["--agent", "claude"]):
         proc = cli("session", "start", "w", *agent)
         assert proc.returncode == 1 and "daintree trust" in proc.stderr, proc.stderr
-    from daintree_tui.core.bakeoff import BakeoffService
     from daintree_tui.core.errors import OperationError
     from daintree_tui.core.project import Project
     from daintree_tui.core.worktrees import WorktreeService
+    from daintree_tui.services.bakeoff import BakeoffService
 
     bakeoffs = BakeoffService(WorktreeService(Project.discover(clone)))
     record = bakeoffs.create(1, ["shell"], start_sessions=False)

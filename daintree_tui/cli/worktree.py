@@ -174,7 +174,7 @@ def cmd_wt_commit(args: argparse.Namespace, services: Services) -> int:
 
 def cmd_wt_merge(args: argparse.Namespace, services: Services) -> int:
     result = services.review.merge(args.name, strategy=args.strategy, into=args.into, remove=args.remove,
-                                   complete_task=args.complete_task)
+                                   complete_task=args.complete_task, verify=not args.no_verify)
     text = result.message + (f"\nremoved worktree {args.name}" if result.removed else "")
     emit(args, result.to_dict(), text)
     return 0
@@ -223,6 +223,8 @@ def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None
     p.add_argument("--into", metavar="BRANCH", help="target branch (default: the base branch, else the primary's)")
     p.add_argument("--remove", action="store_true", help="remove the worktree afterwards")
     p.add_argument("--complete-task", action="store_true", help="mark its task completed")
+    p.add_argument("--no-verify", action="store_true",
+                   help="skip the pre_merge checks (a person's choice: refused inside a session)")
     p = add(wsub, "pr", cmd_wt_pr, "push the branch and open a pull request with gh")
     p.add_argument("name")
     p.add_argument("--draft", action="store_true")

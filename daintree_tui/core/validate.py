@@ -164,10 +164,26 @@ def approval_problem(data: object) -> str | None:
         return f"unknown status {status!r}"
     if not (isinstance(argv, list) and len(argv) >= 3 and all(isinstance(a, str) for a in argv)):
         return "argv is not a daintree command line"
-    if (argv[0] not in ("worktree", "wt") or POLICED_COMMANDS.get(argv[1]) != action or argv[2] != worktree
-            or name_problem(worktree, new=False) or any(a == "--repo" or a.startswith("--repo=") for a in argv)):
+    start = _leading_options(argv)
+    triple = argv[start:start + 3]
+    if (len(triple) < 3 or triple[0] not in ("worktree", "wt") or POLICED_COMMANDS.get(triple[1]) != action
+            or triple[2] != worktree or name_problem(worktree, new=False)):
         return f"argv {argv!r} is not `daintree worktree {action} {worktree} ...`"
     return None
+
+
+def _leading_options(argv: list[str]) -> int:
+    """How many leading items are global options (`--json`, `--repo PATH`); the approver appends its own
+    `--repo`, which wins."""
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--json" or argv[i].startswith("--repo="):
+            i += 1
+        elif argv[i] == "--repo":
+            i += 2
+        else:
+            break
+    return i
 
 
 def bakeoff_problem(data: object) -> str | None:
