@@ -159,10 +159,9 @@ def test_untrusted_repo_commands_never_run(tmp_path: Path) -> None:
         assert proc.returncode == 1 and "daintree trust" in proc.stderr, proc.stderr
     from daintree_tui.core.errors import OperationError
     from daintree_tui.core.project import Project
-    from daintree_tui.core.worktrees import WorktreeService
-    from daintree_tui.services.bakeoff import BakeoffService
+    from daintree_tui.services import Services
 
-    bakeoffs = BakeoffService(WorktreeService(Project.discover(clone)))
+    bakeoffs = Services(Project.discover(clone)).bakeoffs
     record = bakeoffs.create(1, ["shell"], start_sessions=False)
     with pytest.raises(OperationError, match="daintree trust"):
         bakeoffs.score(record["id"])
