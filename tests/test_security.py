@@ -509,3 +509,28 @@ def test_demo_refuses_a_non_empty_directory(repo: Path, cli: CLI) -> None:
     assert proc.returncode == 2 and "empty" in proc.stderr
     assert {p.name: p.read_bytes() for p in repo.iterdir() if p.is_file()} == before
     assert git(repo, "rev-parse", "HEAD") == head and not (repo / ".env").exists()
+
+
+def test_committed_symlinks_in_the_state_dir_lead_nowhere(tmp_path: Path) -> None:
+    """`.worktrees/.trash -> victim` would have the next cleanup delete the victim's folders; `events.jsonl ->
+    victim file` would have every event appended to it; `.tmp/w -> victim` would be the agent's TMPDIR."""
+    victim = precious(tmp_path, "home")
+    (victim / "projects").mkdir()
+    (victim / "projects" / "code.py").write_text("mine\n")
+    (victim / "notes.txt").write_text("notes\n")
+    clone = hostile_clone(tmp_path, {}, symlinks={
+        ".worktrees/.trash": str(victim), ".worktrees/.journal": str(victim), ".worktrees/.logs": str(victim),
+        ".worktrees/events.jsonl": str(victim / "notes.txt"), ".worktrees/.tmp/w": str(victim)})
+    cli = CLI(clone)
+    cli("doctor", "--fix")
+    cli("gc", "--older-than", "0")
+    entry = cli.json("worktree", "create", "w")
+    env = cli("worktree", "run", "w", "--", "sh", "-c", "echo $TMPDIR").stdout.strip()
+    assert not Path(env).resolve().is_relative_to(victim)
+    cli.ok("worktree", "remove", "w")
+    cli("doctor", "--fix")
+    cli("gc", "--older-than", "0")
+    assert intact(victim) and (victim / "projects" / "code.py").read_text() == "mine\n"
+    assert (victim / "notes.txt").read_text() == "notes\n"
+    assert sorted(p.name for p in victim.iterdir()) == ["notes.txt", "projects", "thesis.txt"]
+    assert not Path(entry["path"]).exists()

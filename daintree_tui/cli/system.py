@@ -24,11 +24,14 @@ def cmd_doctor(args: argparse.Namespace, services: Services) -> int:
 
 
 def cmd_trust(args: argparse.Namespace, services: Services) -> int:
-    from daintree_tui.core.hooks import trust, trust_status
+    from daintree_tui.core.trust import trust, trust_status
 
     if args.show:
         status = trust_status(services.project)
-        emit(args, status, f"{status['path']}: {'trusted' if status['trusted'] else 'not trusted'}")
+        commands = status["commands"] if isinstance(status["commands"], dict) else {}
+        lines = [f"{status['path']}: {'trusted' if status['trusted'] else 'not trusted'}",
+                 *(f"  {key} = {command!r}" for key, command in commands.items())]
+        emit(args, status, "\n".join(lines))
         return 0
     record = trust(services.project)
     emit(args, record, f"trusted {record['path']} (sha256 {record['sha256'][:12]})")
@@ -57,8 +60,8 @@ def cmd_demo(args: argparse.Namespace, services: Services) -> int:
 def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None:
     p = add(sub, "doctor", cmd_doctor, "reconcile tasks, index and git; report (or --fix) what disagrees")
     p.add_argument("--fix", action="store_true")
-    p = add(sub, "trust", cmd_trust, "allow the hooks in this repo's .daintree.toml to run (for you only)")
-    p.add_argument("--show", action="store_true", help="only say whether it is trusted")
+    p = add(sub, "trust", cmd_trust, "allow the commands in this repo's .daintree.toml to run (for you only)")
+    p.add_argument("--show", action="store_true", help="only say whether it is trusted, and list its commands")
 
 
 def register_demo(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 from daintree_tui.core.config import HookSpec
 from daintree_tui.core.environment import worktree_env
@@ -20,6 +18,7 @@ from daintree_tui.core.sandbox import wrap_command
 from daintree_tui.core.trust import (  # re-exported: callers import trust from here
     file_sha256,
     is_trusted,
+    open_private_append,
     private_dir,
     repo_config_trusted,
     trust,
@@ -48,13 +47,6 @@ class HookOutcome:
 
 def hook_log(project: Project, name: str) -> Path:
     return project.logs_dir / f"{name}.hooks.log"
-
-
-def _private_append(path: Path) -> BinaryIO:
-    """Open a log for appending, readable by the user only (0600), never through a symbolic link."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    os.fchmod(fd, 0o600)
-    return os.fdopen(fd, "ab")
 
 
 def run_hooks(project: Project, hook: str, entry: WorktreeEntry, *, cwd: Path | None = None,
@@ -93,7 +85,7 @@ def run_hooks(project: Project, hook: str, entry: WorktreeEntry, *, cwd: Path | 
             outcomes.append(HookOutcome(spec.command, None, spec.optional, skipped="untrusted"))
             continue
         if spec.background:
-            with _private_append(log) as fh:
+            with open_private_append(log) as fh:
                 fh.write(f"--- {hook} (background): {spec.command}\n".encode())
                 fh.flush()
                 subprocess.Popen(command_argv(spec.command, background=True), cwd=workdir, env=env,
@@ -103,7 +95,7 @@ def run_hooks(project: Project, hook: str, entry: WorktreeEntry, *, cwd: Path | 
             outcomes.append(HookOutcome(spec.command, None, spec.optional))
             continue
         result = run_command(command_argv(spec.command), workdir, env, spec.timeout or project.config.hook_timeout)
-        with _private_append(log) as fh:
+        with open_private_append(log) as fh:
             fh.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} {hook}: {spec.command} -> {result.exit_code}\n"
                      .encode())
             fh.write((result.stdout + result.stderr).encode("utf-8", errors="replace"))

@@ -118,7 +118,7 @@ class StateLock:
     def _acquire(self) -> int:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         except OSError as exc:
             raise OperationError(f"cannot lock {self.path}: {exc.strerror or exc}") from None
         deadline = time.monotonic() + self.timeout

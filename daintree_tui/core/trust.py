@@ -15,11 +15,12 @@ import shutil
 import stat
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from daintree_tui.core import git as g
 from daintree_tui.core.config import REPO_CONFIG_NAME, Config, user_data_dir
 from daintree_tui.core.errors import ConfigError, InputError, OperationError
+from daintree_tui.core.log import warn
 from daintree_tui.core.store import read_json, write_json
 
 if TYPE_CHECKING:
@@ -339,9 +340,34 @@ def private_dir(path: Path) -> Path:
     return path
 
 
+STATE_ENTRIES = (".trash", ".tmp", ".journal", ".logs", ".sessions", ".run", ".cache", ".lock", "events.jsonl",
+                 "events.jsonl.1", "index.json", "index.json.bak")
+
+
 def state_dir_problem(project: Project) -> str | None:
-    """A committed `.worktrees` or `.tasks` that is a symbolic link would take every state write elsewhere."""
+    """A committed `.worktrees` or `.tasks` that is a symbolic link would take every state write elsewhere:
+    refused. A symbolic link where one of our own folders goes (`.worktrees/.trash -> ~`, whose contents the
+    next cleanup deletes; `events.jsonl -> ~/.bashrc`) is never ours: it is removed (only the link), with a
+    warning."""
     for path in (project.state_dir, project.tasks_dir):
         if path.is_symlink():
             return f"{path} is a symbolic link; daintree keeps its state only in a real directory"
+    for name in STATE_ENTRIES:
+        path = project.state_dir / name
+        if path.is_symlink():
+            warn(f"removed the symbolic link {path} (-> {os.readlink(path)}): daintree keeps its state in real "
+                 "files and folders")
+            with contextlib.suppress(OSError):
+                path.unlink()
     return None
+
+
+def open_private_append(path: Path) -> BinaryIO:
+    """Open a log for appending, the user's only (0600), never through a symbolic link (one found where the log
+    goes is replaced: the log folder is ours)."""
+    private_dir(path.parent)
+    if path.is_symlink():
+        path.unlink()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    os.fchmod(fd, 0o600)
+    return os.fdopen(fd, "ab")

@@ -299,6 +299,8 @@ class WorktreeService:
             assert project.common_dir is not None
             linked = deps.link_dependencies(root, path, self.cfg, project.common_dir)
             tmpdir = project.tmpdir_for(name)
+            if tmpdir.is_symlink():
+                tmpdir.unlink()  # TMPDIR must be a folder of ours, not wherever a committed link points
             tmpdir.mkdir(parents=True, exist_ok=True)
             undo.push("remove the temp dir", lambda: shutil.rmtree(tmpdir, ignore_errors=True))
             leased = [p for e in entries if e.live for p in e.ports]

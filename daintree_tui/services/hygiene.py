@@ -12,7 +12,7 @@ from typing import Any
 
 from daintree_tui.core import git as g
 from daintree_tui.core import trust, validate
-from daintree_tui.core.errors import DaintreeError
+from daintree_tui.core.errors import DaintreeError, OperationError
 from daintree_tui.core.models import WorktreeEntry, WorktreeStatus
 from daintree_tui.core.store import read_json, write_json
 from daintree_tui.core.worktrees import WorktreeService
@@ -56,6 +56,8 @@ class DiskUsage:
         out = {}
         for entry in entries:
             hit = cache.get(entry.name)
+            if not (isinstance(hit, dict) and validate.is_number(hit.get("at")) and validate.is_int(hit.get("bytes"))):
+                hit = None  # the cache is a file in the repository: a bad record is a miss
             if hit and now - hit["at"] < max_age:
                 out[entry.name] = int(hit["bytes"])
                 continue
@@ -85,6 +87,9 @@ def collect(worktrees: WorktreeService, older_than_days: float = 14.0, dry_run: 
     project = worktrees.project
     project.require_git()
     older_than_days = validate.finite_number(older_than_days, "--older-than", minimum=0, maximum=36500)
+    problem = trust.state_dir_problem(project)  # and no committed `.trash -> ~` whose contents we would delete
+    if problem:
+        raise OperationError(problem)
     report = GcReport(dry_run)
     root = project.root
     pruned = g.git(root, "worktree", "prune", "--dry-run", "--verbose", check=False)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from daintree_tui.core.errors import OperationError
 from daintree_tui.core.project import Project
-from daintree_tui.core.trust import private_dir
+from daintree_tui.core.trust import open_private_append, private_dir
 from daintree_tui.sessions.host import PaneState, session_name, worktree_of_session
 
 TMUX_CONF = """\
@@ -158,10 +158,8 @@ class TmuxHost:
             self._clean_stale_socket("refused")
             self.tmux("start-server")
         name = session_name(worktree)
-        private_dir(log.parent)
         # The log holds everything the agent printed: the user's only, from its first byte.
-        os.close(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
-        os.chmod(log, 0o600)
+        open_private_append(log).close()
         launch = self._launch_file(argv, {k: v for k, v in env.items() if "=" not in k and k not in _NOT_PASSED})
         cols, rows = size
         args = ["new-session", "-d", "-s", name, "-c", tmux_arg(str(cwd)), "-x", str(cols), "-y", str(rows),
