@@ -16,8 +16,15 @@ from daintree_tui.core.errors import ConfigError, InputError, OperationError
 from daintree_tui.core.git import add_exclude
 from daintree_tui.core.store import EventLog, StateLock
 from daintree_tui.core.trust import check_worktree_dir, state_dir_problem
+from daintree_tui.core.validate import check_name
 
 STATE_EXCLUDES = ("/.tasks/", "/.worktrees/")
+
+
+def _checked(name: str) -> str:
+    """A worktree name about to become part of a path: never `..`, a slash, or anything else a name cannot be."""
+    check_name(name, new=False)
+    return name
 
 
 @dataclass
@@ -95,13 +102,13 @@ class Project:
         return check_worktree_dir(self.root, cfg.worktree_dir, cfg.worktree_dir_source, self.common_dir)
 
     def worktree_path(self, name: str) -> Path:
-        return self.worktrees_root / name
+        return self.worktrees_root / _checked(name)
 
     def tmpdir_for(self, name: str) -> Path:
-        return self.tmp_root / name
+        return self.tmp_root / _checked(name)
 
     def log_path(self, name: str) -> Path:
-        return self.logs_dir / f"{name}.log"
+        return self.logs_dir / f"{_checked(name)}.log"
 
     @cached_property
     def lock(self) -> StateLock:
