@@ -534,3 +534,24 @@ def test_committed_symlinks_in_the_state_dir_lead_nowhere(tmp_path: Path) -> Non
     assert (victim / "notes.txt").read_text() == "notes\n"
     assert sorted(p.name for p in victim.iterdir()) == ["notes.txt", "projects", "thesis.txt"]
     assert not Path(entry["path"]).exists()
+
+
+def test_a_tampered_index_entry_cannot_steer_branch_deletion_or_git_options(repo: Path, cli: CLI) -> None:
+    """An agent rewrites its own index entry: its branch becomes `side`, its base an option for git."""
+    git(repo, "branch", "side")
+    cli.ok("worktree", "create", "w")
+    index_path = repo / ".worktrees" / "index.json"
+    data = json.loads(index_path.read_text())
+    data["worktrees"][0]["branch"] = "side"
+    index_path.write_text(json.dumps(data))
+    proc = cli("worktree", "remove", "w", "--delete-branch")
+    assert proc.returncode == 0 and "kept" in proc.stderr
+    assert "side" in git(repo, "branch", "--list", "side")
+    cli.ok("worktree", "create", "v")
+    data = json.loads(index_path.read_text())
+    for entry in data["worktrees"]:
+        entry["base_commit"] = f"--output={repo.parent / 'written'}"
+    index_path.write_text(json.dumps(data))
+    cli("worktree", "list")
+    cli("worktree", "diff", "v")
+    assert not (repo.parent / "written").exists()

@@ -133,12 +133,14 @@ class WorktreeEntry:
         status = v.field(data, "status", "str", default="active")
         if status not in WorktreeStatus.__members__.values():
             raise v.RecordError(f"unknown status {status!r}")
+        branch, base_ref = v.field(data, "branch", "str", default=""), v.field(data, "base_ref", "str", default="")
+        base_commit = v.field(data, "base_commit", "str", default="")
+        if branch.startswith("-") or base_ref.startswith("-") or not v.COMMIT_RE.fullmatch(base_commit):
+            raise v.RecordError("branch, base_ref or base_commit is not a ref or commit id")
         kept_at = v.field(data, "kept_at", "number?")
         removed_at = v.field(data, "removed_at", "number?")
         return cls(
-            name=name, path=path, branch=v.field(data, "branch", "str", default=""),
-            base_ref=v.field(data, "base_ref", "str", default=""),
-            base_commit=v.field(data, "base_commit", "str", default=""),
+            name=name, path=path, branch=branch, base_ref=base_ref, base_commit=base_commit,
             task_id=v.field(data, "task_id", "id?"), status=WorktreeStatus(status),
             ports=list(v.field(data, "ports", "ports?", default=[])),
             created_at=float(v.field(data, "created_at", "number?", default=0.0)),

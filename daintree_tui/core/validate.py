@@ -16,6 +16,7 @@ from daintree_tui.core.errors import InputError
 from daintree_tui.core.log import warn
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+COMMIT_RE = re.compile(r"[0-9a-f]{0,64}")
 
 # Files and folders our state keeps in `.worktrees/` beside the worktree directories. Names that start with a dot
 # cannot be worktree names; these can, so a worktree may not take them (nor anything ending like a state file).

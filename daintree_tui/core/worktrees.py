@@ -476,6 +476,12 @@ class WorktreeService:
 
     def _delete_branch(self, entry: WorktreeEntry, force: bool, result: RemoveResult) -> None:
         root = self.project.root
+        if entry.branch != self.branch_for(entry.name):
+            # The index is data: delete only the branch this tool made for this name, never one it merely names.
+            msg = f"branch {entry.branch} kept: it is not {self.branch_for(entry.name)}, the branch of {entry.name}"
+            result.warnings.append(msg)
+            warn(msg)
+            return
         if not g.branch_exists(root, entry.branch):
             return
         targets = [t for t in (g.rev_parse_commit(root, entry.base_ref), g.rev_parse_commit(root, "HEAD")) if t]
