@@ -10,6 +10,7 @@ agent's own signal) is a cache of what was observed; tmux and the log file are t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
