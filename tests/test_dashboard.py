@@ -328,6 +328,7 @@ async def test_keys_remap_from_config_and_previews(repo: Path, cli: CLI) -> None
     configure(repo)
     with (repo / ".daintree.toml").open("a") as fh:
         fh.write('[keys]\nkeep = "K"\nleave_terminal = "ctrl+g"\n')
+    cli.ok("trust")  # the file changed since it was trusted
     cli.ok("worktree", "create", "one", "--agent", "echo")
     cli.ok("worktree", "create", "two", "--agent", "echo")
     app = make_app(Project.discover(repo))

@@ -193,6 +193,12 @@ class Reconciler:
             self.worktrees.index.save(entries)
 
     def _check_leftovers(self, entries: list[WorktreeEntry]) -> None:
+        run = self.project.state_dir / ".run"
+        # A launch file (a session's environment, secrets included) that no pane read within a minute never will.
+        stale = [p for p in run.glob("launch-*.json") if _age(p) > 60] if run.is_dir() else []
+        if stale and self._found(f"{len(stale)} unread session launch file(s) in .run; deleted them"):
+            for path in stale:
+                path.unlink(missing_ok=True)
         trash = self.project.trash_dir
         if trash.is_dir() and any(trash.iterdir()) and self._found("an interrupted delete left files in .trash"):
             self.worktrees.empty_trash()
@@ -207,6 +213,13 @@ class Reconciler:
                         g.git(self.project.root, "worktree", "prune", check=False)
                 elif tmp.name not in live and self._found(f"temp dir of removed worktree {tmp.name}; deleted it"):
                     shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _age(path: Path) -> float:
+    try:
+        return time.time() - path.stat().st_mtime
+    except OSError:
+        return 0.0  # gone already: its pane read it
 
 
 def reconcile(project: Project, fix: bool) -> list[str]:
