@@ -148,7 +148,7 @@ POLICED_COMMANDS = {"commit": "commit", "merge": "merge", "pr": "pr", "remove": 
 
 def approval_problem(data: object) -> str | None:
     """Why an approval request (`.worktrees/approvals.json`) cannot be used, or None. Approving one runs its
-    argv, so the argv must be the one policed `daintree worktree <action> <its worktree> ...` it claims to be."""
+    argv, so the argv must be the one policed `daintree worktree <action> NAME ...` it claims to be."""
     try:
         rec = record(data, "approval request")
         field(rec, "id", "id", required=True)
@@ -168,8 +168,8 @@ def approval_problem(data: object) -> str | None:
     start = _leading_options(argv)
     triple = argv[start:start + 3]
     if (len(triple) < 3 or triple[0] not in ("worktree", "wt") or POLICED_COMMANDS.get(triple[1]) != action
-            or triple[2] != worktree or name_problem(worktree, new=False)):
-        return f"argv {argv!r} is not `daintree worktree {action} {worktree} ...`"
+            or name_problem(triple[2], new=False) or name_problem(worktree, new=False)):
+        return f"argv {argv!r} is not `daintree worktree {action} NAME ...`"
     return None
 
 
