@@ -217,15 +217,16 @@ def test_untrusted_pre_merge_gate_refuses_and_no_verify_is_refused_in_a_session(
 
 
 @pytest.mark.usefixtures("tmux_socket")
-def test_shell_preset_never_gets_the_task_text(repo: Path, cli: CLI, tmp_path: Path) -> None:
-    marker, ready = tmp_path / "pwned", tmp_path / "ready"
+def test_shell_preset_never_gets_the_task_text(repo: Path, cli: CLI) -> None:
+    # Marker files in the worktree: a sandboxed shell can write there and nowhere else.
+    wt = repo / ".worktrees" / "sh"
     # Even a trusted config that asks for it cannot make the shell take a prompt.
     trusted_config(repo, '[agents.shell]\nprompt_mode = "type"\n')
-    cli.ok("task", "create", "Fix the bug", "--description", f"touch {marker}\ntouch {marker}\n")
+    cli.ok("task", "create", "Fix the bug", "--description", "touch pwned\ntouch pwned\n")
     cli.ok("worktree", "create", "sh", "--task", "1", "--agent", "shell", env={"SHELL": "/bin/sh"})
-    cli.ok("session", "send", "sh", f"touch {ready}")  # the user's own keystrokes do run
-    wait_for(ready.exists)
-    assert not marker.exists()
+    cli.ok("session", "send", "sh", "touch ready")  # the user's own keystrokes do run
+    wait_for((wt / "ready").exists, timeout=30)
+    assert not (wt / "pwned").exists()
 
 
 @pytest.mark.usefixtures("tmux_socket")
