@@ -79,7 +79,7 @@ class Config:
     hooks: dict[str, list[HookSpec]] = field(default_factory=dict)
     hook_timeout: float = 120.0
     agents: dict[str, AgentConfig] = field(default_factory=dict)
-    default_agent: str = "shell"
+    default_agent: str = ""  # "": the first installed of claude, codex, gemini, opencode, aider, else shell
     keys: dict[str, str] = field(default_factory=dict)
     bell: bool = True
     desktop: bool = True
@@ -100,11 +100,15 @@ class Config:
     worktree_dir_source: str = "default"  # "repo", "user" or "default": the repo may only point inside itself
     repo_commands: dict[str, str] = field(default_factory=dict)  # command-bearing keys the repo's file sets
     events_max_mb: float = 20.0
+    pricing: dict[str, dict[str, float]] = field(default_factory=dict)  # model -> per-million prices
+    budget: dict[str, float] = field(default_factory=dict)  # per_session, per_task, daily (+ `_tokens`)
+    budget_warn_at: float = 0.8
 
 
 _TOP_KEYS = {
     "worktree_dir", "branch_prefix", "base", "deps", "ports", "hooks", "agents", "default_agent", "keys",
     "notifications", "sessions", "max_sessions", "roles", "default_role", "bakeoff", "hosts", "sandbox", "events",
+    "pricing", "budget",
 }
 _SECTION_KEYS = {
     "deps": {"include", "link"},
@@ -319,7 +323,8 @@ def parse(data: dict[str, Any], repo_config_path: Path | None = None) -> Config:
     cfg.worktree_dir = _str(data, "worktree_dir", cfg.worktree_dir)
     cfg.branch_prefix = _str(data, "branch_prefix", cfg.branch_prefix)
     cfg.base = _str(data, "base", cfg.base)
-    cfg.default_agent = _str(data, "default_agent", cfg.default_agent)
+    if "default_agent" in data:
+        cfg.default_agent = _str(data, "default_agent", cfg.default_agent)
     deps = data.get("deps", {})
     _expect(isinstance(deps, dict), "deps", "a table", deps)
     if "include" in deps:
@@ -388,6 +393,8 @@ def parse(data: dict[str, Any], repo_config_path: Path | None = None) -> Config:
         _expect(isinstance(value, int) and not isinstance(value, bool) and value >= 1, "max_sessions",
                 "a positive integer", value)
         cfg.max_sessions = value
+    cfg.pricing = _parse_pricing(data.get("pricing"))
+    cfg.budget, cfg.budget_warn_at = _parse_budget(data.get("budget"))
     return cfg
 
 
@@ -427,6 +434,48 @@ def _sandbox_keys(data: dict[str, Any]) -> frozenset[str]:
     return frozenset(keys)
 
 
+# -- usage pricing and budgets (issue 14) ----------------------------------------------------------------------
+
+PRICE_KEYS = ("input", "output", "cache_read", "cache_write")
+BUDGET_SCOPES = ("per_session", "per_task", "daily")
+BUDGET_KEYS = (*BUDGET_SCOPES, *(f"{s}_tokens" for s in BUDGET_SCOPES))
+
+
+def _parse_pricing(raw: Any) -> dict[str, dict[str, float]]:
+    """`[pricing."<model>"]` input / output / cache_read / cache_write, per million tokens."""
+    if raw is None:
+        return {}
+    _expect(isinstance(raw, dict), "pricing", "a table of models", raw)
+    prices = {}
+    for model, value in raw.items():
+        key = f"pricing.{model}"
+        _expect(isinstance(value, dict), key, "a table (input, output, cache_read, cache_write)", value)
+        unknown = [k for k in value if k not in PRICE_KEYS]
+        if unknown:
+            warn(f"config: unknown keys ignored: {', '.join(f'{key}.{k}' for k in unknown)}")
+        for need in ("input", "output"):
+            _expect(need in value, f"{key}.{need}", "set (price per million tokens)", None)
+        prices[model] = {k: _number(value[k], f"{key}.{k}", positive=False) for k in PRICE_KEYS if k in value}
+        for k, v in prices[model].items():
+            _expect(v >= 0, f"{key}.{k}", "zero or more", v)
+    return prices
+
+
+def _parse_budget(raw: Any) -> tuple[dict[str, float], float]:
+    """`[budget]` per_session / per_task / daily in currency, or the same with `_tokens` in tokens."""
+    if raw is None:
+        return {}, 0.8
+    _expect(isinstance(raw, dict), "budget", "a table", raw)
+    unknown = [k for k in raw if k not in (*BUDGET_KEYS, "warn_at")]
+    if unknown:
+        warn(f"config: unknown keys ignored: {', '.join(f'budget.{k}' for k in unknown)}")
+    limits = {k: _number(raw[k], f"budget.{k}") for k in BUDGET_KEYS if k in raw}
+    warn_at = raw.get("warn_at", 0.8)
+    ok = isinstance(warn_at, int | float) and not isinstance(warn_at, bool) and 0 < warn_at < 1
+    _expect(ok, "budget.warn_at", "a fraction between 0 and 1", warn_at)
+    return limits, float(warn_at)
+
+
 def load(root: Path) -> Config:
     """Load the effective configuration for the repository at `root`."""
     user_path = user_config_dir() / "config.toml"
@@ -440,7 +489,7 @@ def load(root: Path) -> Config:
         del repo_raw["hosts"]
     commands = repo_command_keys(repo_raw)
     repo = _tag_hooks(repo_raw, "repo")
-    cfg = parse(merge(user, repo), repo_path if repo_path.exists() else None)
+    cfg = parse(_spend_limits(user, repo), repo_path if repo_path.exists() else None)
     cfg.repo_commands = commands
     cfg.worktree_dir_source = "repo" if "worktree_dir" in repo else "user" if "worktree_dir" in user else "default"
     cfg.sandbox_repo_keys = _sandbox_keys(repo)
@@ -471,6 +520,25 @@ def repo_command_keys(repo: dict[str, Any]) -> dict[str, str]:
     if isinstance(bakeoff, dict) and "score" in bakeoff:
         out["bakeoff.score"] = str(bakeoff["score"])
     return out
+
+
+def _spend_limits(user: dict[str, Any], repo: dict[str, Any]) -> dict[str, Any]:
+    """Merge, except that a repository can only tighten the user's budgets and never sets prices: both decide
+    what an agent may spend, and the repo's config is data, not the user's word."""
+    merged = merge(user, {k: v for k, v in repo.items() if k != "pricing"})
+    if "pricing" in repo:
+        warn("config: [pricing] in the repository's .daintree.toml is ignored (set prices in your own config)")
+    if "pricing" in user:
+        merged["pricing"] = user["pricing"]
+    user_budget, repo_budget = user.get("budget"), repo.get("budget")
+    if isinstance(user_budget, dict) and isinstance(repo_budget, dict):
+        budget = {**user_budget, **repo_budget}
+        for key in BUDGET_KEYS:
+            values = [b[key] for b in (user_budget, repo_budget) if isinstance(b.get(key), int | float)]
+            if len(values) == 2:
+                budget[key] = min(values)
+        merged["budget"] = budget
+    return merged
 
 
 def in_quiet_hours(quiet: tuple[str, str] | None, now_hhmm: str) -> bool:

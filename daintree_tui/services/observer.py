@@ -79,9 +79,13 @@ class SessionObserver:
             self._run_hook_later(name, hook, exit_code)
         return Transition(name, status, exit_code, reason)
 
-    def signal(self, name: str, state: str, exit_code: int | None = None) -> Transition | None:
-        """An agent's own word on its state (`daintree session signal`): stored, then recorded as a transition."""
-        status = self.sessions.signal(name, state)
+    def signal(self, name: str, state: str, exit_code: int | None = None,
+               at: float | None = None) -> Transition | None:
+        """An agent's own word on its state (`daintree session signal`): stored, then recorded as a transition.
+        `at` is when the agent's hook fired; a signal older than the one stored is ignored."""
+        status = self.sessions.signal(name, state, at=at)
+        if status is None:
+            return None
         return self.record(name, status, exit_code)
 
     # -- hooks -----------------------------------------------------------------------------------------------

@@ -28,9 +28,12 @@ from daintree_tui.core.project import Project
 from daintree_tui.core.store import read_json, write_json
 from daintree_tui.core.tasks import TaskService
 from daintree_tui.core.worktrees import require_worktree_ours
+from daintree_tui.sessions.agents import AgentIntegration, SessionContext
+from daintree_tui.sessions.agents.base import write_signal_script
 from daintree_tui.sessions.host import PaneState, SessionHost, host_for, session_name
 from daintree_tui.sessions.pane_size import load_pane_size
 from daintree_tui.sessions.presets import Preset, all_presets, resolve_preset, session_mcp_wiring, unwire_mcp
+from daintree_tui.sessions.records import UsageTracker, session_dir
 from daintree_tui.sessions.sandbox import session_sandbox
 from daintree_tui.sessions.status import Observation, SessionStatus, derive_status
 
@@ -88,6 +91,8 @@ class SessionInfo:
     socket: str | None = None  # the tmux server (`tmux -L`): how a remote dashboard attaches over ssh
     tmux_conf: str | None = None
     sandbox: dict[str, Any] | None = None  # backend, mode, active, reason (None: started before sandboxing)
+    status_source: str = "output"  # hooks (the agent's own word), hooks-pending (wired, none yet), output
+    over_budget: dict[str, Any] | None = None  # set when a budget stopped this session
 
     @property
     def unrecorded(self) -> bool:
@@ -98,7 +103,7 @@ class SessionInfo:
         return {"name": self.name, "session": self.session, "agent": self.agent, "status": str(self.status),
                 "exit_code": self.exit_code, "pid": self.pid, "started_at": self.started_at, "log": self.log,
                 "persistent": self.persistent, "socket": self.socket, "tmux_conf": self.tmux_conf,
-                "sandbox": self.sandbox}
+                "sandbox": self.sandbox, "status_source": self.status_source, "over_budget": self.over_budget}
 
 
 class SessionManager:
@@ -109,6 +114,7 @@ class SessionManager:
         resolved = host if host is not None else host_for(project, create=False)
         self._host = resolved
         self._screen_cache: dict[str, tuple[float | None, str]] = {}
+        self.usage = UsageTracker(project)
 
     @property
     def host(self) -> SessionHost:
@@ -145,13 +151,21 @@ class SessionManager:
         return resolve_preset(self.project.config, agent)
 
     def start(self, name: str, agent: str | None = None, prompt: str | None = None,
-              size: tuple[int, int] | None = None, use_task_prompt: bool = True) -> SessionInfo:
+              size: tuple[int, int] | None = None, use_task_prompt: bool = True, resume: bool = False) -> SessionInfo:
         """Start `agent` in worktree `name`; a session that already runs there is an error, an exited one is
-        replaced. The task's subject and description become the first prompt unless `prompt` is given."""
+        replaced. The task's subject and description become the first prompt unless `prompt` is given.
+        With `resume`, the agent continues its last conversation in this worktree (its preset's resume command)
+        and gets no first prompt; without `agent`, the agent the worktree's last session ran."""
         entry = self._live_entry(name)
+        if resume and agent is None:
+            agent = self.meta(name).get("agent") or None
         preset = self.preset(agent)
         # The agent's command may come from the repository's .daintree.toml: it runs only once trusted.
         trust.require_trusted(self.project.config, f"agents.{preset.name}.command")
+        if resume and prompt:
+            raise InputError("--resume continues the last conversation: it takes no first prompt")
+        if resume:
+            preset.resume_argv()  # an agent without a resume command is bad input, before anything happens
         env = worktree_env(self.project, entry)
         env["DAINTREE_AGENT"] = preset.name
         preset.check_program(env)
@@ -166,18 +180,32 @@ class SessionManager:
             if task is not None:
                 prompt = preset.render_prompt(subject=task.subject, description=task.description,
                                               worktree=entry.name, port=entry.ports[0] if entry.ports else "")
-        argv = preset.argv(prompt if preset.prompt_mode != "type" else None)
+        if resume:
+            prompt = None
+            argv = preset.resume_argv()
+        else:
+            argv = preset.argv(prompt if preset.prompt_mode != "type" else None)
         log = self.project.log_path(name)
         self.project.tmpdir_for(name).mkdir(parents=True, exist_ok=True)
         role = self._role(entry, preset)
         argv = self._wire_mcp(name, preset, role, argv, env)
+        now = time.time()
+        integration = preset.integration
+        ctx = self.context(name, env)
+        if integration is not None:
+            # The agent's own hooks report its state; wired in files of ours, never in the user's.
+            write_signal_script(ctx)
+            wiring = integration.wire(ctx, argv)
+            argv = wiring.argv
+            env.update(wiring.env)
+        self.usage.begin(name, ctx, integration, preset.name, entry.task_id, now)
         sandbox = session_sandbox(self.project, entry, preset, role=role)
         pane_argv = sandbox.wrap(argv, env)
-        now = time.time()
         state = host.start(name, pane_argv, Path(entry.path), env, log, size or load_pane_size(self.project))
         meta = {"agent": preset.name, "command": argv, "started_at": now, "status": str(SessionStatus.STARTING),
                 "exit_code": None, "signal": None, "host": "tmux" if host.persistent else "pty", "role": role,
-                "sandbox": sandbox.record()}
+                "sandbox": sandbox.record(), "program": preset.program, "status_source": preset.status_source,
+                "resumed": resume, "task_id": entry.task_id}
         write_json(self.meta_path(name), meta)
         if prompt and preset.prompt_mode == "type" and preset.name != "shell":
             self._type_first_prompt(name, prompt, log)
@@ -230,17 +258,45 @@ class SessionManager:
         self.record_transition(name, SessionStatus.EXITED, None, reason="stopped")
         return self.host.stop(name)
 
-    def signal(self, name: str, state: str) -> SessionStatus:
+    def signal(self, name: str, state: str, at: float | None = None) -> SessionStatus | None:
         """Store the agent's own word on its state (from its hooks); the status it means is returned for the
-        observer to record."""
+        observer to record. `at` is when the hook fired: a signal that arrives after a newer one (two hooks
+        racing) is ignored (None)."""
         if state not in SIGNAL_STATES:
             raise InputError(f"invalid state {state!r} (expected one of: {', '.join(SIGNAL_STATES)})")
         self._live_entry(name)
+        now = time.time()
+        ts = now if at is None or not (now - 3600 < at <= now + 5) else at
         with self.project.lock.hold():
             meta = self.meta(name)
-            meta["signal"] = {"state": state, "ts": time.time()}
+            prior = meta.get("signal") or {}
+            if isinstance(prior.get("ts"), int | float) and prior["ts"] > ts:
+                return None
+            meta["signal"] = {"state": state, "ts": ts}
             write_json(self.meta_path(name), meta)
         return SessionStatus(state)
+
+    def context(self, name: str, env: dict[str, str] | None = None) -> SessionContext:
+        """The paths an agent integration needs for session `name`."""
+        entry = find(Index(self.project).load(), name)
+        worktree = Path(entry.path) if entry is not None else self.project.worktree_path(name)
+        return SessionContext(name=name, root=self.project.root, worktree=worktree,
+                              session_dir=session_dir(self.project, name), env=env if env is not None else {})
+
+    def integration_of(self, name: str, meta: dict[str, Any] | None = None) -> AgentIntegration | None:
+        from daintree_tui.sessions.agents import integration_for
+
+        meta = self.meta(name) if meta is None else meta
+        if meta.get("status_source") != "hooks":
+            return None
+        command = meta.get("command")
+        return integration_for(command[0] if isinstance(command, list) and command else None)
+
+    def update_usage(self, name: str) -> None:
+        """Read the session's new usage records (its agent's own files)."""
+        integration = self.integration_of(name)
+        if integration is not None:
+            self.usage.update(name, self.context(name, dict(os.environ)), integration)
 
     # -- observation -----------------------------------------------------------------------------------------
 
@@ -299,9 +355,12 @@ class SessionManager:
         except OSError:
             last_output = None
         signal = meta.get("signal") or {}
+        hooks = meta.get("status_source") == "hooks"
+        record_mtime = self.usage.record_mtime(state.worktree) if hooks and signal else None
         return Observation(alive=not state.dead, exit_code=state.exit_code,
                            started_at=float(meta.get("started_at") or state.created), last_output=last_output,
-                           signal_state=signal.get("state"), signal_ts=signal.get("ts"), screen_tail=screen)
+                           signal_state=signal.get("state"), signal_ts=signal.get("ts"), screen_tail=screen,
+                           hooks=hooks, record_mtime=record_mtime)
 
     def record_transition(self, name: str, status: SessionStatus, exit_code: int | None,
                           reason: str | None = None) -> bool:
@@ -322,6 +381,9 @@ class SessionManager:
         return True
 
     def _info(self, name: str, state: PaneState, meta: dict[str, Any], status: SessionStatus) -> SessionInfo:
+        source = "output"
+        if meta.get("status_source") == "hooks":
+            source = "hooks" if meta.get("signal") else "hooks-pending"
         return SessionInfo(name=name, session=state.session, agent=str(meta.get("agent", "?")), status=status,
                            exit_code=state.exit_code, pid=state.pid,
                            started_at=float(meta.get("started_at") or state.created),
@@ -329,7 +391,8 @@ class SessionManager:
                            recorded=str(meta.get("status") or "") if meta else None,
                            socket=getattr(self.host, "socket", None),
                            tmux_conf=str(conf) if (conf := getattr(self.host, "conf", None)) else None,
-                           sandbox=meta.get("sandbox") if isinstance(meta.get("sandbox"), dict) else None)
+                           sandbox=meta.get("sandbox") if isinstance(meta.get("sandbox"), dict) else None,
+                           status_source=source, over_budget=meta.get("over_budget"))
 
     # -- input -----------------------------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from daintree_tui.core.config import Config
 from daintree_tui.core.errors import ConfigError, InputError
+from daintree_tui.sessions.agents import AgentIntegration, integration_for
 
 DEFAULT_PROMPT = "{subject}\n\n{description}"
 
@@ -68,7 +69,68 @@ class Preset:
 
     def to_dict(self) -> dict[str, object]:
         return {"name": self.name, "command": self.command, "prompt_mode": self.prompt_mode,
-                "waiting_pattern": self.waiting_pattern}
+                "waiting_pattern": self.waiting_pattern, **self.agent_facts()}
+
+    # -- agent integration (issue 14): installed, hooks, usage, resume, interrupt --------------------------------
+
+    @property
+    def program(self) -> str:
+        try:
+            argv = shlex.split(self.command)
+        except ValueError:
+            return ""
+        return argv[0] if argv else ""
+
+    @property
+    def integration(self) -> AgentIntegration | None:
+        """The agent's own integration (hooks, usage records, resume), by the program it runs."""
+        return integration_for(self.program)
+
+    def program_path(self, env: Mapping[str, str] | None = None) -> str | None:
+        """Where the program is found (None when it is not installed)."""
+        program = self.program
+        if not program:
+            return None
+        if os.sep in program:
+            return program if os.access(program, os.X_OK) else None
+        return shutil.which(program, path=(env or os.environ).get("PATH", os.defpath))
+
+    def installed(self, env: Mapping[str, str] | None = None) -> bool:
+        return self.program_path(env) is not None
+
+    @property
+    def status_source(self) -> str:
+        """`hooks` when the agent reports its own state, `output` when status comes from its output going quiet."""
+        return "hooks" if self.integration is not None else "output"
+
+    @property
+    def interrupt_keys(self) -> tuple[str, ...]:
+        """tmux key names that stop the agent's current turn (Esc for claude/gemini/opencode, ctrl+c otherwise)."""
+        integration = self.integration
+        return integration.interrupt_keys if integration is not None else ("C-c",)
+
+    @property
+    def can_resume(self) -> bool:
+        return self.integration is not None
+
+    def resume_argv(self) -> list[str]:
+        """The command line that continues the agent's last conversation in its worktree (no first prompt).
+
+        Raises InputError for agents that cannot resume.
+        """
+        integration = self.integration
+        if integration is None:
+            raise InputError(f"agent {self.name}: {self.program or 'its program'} has no resume command")
+        return integration.resume_argv(self.argv())
+
+    def agent_facts(self, env: Mapping[str, str] | None = None) -> dict[str, object]:
+        integration = self.integration
+        return {"program": self.program, "installed": self.installed(env), "path": self.program_path(env),
+                "status_source": self.status_source,
+                "hooks": integration.hook_mechanism if integration else None,
+                "usage_source": integration.usage_source if integration else None,
+                "resume": " ".join(integration.resume_args) if integration else None,
+                "interrupt": " ".join(self.interrupt_keys)}
 
 
 def builtin_presets() -> dict[str, Preset]:
@@ -108,10 +170,25 @@ def all_presets(cfg: Config) -> dict[str, Preset]:
     return presets
 
 
-def resolve_preset(cfg: Config, name: str | None) -> Preset:
-    """The preset called `name` (default: config `default_agent`); unknown names are bad input."""
+AUTO_DEFAULT_ORDER = ("claude", "codex", "gemini", "opencode", "aider")
+
+
+def default_agent_name(cfg: Config, env: Mapping[str, str] | None = None) -> str:
+    """Config `default_agent`, else the first installed of claude, codex, gemini, opencode, aider, else `shell`."""
+    if cfg.default_agent:
+        return cfg.default_agent
     presets = all_presets(cfg)
-    chosen = name or cfg.default_agent
+    for name in AUTO_DEFAULT_ORDER:
+        if name in presets and presets[name].installed(env):
+            return name
+    return "shell"
+
+
+def resolve_preset(cfg: Config, name: str | None) -> Preset:
+    """The preset called `name` (default: config `default_agent`, else the first installed agent); unknown
+    names are bad input."""
+    presets = all_presets(cfg)
+    chosen = name or default_agent_name(cfg)
     if chosen not in presets:
         raise InputError(f"unknown agent preset {chosen!r} (known: {', '.join(sorted(presets))})")
     return presets[chosen]

@@ -1,8 +1,12 @@
 """Session status: `starting`, `running`, `waiting`, `exited`, derived from facts, never stored as truth.
 
-Precedence: a dead pane is `exited` (with its exit code); an agent that signals its own state (Claude Code's
-hooks calling `daintree session signal`) is believed until it prints again after a `waiting` signal; otherwise
-the preset's prompt pattern on the last screen line, or output quiet for the debounce interval, means `waiting`.
+Precedence: a dead pane is `exited` (with its exit code). A session whose agent reports its own state through
+hooks (`hooks`: wired per session, see sessions/agents/) is believed once it has reported: `waiting` stays until
+the agent says `running` or its usage records grow again (a new turn; Codex reports only turn ends), so typing,
+redraws and bursts of output never flip it; `running` stays while output flows and falls back to `waiting` after
+`HOOK_QUIET` seconds of silence (an interrupted turn fires no end hook). Another agent's signal is believed until
+it prints again after a `waiting` signal. Otherwise the preset's prompt pattern on the last screen line, or output
+quiet for the debounce interval, means `waiting`.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ class SessionStatus(StrEnum):
 
 STARTING_GRACE = 3.0
 SIGNAL_SLACK = 1.0  # output within this long after a `waiting` signal is the agent finishing its redraw
+HOOK_QUIET = 30.0  # a hooked agent at work redraws its spinner every second: this much silence means it stopped
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,8 @@ class Observation:
     signal_state: str | None = None
     signal_ts: float | None = None
     screen_tail: str | None = None
+    hooks: bool = False  # the agent's own hooks are wired: its signals are the truth
+    record_mtime: float | None = None  # when its usage records last grew
 
 
 def last_line(text: str) -> str:
@@ -46,6 +53,8 @@ def last_line(text: str) -> str:
 def derive_status(obs: Observation, now: float, debounce: float, pattern: str | None) -> SessionStatus:
     if not obs.alive:
         return SessionStatus.EXITED
+    if obs.hooks and obs.signal_state in (SessionStatus.WAITING, SessionStatus.RUNNING) and obs.signal_ts is not None:
+        return _from_hooks(obs, now)
     if obs.signal_state and obs.signal_ts is not None:
         if obs.signal_state == SessionStatus.WAITING:
             if obs.last_output is None or obs.last_output <= obs.signal_ts + SIGNAL_SLACK:
@@ -64,6 +73,15 @@ def derive_status(obs: Observation, now: float, debounce: float, pattern: str | 
     if now - obs.last_output >= debounce:
         return SessionStatus.WAITING
     return SessionStatus.RUNNING
+
+
+def _from_hooks(obs: Observation, now: float) -> SessionStatus:
+    assert obs.signal_ts is not None
+    new_turn = obs.record_mtime is not None and obs.record_mtime > obs.signal_ts + SIGNAL_SLACK
+    if obs.signal_state == SessionStatus.WAITING and not new_turn:
+        return SessionStatus.WAITING
+    activity = max(obs.signal_ts, obs.last_output or 0.0, obs.record_mtime or 0.0)
+    return SessionStatus.WAITING if now - activity >= HOOK_QUIET else SessionStatus.RUNNING
 
 
 class StatusHysteresis:

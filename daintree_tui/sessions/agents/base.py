@@ -1,0 +1,106 @@
+"""The shape every agent integration has, and the per-session signal script they all call."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import stat
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SIGNAL_SCRIPT = "signal"
+
+
+@dataclass(frozen=True)
+class SessionContext:
+    """What an integration needs to wire one session: all paths absolute."""
+
+    name: str  # the worktree (session) name
+    root: Path  # the primary worktree: `daintree --repo`
+    worktree: Path  # the agent's cwd
+    session_dir: Path  # `.worktrees/.sessions/<name>/`, 0700, ours
+    env: Mapping[str, str]  # the session's environment (read only here)
+    python: str = sys.executable
+
+    @property
+    def signal_script(self) -> Path:
+        return self.session_dir / SIGNAL_SCRIPT
+
+    def signal_command(self, state: str, background: bool = False) -> str:
+        """A shell command line that reports `state`; quiet, never failing the agent's hook."""
+        cmd = f"{shlex.quote(str(self.signal_script))} {state}"
+        return f"{cmd} >/dev/null 2>&1 &" if background else f"{cmd} >/dev/null 2>&1 || true"
+
+    def home(self) -> Path:
+        return Path(self.env.get("HOME") or os.path.expanduser("~"))
+
+
+@dataclass(frozen=True)
+class Wiring:
+    """How a session's command line and environment change so the agent reports to daintree."""
+
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def write_private(path: Path, text: str, executable: bool = False) -> None:
+    """Write a file of ours in the session dir (0600, or 0700 for a script), never through a symlink."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o700)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+    mode = 0o700 if executable else 0o600
+    fd = os.open(path, flags, mode)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.chmod(path, mode | (stat.S_IXUSR if executable else 0))
+
+
+def write_signal_script(ctx: SessionContext, chain: Sequence[str] | None = None) -> Path:
+    """The per-session script every hook calls: `signal running|waiting [agent's own args...]`.
+
+    It runs `daintree session signal` with the time the hook fired (so a late-starting signal never overrides a
+    newer one), prints nothing (Gemini reads a hook's stdout as JSON), and always exits 0. With `chain`, it then
+    runs the user's own program with the agent's arguments (Codex's `notify` the user had configured).
+    """
+    daintree = " ".join(shlex.quote(p) for p in (ctx.python, "-m", "daintree_tui"))
+    lines = [
+        "#!/bin/sh",
+        f"# Written by daintree for session {ctx.name}: reports the agent's state to `daintree session signal`.",
+        'state="$1"; shift',
+        'at=$(date +%s.%N 2>/dev/null)',
+        'case "$at" in *N*|"") at="";; esac',
+        f"{daintree} session signal --repo {shlex.quote(str(ctx.root))} ${{at:+--at \"$at\"}} "
+        f"{shlex.quote(ctx.name)} \"$state\" </dev/null >/dev/null 2>&1",
+    ]
+    if chain:
+        lines.append(f'exec {" ".join(shlex.quote(p) for p in chain)} "$@" </dev/null >/dev/null 2>&1')
+    lines.append("exit 0")
+    path = ctx.signal_script
+    write_private(path, "\n".join(lines) + "\n", executable=True)
+    return path
+
+
+class AgentIntegration:
+    """One agent CLI's integration. Subclasses fill in what their agent supports."""
+
+    program = ""
+    status_source = "hooks"
+    hook_mechanism = ""  # for `daintree agents` and the README: how the hooks are wired
+    usage_source = ""  # where its usage records are read from
+    usage_kind = "none"  # the parser in sessions/usage.py
+    resume_args: tuple[str, ...] = ()  # appended after the program (and our wiring) to resume
+    interrupt_keys: tuple[str, ...] = ("C-c",)  # tmux key names that stop the current turn
+
+    def wire(self, ctx: SessionContext, argv: list[str]) -> Wiring:
+        """Return the command line and extra environment that make the agent call our signal script."""
+        return Wiring(argv)
+
+    def record_files(self, ctx: SessionContext) -> list[Path]:
+        """Every usage record file that could belong to a session of this agent in `ctx.worktree`."""
+        return []
+
+    def resume_argv(self, argv: list[str]) -> list[str]:
+        """`argv` (the program and its own options, no prompt) continuing the last conversation here."""
+        return [*argv, *self.resume_args]

@@ -1,0 +1,72 @@
+"""Codex: its `notify` program (a `-c notify=[...]` override on the command line; it receives a JSON argument
+with `type: agent-turn-complete` at the end of every turn), usage from its rollouts
+`~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl` whose `session_meta` names this worktree as `cwd`.
+
+Codex's own hooks (hooks.json, `[hooks]`) run only after the user has reviewed and trusted each one, so they
+cannot be wired per session; `notify` needs no trust. It only reports the end of a turn: a new turn shows as
+the rollout growing again (the observer watches the record file).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import tomllib
+from pathlib import Path
+
+from daintree_tui.sessions.agents.base import AgentIntegration, SessionContext, Wiring, write_signal_script
+
+LOOKBACK_DAYS = 30  # rollouts older than this are not resumed into
+
+
+class CodexIntegration(AgentIntegration):
+    program = "codex"
+    hook_mechanism = "-c notify=[<session script>] (agent-turn-complete); new turns from the rollout growing"
+    usage_source = "~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl (token_count events)"
+    usage_kind = "codex"
+    resume_args = ("resume", "--last")
+    interrupt_keys = ("C-c",)
+
+    def home(self, ctx: SessionContext) -> Path:
+        override = ctx.env.get("CODEX_HOME")
+        return Path(override) if override else ctx.home() / ".codex"
+
+    def user_notify(self, ctx: SessionContext) -> list[str] | None:
+        """The user's own `notify` program, kept working: our script runs it after signalling."""
+        try:
+            with (self.home(ctx) / "config.toml").open("rb") as fh:
+                value = tomllib.load(fh).get("notify")
+        except (OSError, tomllib.TOMLDecodeError):
+            return None
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            return list(value)
+        return None
+
+    def wire(self, ctx: SessionContext, argv: list[str]) -> Wiring:
+        script = write_signal_script(ctx, chain=self.user_notify(ctx))
+        # TOML accepts a JSON array of strings; the state is the first argument, Codex appends its JSON.
+        override = "notify=" + json.dumps([str(script), "waiting"])
+        return Wiring([argv[0], "-c", override, *argv[1:]])
+
+    def record_files(self, ctx: SessionContext) -> list[Path]:
+        sessions = self.home(ctx) / "sessions"
+        if not sessions.is_dir():
+            return []
+        horizon = time.time() - LOOKBACK_DAYS * 86400
+        found = []
+        for path in sessions.glob("*/*/*/rollout-*.jsonl"):
+            try:
+                if path.stat().st_mtime < horizon:
+                    continue
+                with path.open("rb") as fh:
+                    first = json.loads(fh.readline() or b"{}")
+            except (OSError, ValueError):
+                continue
+            payload = first.get("payload") if isinstance(first, dict) else None
+            if isinstance(payload, dict) and payload.get("cwd") == str(ctx.worktree):
+                found.append(path)
+        return sorted(found)
+
+    def resume_argv(self, argv: list[str]) -> list[str]:
+        # `codex resume --last` is a subcommand: our `-c` overrides stay before it, as root options.
+        return [*argv, *self.resume_args]

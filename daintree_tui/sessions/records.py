@@ -1,0 +1,225 @@
+"""The link between a session and its agent's usage records, and the usage it has accumulated.
+
+`.worktrees/.sessions/<name>/usage.json` holds one entry per run of a session (each start or resume): which record
+files belong to it and where reading them stopped (inode, offset, per-file parser state), and the tokens it added,
+in hourly buckets per model. Files the agent had written before the run started (a resumed conversation's
+transcript) are read up to their size at the start without counting, so a resume counts only new spend; a file
+that is truncated or replaced later is read again from its start and its parser counts nothing twice.
+
+Costs are computed when asked, from the tokens and the current prices: changing `[pricing]` re-prices history.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from daintree_tui.core.project import Project
+from daintree_tui.core.store import read_json, write_json
+from daintree_tui.sessions.agents import AgentIntegration, SessionContext
+from daintree_tui.sessions.usage import (
+    DEFAULT_PRICES,
+    Price,
+    TailState,
+    Tokens,
+    Totals,
+    UsageRecord,
+    hour_key,
+    parser_for,
+    read_new_lines,
+    with_ts,
+)
+
+START_SLACK = 5.0  # a record file touched this long before the start still belongs to the run
+RESCAN_EVERY = 10.0  # seconds between searches for new record files of one session
+
+
+def session_dir(project: Project, name: str) -> Path:
+    """`.worktrees/.sessions/<name>/`: the session's own files (hook config, signal script, usage), 0700."""
+    path = project.state_dir / ".sessions" / name
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
+
+
+def prices_from(config_pricing: Mapping[str, Mapping[str, float]]) -> dict[str, Price]:
+    """The shipped prices with the user's `[pricing.<model>]` tables over them."""
+    prices = dict(DEFAULT_PRICES)
+    for model, p in config_pricing.items():
+        prices[model.lower()] = Price(p["input"], p["output"], p.get("cache_read"), p.get("cache_write"))
+    return prices
+
+
+@dataclass(frozen=True)
+class RunUsage:
+    """One run of one session, with its usage since a moment (everything when `since` is 0)."""
+
+    name: str
+    agent: str
+    task_id: int | None
+    started_at: float
+    totals: Totals
+    last_record_at: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "agent": self.agent, "task_id": self.task_id, "started_at": self.started_at,
+                "last_record_at": self.last_record_at, **self.totals.to_dict()}
+
+
+def _bucket_totals(run: Mapping[str, Any], prices: Mapping[str, Price], since: float) -> Totals:
+    totals = Totals()
+    floor = hour_key(since) if since else ""
+    for hour, models in (run.get("hours") or {}).items():
+        if hour < floor:
+            continue
+        for model, b in models.items():
+            tokens = Tokens.from_dict(b.get("tokens"))
+            reported_tokens = Tokens.from_dict(b.get("reported_tokens"))
+            priced = UsageRecord((tokens - reported_tokens).clamp(), model if model != "?" else "")
+            part = Totals()
+            part.add(priced, prices)
+            part.cost += float(b.get("reported_cost") or 0.0)
+            part.tokens = tokens
+            part.models = {model: tokens.total} if model != "?" else {}
+            totals = totals.merge(part)
+    return totals
+
+
+class UsageTracker:
+    """Reads new usage records of sessions and keeps their totals on disk."""
+
+    def __init__(self, project: Project) -> None:
+        self.project = project
+        self._scanned: dict[str, float] = {}
+
+    @property
+    def prices(self) -> dict[str, Price]:
+        return prices_from(self.project.config.pricing)
+
+    def path(self, name: str) -> Path:
+        return self.project.state_dir / ".sessions" / name / "usage.json"
+
+    @contextlib.contextmanager
+    def _locked(self, name: str) -> Iterator[None]:
+        """One updater of a session's usage at a time (the dashboard and a CLI call may look together)."""
+        lock = session_dir(self.project, name) / "usage.lock"
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def load(self, name: str) -> dict[str, Any]:
+        data, _ = read_json(self.path(name), "session usage")
+        return data if isinstance(data, dict) and isinstance(data.get("runs"), list) else {"runs": []}
+
+    def begin(self, name: str, ctx: SessionContext, integration: AgentIntegration | None, agent: str,
+              task_id: int | None, started_at: float) -> None:
+        """Start a new run: remember how far the agent's existing record files go, so only new spend counts."""
+        run: dict[str, Any] = {"agent": agent, "kind": integration.usage_kind if integration else "none",
+                               "program": integration.program if integration else "", "task_id": task_id,
+                               "worktree": str(ctx.worktree), "started_at": started_at, "files": {}, "hours": {}}
+        if integration is not None:
+            for path in integration.record_files(ctx):
+                run["files"][str(path)] = self._prime(path, run["kind"])
+        with self._locked(name):
+            data = self.load(name)
+            data["runs"].append(run)
+            write_json(self.path(name), data)
+        self._scanned.pop(name, None)
+
+    def _prime(self, path: Path, kind: str) -> dict[str, Any]:
+        """Read a file that existed before the run without counting it: its parser learns what was counted."""
+        tail = TailState()
+        parser = parser_for(kind)
+        while True:
+            lines = read_new_lines(path, tail)
+            parser.feed(lines)
+            try:
+                if tail.offset >= path.stat().st_size:
+                    break
+            except OSError:
+                break
+        return {"tail": tail.to_dict(), "parser": parser.state}
+
+    def update(self, name: str, ctx: SessionContext | None, integration: AgentIntegration | None) -> None:
+        """Read what the session's record files gained since the last look (new files found every few seconds)."""
+        if integration is None or ctx is None:
+            return
+        now = time.time()
+        with self._locked(name):
+            data = self.load(name)
+            if not data["runs"]:
+                return
+            run = data["runs"][-1]
+            files: dict[str, Any] = run.setdefault("files", {})
+            if now - self._scanned.get(name, 0.0) >= RESCAN_EVERY:
+                self._scanned[name] = now
+                for path in integration.record_files(ctx):
+                    key = str(path)
+                    if key in files:
+                        continue
+                    with contextlib.suppress(OSError):
+                        if path.stat().st_mtime >= float(run["started_at"]) - START_SLACK:
+                            files[key] = {"tail": {}, "parser": {}}
+            changed = False
+            for key, entry in files.items():
+                tail = TailState.from_dict(entry.get("tail") or {})
+                before = (tail.inode, tail.offset)
+                parser = parser_for(str(run.get("kind")), entry.get("parser"))
+                records = parser.feed(read_new_lines(Path(key), tail))
+                if (tail.inode, tail.offset) != before or records:
+                    changed = True
+                    entry["tail"], entry["parser"] = tail.to_dict(), parser.state
+                for record in records:
+                    self._add(run, with_ts(record, now))
+            if changed:
+                write_json(self.path(name), data)
+
+    @staticmethod
+    def _add(run: dict[str, Any], record: UsageRecord) -> None:
+        bucket = run.setdefault("hours", {}).setdefault(hour_key(record.ts), {}).setdefault(record.model or "?", {})
+        bucket["tokens"] = (Tokens.from_dict(bucket.get("tokens")) + record.tokens).to_dict()
+        if record.reported_cost is not None:
+            bucket["reported_tokens"] = (Tokens.from_dict(bucket.get("reported_tokens")) + record.tokens).to_dict()
+            bucket["reported_cost"] = float(bucket.get("reported_cost") or 0.0) + record.reported_cost
+        run["last_record_at"] = max(float(run.get("last_record_at") or 0.0), record.ts)
+
+    def runs(self, name: str, since: float = 0.0, current_only: bool = False) -> list[RunUsage]:
+        """Usage of a session's runs (the current one only, or all), counted from `since`."""
+        runs = self.load(name)["runs"]
+        if current_only:
+            runs = runs[-1:]
+        prices = self.prices
+        return [RunUsage(name, str(r.get("agent") or "?"), r.get("task_id"), float(r.get("started_at") or 0.0),
+                         _bucket_totals(r, prices, since), r.get("last_record_at")) for r in runs]
+
+    def all_runs(self, since: float = 0.0) -> list[RunUsage]:
+        """Every run of every session that ever recorded usage here (removed worktrees included)."""
+        base = self.project.state_dir / ".sessions"
+        if not base.is_dir():
+            return []
+        out: list[RunUsage] = []
+        for entry in sorted(base.iterdir()):
+            if entry.is_dir() and (entry / "usage.json").exists():
+                out += self.runs(entry.name, since)
+        return out
+
+    def record_mtime(self, name: str) -> float | None:
+        """When the current run's record files last changed (a Codex turn starting shows here first)."""
+        runs = self.load(name)["runs"]
+        if not runs:
+            return None
+        latest = None
+        for key in runs[-1].get("files") or {}:
+            with contextlib.suppress(OSError):
+                mtime = os.stat(key).st_mtime
+                latest = mtime if latest is None else max(latest, mtime)
+        return latest
