@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from daintree_tui.cli import host, mcp, orchestrate, sandbox, session, system, task, worktree
+from daintree_tui.cli import agents, host, mcp, orchestrate, sandbox, session, system, task, worktree
 from daintree_tui.cli.common import AddCommand, Handler, Parser, services_for
 from daintree_tui.cli.output import configure_logging, error
 from daintree_tui.core.errors import DaintreeError
@@ -47,6 +47,7 @@ GROUPS: tuple[tuple[tuple[str, ...], Registrar], ...] = (
     (("host",), host.register),
     (("mcp",), mcp.register),
     (("sandbox",), sandbox.register),
+    (("agents", "usage"), agents.register),
 )
 
 _TOP_OPTIONS_WITH_VALUE = ("--repo", "--host")

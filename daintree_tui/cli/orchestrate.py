@@ -74,7 +74,8 @@ def cmd_queue_run(args: argparse.Namespace, services: Services) -> int:
     services.sessions.host  # noqa: B018 - a clear error without tmux
     report = services.queue.run(once=args.once, interval=args.interval)
     text = (f"started: {', '.join(report.started) or '-'}; completed: {report.completed or '-'}; "
-            f"running: {report.running}; ready or blocked: {report.waiting_tasks}")
+            f"running: {report.running}; ready or blocked: {report.waiting_tasks}"
+            + (f"\nnothing new starts: {report.blocked} (raise the limit in [budget])" if report.blocked else ""))
     emit(args, report.to_dict(), text)
     return 0
 

@@ -292,6 +292,15 @@ class SessionManager:
         command = meta.get("command")
         return integration_for(command[0] if isinstance(command, list) and command else None)
 
+    def usage_summary(self, names: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Tokens and estimated cost of each session's current run (as last read; `update_usage` reads more)."""
+        out = {}
+        for name in names:
+            runs = self.usage.runs(name, current_only=True)
+            if runs:
+                out[name] = runs[0].totals.to_dict()
+        return out
+
     def update_usage(self, name: str) -> None:
         """Read the session's new usage records (its agent's own files)."""
         integration = self.integration_of(name)
