@@ -37,7 +37,6 @@ from daintree_tui.sessions.usage import (
 )
 
 START_SLACK = 5.0  # a record file touched this long before the start still belongs to the run
-RESCAN_EVERY = 10.0  # seconds between searches for new record files of one session
 
 
 def session_dir(project: Project, name: str) -> Path:
@@ -160,7 +159,7 @@ class UsageTracker:
                 return
             run = data["runs"][-1]
             files: dict[str, Any] = run.setdefault("files", {})
-            if now - self._scanned.get(name, 0.0) >= RESCAN_EVERY:
+            if now - self._scanned.get(name, 0.0) >= integration.rescan_every:
                 self._scanned[name] = now
                 for path in integration.record_files(ctx):
                     key = str(path)
@@ -174,7 +173,10 @@ class UsageTracker:
                 tail = TailState.from_dict(entry.get("tail") or {})
                 before = (tail.inode, tail.offset)
                 parser = parser_for(str(run.get("kind")), entry.get("parser"))
-                records = parser.feed(read_new_lines(Path(key), tail))
+                lines = read_new_lines(Path(key), tail)
+                if tail.resets != int((entry.get("tail") or {}).get("resets") or 0):
+                    parser.reset()
+                records = parser.feed(lines)
                 if (tail.inode, tail.offset) != before or records:
                     changed = True
                     entry["tail"], entry["parser"] = tail.to_dict(), parser.state

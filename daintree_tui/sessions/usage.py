@@ -85,13 +85,16 @@ class TailState:
     inode: int | None = None
     offset: int = 0
     partial: bytes = b""
+    resets: int = 0  # how often the file was found truncated or replaced
 
     def to_dict(self) -> dict[str, Any]:
-        return {"inode": self.inode, "offset": self.offset, "partial": self.partial.decode("utf-8", "replace")}
+        return {"inode": self.inode, "offset": self.offset, "partial": self.partial.decode("utf-8", "replace"),
+                "resets": self.resets}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TailState:
-        return cls(data.get("inode"), int(data.get("offset") or 0), str(data.get("partial") or "").encode())
+        return cls(data.get("inode"), int(data.get("offset") or 0), str(data.get("partial") or "").encode(),
+                   int(data.get("resets") or 0))
 
 
 def read_new_lines(path: Path, state: TailState) -> list[str]:
@@ -102,6 +105,7 @@ def read_new_lines(path: Path, state: TailState) -> list[str]:
         return []
     if state.inode is not None and (st.st_ino != state.inode or st.st_size < state.offset):
         state.offset, state.partial = 0, b""
+        state.resets += 1
     state.inode = st.st_ino
     if st.st_size == state.offset:
         return []
@@ -163,6 +167,9 @@ class UsageParser:
     def parse(self, rec: dict[str, Any]) -> list[UsageRecord]:
         return []
 
+    def reset(self) -> None:
+        """The file was truncated or replaced: what it holds now is new content (ids already seen stay seen)."""
+
     def _per_id_delta(self, msg_id: str, tokens: Tokens) -> Tokens:
         """What `tokens` adds for message `msg_id` beyond what was already counted for it (the maximum seen)."""
         seen: dict[str, list[int]] = self.state.setdefault("seen", {})
@@ -197,6 +204,9 @@ class ClaudeParser(UsageParser):
 
 class CodexParser(UsageParser):
     kind = "codex"
+
+    def reset(self) -> None:
+        self.state.pop("total", None)  # the new content's cumulative totals start from zero
 
     def parse(self, rec: dict[str, Any]) -> list[UsageRecord]:
         payload = rec.get("payload")

@@ -92,6 +92,7 @@ class AgentIntegration:
     usage_kind = "none"  # the parser in sessions/usage.py
     resume_args: tuple[str, ...] = ()  # appended after the program (and our wiring) to resume
     interrupt_keys: tuple[str, ...] = ("C-c",)  # tmux key names that stop the current turn
+    rescan_every = 1.0  # seconds between searches for new record files (a search that reads many files: more)
 
     def wire(self, ctx: SessionContext, argv: list[str]) -> Wiring:
         """Return the command line and extra environment that make the agent call our signal script."""

@@ -24,6 +24,7 @@ class CodexIntegration(AgentIntegration):
     hook_mechanism = "-c notify=[<session script>] (agent-turn-complete); new turns from the rollout growing"
     usage_source = "~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl (token_count events)"
     usage_kind = "codex"
+    rescan_every = 3.0  # reads the first line of every recent record file
     resume_args = ("resume", "--last")
     interrupt_keys = ("C-c",)
 

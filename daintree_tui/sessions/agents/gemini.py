@@ -50,6 +50,7 @@ class GeminiIntegration(AgentIntegration):
     hook_mechanism = f"{ENV}=<session file>: SessionStart, BeforeAgent, AfterTool, Notification, AfterAgent"
     usage_source = "~/.gemini/tmp/<project>/chats/session-*.jsonl (tokens per message)"
     usage_kind = "gemini"
+    rescan_every = 3.0  # reads the first line of every recent record file
     resume_args = ("--resume", "latest")
     interrupt_keys = ("Escape",)
 

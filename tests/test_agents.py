@@ -1,0 +1,463 @@
+"""Real agents as first-class: presets that know what is installed, status from the agents' own hooks (wired per
+session), usage read from their own records, budgets that stop spend, resume.
+
+The agents are fakes (tests/fixtures/fake_agent.py) that read their wiring where the real CLIs do and call it the
+way they do; the records are fixtures in each agent's format (tests/fixtures/<agent>/).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from daintree_tui.core.config import load as load_config
+from daintree_tui.core.project import Project
+from daintree_tui.sessions.usage import (
+    ClaudeParser,
+    CodexParser,
+    GeminiParser,
+    OpencodeParser,
+    Price,
+    TailState,
+    Tokens,
+    UsageParser,
+    price_for,
+    read_new_lines,
+)
+from tests.conftest import CLI, events, wait_for
+
+FIXTURES = Path(__file__).parent / "fixtures"
+sys.path.insert(0, str(FIXTURES))
+import fake_agent  # noqa: E402
+
+AGENTS = ("claude", "codex", "gemini", "opencode")
+needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+
+# -- readers: each agent's records, read while they grow -------------------------------------------------------
+
+
+def _read(path: Path, parser: UsageParser, tail: TailState) -> Tokens:
+    total = Tokens()
+    for record in parser.feed(read_new_lines(path, tail)):
+        total = total + record.tokens
+    return total
+
+
+def _grow(tmp_path: Path, agent: str, name: str) -> tuple[Path, list[bytes]]:
+    lines = (FIXTURES / agent / name).read_bytes().splitlines(keepends=True)
+    path = tmp_path / name
+    path.write_bytes(b"")
+    return path, lines
+
+
+@pytest.mark.parametrize(("agent", "name", "parser", "steps", "final"), [
+    ("claude", "transcript.jsonl", ClaudeParser, [(2, Tokens(1200, 40, 10000, 3000)),
+                                                  (3, Tokens(0, 140, 0, 0)), (6, Tokens(20, 300, 13000, 500))],
+     Tokens(1220, 480, 23000, 3500)),
+    ("codex", "rollout.jsonl", CodexParser, [(4, Tokens()), (6, Tokens(2000, 200, 3000, 0)),
+                                             (9, Tokens(1000, 300, 5000, 0))], Tokens(3000, 500, 8000, 0)),
+    ("gemini", "session.jsonl", GeminiParser, [(4, Tokens(3000, 200, 1000, 0)), (5, Tokens()),
+                                               (7, Tokens(500, 60, 4000, 0))], Tokens(3500, 260, 5000, 0)),
+    ("opencode", "usage.jsonl", OpencodeParser, [(1, Tokens()), (2, Tokens(1500, 220, 9000, 1200)),
+                                                 (4, Tokens(30, 180, 10500, 300))], Tokens(1530, 400, 19500, 1500)),
+])
+def test_records_read_incrementally_while_they_grow(tmp_path: Path, agent: str, name: str,
+                                                    parser: type[UsageParser], steps: list[tuple[int, Tokens]],
+                                                    final: Tokens) -> None:
+    path, lines = _grow(tmp_path, agent, name)
+    reader, tail = parser(), TailState()
+    written, total = 0, Tokens()
+    for upto, expected in steps:
+        chunk = b"".join(lines[written:upto])
+        # Half a line first: an unfinished record is never parsed, and counts once it is complete.
+        with path.open("ab") as fh:
+            fh.write(chunk[:-7])
+        partial = _read(path, reader, tail)
+        with path.open("ab") as fh:
+            fh.write(chunk[-7:])
+        delta = partial + _read(path, reader, tail)
+        assert delta == expected, f"lines {written}..{upto}"
+        total = total + delta
+        written = upto
+    assert total == final
+    assert _read(path, reader, tail) == Tokens()  # nothing new, nothing counted
+
+
+@pytest.mark.parametrize(("agent", "name", "parser"), [
+    ("claude", "transcript.jsonl", ClaudeParser), ("gemini", "session.jsonl", GeminiParser),
+    ("opencode", "usage.jsonl", OpencodeParser)])
+def test_truncated_or_rotated_records_never_count_twice(tmp_path: Path, agent: str, name: str,
+                                                        parser: type[UsageParser]) -> None:
+    path, lines = _grow(tmp_path, agent, name)
+    path.write_bytes(b"".join(lines))
+    reader, tail = parser(), TailState()
+    first = _read(path, reader, tail)
+    assert first.total > 0
+    path.write_bytes(b"".join(lines[:2]))  # truncated to less than was read
+    assert _read(path, reader, tail) == Tokens()
+    assert tail.resets == 1
+    rotated = tmp_path / "rotated"
+    rotated.write_bytes(b"".join(lines))
+    os.replace(rotated, path)  # replaced (new inode) by the same records
+    assert _read(path, reader, tail) == Tokens()
+    assert tail.resets == 2
+
+
+def test_codex_new_content_after_truncation_counts_from_zero(tmp_path: Path) -> None:
+    path, lines = _grow(tmp_path, "codex", "rollout.jsonl")
+    path.write_bytes(b"".join(lines))
+    reader, tail = CodexParser(), TailState()
+    assert _read(path, reader, tail) == Tokens(3000, 500, 8000, 0)
+    path.write_bytes(b"".join(lines[:6]))  # a new thread: its cumulative totals restart
+    reader.reset()
+    assert _read(path, reader, tail) == Tokens(2000, 200, 3000, 0)
+
+
+def test_pricing_longest_prefix_and_user_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  repo: Path) -> None:
+    from daintree_tui.sessions.records import prices_from
+    from daintree_tui.sessions.usage import DEFAULT_PRICES
+
+    assert price_for("claude-sonnet-4-5-20250929", DEFAULT_PRICES) == DEFAULT_PRICES["claude-sonnet-4"]
+    assert price_for("gemini-2.5-flash-lite", DEFAULT_PRICES) == DEFAULT_PRICES["gemini-2.5-flash-lite"]
+    assert price_for("openai/gpt-5-codex", DEFAULT_PRICES) == DEFAULT_PRICES["gpt-5"]
+    assert price_for("llama-local", DEFAULT_PRICES) is None
+    assert Price(3.0, 15.0, 0.3, 3.75).cost(Tokens(1_000_000, 1_000_000, 1_000_000, 1_000_000)) == 22.05
+    user = Path(os.environ["XDG_CONFIG_HOME"]) / "daintree"
+    user.mkdir(parents=True)
+    (user / "config.toml").write_text('[pricing."claude-sonnet-4"]\ninput = 1.0\noutput = 2.0\n'
+                                      "[budget]\ndaily = 5.0\nper_session_tokens = 100000\n")
+    (repo / ".daintree.toml").write_text('[pricing."claude-sonnet-4"]\ninput = 0\noutput = 0\n'
+                                         "[budget]\ndaily = 50.0\nper_session_tokens = 1000\nper_task = 2\n")
+    cfg = load_config(repo)
+    assert prices_from(cfg.pricing)["claude-sonnet-4"].input == 1.0  # the repo's prices are ignored
+    # A repository can tighten the user's budgets, never loosen them.
+    assert cfg.budget == {"daily": 5.0, "per_session_tokens": 1000.0, "per_task": 2.0}
+
+
+# -- presets: installed, default agent, resume -----------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_bin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The fake agents first on PATH and a private HOME (where they keep their records)."""
+    bin_dir = fake_agent.install(tmp_path / "bin")
+    home = tmp_path / "agent-home"
+    home.mkdir()
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("HOME", str(home))
+    for var in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME", "GEMINI_CLI_SYSTEM_DEFAULTS_PATH",
+                "OPENCODE_CONFIG", "OPENCODE_CONFIG_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    return bin_dir
+
+
+def test_default_agent_is_the_first_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo: Path) -> None:
+    from daintree_tui.sessions.presets import all_presets, default_agent_name, resolve_preset
+
+    bin_dir = fake_agent.install(tmp_path / "bin", ("gemini", "opencode"))
+    monkeypatch.setenv("PATH", str(bin_dir))
+    cfg = load_config(repo)
+    assert default_agent_name(cfg) == "gemini"
+    presets = all_presets(cfg)
+    assert presets["gemini"].installed() and not presets["claude"].installed()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert default_agent_name(cfg) == "shell"
+    shell = resolve_preset(cfg, None)
+    assert shell.name == "shell" and shell.prompt_mode == "none"  # shell never gets task text
+    (repo / ".daintree.toml").write_text('default_agent = "opencode"\n')
+    assert default_agent_name(load_config(repo)) == "opencode"
+
+
+def test_agents_command_lists_installed_and_sources(cli: CLI, fake_bin: Path) -> None:
+    data = {a["name"]: a for a in cli.json("agents")}
+    for name in AGENTS:
+        assert data[name]["installed"] is True
+        assert data[name]["status_source"] == "hooks"
+        assert data[name]["path"] == str(fake_bin / name)
+    assert data["claude"]["default"] is True
+    assert data["aider"]["status_source"] == "output" and data["aider"]["resume"] is None
+    assert data["codex"]["resume"] == "resume --last" and data["gemini"]["resume"] == "--resume latest"
+    assert data["claude"]["interrupt"] == "Escape" and data["codex"]["interrupt"] == "C-c"
+    text = cli.ok("agents").stdout
+    assert "* claude" in text and "INSTALLED" in text
+
+
+def test_resume_argv_per_agent(repo: Path) -> None:
+    from daintree_tui.core.errors import InputError
+    from daintree_tui.sessions.presets import all_presets
+
+    presets = all_presets(load_config(repo))
+    assert presets["claude"].resume_argv() == ["claude", "--continue"]
+    assert presets["codex"].resume_argv() == ["codex", "resume", "--last"]
+    assert presets["gemini"].resume_argv() == ["gemini", "--resume", "latest"]
+    assert presets["opencode"].resume_argv() == ["opencode", "--continue"]
+    assert not presets["shell"].can_resume
+    with pytest.raises(InputError):
+        presets["shell"].resume_argv()
+
+
+# -- hooks through a real tmux session -------------------------------------------------------------------------
+
+
+def _statuses_since(repo: Path, name: str, start: int) -> list[str]:
+    return [e["event"] for e in events(repo)[start:]
+            if e["event"] in ("session.running", "session.waiting") and (e.get("worktree") or {}).get("name") == name]
+
+
+def _start(cli: CLI, repo: Path, name: str, agent: str, **kwargs: Any) -> Any:
+    from daintree_tui.sessions.manager import SessionManager
+
+    cli.ok("worktree", "create", name)
+    project = Project.discover(repo)
+    manager = SessionManager(project)
+    manager.start(name, agent, size=(100, 30), **kwargs)
+    return manager
+
+
+def _ready(manager: Any, repo: Path, name: str) -> None:
+    """Wait until the agent's SessionStart hook said it waits for input (the signal's event logged)."""
+    wait_for(lambda: _info(manager, name).status_source == "hooks"
+             and "session.waiting" in _statuses_since(repo, name, 0), timeout=30)
+
+
+def _info(manager: Any, name: str) -> Any:
+    """One observer tick, as the dashboard's poll does it: list (records transitions), then read new usage."""
+    infos = manager.list()
+    for info in infos:
+        manager.update_usage(info.name)
+    return next(i for i in infos if i.name == name)
+
+
+@needs_tmux
+@pytest.mark.parametrize("agent", AGENTS)
+def test_hooks_wired_per_session_report_each_turn(cli: CLI, repo: Path, tmux_socket: str, fake_bin: Path,
+                                                  agent: str) -> None:
+    if agent == "opencode" and shutil.which("node") is None:
+        pytest.skip("node is needed to run the opencode plugin")
+    user_files = sorted(p for p in Path(os.environ["HOME"]).rglob("*"))
+    name = f"hk-{agent}"
+    manager = _start(cli, repo, name, agent)
+    meta = manager.meta(name)
+    session_dir = repo / ".worktrees" / ".sessions" / name
+    assert oct(session_dir.stat().st_mode & 0o777) == "0o700"
+    assert meta["status_source"] == "hooks"
+    if agent in ("claude", "gemini", "opencode"):  # they report being ready for input at start
+        _ready(manager, repo, name)
+        assert str(_info(manager, name).status) == "waiting"
+    for turn in ("fix the bug", "and the test"):  # the second turn starts from a hook-reported `waiting`
+        mark = len(events(repo))
+        manager.send(name, turn)
+        wait_for(lambda m=mark: _info(manager, name) and "session.running" in _statuses_since(repo, name, m),
+                 timeout=30)
+        wait_for(lambda m=mark: _info(manager, name) and _statuses_since(repo, name, m)[-1:] == ["session.waiting"]
+                 and manager.capture(name).count("done") >= 1, timeout=30)
+        assert _statuses_since(repo, name, mark) == ["session.running", "session.waiting"], turn
+    info = _info(manager, name)
+    assert info.status_source == "hooks" and str(info.status) == "waiting"
+    # The usage it recorded, read from its own records (new record files are looked for every few seconds).
+    wait_for(lambda: _info(manager, name) and manager.usage_summary([name])[name]["tokens"]["output"] >= 100,
+             timeout=20, interval=0.3)
+    usage = manager.usage_summary([name])[name]["tokens"]
+    calls = usage["output"] // 50
+    assert usage["input"] == 100 * calls and usage["cache_read"] == 300 * calls
+    assert usage["cache_write"] == (20 * calls if agent in ("claude", "opencode") else 0)
+    # Nothing of the user's was edited: the only new files are the agent's own records.
+    new = [p for p in Path(os.environ["HOME"]).rglob("*") if p not in user_files and p.is_file()]
+    assert all(p.suffix == ".jsonl" for p in new), new
+    listed = {s["name"]: s for s in cli.json("session", "list")}
+    assert listed[name]["status_source"] == "hooks" and listed[name]["agent_installed"] is True
+    assert listed[name]["usage"]["tokens"]["output"] == 50 * calls
+
+
+@needs_tmux
+def test_no_status_flapping_under_bursty_output(cli: CLI, repo: Path, tmux_socket: str, fake_bin: Path) -> None:
+    """Bursts of output separated by more than the quiet debounce (a user navigating, a redraw) leave a hooked
+    agent `waiting`: only its own hooks start a turn."""
+    name = "burst"
+    manager = _start(cli, repo, name, "claude")
+    _ready(manager, repo, name)
+    mark = len(events(repo))
+    manager.send(name, "/noise")
+    seen = set()
+
+    def bursts_over() -> bool:
+        seen.add(str(_info(manager, name).status))
+        return "redraw 3.19" in manager.capture(name, history=200)
+
+    wait_for(bursts_over, timeout=40, interval=0.3)  # four bursts, 2.5 s apart (debounce: 2 s)
+    assert seen == {"waiting"}
+    assert _statuses_since(repo, name, mark) == []
+
+
+@needs_tmux
+def test_resume_uses_the_preset_resume_command(cli: CLI, repo: Path, tmux_socket: str, fake_bin: Path) -> None:
+    name = "again"
+    manager = _start(cli, repo, name, "codex")
+    manager.stop(name)
+    data = json.loads(cli.ok("session", "start", name, "--resume", "--json").stdout)
+    assert data["agent"] == "codex"  # the worktree's own agent
+    command = manager.meta(name)["command"]
+    assert command[0] == "codex" and command[1] == "-c" and command[2].startswith("notify=")
+    assert command[-2:] == ["resume", "--last"]
+    assert manager.meta(name)["resumed"] is True
+    cli.ok("session", "stop", name)
+    proc = cli("session", "start", name, "--resume", "--agent", "shell")
+    assert proc.returncode == 2 and "no resume command" in proc.stderr
+
+
+def test_resumed_conversation_counts_only_new_spend(tmp_path: Path, repo: Path, fake_bin: Path) -> None:
+    """A record file the agent wrote before the run (the conversation it resumes) is not counted again."""
+    from daintree_tui.sessions.agents import integration_for
+    from daintree_tui.sessions.agents.claude import project_slug
+    from daintree_tui.sessions.manager import SessionManager
+
+    project = Project.discover(repo)
+    manager = SessionManager(project, host=None)
+    ctx = manager.context("old", dict(os.environ))
+    transcript = (Path(os.environ["HOME"]) / ".claude" / "projects" / project_slug(str(ctx.worktree))
+                  / "s.jsonl")
+    transcript.parent.mkdir(parents=True)
+    lines = (FIXTURES / "claude" / "transcript.jsonl").read_text().splitlines(keepends=True)
+    transcript.write_text("".join(lines[:3]))
+    claude = integration_for("claude")
+    manager.usage.begin("old", ctx, claude, "claude", None, time.time())
+    manager.usage.update("old", ctx, claude)
+    assert manager.usage.runs("old", current_only=True)[0].totals.tokens == Tokens()
+    with transcript.open("a") as fh:
+        fh.write("".join(lines[3:]))
+    manager.usage.update("old", ctx, claude)
+    assert manager.usage.runs("old", current_only=True)[0].totals.tokens == Tokens(20, 300, 13000, 500)
+
+
+# -- budgets: a fake agent that spends is stopped --------------------------------------------------------------
+
+
+def _write_user_config(text: str) -> None:
+    user = Path(os.environ["XDG_CONFIG_HOME"]) / "daintree"
+    user.mkdir(parents=True, exist_ok=True)
+    (user / "config.toml").write_text(text)
+
+
+@needs_tmux
+@pytest.mark.parametrize(("agent", "keys"), [("claude", ["Escape"]), ("codex", ["C-c"])])
+def test_budget_stops_a_spending_session_and_the_queue(cli: CLI, repo: Path, tmux_socket: str, fake_bin: Path,
+                                                       agent: str, keys: list[str]) -> None:
+    from daintree_tui.core.queue import QueueRunner
+    from daintree_tui.core.worktrees import WorktreeService
+    from daintree_tui.sessions.budget import BudgetGuard
+    from daintree_tui.sessions.manager import SessionManager
+
+    _write_user_config("[budget]\nper_session_tokens = 2500\n")
+    name = f"spend-{agent}"
+    manager = _start(cli, repo, name, agent)
+    if agent == "claude":
+        _ready(manager, repo, name)
+    guard = BudgetGuard(manager)
+    manager.send(name, "spend")
+    wait_for(lambda: guard.tick().reason is not None, timeout=60, interval=0.2)
+    wait_for(lambda: "INTERRUPTED" in manager.capture(name), timeout=20)
+    log = [e for e in events(repo) if e["event"].startswith(("budget.", "session.over_budget", "session.interr"))]
+    kinds = [e["event"] for e in log]
+    assert kinds[:4] == ["budget.warning", "budget.warning", "budget.exceeded", "session.over_budget"] or \
+        kinds[:3] == ["budget.warning", "budget.exceeded", "session.over_budget"]
+    interrupted = next(e for e in log if e["event"] == "session.interrupted")
+    assert interrupted["keys"] == keys and interrupted["reason"] == "budget"
+    assert manager.meta(name)["over_budget"]["scope"] == "per_session"
+    assert _info(manager, name).over_budget is not None
+    # It stopped spending: its turn ended, and nothing more is recorded after the interrupt.
+    wait_for(lambda: "done" in manager.capture(name).split("INTERRUPTED", 1)[-1], timeout=20)
+    manager.update_usage(name)
+    spent = manager.usage_summary([name])[name]["tokens"]["total"]
+    _info(manager, name)
+    assert manager.usage_summary([name])[name]["tokens"]["total"] == spent
+    # The queue starts nothing new while a limit is exceeded.
+    cli.ok("task", "create", "next job", "--agent", "claude")
+    runner = QueueRunner(WorktreeService(Project.discover(repo), manager), manager, guard)
+    report = runner.step()
+    assert report.blocked and report.started == []
+    assert any(e["event"] == "queue.blocked" for e in events(repo))
+    # Raising the limit clears it, and the queue goes on.
+    _write_user_config("[budget]\nper_session_tokens = 1000000\n")
+    project = Project.discover(repo)
+    manager2 = SessionManager(project)
+    guard2 = BudgetGuard(manager2)
+    assert guard2.tick().reason is None
+    assert "over_budget" not in manager2.meta(name)
+    assert any(e["event"] == "budget.cleared" for e in events(repo))
+    report = QueueRunner(WorktreeService(project, manager2), manager2, guard2).step()
+    assert report.blocked is None and report.started == ["next-job"]
+
+
+def test_budget_evaluate_scopes_and_units() -> None:
+    from daintree_tui.sessions.budget import evaluate
+    from daintree_tui.sessions.usage import Totals
+
+    a = Totals(Tokens(1000, 500, 0, 0), 0.9)
+    b = Totals(Tokens(10, 10, 0, 0), 0.01)
+    checks = evaluate({"per_session": 1.0, "per_task_tokens": 1500, "daily": 0.5}, 0.8,
+                      {"a": a, "b": b}, {7: a}, a.merge(b), "2026-11-30")
+    levels = {c.key: c.level for c in checks}
+    assert levels == {"per_session:a:cost": "warn", "per_session:b:cost": "ok", "per_task:7:tokens": "over",
+                      "daily:2026-11-30:cost": "over"}
+
+
+# -- the usage command ------------------------------------------------------------------------------------------
+
+
+def test_usage_command_totals_sessions_tasks_and_bakeoffs(cli: CLI, repo: Path, fake_bin: Path) -> None:
+    from daintree_tui.sessions.agents import integration_for
+    from daintree_tui.sessions.agents.claude import project_slug
+    from daintree_tui.sessions.manager import SessionManager
+
+    cli.ok("task", "create", "login")
+    cli.ok("worktree", "create", "fix", "--task", "1")
+    project = Project.discover(repo)
+    manager = SessionManager(project, host=None)
+    ctx = manager.context("fix", dict(os.environ))
+    claude = integration_for("claude")
+    manager.usage.begin("fix", ctx, claude, "claude", 1, time.time())
+    transcript = (Path(os.environ["HOME"]) / ".claude" / "projects" / project_slug(str(ctx.worktree))
+                  / "s.jsonl")
+    transcript.parent.mkdir(parents=True)
+    now = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
+    text = (FIXTURES / "claude" / "transcript.jsonl").read_text().replace("2026-11-30T09:00", now[:16])
+    transcript.write_text(text)
+    manager.usage.update("fix", ctx, claude)
+    data = cli.json("usage")
+    session = next(s for s in data["sessions"] if s["name"] == "fix")
+    assert session["tokens"] == {**Tokens(1220, 480, 23000, 3500).to_dict()}
+    expected = (1220 * 3 + 480 * 15 + 23000 * 0.30 + 3500 * 3.75) / 1e6
+    assert abs(session["cost"] - expected) < 1e-9
+    assert data["tasks"][0]["task_id"] == 1 and data["total"]["cost"] == session["cost"]
+    assert data["pricing_checked"]
+    assert cli.json("usage", "--since", "2h")["total"]["tokens"]["total"] == Tokens(1220, 480, 23000, 3500).total
+    text_out = cli.ok("usage").stdout
+    assert "fix" in text_out and "checked" in text_out
+    proc = cli("usage", "--since", "yesterday-ish")
+    assert proc.returncode == 2 and "--since" in proc.stderr
+
+
+def test_signal_ignores_a_late_older_signal(cli: CLI, repo: Path) -> None:
+    from daintree_tui.sessions.manager import SessionManager
+
+    cli.ok("worktree", "create", "sig")
+    manager = SessionManager(Project.discover(repo), host=None)
+    now = time.time()
+    manager.signal("sig", "waiting", at=now)
+    result = manager.signal("sig", "running", at=now - 0.5)  # fired earlier, arrived later
+    assert result.get("ignored")
+    assert manager.meta("sig")["signal"]["state"] == "waiting"
+    proc = subprocess.run([sys.executable, "-m", "daintree_tui", "session", "signal", "sig", "running",
+                           '{"type": "agent-turn-complete"}', "--repo", str(repo)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
