@@ -352,9 +352,9 @@ def _write_user_config(text: str) -> None:
 @pytest.mark.parametrize(("agent", "keys"), [("claude", ["Escape"]), ("codex", ["C-c"])])
 def test_budget_stops_a_spending_session_and_the_queue(cli: CLI, repo: Path, tmux_socket: str, fake_bin: Path,
                                                        agent: str, keys: list[str]) -> None:
-    from daintree_tui.core.queue import QueueRunner
     from daintree_tui.core.worktrees import WorktreeService
-    from daintree_tui.sessions.budget import BudgetGuard
+    from daintree_tui.services.queue import QueueRunner
+    from daintree_tui.services.usage import BudgetGuard
     from daintree_tui.sessions.manager import SessionManager
 
     _write_user_config("[budget]\nper_session_tokens = 2500\n")
@@ -399,7 +399,7 @@ def test_budget_stops_a_spending_session_and_the_queue(cli: CLI, repo: Path, tmu
 
 
 def test_budget_evaluate_scopes_and_units() -> None:
-    from daintree_tui.sessions.budget import evaluate
+    from daintree_tui.services.usage import evaluate
     from daintree_tui.sessions.usage import Totals
 
     a = Totals(Tokens(1000, 500, 0, 0), 0.9)
