@@ -93,6 +93,7 @@ class SessionInfo:
     sandbox: dict[str, Any] | None = None  # backend, mode, active, reason (None: started before sandboxing)
     status_source: str = "output"  # hooks (the agent's own word), hooks-pending (wired, none yet), output
     over_budget: dict[str, Any] | None = None  # set when a budget stopped this session
+    usage: dict[str, Any] | None = None  # tokens and estimated cost of the current run, when asked for
 
     @property
     def unrecorded(self) -> bool:
@@ -103,7 +104,8 @@ class SessionInfo:
         return {"name": self.name, "session": self.session, "agent": self.agent, "status": str(self.status),
                 "exit_code": self.exit_code, "pid": self.pid, "started_at": self.started_at, "log": self.log,
                 "persistent": self.persistent, "socket": self.socket, "tmux_conf": self.tmux_conf,
-                "sandbox": self.sandbox, "status_source": self.status_source, "over_budget": self.over_budget}
+                "sandbox": self.sandbox, "status_source": self.status_source, "over_budget": self.over_budget,
+                "usage": self.usage}
 
 
 class SessionManager:
