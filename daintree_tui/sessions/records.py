@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from daintree_tui.core.errors import OperationError
 from daintree_tui.core.project import Project
 from daintree_tui.core.store import read_json, write_json
 from daintree_tui.sessions.agents import AgentIntegration, SessionContext
@@ -42,6 +43,8 @@ START_SLACK = 5.0  # a record file touched this long before the start still belo
 def session_dir(project: Project, name: str) -> Path:
     """`.worktrees/.sessions/<name>/`: the session's own files (hook config, signal script, usage), 0700."""
     path = project.state_dir / ".sessions" / name
+    if path.is_symlink():  # ours to write hook config and scripts into: never somewhere a link points
+        raise OperationError(f"refusing to use {path}: it is a symlink")
     path.mkdir(parents=True, exist_ok=True)
     os.chmod(path, 0o700)
     return path
