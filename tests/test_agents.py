@@ -215,27 +215,24 @@ def _statuses_since(repo: Path, name: str, start: int) -> list[str]:
 
 
 def _start(cli: CLI, repo: Path, name: str, agent: str, **kwargs: Any) -> Any:
-    from daintree_tui.sessions.manager import SessionManager
+    """A worktree and a session of `agent` in it; the services that observe it."""
+    from daintree_tui.services import Services
 
     cli.ok("worktree", "create", name)
-    project = Project.discover(repo)
-    manager = SessionManager(project)
-    manager.start(name, agent, size=(100, 30), **kwargs)
-    return manager
+    services = Services(Project.discover(repo))
+    services.sessions.start(name, agent, size=(100, 30), **kwargs)
+    return services
 
 
-def _ready(manager: Any, repo: Path, name: str) -> None:
+def _ready(services: Any, repo: Path, name: str) -> None:
     """Wait until the agent's SessionStart hook said it waits for input (the signal's event logged)."""
-    wait_for(lambda: _info(manager, name).status_source == "hooks"
+    wait_for(lambda: _info(services, name).status_source == "hooks"
              and "session.waiting" in _statuses_since(repo, name, 0), timeout=30)
 
 
-def _info(manager: Any, name: str) -> Any:
-    """One observer tick, as the dashboard's poll does it: list (records transitions), then read new usage."""
-    infos = manager.list()
-    for info in infos:
-        manager.update_usage(info.name)
-    return next(i for i in infos if i.name == name)
+def _info(services: Any, name: str) -> Any:
+    """One observer tick, as the dashboard's poll does it: records transitions, reads new usage, checks budgets."""
+    return next(i for i in services.observer.poll().sessions if i.name == name)
 
 
 @needs_tmux
@@ -246,26 +243,27 @@ def test_hooks_wired_per_session_report_each_turn(cli: CLI, repo: Path, tmux_soc
         pytest.skip("node is needed to run the opencode plugin")
     user_files = sorted(p for p in Path(os.environ["HOME"]).rglob("*"))
     name = f"hk-{agent}"
-    manager = _start(cli, repo, name, agent)
+    services = _start(cli, repo, name, agent)
+    manager = services.sessions
     meta = manager.meta(name)
     session_dir = repo / ".worktrees" / ".sessions" / name
     assert oct(session_dir.stat().st_mode & 0o777) == "0o700"
     assert meta["status_source"] == "hooks"
     if agent in ("claude", "gemini", "opencode"):  # they report being ready for input at start
-        _ready(manager, repo, name)
-        assert str(_info(manager, name).status) == "waiting"
+        _ready(services, repo, name)
+        assert str(_info(services, name).status) == "waiting"
     for turn in ("fix the bug", "and the test"):  # the second turn starts from a hook-reported `waiting`
         mark = len(events(repo))
         manager.send(name, turn)
-        wait_for(lambda m=mark: _info(manager, name) and "session.running" in _statuses_since(repo, name, m),
+        wait_for(lambda m=mark: _info(services, name) and "session.running" in _statuses_since(repo, name, m),
                  timeout=30)
-        wait_for(lambda m=mark: _info(manager, name) and _statuses_since(repo, name, m)[-1:] == ["session.waiting"]
+        wait_for(lambda m=mark: _info(services, name) and _statuses_since(repo, name, m)[-1:] == ["session.waiting"]
                  and manager.capture(name).count("done") >= 1, timeout=30)
         assert _statuses_since(repo, name, mark) == ["session.running", "session.waiting"], turn
-    info = _info(manager, name)
+    info = _info(services, name)
     assert info.status_source == "hooks" and str(info.status) == "waiting"
     # The usage it recorded, read from its own records (new record files are looked for every few seconds).
-    wait_for(lambda: _info(manager, name) and manager.usage_summary([name])[name]["tokens"]["output"] >= 100,
+    wait_for(lambda: _info(services, name) and manager.usage_summary([name])[name]["tokens"]["output"] >= 100,
              timeout=20, interval=0.3)
     usage = manager.usage_summary([name])[name]["tokens"]
     calls = usage["output"] // 50
@@ -284,14 +282,15 @@ def test_no_status_flapping_under_bursty_output(cli: CLI, repo: Path, tmux_socke
     """Bursts of output separated by more than the quiet debounce (a user navigating, a redraw) leave a hooked
     agent `waiting`: only its own hooks start a turn."""
     name = "burst"
-    manager = _start(cli, repo, name, "claude")
-    _ready(manager, repo, name)
+    services = _start(cli, repo, name, "claude")
+    manager = services.sessions
+    _ready(services, repo, name)
     mark = len(events(repo))
     manager.send(name, "/noise")
     seen = set()
 
     def bursts_over() -> bool:
-        seen.add(str(_info(manager, name).status))
+        seen.add(str(_info(services, name).status))
         return "redraw 3.19" in manager.capture(name, history=200)
 
     wait_for(bursts_over, timeout=40, interval=0.3)  # four bursts, 2.5 s apart (debounce: 2 s)
@@ -302,7 +301,7 @@ def test_no_status_flapping_under_bursty_output(cli: CLI, repo: Path, tmux_socke
 @needs_tmux
 def test_resume_uses_the_preset_resume_command(cli: CLI, repo: Path, tmux_socket: str, fake_bin: Path) -> None:
     name = "again"
-    manager = _start(cli, repo, name, "codex")
+    manager = _start(cli, repo, name, "codex").sessions
     manager.stop(name)
     data = json.loads(cli.ok("session", "start", name, "--resume", "--json").stdout)
     assert data["agent"] == "codex"  # the worktree's own agent
@@ -352,19 +351,17 @@ def _write_user_config(text: str) -> None:
 @pytest.mark.parametrize(("agent", "keys"), [("claude", ["Escape"]), ("codex", ["C-c"])])
 def test_budget_stops_a_spending_session_and_the_queue(cli: CLI, repo: Path, tmux_socket: str, fake_bin: Path,
                                                        agent: str, keys: list[str]) -> None:
-    from daintree_tui.core.worktrees import WorktreeService
-    from daintree_tui.services.queue import QueueRunner
-    from daintree_tui.services.usage import BudgetGuard
-    from daintree_tui.sessions.manager import SessionManager
+    from daintree_tui.services import Services
 
     _write_user_config("[budget]\nper_session_tokens = 2500\n")
     name = f"spend-{agent}"
-    manager = _start(cli, repo, name, agent)
+    services = _start(cli, repo, name, agent)
+    manager = services.sessions
     if agent == "claude":
-        _ready(manager, repo, name)
-    guard = BudgetGuard(manager)
+        _ready(services, repo, name)
     manager.send(name, "spend")
-    wait_for(lambda: guard.tick().reason is not None, timeout=60, interval=0.2)
+    # The observer's tick (the dashboard's poll, `session watch`, every queue pass) enforces the budgets.
+    wait_for(lambda: services.observer.poll().budget.reason is not None, timeout=60, interval=0.2)
     wait_for(lambda: "INTERRUPTED" in manager.capture(name), timeout=20)
     log = [e for e in events(repo) if e["event"].startswith(("budget.", "session.over_budget", "session.interr"))]
     kinds = [e["event"] for e in log]
@@ -373,28 +370,25 @@ def test_budget_stops_a_spending_session_and_the_queue(cli: CLI, repo: Path, tmu
     interrupted = next(e for e in log if e["event"] == "session.interrupted")
     assert interrupted["keys"] == keys and interrupted["reason"] == "budget"
     assert manager.meta(name)["over_budget"]["scope"] == "per_session"
-    assert _info(manager, name).over_budget is not None
+    assert _info(services, name).over_budget is not None
     # It stopped spending: its turn ended, and nothing more is recorded after the interrupt.
     wait_for(lambda: "done" in manager.capture(name).split("INTERRUPTED", 1)[-1], timeout=20)
     manager.update_usage(name)
     spent = manager.usage_summary([name])[name]["tokens"]["total"]
-    _info(manager, name)
+    _info(services, name)
     assert manager.usage_summary([name])[name]["tokens"]["total"] == spent
     # The queue starts nothing new while a limit is exceeded.
     cli.ok("task", "create", "next job", "--agent", "claude")
-    runner = QueueRunner(WorktreeService(Project.discover(repo), manager), manager, guard)
-    report = runner.step()
+    report = services.queue.step()
     assert report.blocked and report.started == []
     assert any(e["event"] == "queue.blocked" for e in events(repo))
     # Raising the limit clears it, and the queue goes on.
     _write_user_config("[budget]\nper_session_tokens = 1000000\n")
-    project = Project.discover(repo)
-    manager2 = SessionManager(project)
-    guard2 = BudgetGuard(manager2)
-    assert guard2.tick().reason is None
-    assert "over_budget" not in manager2.meta(name)
+    raised = Services(Project.discover(repo))
+    assert raised.observer.poll().budget.reason is None
+    assert "over_budget" not in raised.sessions.meta(name)
     assert any(e["event"] == "budget.cleared" for e in events(repo))
-    report = QueueRunner(WorktreeService(project, manager2), manager2, guard2).step()
+    report = raised.queue.step()
     assert report.blocked is None and report.started == ["next-job"]
 
 
@@ -453,9 +447,8 @@ def test_signal_ignores_a_late_older_signal(cli: CLI, repo: Path) -> None:
     cli.ok("worktree", "create", "sig")
     manager = SessionManager(Project.discover(repo), host=None)
     now = time.time()
-    manager.signal("sig", "waiting", at=now)
-    result = manager.signal("sig", "running", at=now - 0.5)  # fired earlier, arrived later
-    assert result.get("ignored")
+    assert manager.signal("sig", "waiting", at=now) is not None
+    assert manager.signal("sig", "running", at=now - 0.5) is None  # fired earlier, arrived later: ignored
     assert manager.meta("sig")["signal"]["state"] == "waiting"
     proc = subprocess.run([sys.executable, "-m", "daintree_tui", "session", "signal", "sig", "running",
                            '{"type": "agent-turn-complete"}', "--repo", str(repo)], capture_output=True, text=True)

@@ -96,7 +96,9 @@ def cmd_usage(args: argparse.Namespace, services: Services) -> int:
 
     since = parse_since(args.since)
     if services.host is not None:
-        services.budget.tick()  # reads what the live sessions' records gained, and checks the budgets
+        for info in services.sessions.list(with_screens=False):  # what the live sessions' records gained
+            if str(info.status) != "exited":
+                services.sessions.update_usage(info.name)
     records = services.bakeoffs.records() if services.project.is_git else []
     report = usage_report(services.sessions, records, since)
     emit(args, report, lambda: _usage_text(report))

@@ -18,8 +18,9 @@ if TYPE_CHECKING:
 
 
 def cmd_session_start(args: argparse.Namespace, services: Services) -> int:
-    info = services.sessions.start(args.name, args.agent, prompt=args.prompt)
-    emit(args, info.to_dict(), f"started session {info.session} ({info.agent}) in worktree {info.name}\n"
+    info = services.sessions.start(args.name, args.agent, prompt=args.prompt, resume=args.resume)
+    verb = "resumed" if args.resume else "started"
+    emit(args, info.to_dict(), f"{verb} session {info.session} ({info.agent}) in worktree {info.name}\n"
                                f"log: {info.log}")
     return 0
 
@@ -28,13 +29,31 @@ _STATUS_GLYPH = {"starting": "◌", "running": "▶", "waiting": "●", "exited"
 
 
 def cmd_session_list(args: argparse.Namespace, services: Services) -> int:
-    infos = services.sessions.list()
-    rows = [[i.name, i.session, i.agent,
-             f"{_STATUS_GLYPH.get(str(i.status), '?')} {i.status}"
-             + (f" ({i.exit_code})" if i.exit_code is not None else ""), str(i.pid or "-"),
-             _sandbox_cell(i.sandbox)] for i in infos]
-    emit(args, [i.to_dict() for i in infos],
-         table(rows, ["WORKTREE", "SESSION", "AGENT", "STATUS", "PID", "SANDBOX"]) or "no sessions")
+    from daintree_tui.sessions.presets import all_presets
+
+    manager = services.sessions
+    infos = manager.list()
+    for info in infos:
+        if str(info.status) != "exited":
+            manager.update_usage(info.name)  # what the agent's records gained (a cache; a listing never acts)
+    usage = manager.usage_summary([i.name for i in infos])
+    presets = all_presets(services.project.config)
+    data = []
+    for i in infos:
+        preset = presets.get(i.agent)
+        data.append({**i.to_dict(), "agent_installed": preset.installed() if preset else None,
+                     "usage": usage.get(i.name)})
+    rows = []
+    for i, d in zip(infos, data, strict=True):
+        status = f"{_STATUS_GLYPH.get(str(i.status), '?')} {i.status}" + (
+            f" ({i.exit_code})" if i.exit_code is not None else "") + (" over-budget" if i.over_budget else "")
+        u = d["usage"]
+        cost = f"{u['tokens']['total']:,} tok ${u['cost']:.2f}" if u and u["tokens"]["total"] else "-"
+        agent = i.agent + ("" if d["agent_installed"] is not False else " (not installed)")
+        rows.append([i.name, i.session, agent, status, i.status_source, cost, str(i.pid or "-"),
+                     _sandbox_cell(i.sandbox)])
+    emit(args, data, table(rows, ["WORKTREE", "SESSION", "AGENT", "STATUS", "SOURCE", "USAGE", "PID", "SANDBOX"])
+         or "no sessions")
     return 0
 
 
@@ -105,7 +124,7 @@ def cmd_session_log(args: argparse.Namespace, services: Services) -> int:
 
 
 def cmd_session_signal(args: argparse.Namespace, services: Services) -> int:
-    services.observer.signal(args.name, args.state, exit_code=args.code)
+    services.observer.signal(args.name, args.state, exit_code=args.code, at=args.at)
     emit(args, {"name": args.name, "state": args.state}, f"{args.name}: {args.state}")
     return 0
 
@@ -147,7 +166,9 @@ def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None
     p.add_argument("name")
     p.add_argument("--agent", metavar="PRESET")
     p.add_argument("--prompt", help="first prompt (default: the bound task's subject and description)")
-    add(ssub, "list", cmd_session_list, "list sessions and their status")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the agent's last conversation in this worktree (its preset's resume command)")
+    add(ssub, "list", cmd_session_list, "list sessions, their status (and its source) and usage")
     p = add(ssub, "send", cmd_session_send, "type text into a session (then Enter)")
     p.add_argument("name")
     p.add_argument("text", nargs="?")
@@ -173,6 +194,8 @@ def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None
     p.add_argument("name")
     p.add_argument("state")
     p.add_argument("--code", type=int, help="exit code, with exited")
+    p.add_argument("--at", type=float, help=argparse.SUPPRESS)  # when the hook fired (epoch seconds)
+    p.add_argument("payload", nargs="?", help=argparse.SUPPRESS)  # what the agent passes its hook (Codex: JSON)
     p = add(ssub, "watch", cmd_session_watch,
             "record status changes as they happen (events, on_waiting/on_session_exit hooks) until interrupted")
     p.add_argument("--once", action="store_true", help="one look, then exit")

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from daintree_tui.services.observer import Observed, SessionObserver
     from daintree_tui.services.policy import Approvals, ApprovedRun
     from daintree_tui.services.queue import QueueRunner
+    from daintree_tui.services.usage import BudgetGuard
     from daintree_tui.sessions.host import SessionHost
     from daintree_tui.sessions.manager import SessionManager
 
@@ -84,7 +85,14 @@ class Services:
     def observer(self) -> SessionObserver:
         from daintree_tui.services.observer import SessionObserver
 
-        return SessionObserver(self.project, self.sessions)
+        return SessionObserver(self.project, self.sessions, self.budget)
+
+    @cached_property
+    def budget(self) -> BudgetGuard:
+        """Usage of the sessions (from their agents' own records) against the budgets; stops what is over."""
+        from daintree_tui.services.usage import BudgetGuard
+
+        return BudgetGuard(self.sessions)
 
     def observe_tick(self) -> Observed:
         """One pass of the acting observer: apply what sandboxed sessions asked through their inboxes, then record

@@ -18,6 +18,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from daintree_tui.core.errors import DaintreeError
 from daintree_tui.core.hooks import run_hooks
@@ -25,6 +26,9 @@ from daintree_tui.core.index import Index, find
 from daintree_tui.core.project import Project
 from daintree_tui.sessions.manager import SessionInfo, SessionManager
 from daintree_tui.sessions.status import SessionStatus
+
+if TYPE_CHECKING:
+    from daintree_tui.services.usage import BudgetGuard, BudgetReport
 
 HOOK_FOR = {SessionStatus.EXITED: "on_session_exit", SessionStatus.WAITING: "on_waiting"}
 
@@ -41,18 +45,20 @@ class Transition:
 
 @dataclass(frozen=True)
 class Observed:
-    """One observation pass: every session, and the transitions this pass recorded."""
+    """One observation pass: every session, the transitions this pass recorded, and the budgets' state."""
 
     sessions: tuple[SessionInfo, ...]
     transitions: tuple[Transition, ...]
+    budget: BudgetReport | None = None
 
 
 class SessionObserver:
     """Observes the sessions of one project and records what changed."""
 
-    def __init__(self, project: Project, sessions: SessionManager) -> None:
+    def __init__(self, project: Project, sessions: SessionManager, budget: BudgetGuard | None = None) -> None:
         self.project = project
         self.sessions = sessions
+        self.budget = budget  # each pass reads the agents' new usage records and enforces the budgets
         self._hooks: ThreadPoolExecutor | None = None
         self._pending: list[Future[None]] = []
         self._guard = threading.Lock()
@@ -66,7 +72,8 @@ class SessionObserver:
                 transition = self.record(info.name, info.status, info.exit_code)
                 if transition is not None:
                     recorded.append(transition)
-        return Observed(tuple(infos), tuple(recorded))
+        budget = self.budget.tick(infos) if self.budget is not None else None
+        return Observed(tuple(infos), tuple(recorded), budget)
 
     def record(self, name: str, status: SessionStatus, exit_code: int | None,
                reason: str | None = None) -> Transition | None:

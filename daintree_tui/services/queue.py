@@ -35,11 +35,12 @@ class StepReport:
     errors: list[str] = field(default_factory=list)
     running: int = 0
     waiting_tasks: int = 0
+    blocked: str | None = None  # why nothing new starts (a budget is exceeded)
 
     def to_dict(self) -> dict[str, Any]:
         return {"started": self.started, "completed": self.completed, "failed": self.failed,
                 "stopped": self.stopped, "errors": self.errors, "running": self.running,
-                "waiting_tasks": self.waiting_tasks}
+                "waiting_tasks": self.waiting_tasks, "blocked": self.blocked}
 
 
 def is_ready(task: Task, by_id: dict[int, Task]) -> bool:
@@ -57,6 +58,7 @@ class QueueRunner:
         self.tasks = worktrees.tasks
         self.sessions = sessions
         self.observer = observer
+        self._blocked_reason: str | None = None
 
     def claim(self, limit: int) -> list[Task]:
         """Claim up to `limit` ready tasks, atomically."""
@@ -80,12 +82,19 @@ class QueueRunner:
 
     def step(self) -> StepReport:
         report = StepReport()
-        infos = list(self.observer.poll().sessions)  # a runner that keeps running records what it sees
+        observed = self.observer.poll()  # a runner that keeps running records what it sees (and enforces budgets)
+        infos = list(observed.sessions)
         self._enforce_time_limits(infos, report)
         self._reap(infos, report)
         running = [i for i in infos if str(i.status) != "exited"]
         report.running = len(running)
         capacity = self.project.config.max_sessions - len(running)
+        report.blocked = observed.budget.reason if observed.budget is not None else None
+        if report.blocked:
+            capacity = 0  # nothing new starts until the user raises the limit
+        if report.blocked != self._blocked_reason:
+            self.project.events.append("queue.blocked" if report.blocked else "queue.unblocked", reason=report.blocked)
+            self._blocked_reason = report.blocked
         for task in self.claim(capacity):
             try:
                 self._start(task, report)
@@ -158,6 +167,7 @@ class QueueRunner:
         interval = validate.finite_number(interval, "--interval", minimum=0.05, maximum=3600)
         while True:
             report = self.step()
-            if once or (report.running == 0 and report.waiting_tasks == 0 and not report.started):
+            if once or (report.running == 0 and (report.waiting_tasks == 0 or report.blocked)
+                        and not report.started):
                 return report
             time.sleep(interval)

@@ -10,8 +10,8 @@ way their agent expects (Esc or ctrl+c, through the session host), marked `over_
 the user raises the limit, `budget.cleared`. Tokens count everything the model processed: input, output, cache
 reads and cache writes.
 
-`evaluate` is pure; `BudgetGuard.tick` acts, and is called from the observer's tick (the dashboard's session poll
-and every queue pass). What was warned and stopped is remembered in `.worktrees/budget.json`, so each step is one
+`evaluate` is pure; `BudgetGuard.tick` acts, and is called from the observer's tick (`SessionObserver.poll`: the
+dashboard's session poll, `daintree session watch`, every queue pass). What was warned and stopped is remembered in `.worktrees/budget.json`, so each step is one
 event, also across processes.
 """
 
@@ -221,15 +221,7 @@ class BudgetGuard:
 
     def _mark(self, name: str, check: BudgetCheck | None) -> None:
         """Record (or clear) `over_budget` in the session record."""
-        with self.project.lock.hold():
-            meta = self.manager.meta(name)
-            if not meta:
-                return
-            if check is None:
-                meta.pop("over_budget", None)
-            else:
-                meta["over_budget"] = {**check.to_dict(), "ts": time.time()}
-            write_json(self.manager.meta_path(name), meta)
+        self.manager.mark_over_budget(name, check.to_dict() if check is not None else None)
 
 
 def usage_report(manager: SessionManager, bakeoff_records: Sequence[Mapping[str, Any]],

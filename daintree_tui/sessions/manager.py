@@ -294,6 +294,18 @@ class SessionManager:
         command = meta.get("command")
         return integration_for(command[0] if isinstance(command, list) and command else None)
 
+    def mark_over_budget(self, name: str, budget: dict[str, Any] | None) -> None:
+        """Record in the session record that a budget stopped it (or, with None, that it no longer does)."""
+        with self.project.lock.hold():
+            meta = self.meta(name)
+            if not meta:
+                return
+            if budget is None:
+                meta.pop("over_budget", None)
+            else:
+                meta["over_budget"] = {**budget, "ts": time.time()}
+            write_json(self.meta_path(name), meta)
+
     def usage_summary(self, names: Sequence[str]) -> dict[str, dict[str, Any]]:
         """Tokens and estimated cost of each session's current run (as last read; `update_usage` reads more)."""
         out = {}

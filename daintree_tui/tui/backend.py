@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from daintree_tui.core.errors import OperationError
 from daintree_tui.core.models import Task, WorktreeEntry
@@ -18,7 +18,7 @@ from daintree_tui.core.worktrees import Facts, RemoveResult, slugify
 from daintree_tui.services import Services
 from daintree_tui.sessions.host import SessionHost
 from daintree_tui.sessions.manager import SessionInfo
-from daintree_tui.sessions.presets import all_presets
+from daintree_tui.sessions.presets import all_presets, default_agent_name
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,9 @@ class Backend(Services):
     def poll_sessions(self, preview: list[str]) -> tuple[list[SessionInfo], dict[str, str]]:
         """All sessions with status, plus the screens of those previewed (captured only when they changed).
         The dashboard's poll is an observer: it records the transitions it finds (events, hooks)."""
-        infos = list(self.observe_tick().sessions)
+        infos = list(self.observe_tick().sessions)  # the observer's tick also reads usage and enforces budgets
+        usage = self.sessions.usage_summary([i.name for i in infos])
+        infos = [replace(i, usage=usage.get(i.name)) for i in infos]  # tokens and cost for the dashboard
         alive = {i.name for i in infos}
         previews = self.sessions.screens([n for n in preview if n in alive]) if self.host is not None else {}
         return infos, previews
@@ -64,8 +66,12 @@ class Backend(Services):
     def agents(self) -> list[str]:
         return sorted(all_presets(self.project.config))
 
+    def agent_facts(self) -> dict[str, dict[str, object]]:
+        """Every preset with `installed`, `status_source`, `resume`, ... (for pickers and the agents view)."""
+        return {name: p.to_dict() for name, p in all_presets(self.project.config).items()}
+
     def default_agent(self) -> str:
-        return self.project.config.default_agent
+        return default_agent_name(self.project.config)
 
     def unique_name(self, subject: str) -> str:
         return self.worktrees.free_name(slugify(subject))
@@ -80,10 +86,13 @@ class Backend(Services):
         info = self.sessions.start(entry.name, preset.name, size=size) if self.host is not None else None
         return task, entry, info
 
-    def start_session(self, name: str, agent: str | None, size: tuple[int, int], restart: bool = False) -> SessionInfo:
+    def start_session(self, name: str, agent: str | None, size: tuple[int, int], restart: bool = False,
+                      resume: bool = False) -> SessionInfo:
+        """Start (or with `restart` replace) a session; `resume` continues the agent's last conversation
+        (`Preset.resume_argv()`; `Preset.can_resume` says whether the agent has one)."""
         if restart:
             self.sessions.stop(name)
-        return self.sessions.start(name, agent, size=size)
+        return self.sessions.start(name, agent, size=size, resume=resume)
 
     def keep(self, name: str) -> WorktreeEntry:
         return self.worktrees.keep(name)
