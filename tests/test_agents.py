@@ -461,9 +461,9 @@ def test_dashboard_session_cell_shows_cost_and_over_budget() -> None:
     from daintree_tui.sessions.status import SessionStatus
     from daintree_tui.tui.widgets.worktree_table import session_cell
 
-    info = SessionInfo("a", "dt-a", "claude", SessionStatus.RUNNING, None, 1, 0.0, "", True, "hooks",
+    info = SessionInfo("a", "dt-a", "claude", SessionStatus.RUNNING, None, 1, 0.0, "", True, status_source="hooks",
                        usage={"cost": 0.4242, "tokens": {"total": 10}})
     assert session_cell(info).plain == "▶ running $0.42"
-    stopped = SessionInfo("a", "dt-a", "claude", SessionStatus.WAITING, None, 1, 0.0, "", True, "hooks",
-                          over_budget={"scope": "daily"}, usage={"cost": 9.0})
+    stopped = SessionInfo("a", "dt-a", "claude", SessionStatus.WAITING, None, 1, 0.0, "", True,
+                          status_source="hooks", over_budget={"scope": "daily"}, usage={"cost": 9.0})
     assert session_cell(stopped).plain.endswith("over budget")

@@ -11,8 +11,8 @@ the user raises the limit, `budget.cleared`. Tokens count everything the model p
 reads and cache writes.
 
 `evaluate` is pure; `BudgetGuard.tick` acts, and is called from the observer's tick (`SessionObserver.poll`: the
-dashboard's session poll, `daintree session watch`, every queue pass). What was warned and stopped is remembered in `.worktrees/budget.json`, so each step is one
-event, also across processes.
+dashboard's session poll, `daintree session watch`, every queue pass). What was warned and stopped is remembered
+in `.worktrees/budget.json`, so each step is one event, also across processes.
 """
 
 from __future__ import annotations
