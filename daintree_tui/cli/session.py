@@ -110,14 +110,17 @@ def cmd_session_log(args: argparse.Namespace, services: Services) -> int:
     path = project.log_path(args.name)
     if not path.exists() and not args.follow:
         raise InputError(f"no log for worktree {args.name!r} ({path})")
+    read = 0
     if path.exists():
         data = path.read_bytes()
+        read = len(data)
         if args.lines:
             data = b"\n".join(data.split(b"\n")[-args.lines - 1:])
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
     if args.follow:
-        for line in follow_lines(path):
+        # Follow from where the read above stopped: a line written in between is not lost.
+        for line in follow_lines(path, offset=read):
             sys.stdout.write(line + "\n")
             sys.stdout.flush()
     return 0

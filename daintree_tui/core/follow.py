@@ -7,12 +7,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 
-def follow_lines(path: Path, from_end: bool = True) -> Iterator[str]:
-    """Yield each new complete line appended to `path` (waits for the file to appear); runs until interrupted."""
+def follow_lines(path: Path, from_end: bool = True, offset: int | None = None) -> Iterator[str]:
+    """Yield each new complete line appended to `path` (waits for the file to appear); runs until interrupted.
+
+    `offset`: where the caller stopped reading, so nothing appended since is missed (default: the end now).
+    """
     from watchfiles import watch
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    offset = path.stat().st_size if from_end and path.exists() else 0
+    if offset is None:
+        offset = path.stat().st_size if from_end and path.exists() else 0
     pending = b""
     for _ in _changes(path, watch):
         try:

@@ -287,7 +287,8 @@ def parser_for(kind: str, state: Mapping[str, Any] | None = None) -> UsageParser
 # -- pricing ---------------------------------------------------------------------------------------------------
 
 PRICING_CHECKED = "2026-11-30"
-"""When the shipped prices below were last compared with the vendors' published list prices (USD)."""
+"""When the shipped prices below were last written down from the vendors' published list prices (USD, standard
+tier, no batch or long-context surcharges). Update the date with the prices; users override with `[pricing]`."""
 
 
 @dataclass(frozen=True)
