@@ -231,8 +231,9 @@ def _ready(services: Any, repo: Path, name: str) -> None:
 
 
 def _info(services: Any, name: str) -> Any:
-    """One observer tick, as the dashboard's poll does it: records transitions, reads new usage, checks budgets."""
-    return next(i for i in services.observer.poll().sessions if i.name == name)
+    """One observer tick, as the dashboard's poll does it: applies sandboxed sessions' inbox requests (their
+    signals), records transitions, reads new usage, checks budgets."""
+    return next(i for i in services.observe_tick().sessions if i.name == name)
 
 
 @needs_tmux
@@ -361,7 +362,7 @@ def test_budget_stops_a_spending_session_and_the_queue(cli: CLI, repo: Path, tmu
         _ready(services, repo, name)
     manager.send(name, "spend")
     # The observer's tick (the dashboard's poll, `session watch`, every queue pass) enforces the budgets.
-    wait_for(lambda: services.observer.poll().budget.reason is not None, timeout=60, interval=0.2)
+    wait_for(lambda: services.observe_tick().budget.reason is not None, timeout=60, interval=0.2)
     wait_for(lambda: "INTERRUPTED" in manager.capture(name), timeout=20)
     log = [e for e in events(repo) if e["event"].startswith(("budget.", "session.over_budget", "session.interr"))]
     kinds = [e["event"] for e in log]
@@ -385,7 +386,7 @@ def test_budget_stops_a_spending_session_and_the_queue(cli: CLI, repo: Path, tmu
     # Raising the limit clears it, and the queue goes on.
     _write_user_config("[budget]\nper_session_tokens = 1000000\n")
     raised = Services(Project.discover(repo))
-    assert raised.observer.poll().budget.reason is None
+    assert raised.observe_tick().budget.reason is None
     assert "over_budget" not in raised.sessions.meta(name)
     assert any(e["event"] == "budget.cleared" for e in events(repo))
     report = raised.queue.step()

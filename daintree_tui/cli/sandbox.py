@@ -38,7 +38,7 @@ REPLY_WAIT = 5.0
 
 def _payload(name: str, args: argparse.Namespace) -> dict[str, Any]:
     if name == "cmd_session_signal":
-        return {"state": args.state, "code": args.code}
+        return {"state": args.state, "code": args.code, "at": getattr(args, "at", None)}
     if name == "cmd_task_create":
         return {"subject": args.subject, "description": args.description or "",
                 "blocked_by": task_ids(args.blocked_by, "--blocked-by"), "role": args.role}

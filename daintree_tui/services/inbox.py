@@ -259,7 +259,10 @@ def _signal(services: Services, owner: str, payload: dict[str, Any]) -> dict[str
     code = payload.get("code")
     if code is not None and (not isinstance(code, int) or isinstance(code, bool)):
         raise InputError("code must be an integer")
-    services.observer.signal(owner, state, exit_code=code)
+    at = payload.get("at")
+    if at is not None and (not isinstance(at, int | float) or isinstance(at, bool)):
+        raise InputError("at must be a number (when the agent's hook fired)")
+    services.observer.signal(owner, state, exit_code=code, at=None if at is None else float(at))
     return {"name": owner, "state": state}
 
 

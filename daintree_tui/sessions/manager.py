@@ -283,7 +283,8 @@ class SessionManager:
         entry = find(Index(self.project).load(), name)
         worktree = Path(entry.path) if entry is not None else self.project.worktree_path(name)
         return SessionContext(name=name, root=self.project.root, worktree=worktree,
-                              session_dir=session_dir(self.project, name), env=env if env is not None else {})
+                              session_dir=session_dir(self.project, name), env=env if env is not None else {},
+                              tmpdir=self.project.tmpdir_for(name))
 
     def integration_of(self, name: str, meta: dict[str, Any] | None = None) -> AgentIntegration | None:
         from daintree_tui.sessions.agents import integration_for

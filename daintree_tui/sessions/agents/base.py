@@ -22,6 +22,7 @@ class SessionContext:
     worktree: Path  # the agent's cwd
     session_dir: Path  # `.worktrees/.sessions/<name>/`, 0700, ours
     env: Mapping[str, str]  # the session's environment (read only here)
+    tmpdir: Path | None = None  # the session's TMPDIR: writable inside a sandbox, where our session dir is not
     python: str = sys.executable
 
     @property

@@ -1,7 +1,8 @@
 """opencode: a plugin of ours, named in a per-session config file (OPENCODE_CONFIG, merged with the user's own
 config; OPENCODE_CONFIG_DIR when the user already points OPENCODE_CONFIG somewhere). The plugin turns
 `session.status` (busy / idle), `session.idle` and permission events into signals, and appends each assistant
-message's tokens and cost from `message.updated` events to a usage file in the session dir: opencode keeps its own
+message's tokens and cost from `message.updated` events to a usage file in the session's TMPDIR (writable inside a
+sandbox, where the session dir is read-only): opencode keeps its own
 records in a SQLite database whose schema changes between versions, its plugin events are its stable interface.
 """
 
@@ -65,16 +66,20 @@ export const DaintreeSession = async () => {
 class OpencodeIntegration(AgentIntegration):
     program = "opencode"
     hook_mechanism = "OPENCODE_CONFIG=<session file> naming a plugin: session.status, session.idle, permission.*"
-    usage_source = f"message.updated events, appended by the plugin to .worktrees/.sessions/<name>/{USAGE_FILE}"
+    usage_source = f"message.updated events, appended by the plugin to the session's TMPDIR/{USAGE_FILE}"
     usage_kind = "opencode"
     resume_args = ("--continue",)
     interrupt_keys = ("Escape", "Escape")  # opencode asks for a second esc before it interrupts
+
+    @staticmethod
+    def usage_path(ctx: SessionContext) -> Path:
+        return (ctx.tmpdir or ctx.session_dir) / USAGE_FILE
 
     def wire(self, ctx: SessionContext, argv: list[str]) -> Wiring:
         plugin_dir = ctx.session_dir / "opencode" / "plugin"
         plugin = plugin_dir / "daintree-session.js"
         write_private(plugin, PLUGIN % {"name": ctx.name, "signal": json.dumps(str(ctx.signal_script)),
-                                        "usage": json.dumps(str(ctx.session_dir / USAGE_FILE))})
+                                        "usage": json.dumps(str(self.usage_path(ctx)))})
         if ctx.env.get("OPENCODE_CONFIG"):
             # The user's own config file stays in place; an extra config dir adds our plugin folder.
             return Wiring(list(argv), {"OPENCODE_CONFIG_DIR": str(ctx.session_dir / "opencode")})
@@ -84,7 +89,7 @@ class OpencodeIntegration(AgentIntegration):
         return Wiring(list(argv), {"OPENCODE_CONFIG": str(config)})
 
     def record_files(self, ctx: SessionContext) -> list[Path]:
-        path = ctx.session_dir / USAGE_FILE
+        path = self.usage_path(ctx)
         return [path] if path.exists() else []
 
     def resume_argv(self, argv: list[str]) -> list[str]:
