@@ -468,3 +468,25 @@ def test_dashboard_session_cell_shows_cost_and_over_budget() -> None:
     stopped = SessionInfo("a", "dt-a", "claude", SessionStatus.WAITING, None, 1, 0.0, "", True,
                           status_source="hooks", over_budget={"scope": "daily"}, usage={"cost": 9.0})
     assert session_cell(stopped).plain.endswith("over budget")
+
+
+def test_wiring_inherited_from_a_parent_session_is_not_taken_for_the_users(tmp_path: Path) -> None:
+    """An agent that starts another session (through daintree) passes its own wiring in its environment: the
+    child's wiring replaces it rather than stacking the parent's hooks."""
+    from daintree_tui.sessions.agents import SessionContext, integration_for
+    from daintree_tui.sessions.agents.base import write_signal_script
+
+    parent_dir = tmp_path / ".worktrees" / ".sessions" / "parent"
+    child_dir = tmp_path / ".worktrees" / ".sessions" / "child"
+    parent = SessionContext("parent", tmp_path, tmp_path / "p", parent_dir, {}, tmp_path / "tp")
+    write_signal_script(parent)
+    gemini, opencode = integration_for("gemini"), integration_for("opencode")
+    assert gemini is not None and opencode is not None
+    env = {**gemini.wire(parent, ["gemini"]).env, **opencode.wire(parent, ["opencode"]).env}
+    child = SessionContext("child", tmp_path, tmp_path / "c", child_dir, env, tmp_path / "tc")
+    write_signal_script(child)
+    child_env = gemini.wire(child, ["gemini"]).env
+    settings = json.loads(Path(child_env["GEMINI_CLI_SYSTEM_DEFAULTS_PATH"]).read_text())
+    commands = [h["command"] for entries in settings["hooks"].values() for e in entries for h in e["hooks"]]
+    assert commands and all("child" in c and "parent" not in c for c in commands)
+    assert opencode.wire(child, ["opencode"]).env == {"OPENCODE_CONFIG": str(child_dir / "opencode.json")}

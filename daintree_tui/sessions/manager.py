@@ -190,7 +190,6 @@ class SessionManager:
         log = self.project.log_path(name)
         self.project.tmpdir_for(name).mkdir(parents=True, exist_ok=True)
         role = self._role(entry, preset)
-        argv = self._wire_mcp(name, preset, role, argv, env)
         now = time.time()
         integration = preset.integration
         ctx = self.context(name, env)
@@ -200,6 +199,7 @@ class SessionManager:
             wiring = integration.wire(ctx, argv)
             argv = wiring.argv
             env.update(wiring.env)
+        argv = self._wire_mcp(name, preset, role, argv, env)
         self.usage.begin(name, ctx, integration, preset.name, entry.task_id, now)
         sandbox = session_sandbox(self.project, entry, preset, role=role)
         pane_argv = sandbox.wrap(argv, env)

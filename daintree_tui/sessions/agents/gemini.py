@@ -21,8 +21,13 @@ LOOKBACK_DAYS = 30
 ENV = "GEMINI_CLI_SYSTEM_DEFAULTS_PATH"
 
 
+OUR_FILE = "gemini-system-defaults.json"
+
+
 def system_defaults_path(ctx: SessionContext) -> Path:
-    if ctx.env.get(ENV):
+    # A path to our own file came from the session that started this one (an agent running daintree): the
+    # user's defaults are where Gemini looks without it, never that session's hooks.
+    if ctx.env.get(ENV) and Path(ctx.env[ENV]).name != OUR_FILE:
         return Path(ctx.env[ENV])
     system = ctx.env.get("GEMINI_CLI_SYSTEM_SETTINGS_PATH") or "/etc/gemini-cli/settings.json"
     return Path(system).parent / "system-defaults.json"
@@ -67,7 +72,7 @@ class GeminiIntegration(AgentIntegration):
             prior = merged.get(event)
             merged[event] = [*(prior if isinstance(prior, list) else []), *entries]
         settings = {**base, "hooks": merged}
-        path = ctx.session_dir / "gemini-system-defaults.json"
+        path = ctx.session_dir / OUR_FILE
         write_private(path, json.dumps(settings, indent=2) + "\n")
         return Wiring(list(argv), {ENV: str(path)})
 

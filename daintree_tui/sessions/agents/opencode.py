@@ -80,7 +80,9 @@ class OpencodeIntegration(AgentIntegration):
         plugin = plugin_dir / "daintree-session.js"
         write_private(plugin, PLUGIN % {"name": ctx.name, "signal": json.dumps(str(ctx.signal_script)),
                                         "usage": json.dumps(str(self.usage_path(ctx)))})
-        if ctx.env.get("OPENCODE_CONFIG"):
+        inherited = Path(ctx.env.get("OPENCODE_CONFIG") or "").name == "opencode.json" and \
+            Path(ctx.env["OPENCODE_CONFIG"]).parent.parent.name == ".sessions"  # a parent session's, not the user's
+        if ctx.env.get("OPENCODE_CONFIG") and not inherited:
             # The user's own config file stays in place; an extra config dir adds our plugin folder.
             return Wiring(list(argv), {"OPENCODE_CONFIG_DIR": str(ctx.session_dir / "opencode")})
         config = ctx.session_dir / "opencode.json"
