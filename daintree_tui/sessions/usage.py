@@ -287,8 +287,10 @@ def parser_for(kind: str, state: Mapping[str, Any] | None = None) -> UsageParser
 # -- pricing ---------------------------------------------------------------------------------------------------
 
 PRICING_CHECKED = "2026-11-30"
-"""When the shipped prices below were last written down from the vendors' published list prices (USD, standard
-tier, no batch or long-context surcharges). Update the date with the prices; users override with `[pricing]`."""
+"""When the shipped prices below were last compared with published list prices (USD, standard tier, no batch or
+long-context surcharges): the Claude rows against Anthropic's pricing table (stored copies, as no vendor site is
+reachable from where this was written); the OpenAI and Gemini rows are the last known list prices and were not
+re-checked that day. Update the date with the prices; users override with `[pricing]`."""
 
 
 @dataclass(frozen=True)
@@ -309,6 +311,7 @@ class Price:
 
 # Matched by the longest prefix of the model name the agent records (so dated snapshots match their family).
 DEFAULT_PRICES: dict[str, Price] = {
+    "claude-opus-4-6": Price(5.0, 25.0, 0.50, 6.25),
     "claude-opus-4-5": Price(5.0, 25.0, 0.50, 6.25),
     "claude-opus-4": Price(15.0, 75.0, 1.50, 18.75),
     "claude-sonnet-4": Price(3.0, 15.0, 0.30, 3.75),
