@@ -1,0 +1,376 @@
+"""Live session status from the control-mode event stream, derived on a thread of its own.
+
+`LiveStatus` turns `SessionEvents` (activity, exits, sessions added or removed) into a status per session
+with the rules of `status.derive_status`, and reports each change once. Hysteresis, so bursty output does not
+flap: `running` -> `waiting` only after the output has been quiet for the whole debounce interval; a prompt
+pattern is only checked on a screen captured after the output went quiet (any later output discards it); an
+agent's own `waiting` signal holds until it prints again after the signal's slack; `exited` is final until a
+new session takes the name. Screens are captured only for sessions whose preset has a prompt pattern, once
+per quiet period, over the control connection (no fork).
+
+`LiveSessions` is what a dashboard or a feed holds: the event source, the status tracker, and the session
+records (agent, start time, hook signal) re-read only when a record file changed. `infos()` costs no tmux call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from daintree_tui.core.store import read_json
+from daintree_tui.sessions.control import Activity, Exited, PaneRecord, SessionEvent, SessionEvents, SessionsChanged
+from daintree_tui.sessions.host import SESSION_PREFIX
+from daintree_tui.sessions.manager import SessionInfo, SessionManager
+from daintree_tui.sessions.status import Observation, SessionStatus, derive_status
+
+QUIET_BEFORE_CAPTURE = 1.2  # seconds without activity before a prompt pattern is checked (one report is ~1 s)
+TICK = 0.2
+
+
+@dataclass(frozen=True)
+class StatusChange:
+    session: str
+    old: SessionStatus | None
+    new: SessionStatus
+    exit_code: int | None
+    ts: float
+
+    @property
+    def worktree(self) -> str:
+        return self.session[len(SESSION_PREFIX):]
+
+
+@dataclass
+class _Facts:
+    created: float
+    last_output: float | None
+    dead: bool = False
+    exit_code: int | None = None
+    screen_tail: str | None = None
+    captured_at: float = 0.0
+
+
+class LiveStatus:
+    """Status of every session of one server, kept current by a thread that reads `source.events`.
+
+    Args:
+        source: an event source started without its own `on_event` (events arrive on its queue).
+        debounce: quiet seconds after which a session is `waiting` (config `sessions.waiting_debounce`).
+        pattern_for: the waiting-prompt regex of a session's preset (by session name), or None.
+        signal_for: the agent's own last signal (state, ts) for a session, or None.
+        started_at_for: when the session was started (from its record), or None to use tmux's creation time.
+        on_change: called with every status change, once, on this object's thread.
+    """
+
+    def __init__(self, source: SessionEvents, debounce: float,
+                 pattern_for: Callable[[str], str | None] = lambda _: None,
+                 signal_for: Callable[[str], tuple[str, float] | None] = lambda _: None,
+                 started_at_for: Callable[[str], float | None] = lambda _: None,
+                 on_change: Callable[[StatusChange], None] | None = None,
+                 clock: Callable[[], float] = time.time, tick: float = TICK) -> None:
+        self.source = source
+        self.debounce = debounce
+        self.pattern_for = pattern_for
+        self.signal_for = signal_for
+        self.started_at_for = started_at_for
+        self.changes: queue.SimpleQueue[StatusChange] = queue.SimpleQueue()
+        self._on_change = on_change or self.changes.put
+        self.clock = clock
+        self.tick = tick
+        self._facts: dict[str, _Facts] = {}
+        self._status: dict[str, SessionStatus] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.evaluations = 0
+
+    def start(self) -> LiveStatus:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="session-status", daemon=True)
+            self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def statuses(self) -> dict[str, SessionStatus]:
+        with self._lock:
+            return dict(self._status)
+
+    def screen_tail(self, session: str) -> str | None:
+        with self._lock:
+            facts = self._facts.get(session)
+            return facts.screen_tail if facts else None
+
+    # -- the thread --------------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                event = self.source.events.get(timeout=self.tick)
+            except queue.Empty:
+                event = None
+            while event is not None:
+                self._apply(event)
+                try:
+                    event = self.source.events.get_nowait()
+                except queue.Empty:
+                    event = None
+            with contextlib.suppress(Exception):  # a bad record or pattern must not stop status for all
+                self._capture_quiet()
+                self._evaluate()
+
+    def _apply(self, event: SessionEvent) -> None:
+        records = self.source.records()
+        with self._lock:
+            if isinstance(event, SessionsChanged):
+                for name in event.removed:
+                    self._facts.pop(name, None)
+                for name in event.sessions:
+                    record = records.get(name)
+                    if record is not None and (name in event.added or name not in self._facts):
+                        self._facts[name] = _initial_facts(record)
+            elif isinstance(event, Activity):
+                facts = self._facts.get(event.session)
+                if facts is not None:
+                    facts.last_output = max(facts.last_output or 0.0, event.ts)
+                    facts.screen_tail = None  # what was on screen before this output says nothing now
+            elif isinstance(event, Exited):
+                facts = self._facts.get(event.session)
+                if facts is not None:
+                    facts.dead, facts.exit_code = True, event.exit_code
+
+    def _capture_quiet(self) -> None:
+        """Capture, in one batch over the control connection, the screens of quiet sessions whose prompt
+        pattern has not been checked since their last output."""
+        now = self.clock()
+        with self._lock:
+            wanted = [name for name, f in self._facts.items()
+                      if not f.dead and f.last_output is not None and f.captured_at < f.last_output
+                      and now - f.last_output >= QUIET_BEFORE_CAPTURE and self.pattern_for(name)]
+        if not wanted:
+            return
+        screens = self.source.capture(wanted)
+        with self._lock:
+            for name in wanted:
+                facts = self._facts.get(name)
+                if facts is not None and name in screens and (facts.last_output or 0.0) <= now:
+                    facts.screen_tail, facts.captured_at = screens[name], now
+
+    def _evaluate(self) -> None:
+        now = self.clock()
+        changes: list[StatusChange] = []
+        with self._lock:
+            for name in [n for n in self._status if n not in self._facts]:
+                del self._status[name]
+            for name, facts in self._facts.items():
+                old = self._status.get(name)
+                if old == SessionStatus.EXITED and facts.dead:
+                    continue
+                signal = self.signal_for(name)
+                started = self.started_at_for(name) or facts.created
+                obs = Observation(alive=not facts.dead, exit_code=facts.exit_code, started_at=started,
+                                  last_output=facts.last_output,
+                                  signal_state=signal[0] if signal else None, signal_ts=signal[1] if signal else None,
+                                  screen_tail=facts.screen_tail)
+                new = derive_status(obs, now, self.debounce, self.pattern_for(name))
+                self.evaluations += 1
+                if new != old:
+                    self._status[name] = new
+                    changes.append(StatusChange(name, old, new, facts.exit_code, now))
+        for change in changes:
+            self._on_change(change)
+
+
+def _initial_facts(record: PaneRecord) -> _Facts:
+    # window_activity starts at the window's creation: only a later second means the session printed.
+    last = record.activity if record.activity > record.created else None
+    return _Facts(created=record.created, last_output=last, dead=record.dead, exit_code=record.exit_code)
+
+
+@dataclass
+class _Record:
+    mtime: float
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+class SessionRecords:
+    """The session record files (`.sessions/<worktree>.json`), re-read only when the directory changed."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._dir_mtime: float | None = None
+        self._records: dict[str, _Record] = {}
+        self._lock = threading.Lock()
+        self._checked = 0.0
+
+    def refresh(self, min_interval: float = 0.2) -> None:
+        now = time.monotonic()
+        if now - self._checked < min_interval:
+            return
+        self._checked = now
+        try:
+            mtime = os.stat(self.directory).st_mtime_ns
+        except OSError:
+            return
+        if mtime == self._dir_mtime:
+            return
+        self._dir_mtime = mtime
+        seen: dict[str, _Record] = {}
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(self.directory):
+                if not entry.name.endswith(".json"):
+                    continue
+                name = entry.name[:-5]
+                stamp = entry.stat().st_mtime_ns
+                cached = self._records.get(name)
+                if cached is not None and cached.mtime == stamp:
+                    seen[name] = cached
+                    continue
+                data, _ = read_json(Path(entry.path), "session record")
+                seen[name] = _Record(stamp, data if isinstance(data, dict) else {})
+        with self._lock:
+            self._records = seen
+
+    def get(self, worktree: str) -> dict[str, Any]:
+        self.refresh()
+        with self._lock:
+            record = self._records.get(worktree)
+            return record.data if record else {}
+
+    def signal(self, worktree: str) -> tuple[str, float] | None:
+        signal = self.get(worktree).get("signal")
+        if isinstance(signal, dict) and isinstance(signal.get("state"), str) and \
+                isinstance(signal.get("ts"), (int, float)):
+            return str(signal["state"]), float(signal["ts"])
+        return None
+
+
+class Previews:
+    """Screens of the sessions on screen, captured over the control connection at most once per `interval`
+    each, and only when the session may have printed since its last capture."""
+
+    def __init__(self, source: SessionEvents, interval: float = 1.0, clock: Callable[[], float] = time.time) -> None:
+        self.source = source
+        self.interval = interval
+        self.clock = clock
+        self._taken: dict[str, float] = {}  # session -> wall time of its last capture
+        self._screens: dict[str, str] = {}
+
+    def screens(self, sessions: Iterable[str], ansi: bool = False) -> dict[str, str]:
+        now = self.clock()
+        records = self.source.records()
+        wanted = [s for s in sessions if s in records]
+        # `activity` is a whole second: output in the second of the last capture may have come after it.
+        stale = [name for name in wanted if name not in self._taken or (
+            records[name].activity + 1.0 > self._taken[name] and now - self._taken[name] >= self.interval)]
+        if stale:
+            fresh = self.source.capture(stale, ansi=ansi)
+            for name in stale:
+                if name in fresh:
+                    self._screens[name] = fresh[name]
+                    self._taken[name] = now
+        for name in [n for n in self._taken if n not in records]:
+            self._taken.pop(name, None)
+            self._screens.pop(name, None)
+        return {name: self._screens[name] for name in wanted if name in self._screens}
+
+
+class LiveSessions:
+    """Every session of a project's tmux server with its status, kept current by events, never by polling.
+
+    Status changes are recorded (the session record and a `session.<status>` event, hooks included) by the
+    manager on a recorder thread of their own, so a slow hook never delays status for the others.
+
+    Args:
+        manager: the project's sessions (its host must be a tmux host: `base_argv()`).
+        prefix: run the control client elsewhere (`["ssh", "HOST"]`).
+        on_change: told of every status change after it was recorded (a UI posts a message from it).
+    """
+
+    def __init__(self, manager: SessionManager, prefix: Sequence[str] = (),
+                 on_change: Callable[[StatusChange], None] | None = None,
+                 reconcile_interval: float = 20.0) -> None:
+        from daintree_tui.sessions.presets import all_presets
+        from daintree_tui.sessions.tmux import server_env
+
+        self.manager = manager
+        project = manager.project
+        base_argv = getattr(manager.host, "base_argv", None)
+        if base_argv is None:
+            raise TypeError("live sessions need a tmux host")
+        self.records = SessionRecords(project.state_dir / ".sessions")
+        self.presets = all_presets(project.config)
+        self.events = SessionEvents(base_argv(), prefix, env=server_env(), reconcile_interval=reconcile_interval)
+        self.status = LiveStatus(self.events, project.config.waiting_debounce, pattern_for=self._pattern,
+                                 signal_for=lambda s: self.records.signal(s[len(SESSION_PREFIX):]),
+                                 started_at_for=self._started_at, on_change=self._changed)
+        self.previews = Previews(self.events)
+        self._on_change = on_change
+        self._to_record: queue.SimpleQueue[StatusChange | None] = queue.SimpleQueue()
+        self._recorder = threading.Thread(target=self._record_changes, name="session-recorder", daemon=True)
+
+    def start(self) -> LiveSessions:
+        self.events.start()
+        self.status.start()
+        self._recorder.start()
+        return self
+
+    def close(self) -> None:
+        self.status.close()
+        self.events.close()
+        self._to_record.put(None)
+        self._recorder.join(timeout=5)
+
+    def _pattern(self, session: str) -> str | None:
+        preset = self.presets.get(str(self.records.get(session[len(SESSION_PREFIX):]).get("agent", "")))
+        return preset.waiting_pattern if preset is not None else None
+
+    def _started_at(self, session: str) -> float | None:
+        started = self.records.get(session[len(SESSION_PREFIX):]).get("started_at")
+        return float(started) if isinstance(started, (int, float)) else None
+
+    def _changed(self, change: StatusChange) -> None:
+        self._to_record.put(change)
+
+    def _record_changes(self) -> None:
+        while True:
+            change = self._to_record.get()
+            if change is None:
+                return
+            with contextlib.suppress(Exception):  # a failed write or hook must not stop recording
+                if self.records.get(change.worktree):
+                    self.manager.record_status(change.worktree, change.new, change.exit_code)
+            if self._on_change is not None:
+                with contextlib.suppress(Exception):
+                    self._on_change(change)
+
+    def infos(self) -> list[SessionInfo]:
+        """Every session with its status, from what the events said (no tmux call, no polling)."""
+        statuses = self.status.statuses()
+        infos = []
+        for name, record in self.events.records().items():
+            worktree = record.worktree
+            meta = self.records.get(worktree)
+            started = meta.get("started_at")
+            infos.append(SessionInfo(
+                name=worktree, session=name, agent=str(meta.get("agent", "?")),
+                status=statuses.get(name, SessionStatus.STARTING),
+                exit_code=record.exit_code, pid=record.pid,
+                started_at=float(started) if isinstance(started, (int, float)) else record.created,
+                log=str(self.manager.project.log_path(worktree)), persistent=True))
+        return sorted(infos, key=lambda i: i.started_at)
+
+    def screens(self, worktrees: Iterable[str], ansi: bool = False) -> dict[str, str]:
+        """Previews of these worktrees' sessions (those on screen), rate-limited; keyed by worktree."""
+        shots = self.previews.screens([f"{SESSION_PREFIX}{w}" for w in worktrees], ansi=ansi)
+        return {name[len(SESSION_PREFIX):]: screen for name, screen in shots.items()}

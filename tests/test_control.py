@@ -1,0 +1,278 @@
+"""The tmux control-mode event source: the parser on control-mode output recorded from tmux 3.3a (fixtures),
+and the client, the event source and live status on real tmux servers."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from daintree_tui.sessions.control import (
+    PANES_FORMAT,
+    TAIL_BYTES,
+    Activity,
+    ControlParser,
+    Exit,
+    Exited,
+    Notification,
+    Output,
+    Reply,
+    SessionEvents,
+    SessionsChanged,
+    SubscriptionChanged,
+    escaped_tail,
+    parse_panes,
+    quote,
+    unescape,
+)
+from daintree_tui.sessions.live import LiveStatus, StatusChange
+from daintree_tui.sessions.status import SessionStatus
+from tests.conftest import wait_for
+
+FIXTURES = Path(__file__).parent / "fixtures" / "control"
+
+
+def parse_file(name: str) -> list[object]:
+    parser = ControlParser()
+    messages = []
+    for line in (FIXTURES / name).read_bytes().split(b"\n"):
+        message = parser.feed(line)
+        if message is not None:
+            messages.append(message)
+    return messages
+
+
+# -- the parser, on recorded output ---------------------------------------------------------------------------
+
+
+def test_lifecycle_recording_parses_into_replies_output_and_notifications() -> None:
+    messages = parse_file("session_lifecycle.txt")
+    attach, changed, subscribed, output, sub = messages[:5]
+    assert isinstance(attach, Reply) and not attach.own and attach.ok
+    assert changed == Notification("session-changed", ("$0", "dt-a"))
+    assert isinstance(subscribed, Reply) and subscribed.own and subscribed.ok and subscribed.lines == ()
+    # Backslash arrives as \134, control bytes as octal, UTF-8 raw.
+    assert output == Output("%0", len(rb"hello \134 w" + "é".encode() + rb"rld\015\012\033[31mred\033[0m\015\012"),
+                            "hello \\ wérld\r\n\x1b[31mred\x1b[0m\r\n".encode())
+    assert sub == SubscriptionChanged("act", "dt-a=0;")
+    replies = [m for m in messages if isinstance(m, Reply) and m.own]
+    listing = next(r for r in replies if r.lines == ("dt-a",))
+    assert listing.ok
+    failed = [r for r in replies if not r.ok]
+    assert len(failed) == 1 and "unknown command" in failed[0].lines[0]
+    names = [m.name for m in messages if isinstance(m, Notification)]
+    assert names.count("sessions-changed") == 3
+    assert {"unlinked-window-add", "unlinked-window-close", "window-add"} <= set(names)
+    assert SubscriptionChanged("act", "dt-a=0;dt-b=1;") in messages
+    assert messages[-1] == Exit("")
+
+
+def test_flood_keeps_only_a_small_unescaped_tail() -> None:
+    raw = (FIXTURES / "flood.txt").read_bytes()
+    outputs = [m for m in parse_file("flood.txt") if isinstance(m, Output)]
+    assert len(outputs) >= 2
+    assert all(len(o.tail) <= TAIL_BYTES for o in outputs)
+    assert sum(o.size for o in outputs) == sum(len(line.split(b" ", 2)[2]) for line in raw.split(b"\n")
+                                               if line.startswith(b"%output "))
+    assert outputs[-1].tail.endswith(b"1999 2000 \\end\x1b[0m\r\n")
+    assert b"\\134" not in outputs[-1].tail
+
+
+def test_extended_output_and_pause_from_pause_after() -> None:
+    outputs = [m for m in parse_file("extended_output.txt") if isinstance(m, Output)]
+    assert [o.tail for o in outputs] == [b"line0\r\n", b"line1\r\n", b"line2\r\n"]
+    assert all(o.pane == "%0" for o in outputs)
+    assert Notification("pause", ("%0",)) in parse_file("pause.txt")
+
+
+def test_panes_subscription_value_lists_daintree_sessions_with_exit_codes() -> None:
+    messages = parse_file("panes_subscription.txt")
+    listing = next(m for m in messages if isinstance(m, Reply) and m.own and m.lines)
+    sub = next(m for m in messages if isinstance(m, SubscriptionChanged))
+    assert sub.name == "daintree-panes" and sub.value == listing.lines[0]
+    server_pid, records, unreaped = parse_panes(sub.value)
+    assert server_pid == 17084 and not unreaped
+    assert set(records) == {"dt-gone", "dt-run"}  # `other` is not ours
+    assert records["dt-gone"].dead and records["dt-gone"].exit_code == 7
+    assert not records["dt-run"].dead and records["dt-run"].exit_code is None
+    assert records["dt-run"].pane == "%0" and records["dt-run"].worktree == "run"
+    assert records["dt-run"].created == 1796033247.0
+
+
+def test_unreaped_dead_pane_counts_as_running() -> None:
+    _, records, unreaped = parse_panes("42:dt-a:%0:100:1:::1700000000:1700000001:")
+    assert unreaped and not records["dt-a"].dead
+    _, records, _ = parse_panes("42:dt-a:%0:100:1::9:1700000000:1700000001:")
+    assert records["dt-a"].dead and records["dt-a"].exit_code == 137
+
+
+def test_tail_never_splits_an_escape() -> None:
+    data = b"x" * 10 + rb"\033[0m\134"
+    for limit in range(1, len(data) + 1):
+        tail = escaped_tail(data, limit)
+        assert b"\\" not in tail.replace(b"\\", b"", 1) or tail.endswith(b"\\")
+        assert unescape(data).endswith(tail)
+
+
+def test_a_block_ends_only_at_its_own_guard() -> None:
+    parser = ControlParser()
+    lines = [b"%begin 1 5 1", b"%end 1 4 1", b"%output %1 not a notification", b"%end 1 5 1"]
+    results = [parser.feed(line) for line in lines]
+    assert results[:3] == [None, None, None]
+    assert results[3] == Reply(5, True, True, ("%end 1 4 1", "%output %1 not a notification"))
+
+
+def test_quote_survives_the_tmux_parser(tmux_socket: str) -> None:
+    subprocess.run(["tmux", "-L", tmux_socket, "-f", "/dev/null", "new-session", "-d", "-s", "q", "cat"], check=True)
+    text = "it's #{session_name}; done"
+    proc = subprocess.run(["tmux", "-L", tmux_socket, "display-message", "-p", text], capture_output=True,
+                          text=True)
+    via_parser = subprocess.run(["tmux", "-L", tmux_socket, "-C", "attach", "-r", "-t", "=q"],
+                                input=f"display-message -p {quote(text)}\n", capture_output=True, text=True)
+    assert proc.stdout.strip() == "it's q; done"
+    assert "it's q; done" in via_parser.stdout.splitlines()
+
+
+# -- the event source on a real server ------------------------------------------------------------------------
+
+
+def tmux(socket: str, *args: str) -> None:
+    subprocess.run(["tmux", "-L", socket, "-f", "/dev/null", *args], check=True, capture_output=True)
+
+
+def start(socket: str, name: str, script: str) -> None:
+    tmux(socket, "new-session", "-d", "-s", name, "-x", "80", "-y", "10", "sh", "-c", script, ";",
+         "set", "-g", "remain-on-exit", "on")
+
+
+@pytest.fixture
+def events(tmux_socket: str):  # type: ignore[no-untyped-def]
+    source = SessionEvents(["tmux", "-L", tmux_socket, "-f", "/dev/null"], idle_retry=0.2)
+    yield source
+    source.close()
+
+
+def drain(source: SessionEvents) -> list[object]:
+    out = []
+    while not source.events.empty():
+        out.append(source.events.get())
+    return out
+
+
+def test_events_report_activity_exit_and_new_and_removed_sessions(tmux_socket: str, events: SessionEvents) -> None:
+    start(tmux_socket, "dt-busy", "while :; do echo tick; sleep 0.3; done")
+    start(tmux_socket, "dt-ends", "read line; echo got $line; exit 5")
+    events.start()
+    wait_for(lambda: events.known and set(events.records()) == {"dt-busy", "dt-ends"})
+    seen: list[object] = []
+    wait_for(lambda: seen.extend(drain(events)) or sum(isinstance(e, Activity) and e.session == "dt-busy"
+                                                      for e in seen) >= 2, timeout=15)
+    assert any(isinstance(e, SessionsChanged) and e.added == {"dt-busy", "dt-ends"} for e in seen)
+    tmux(tmux_socket, "send-keys", "-t", "=dt-ends:", "hello", "Enter")
+    wait_for(lambda: seen.extend(drain(events)) or any(isinstance(e, Exited) for e in seen), timeout=15)
+    exited = [e for e in seen if isinstance(e, Exited)]
+    assert [(e.session, e.exit_code) for e in exited] == [("dt-ends", 5)]
+    assert "got hello" in events.capture(["dt-ends"])["dt-ends"]
+    start(tmux_socket, "dt-new", "exec cat")
+    wait_for(lambda: seen.extend(drain(events)) or any(isinstance(e, SessionsChanged) and "dt-new" in e.added
+                                                      for e in seen))
+    tmux(tmux_socket, "kill-session", "-t", "=dt-ends")
+    wait_for(lambda: seen.extend(drain(events)) or any(isinstance(e, SessionsChanged) and "dt-ends" in e.removed
+                                                      for e in seen))
+    assert events.connects == 1
+
+
+def test_events_reconnect_when_the_attached_session_is_killed(tmux_socket: str, events: SessionEvents) -> None:
+    start(tmux_socket, "dt-a", "exec cat")
+    start(tmux_socket, "dt-b", "while :; do echo b; sleep 0.3; done")
+    events.start()
+    wait_for(lambda: events.connected and set(events.records()) == {"dt-a", "dt-b"})
+    tmux(tmux_socket, "kill-session", "-t", "=dt-a")  # the client is attached to the oldest: dt-a
+    wait_for(lambda: set(events.records()) == {"dt-b"} and events.connected and events.connects == 2)
+    drain(events)
+    wait_for(lambda: any(isinstance(e, Activity) and e.session == "dt-b" for e in drain(events)), timeout=15)
+    tmux(tmux_socket, "kill-server")
+    wait_for(lambda: events.records() == {} and not events.connected)
+    start(tmux_socket, "dt-c", "exec cat")
+    events.poke()
+    wait_for(lambda: set(events.records()) == {"dt-c"} and events.connected)
+
+
+def test_events_over_an_argv_prefix(tmux_socket: str) -> None:
+    """The prefix path (how `ssh HOST` is used): the tmux argv goes as one quoted command line."""
+    start(tmux_socket, "dt-x", "while :; do echo x; sleep 0.3; done")
+    source = SessionEvents(["tmux", "-L", tmux_socket, "-f", "/dev/null"], prefix=["sh", "-c"]).start()
+    try:
+        wait_for(lambda: any(isinstance(e, Activity) for e in drain(source)), timeout=15)
+        assert set(source.records()) == {"dt-x"}
+    finally:
+        source.close()
+
+
+def test_a_flood_costs_the_listener_one_line_a_second(tmux_socket: str, events: SessionEvents) -> None:
+    """`no-output` + the subscription: 5 MB printed by a session reaches us as a few short reports."""
+    start(tmux_socket, "dt-flood", "sleep 0.5; yes flood | head -c 5000000; exec cat")
+    received: list[object] = []
+    source = SessionEvents(["tmux", "-L", tmux_socket, "-f", "/dev/null"], on_event=received.append).start()
+    try:
+        wait_for(lambda: any(isinstance(e, Activity) for e in received), timeout=15)
+        reply = source.command(f"display-message -p {quote(PANES_FORMAT)}")
+        assert reply is not None and "dt-flood" in reply.lines[0]
+        assert len(received) < 20
+    finally:
+        source.close()
+
+
+# -- live status: every change of a dozen busy sessions, in order, within about a second --------------------
+
+PHASE_SCRIPT = """
+mark() {{ printf '%s %s\\n' "$1" "$(date +%s.%N)" >> {marks}; }}
+sleep 0.5
+mark running; i=0; while [ $i -lt 8 ]; do echo "work $i"; i=$((i+1)); sleep 0.25; done; mark quiet
+sleep 4
+mark running2; i=0; while [ $i -lt 8 ]; do echo "more $i"; i=$((i+1)); sleep 0.25; done
+mark exit; exit 3
+"""
+
+
+def test_live_status_sees_every_change_of_twelve_busy_sessions(tmux_socket: str, tmp_path: Path) -> None:
+    count = 12
+    debounce = 1.5
+    changes: list[tuple[float, StatusChange]] = []
+    source = SessionEvents(["tmux", "-L", tmux_socket, "-f", "/dev/null"])
+    live = LiveStatus(source, debounce, on_change=lambda c: changes.append((time.time(), c)))
+    start(tmux_socket, "dt-anchor", "exec cat")
+    source.start()
+    live.start()
+    try:
+        wait_for(lambda: live.statuses().get("dt-anchor") is not None)
+        for i in range(count):
+            script = PHASE_SCRIPT.format(marks=tmp_path / f"s{i}.marks")
+            start(tmux_socket, f"dt-s{i:02d}", script)
+        names = {f"dt-s{i:02d}" for i in range(count)}
+        wait_for(lambda: sum(c.new == SessionStatus.EXITED for _, c in changes) == count, timeout=40)
+    finally:
+        live.close()
+        source.close()
+    for i in range(count):
+        name = f"dt-s{i:02d}"
+        mine = [(t, c) for t, c in changes if c.session == name]
+        sequence = [c.new for _, c in mine]
+        if sequence[0] == SessionStatus.STARTING:
+            sequence = sequence[1:]
+            mine = mine[1:]
+        assert sequence == [SessionStatus.RUNNING, SessionStatus.WAITING, SessionStatus.RUNNING,
+                            SessionStatus.EXITED], (name, sequence)
+        marks = dict(line.split() for line in (tmp_path / f"s{i}.marks").read_text().splitlines())
+        seen = [t for t, _ in mine]
+        # tmux reports subscriptions once a second, the tracker ticks every 0.2 s: allow that plus load.
+        slack = 1.0 + 0.2 + 0.8
+        assert seen[0] - float(marks["running"]) < slack, name
+        assert seen[1] - float(marks["quiet"]) < debounce + slack, name
+        assert seen[1] - float(marks["quiet"]) >= debounce - 0.4, name  # never before the output went quiet
+        assert seen[2] - float(marks["running2"]) < slack, name
+        assert seen[3] - float(marks["exit"]) < slack, name
+        assert mine[3][1].exit_code == 3
+    assert names <= {c.session for _, c in changes}
