@@ -276,3 +276,41 @@ def test_live_status_sees_every_change_of_twelve_busy_sessions(tmux_socket: str,
         assert seen[3] - float(marks["exit"]) < slack, name
         assert mine[3][1].exit_code == 3
     assert names <= {c.session for _, c in changes}
+
+
+# -- LiveSessions over a real project: records and events, once each; the agent's own hook signal -------------
+
+
+def test_live_sessions_record_each_change_once_and_believe_the_hook(repo: Path, tmux_socket: str) -> None:
+    from daintree_tui.core.project import Project
+    from daintree_tui.core.worktrees import WorktreeService
+    from daintree_tui.sessions.live import LiveSessions
+    from daintree_tui.sessions.manager import SessionManager
+    from tests.conftest import events as read_events
+
+    (repo / ".daintree.toml").write_text(
+        "[sessions]\nwaiting_debounce = 30\n"
+        "[agents.hooked]\ncommand = \"sh -c 'echo hi; exec cat'\"\n"
+        "[notifications]\nbell = false\ndesktop = false\n")
+    project = Project.discover(repo)
+    WorktreeService(project).create("one")
+    manager = SessionManager(project)
+    seen: list[StatusChange] = []
+    live = LiveSessions(manager, on_change=seen.append).start()
+    try:
+        manager.start("one", "hooked", size=(80, 10))
+        live.events.poke()
+        wait_for(lambda: [i.status for i in live.infos()] == [SessionStatus.RUNNING], timeout=15)
+        manager.signal("one", "waiting")  # what Claude Code's Stop hook does
+        wait_for(lambda: [i.status for i in live.infos()] == [SessionStatus.WAITING], timeout=5)
+        manager.send("one", "go on")  # the agent prints again: running
+        wait_for(lambda: [i.status for i in live.infos()] == [SessionStatus.RUNNING], timeout=10)
+        manager.keys("one", ["C-d"])  # cat ends: exited 0
+        wait_for(lambda: [(i.status, i.exit_code) for i in live.infos()] == [(SessionStatus.EXITED, 0)], timeout=10)
+        wait_for(lambda: any(c.new == SessionStatus.EXITED for c in seen))
+    finally:
+        live.close()
+    kinds = [e["event"] for e in read_events(repo)]
+    session_events = [k for k in kinds if str(k).startswith("session.") and k != "session.started"]
+    assert session_events == ["session.running", "session.waiting", "session.running", "session.exited"]
+    assert manager.meta("one")["status"] == "exited"

@@ -17,6 +17,7 @@ from daintree_tui.core.review import MergeResult
 from daintree_tui.core.worktrees import Facts, RemoveResult, slugify
 from daintree_tui.services import Services
 from daintree_tui.sessions.host import SessionHost
+from daintree_tui.sessions.live import LiveSessions, StatusChange
 from daintree_tui.sessions.manager import SessionInfo
 from daintree_tui.sessions.presets import all_presets, default_agent_name
 
@@ -38,6 +39,7 @@ class Backend(Services):
         super().__init__(project, host, pty_fallback=True)
         self.clock = clock
         self.host  # noqa: B018 - resolve the host now, on the UI thread, not first in some worker
+        self.live: LiveSessions | None = None
 
     def snapshot(self) -> Snapshot:
         entries = tuple(self.worktrees.entries()) if self.project.is_git else ()
@@ -46,13 +48,48 @@ class Backend(Services):
     def facts(self, entries: tuple[WorktreeEntry, ...]) -> dict[str, Facts]:
         return self.worktrees.facts_for(list(entries))
 
+    def start_live(self, on_change: Callable[[StatusChange], None] | None = None) -> bool:
+        """Follow the tmux server's sessions by events (one control-mode client) instead of polling them.
+        False when the host is not tmux (the in-process PTY host is polled: it costs no fork)."""
+        if self.live is not None:
+            return True
+        if self.host is None or not hasattr(self.host, "base_argv"):
+            return False
+        observer = self.observer
+        self.live = LiveSessions(self.sessions, record=lambda c: observer.record(c.worktree, c.new, c.exit_code),
+                                 on_change=on_change).start()
+        return True
+
+    def stop_live(self) -> None:
+        live, self.live = self.live, None
+        if live is not None:
+            live.close()
+
     def poll_sessions(self, preview: list[str]) -> tuple[list[SessionInfo], dict[str, str]]:
         """All sessions with status, plus the screens of those previewed (captured only when they changed).
-        The dashboard's poll is an observer: it records the transitions it finds (events, hooks)."""
-        infos = list(self.observe_tick().sessions)  # the observer's tick also reads usage and enforces budgets
+        With live events this makes no tmux call for the list and forks nothing: status comes from the control
+        client's stream (its transitions are recorded by the observer as they happen, see start_live), previews
+        come over its connection, only for `preview` (the rows on screen); the sandboxed sessions' inboxes and the
+        budgets are still handled on every pass. Otherwise the poll is the acting observer (observe_tick)."""
+        live = self.live
+        if live is not None:
+            deadline = time.monotonic() + 2.0
+            while not live.events.known and time.monotonic() < deadline:
+                time.sleep(0.02)
+        if live is not None and live.events.known:
+            from daintree_tui.services.inbox import process_inboxes
+
+            process_inboxes(self)
+            infos = live.infos()
+            if self.observer.budget is not None:
+                self.observer.budget.tick(infos)  # what observer.poll does after recording
+        else:
+            infos = list(self.observe_tick().sessions)  # the observer's tick also reads usage and enforces budgets
         usage = self.sessions.usage_summary([i.name for i in infos])
         infos = [replace(i, usage=usage.get(i.name)) for i in infos]  # tokens and cost for the dashboard
         alive = {i.name for i in infos}
+        if live is not None and live.events.known:
+            return infos, live.screens([n for n in preview if n in alive])
         previews = self.sessions.screens([n for n in preview if n in alive]) if self.host is not None else {}
         return infos, previews
 
@@ -84,6 +121,8 @@ class Backend(Services):
         task = self.tasks.create(subject, description)
         entry = self.worktrees.create(self.unique_name(subject), task_id=task.id, base=base or None)
         info = self.sessions.start(entry.name, preset.name, size=size) if self.host is not None else None
+        if self.live is not None:
+            self.live.events.poke()  # the first session of a server has no control client to tell yet
         return task, entry, info
 
     def start_session(self, name: str, agent: str | None, size: tuple[int, int], restart: bool = False,
@@ -92,7 +131,10 @@ class Backend(Services):
         (`Preset.resume_argv()`; `Preset.can_resume` says whether the agent has one)."""
         if restart:
             self.sessions.stop(name)
-        return self.sessions.start(name, agent, size=size, resume=resume)
+        info = self.sessions.start(name, agent, size=size, resume=resume)
+        if self.live is not None:
+            self.live.events.poke()  # the first session of a server has no control client to tell yet
+        return info
 
     def keep(self, name: str) -> WorktreeEntry:
         return self.worktrees.keep(name)

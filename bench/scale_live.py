@@ -1,0 +1,197 @@
+"""Benchmark 8: the dashboard with N busy agents (N = 0, 10, 40, 100), each printing one line a second.
+
+The dashboard runs at 200x50 in a pane of an outer tmux server (the user's terminal) with one extra session,
+`aa-echo` (a `cat`), open and focused in its embedded terminal. For each N, over a fixed window:
+- dashboard CPU: its process and the children it waited for (the tmux and git calls), from /proc/PID/stat, plus
+  its `tmux attach` client; the sessions' tmux server CPU separately; the dashboard's RSS at the end;
+- key-to-echo p95: a key sent to the outer pane until the outer pane's screen shows it echoed by `cat`;
+- the slope: extra CPU per added busy session (least squares over the N).
+
+`DAINTREE_BENCH_DASHBOARD_PATH=/path/to/other/checkout` runs that checkout's dashboard (the same bench, the
+same machine: how the 'before' figures in the README were taken).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from bench.common import git, table
+from bench.dashboard import Viewer, cpu_ticks, descendants
+
+COUNTS = tuple(int(n) for n in os.environ.get("DAINTREE_BENCH_BUSY", "0,10,40,100").split(","))
+WINDOW = float(os.environ.get("DAINTREE_BENCH_WINDOW", "15"))
+KEYS = 40
+BUSY = "sh -c 'i=0; while :; do i=$((i+1)); echo \\\"step $i: editing src/module_$i.py\\\"; sleep 1; done'"
+
+
+def build(root: Path, socket: str) -> tuple[Path, object]:
+    from daintree_tui.core.project import Project
+    from daintree_tui.core.worktrees import WorktreeService
+    from daintree_tui.sessions.manager import SessionManager
+
+    repo = root / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "f.txt").write_text("x\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "init")
+    (repo / ".daintree.toml").write_text(
+        f"[ports]\nrange = [20000, 29999]\n[agents.busy]\ncommand = \"{BUSY}\"\n"
+        "[agents.echo]\ncommand = \"sh -c 'exec cat'\"\n"
+        "[notifications]\nbell = false\ndesktop = false\n")
+    os.environ["DAINTREE_TMUX_SOCKET"] = socket
+    project = Project.discover(repo)
+    service = WorktreeService(project)
+    manager = SessionManager(project)
+    service.create("aa-echo")
+    manager.start("aa-echo", "echo", size=(120, 40))
+    for i in range(max(COUNTS)):
+        service.create(f"busy-{i:03d}")
+    return repo, manager
+
+
+def proc_cpu(pids: list[int]) -> int:
+    return sum(cpu_ticks(p) for p in pids if Path(f"/proc/{p}").exists())
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def shown(viewer: Viewer, text: str, timeout: float = 10.0) -> float:
+    """When `text` appeared in the outer pane (fails with the whole screen, not a clipped one)."""
+    try:
+        return viewer.wait_for(text, timeout=timeout)
+    except RuntimeError:
+        raise RuntimeError(f"{text!r} never appeared; the outer pane shows:\n"
+                           + viewer.tmux("capture-pane", "-p").stdout) from None
+
+
+def focus_terminal(viewer: Viewer) -> None:
+    """Open the first row (aa-echo) and focus its terminal; a busy dashboard may miss the first Enter."""
+    for _ in range(6):
+        viewer.tmux("send-keys", "Enter")
+        try:
+            viewer.wait_for("typing goes to the agent", timeout=5)
+            return
+        except RuntimeError:
+            continue
+    shown(viewer, "typing goes to the agent", timeout=1)
+
+
+def echo_p95(viewer: Viewer, round_no: int) -> float:
+    """Type KEYS characters into the focused `cat` (tty echo); time each until the outer screen shows it.
+
+    A line is cleared with ctrl+u (no Enter: `cat` would print it again) and restarted with a fresh prefix, so
+    every awaited string is new on the screen. A key that never shows counts as its 10 s timeout."""
+    samples = []
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    line_no = 0
+    typed = ""
+    for i in range(KEYS):
+        if not typed or len(typed) > 30:
+            if typed:
+                viewer.tmux("send-keys", "C-u")
+            line_no += 1
+            typed = f"Q{round_no}n{line_no}x"
+            viewer.tmux("send-keys", "-l", typed)
+            shown(viewer, typed)
+        typed += letters[i % 26]
+        start = time.perf_counter()
+        viewer.tmux("send-keys", "-l", typed[-1])
+        try:
+            samples.append(viewer.wait_for(typed, timeout=10) - start)
+        except RuntimeError:
+            samples.append(10.0)
+            typed = ""
+    samples.sort()
+    return samples[int(len(samples) * 0.95) - 1]
+
+
+def slope(xs: list[float], ys: list[float]) -> float:
+    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
+    den = sum((x - mean_x) ** 2 for x in xs)
+    return sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / den if den else 0.0
+
+
+def measure(viewer: Viewer, repo: Path, socket: str, busy: int, env: dict[str, str]) -> dict[str, float]:
+    other = os.environ.get("DAINTREE_BENCH_DASHBOARD_PATH")
+    command = f"{sys.executable} -m daintree_tui"
+    if other:
+        command = f"env PYTHONPATH={other} {command}"
+    viewer.launch(command, repo, env)
+    viewer.tmux("resize-window", "-x", "200", "-y", "50")
+    viewer.wait_for("aa-echo", timeout=60)
+    if busy:
+        viewer.wait_for("busy-000", timeout=60)
+    time.sleep(6)  # start-up: reconcile, git facts, the first polls, the terminal attach
+    focus_terminal(viewer)
+    time.sleep(2)
+    pid = viewer.pane_pid()
+    server = int(subprocess.run(["tmux", "-L", socket, "display-message", "-p", "#{pid}"],
+                                capture_output=True, text=True).stdout.strip())
+    dash = descendants(pid)
+    tick = os.sysconf("SC_CLK_TCK")
+    before_dash, before_server = proc_cpu(dash), cpu_ticks(server)
+    start = time.perf_counter()
+    time.sleep(WINDOW)
+    elapsed = time.perf_counter() - start
+    dash_cpu = (proc_cpu(dash) - before_dash) / tick / elapsed * 100
+    server_cpu = (cpu_ticks(server) - before_server) / tick / elapsed * 100
+    p95 = echo_p95(viewer, busy)
+    return {"busy": busy, "dash": dash_cpu, "server": server_cpu, "rss": rss_mb(pid), "echo": p95 * 1000}
+
+
+def run() -> str:
+    socket = f"daintree-bench-{uuid.uuid4().hex[:6]}"
+    viewer = Viewer()
+    env = {"DAINTREE_TMUX_SOCKET": socket, "TERM": "xterm-256color"}
+    results: list[dict[str, float]] = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="daintree-bench-") as tmp:
+            repo, manager = build(Path(tmp), socket)
+            started = 0
+            for count in COUNTS:
+                while started < count:
+                    manager.start(f"busy-{started:03d}", "busy", size=(120, 40))  # type: ignore[attr-defined]
+                    started += 1
+                results.append(measure(viewer, repo, socket, count, env))
+                viewer.close()
+    finally:
+        viewer.close()
+        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
+        time.sleep(0.5)  # the sessions' pipe-pane writers end with the server
+        from daintree_tui.sessions.tmux import socket_path
+
+        socket_path(socket).unlink(missing_ok=True)
+    base = results[0]
+    busy_rows = [r for r in results if r["busy"]]
+    dash_slope = slope([r["busy"] for r in busy_rows], [r["dash"] for r in busy_rows])
+    server_slope = slope([r["busy"] for r in busy_rows], [r["server"] for r in busy_rows])
+    targets = {0: ("", "", ""), 10: ("", "", ""), 40: ("< 5%", "", ""), 100: ("< 10%", "<= 1.5x", "< 150 MB")}
+    rows = []
+    for r in results:
+        cpu_target, echo_target, rss_target = targets[int(r["busy"])]
+        rows.append([str(int(r["busy"])), f"{r['dash']:.1f}%", cpu_target, f"{r['server']:.1f}%",
+                     f"{r['rss']:.0f} MB", rss_target, f"{r['echo']:.1f} ms",
+                     f"{r['echo'] / base['echo']:.2f}x", echo_target])
+    rows.append(["slope per busy session", f"{dash_slope:+.3f}%", "", f"{server_slope:+.3f}%", "", "", "", "", ""])
+    which = os.environ.get("DAINTREE_BENCH_DASHBOARD_PATH", "this checkout")
+    return table(f"8. Busy agents (1 line/s each), dashboard at 200x50 in an outer tmux pane, {WINDOW:.0f} s "
+                 f"window ({which})", rows,
+                 ["busy", "dashboard CPU", "target", "tmux server CPU", "RSS", "target", "echo p95",
+                  "vs 0 busy", "target"])
+
+
+if __name__ == "__main__":
+    print(run())
