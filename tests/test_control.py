@@ -28,7 +28,7 @@ from daintree_tui.sessions.control import (
     unescape,
 )
 from daintree_tui.sessions.live import LiveStatus, StatusChange
-from daintree_tui.sessions.status import SessionStatus
+from daintree_tui.sessions.status import SIGNAL_SLACK, SessionStatus
 from tests.conftest import wait_for
 
 FIXTURES = Path(__file__).parent / "fixtures" / "control"
@@ -93,18 +93,20 @@ def test_panes_subscription_value_lists_daintree_sessions_with_exit_codes() -> N
     sub = next(m for m in messages if isinstance(m, SubscriptionChanged))
     assert sub.name == "daintree-panes" and sub.value == listing.lines[0]
     server_pid, records, unreaped = parse_panes(sub.value)
-    assert server_pid == 17084 and not unreaped
+    assert server_pid == 32364 and not unreaped
     assert set(records) == {"dt-gone", "dt-run"}  # `other` is not ours
     assert records["dt-gone"].dead and records["dt-gone"].exit_code == 7
     assert not records["dt-run"].dead and records["dt-run"].exit_code is None
     assert records["dt-run"].pane == "%0" and records["dt-run"].worktree == "run"
-    assert records["dt-run"].created == 1796033247.0
+    assert records["dt-run"].created == 1796034217.0
+    # "hi" was printed in the session's first second: only the cursor shows it.
+    assert records["dt-run"].activity == records["dt-run"].created and records["dt-run"].printed
 
 
 def test_unreaped_dead_pane_counts_as_running() -> None:
-    _, records, unreaped = parse_panes("42:dt-a:%0:100:1:::1700000000:1700000001:")
+    _, records, unreaped = parse_panes("42:dt-a:%0:100:1:::1700000000:1700000001:0:3:0:")
     assert unreaped and not records["dt-a"].dead
-    _, records, _ = parse_panes("42:dt-a:%0:100:1::9:1700000000:1700000001:")
+    _, records, _ = parse_panes("42:dt-a:%0:100:1::9:1700000000:1700000001:0:3:0:")
     assert records["dt-a"].dead and records["dt-a"].exit_code == 137
 
 
@@ -303,6 +305,9 @@ def test_live_sessions_record_each_change_once_and_believe_the_hook(repo: Path, 
         wait_for(lambda: [i.status for i in live.infos()] == [SessionStatus.RUNNING], timeout=15)
         manager.signal("one", "waiting")  # what Claude Code's Stop hook does
         wait_for(lambda: [i.status for i in live.infos()] == [SessionStatus.WAITING], timeout=5)
+        # Output within SIGNAL_SLACK of the signal is the agent finishing its redraw: type after it.
+        signalled = float(manager.meta("one")["signal"]["ts"])
+        wait_for(lambda: time.time() > signalled + SIGNAL_SLACK + 0.1)
         manager.send("one", "go on")  # the agent prints again: running
         wait_for(lambda: [i.status for i in live.infos()] == [SessionStatus.RUNNING], timeout=10)
         manager.keys("one", ["C-d"])  # cat ends: exited 0

@@ -39,7 +39,7 @@ SUBSCRIPTION = "daintree-panes"
 # One record per session, fields joined by ':' (tmux rewrites ':' and '.' in session names, so no field holds
 # one); every record ends with ':' so the whole value splits into a flat list.
 PANE_FIELDS = ("session_name", "pane_id", "pane_pid", "pane_dead", "pane_dead_status", "pane_dead_signal",
-               "session_created", "window_activity")
+               "session_created", "window_activity", "cursor_x", "cursor_y", "history_size")
 PANES_FORMAT = "#{pid}:#{S:" + "".join(f"#{{{name}}}:" for name in PANE_FIELDS) + "}"
 
 _ESCAPE = re.compile(rb"\\([0-7]{3})")
@@ -266,6 +266,12 @@ class PaneRecord:
     exit_code: int | None
     created: float
     activity: float  # the second of the window's last output (its creation time before any)
+    screen_mark: str = ""  # cursor position and history size: moves with output inside one second too
+
+    @property
+    def printed(self) -> bool:
+        """Whether the pane has printed anything (its activity second alone cannot tell in the first second)."""
+        return self.activity > self.created or self.screen_mark not in ("", "0,0,0")
 
     @property
     def worktree(self) -> str:
@@ -310,7 +316,7 @@ def parse_panes(value: str) -> tuple[int | None, dict[str, PaneRecord], bool]:
     width = len(PANE_FIELDS)
     fields = parts[1:]
     for i in range(0, len(fields) - width + 1, width):
-        name, pane, pid, dead, status, signal_number, created, activity = fields[i:i + width]
+        name, pane, pid, dead, status, signal_number, created, activity, cx, cy, history = fields[i:i + width]
         if not name.startswith(SESSION_PREFIX) or name in records:
             continue
         exit_code: int | None = None
@@ -325,7 +331,8 @@ def parse_panes(value: str) -> tuple[int | None, dict[str, PaneRecord], bool]:
         records[name] = PaneRecord(session=name, pane=pane, pid=int(pid) if pid.isdigit() else None,
                                    dead=is_dead, exit_code=exit_code if is_dead else None,
                                    created=float(created) if created.isdigit() else 0.0,
-                                   activity=float(activity) if activity.isdigit() else 0.0)
+                                   activity=float(activity) if activity.isdigit() else 0.0,
+                                   screen_mark=f"{cx},{cy},{history}")
     return server_pid, records, unreaped
 
 
@@ -555,8 +562,8 @@ class SessionEvents:
                     if record.dead:
                         events.append(Exited(name, record.exit_code, now))
                     continue
-                if record.activity > old.activity:
-                    events.append(Activity(name, _output_bound(record.activity, now)))
+                if record.activity > old.activity or record.screen_mark != old.screen_mark:
+                    events.append(Activity(name, output_bound(record.activity, now)))
                 if record.dead and not old.dead:
                     events.append(Exited(name, record.exit_code, now))
             added = frozenset(n for n in records if n not in before or before[n].created != records[n].created)
@@ -567,7 +574,7 @@ class SessionEvents:
             self._on_event(event)
 
 
-def _output_bound(activity_second: float, now: float) -> float:
+def output_bound(activity_second: float, now: float) -> float:
     """The end of the second tmux recorded as the last output: an upper bound of when it printed, so quiet is
     never declared early. A server whose clock disagrees with ours (a remote host) gets our arrival time."""
     if abs(now - activity_second) < 5.0:

@@ -25,9 +25,17 @@ from pathlib import Path
 from typing import Any
 
 from daintree_tui.core.store import read_json
-from daintree_tui.sessions.control import Activity, Exited, PaneRecord, SessionEvent, SessionEvents, SessionsChanged
+from daintree_tui.sessions.control import (
+    Activity,
+    Exited,
+    PaneRecord,
+    SessionEvent,
+    SessionEvents,
+    SessionsChanged,
+    output_bound,
+)
 from daintree_tui.sessions.host import SESSION_PREFIX
-from daintree_tui.sessions.manager import SessionInfo, SessionManager
+from daintree_tui.sessions.manager import SessionInfo, SessionManager, session_record_path
 from daintree_tui.sessions.status import Observation, SessionStatus, derive_status
 
 QUIET_BEFORE_CAPTURE = 1.2  # seconds without activity before a prompt pattern is checked (one report is ~1 s)
@@ -192,8 +200,8 @@ class LiveStatus:
 
 
 def _initial_facts(record: PaneRecord) -> _Facts:
-    # window_activity starts at the window's creation: only a later second means the session printed.
-    last = record.activity if record.activity > record.created else None
+    # window_activity starts at the window's creation; in that first second only the cursor tells output.
+    last = output_bound(record.activity, time.time()) if record.printed else None
     return _Facts(created=record.created, last_output=last, dead=record.dead, exit_code=record.exit_code)
 
 
@@ -308,7 +316,7 @@ class LiveSessions:
         base_argv = getattr(manager.host, "base_argv", None)
         if base_argv is None:
             raise TypeError("live sessions need a tmux host")
-        self.records = SessionRecords(project.state_dir / ".sessions")
+        self.records = SessionRecords(session_record_path(project, "any").parent)
         self.presets = all_presets(project.config)
         self.events = SessionEvents(base_argv(), prefix, env=server_env(), reconcile_interval=reconcile_interval)
         self.status = LiveStatus(self.events, project.config.waiting_debounce, pattern_for=self._pattern,
