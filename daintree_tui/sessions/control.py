@@ -575,10 +575,11 @@ class SessionEvents:
 
 
 def output_bound(activity_second: float, now: float) -> float:
-    """The end of the second tmux recorded as the last output: an upper bound of when it printed, so quiet is
-    never declared early. A server whose clock disagrees with ours (a remote host) gets our arrival time."""
+    """When the session last printed, at the latest: the end of the second tmux recorded, or the moment the
+    report reached us if that is later (a busy machine delays it), so quiet is never declared early. A server
+    whose clock disagrees with ours (a remote host) gets our arrival time only."""
     if abs(now - activity_second) < 5.0:
-        return activity_second + 1.0
+        return max(activity_second + 1.0, now)
     return now
 
 
