@@ -296,16 +296,18 @@ class Previews:
 class LiveSessions:
     """Every session of a project's tmux server with its status, kept current by events, never by polling.
 
-    Status changes are recorded (the session record and a `session.<status>` event, hooks included) by the
-    manager on a recorder thread of their own, so a slow hook never delays status for the others.
+    Status changes go to `record` (the services' observer: the session record, a `session.<status>` event, the
+    hook) and then to `on_change`, in order, on a thread of their own, so a slow write never delays status.
 
     Args:
         manager: the project's sessions (its host must be a tmux host: `base_argv()`).
         prefix: run the control client elsewhere (`["ssh", "HOST"]`).
+        record: stores a change (without it nothing is recorded: this layer only observes).
         on_change: told of every status change after it was recorded (a UI posts a message from it).
     """
 
     def __init__(self, manager: SessionManager, prefix: Sequence[str] = (),
+                 record: Callable[[StatusChange], object] | None = None,
                  on_change: Callable[[StatusChange], None] | None = None,
                  reconcile_interval: float = 20.0) -> None:
         from daintree_tui.sessions.presets import all_presets
@@ -323,6 +325,7 @@ class LiveSessions:
                                  signal_for=lambda s: self.records.signal(s[len(SESSION_PREFIX):]),
                                  started_at_for=self._started_at, on_change=self._changed)
         self.previews = Previews(self.events)
+        self._record = record
         self._on_change = on_change
         self._to_record: queue.SimpleQueue[StatusChange | None] = queue.SimpleQueue()
         self._recorder = threading.Thread(target=self._record_changes, name="session-recorder", daemon=True)
@@ -355,9 +358,9 @@ class LiveSessions:
             change = self._to_record.get()
             if change is None:
                 return
-            with contextlib.suppress(Exception):  # a failed write or hook must not stop recording
-                if self.records.get(change.worktree):
-                    self.manager.record_status(change.worktree, change.new, change.exit_code)
+            if self._record is not None and self.records.get(change.worktree):
+                with contextlib.suppress(Exception):  # a failed write must not stop recording the others
+                    self._record(change)
             if self._on_change is not None:
                 with contextlib.suppress(Exception):
                     self._on_change(change)
@@ -375,7 +378,8 @@ class LiveSessions:
                 status=statuses.get(name, SessionStatus.STARTING),
                 exit_code=record.exit_code, pid=record.pid,
                 started_at=float(started) if isinstance(started, (int, float)) else record.created,
-                log=str(self.manager.project.log_path(worktree)), persistent=True))
+                log=str(self.manager.project.log_path(worktree)), persistent=True,
+                recorded=str(meta.get("status") or "") if meta else None))
         return sorted(infos, key=lambda i: i.started_at)
 
     def screens(self, worktrees: Iterable[str], ansi: bool = False) -> dict[str, str]:
