@@ -176,7 +176,12 @@ class ControlClient:
                                       stderr=subprocess.DEVNULL, env=dict(env) if env is not None else None,
                                       bufsize=0)
         self._reader = threading.Thread(target=self._read, name="tmux-control-reader", daemon=True)
-        self._reader.start()
+
+    def start(self) -> ControlClient:
+        """Start reading (separate from creating, so the owner can store the client before a message arrives)."""
+        if not self._reader.is_alive() and self._reader.ident is None:
+            self._reader.start()
+        return self
 
     @property
     def pid(self) -> int:
@@ -497,16 +502,31 @@ class SessionEvents:
         except OSError:
             return False
         self._conn = _Connection(client, target)
+        client.start()
         self.connects += 1
         # The subscription is sent once tmux says the client is attached (`%session-changed`): sent earlier,
         # it runs before the attach and fails with "no current client".
         self._request_listing()
         return True
 
-    def _subscribe(self) -> None:
+    def _subscribe(self, attempt: int = 0) -> None:
         conn = self._conn
-        if conn is not None:
-            conn.client.command(f"refresh-client -B {quote(f'{SUBSCRIPTION}::{PANES_FORMAT}')}")
+        if conn is None:
+            return
+        future = conn.client.command(f"refresh-client -B {quote(f'{SUBSCRIPTION}::{PANES_FORMAT}')}")
+
+        def done(result: Future[Reply]) -> None:
+            try:
+                ok = result.result().ok
+            except Exception:  # the client ended: the reconnect subscribes again
+                return
+            if not ok and attempt < 20 and self._conn is conn:
+                # Refused while the attach was still settling: without it there is no activity at all.
+                retry = threading.Timer(0.1, self._subscribe, (attempt + 1,))
+                retry.daemon = True
+                retry.start()
+
+        future.add_done_callback(done)
 
     def _request_listing(self) -> None:
         """List every session now, over the connection, and apply the result off the reader thread."""
