@@ -130,8 +130,30 @@ def slope(xs: list[float], ys: list[float]) -> float:
     return sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / den if den else 0.0
 
 
+def settle(repo: Path) -> None:
+    """Record the sessions' current status before the dashboard opens (as an earlier dashboard or `session
+    watch` would have), then wait until nothing is written any more: the window measures the steady state of
+    agents at work, not the start-up of forty of them (each transition is an event, each event a reload)."""
+    from daintree_tui.core.project import Project
+    from daintree_tui.services import Services
+
+    services = Services(Project.discover(repo))
+    events = repo / ".worktrees" / "events.jsonl"
+    quiet_since, size = time.monotonic(), -1
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        services.observer.poll(with_screens=False)
+        now_size = events.stat().st_size if events.exists() else 0
+        if now_size != size:
+            size, quiet_since = now_size, time.monotonic()
+        elif time.monotonic() - quiet_since > 3:
+            return
+        time.sleep(0.5)
+
+
 def measure(viewer: Viewer, repo: Path, socket: str, busy: int, env: dict[str, str],
             checkout: str | None) -> dict[str, float]:
+    settle(repo)
     command = f"{sys.executable} -m daintree_tui"
     if checkout:
         command = f"env PYTHONPATH={checkout} {command}"

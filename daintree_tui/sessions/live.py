@@ -303,7 +303,7 @@ class LiveSessions:
         manager: the project's sessions (its host must be a tmux host: `base_argv()`).
         prefix: run the control client elsewhere (`["ssh", "HOST"]`).
         record: stores a change (without it nothing is recorded: this layer only observes).
-        on_change: told of every status change after it was recorded (a UI posts a message from it).
+        on_change: told after a batch of changes was recorded (with the last of them; a UI polls then).
     """
 
     def __init__(self, manager: SessionManager, prefix: Sequence[str] = (),
@@ -354,16 +354,24 @@ class LiveSessions:
         self._to_record.put(change)
 
     def _record_changes(self) -> None:
+        """Record changes in batches (all that are waiting), then tell `on_change` once per batch: forty
+        sessions changing together make one burst of writes and one notice, not forty."""
         while True:
-            change = self._to_record.get()
-            if change is None:
-                return
-            if self._record is not None and self.records.get(change.worktree):
-                with contextlib.suppress(Exception):  # a failed write must not stop recording the others
-                    self._record(change)
+            batch = [self._to_record.get()]
+            while True:
+                try:
+                    batch.append(self._to_record.get_nowait())
+                except queue.Empty:
+                    break
+            for change in batch:
+                if change is None:
+                    return
+                if self._record is not None and self.records.get(change.worktree):
+                    with contextlib.suppress(Exception):  # a failed write must not stop recording the others
+                        self._record(change)
             if self._on_change is not None:
                 with contextlib.suppress(Exception):
-                    self._on_change(change)
+                    self._on_change(batch[-1])  # type: ignore[arg-type]
 
     def infos(self) -> list[SessionInfo]:
         """Every session with its status, from what the events said (no tmux call, no polling)."""
