@@ -162,7 +162,11 @@ def measure(viewer: Viewer, repo: Path, socket: str, busy: int, env: dict[str, s
     viewer.wait_for("aa-echo", timeout=60)
     if busy:
         viewer.wait_for("busy-000", timeout=60)
-    time.sleep(6)  # start-up: reconcile, git facts, the first polls, the terminal attach
+    # Start-up work is a one-off that both checkouts share (git facts and disk use of 101 worktrees: ~400
+    # forks): wait until the table shows both (ahead/behind and sizes), then a little more for the polls.
+    viewer.wait_for("↑0↓0", timeout=120)
+    viewer.wait_for(" KB ", timeout=120)
+    time.sleep(4)
     focus_terminal(viewer)
     time.sleep(2)
     pid = viewer.pane_pid()
