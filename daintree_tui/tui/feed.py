@@ -9,6 +9,7 @@ often operations call `poll_now()` there is one poll chain.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,6 +62,8 @@ class DashboardFeed(Widget):
         self._poll_again = False
         self._last_poll: Any = None
         self._known: list[str] = []
+        self.rows_on_screen: Callable[[], list[str]] | None = None
+        """The worktrees whose rows are on screen (set by the screen): only those are previewed."""
         self._live = False
         self._events_offset = 0
         self._stop_watching = threading.Event()
@@ -88,16 +91,18 @@ class DashboardFeed(Widget):
             return
         self._polling = True
         self.polls += 1
-        self.poll_sessions([self.shown] if self.shown else [])
+        visible = self.rows_on_screen() if self.rows_on_screen is not None else None
+        self.poll_sessions([self.shown] if self.shown else [], visible)
 
     @work(thread=True, exit_on_error=False, group="poll", description="poll sessions")
-    def poll_sessions(self, shown: list[str]) -> bool:
+    def poll_sessions(self, shown: list[str], visible: list[str] | None = None) -> bool:
         backend = self.backend
         if self.auto_queue:
             report = backend.queue.step()
             if report.started:
                 self.post_message(Notice(f"Auto: started {', '.join(report.started)}"))
-        infos, previews = backend.poll_sessions([n for n in self._known if n not in shown])
+        candidates = self._known if visible is None else [n for n in visible if n in self._known]
+        infos, previews = backend.poll_sessions([n for n in candidates if n not in shown])
         self._known = [i.name for i in infos]
         approvals = backend.approvals.records("pending")
         state = (infos, previews)
@@ -145,6 +150,9 @@ class DashboardFeed(Widget):
         self._live = True
         self.load_facts(self.entries)
         self.monitor_files()
+        # Session status by events from one tmux control client, not by polling each session: a status change
+        # (recorded off the event loop, in batches) asks for a poll, which then reads from memory.
+        self.backend.start_live(on_change=lambda _: self.app.call_from_thread(self.poll_now))
         self.poll_now()
 
     @work(thread=True, exit_on_error=False, exclusive=True, group="snapshot", description="read tasks and index")
@@ -217,3 +225,4 @@ class DashboardFeed(Widget):
         self._stop_watching.set()
         if self._timer is not None:
             self._timer.stop()
+        self.backend.stop_live()

@@ -128,6 +128,7 @@ class MainScreen(DashboardActions):
         self.sub_title = str(self.backend.project.root)
         self.query_one("#filter", Input).display = False
         self.query_one(WorktreeTable).focus()
+        self.feed.rows_on_screen = self.query_one(WorktreeTable).visible_names
         self.feed.startup()
 
     # -- what the feed found ---------------------------------------------------------------------------------

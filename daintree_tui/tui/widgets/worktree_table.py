@@ -220,6 +220,12 @@ class WorktreeTable(DataTable[Cell]):
             self.show_cursor = True
             self.post_message(self.Picked(self, name))
 
+    def visible_names(self) -> list[str]:
+        """The worktrees whose rows are on screen now: only those get previews (200 rows cost what 20 do)."""
+        first = int(self.scroll_offset.y)
+        height = max(self.scrollable_content_region.height, 1)
+        return [str(row.key.value) for row in self.ordered_rows[first:first + height]]
+
     def cursor_name(self) -> str | None:
         """The worktree under the cursor (None for an empty table)."""
         if not self.row_count:
