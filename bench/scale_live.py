@@ -163,10 +163,9 @@ def measure(viewer: Viewer, repo: Path, socket: str, busy: int, env: dict[str, s
     if busy:
         viewer.wait_for("busy-000", timeout=60)
     # Start-up work is a one-off that both checkouts share (git facts and disk use of 101 worktrees: ~400
-    # forks): wait until the table shows both (ahead/behind and sizes), then a little more for the polls.
+    # forks): wait until the facts are on screen (ahead/behind), then a while for disk use and the polls.
     viewer.wait_for("↑0↓0", timeout=120)
-    viewer.wait_for(" KB ", timeout=120)
-    time.sleep(4)
+    time.sleep(8)
     focus_terminal(viewer)
     time.sleep(2)
     pid = viewer.pane_pid()
