@@ -83,11 +83,11 @@ def focus_terminal(viewer: Viewer) -> None:
     for _ in range(6):
         viewer.tmux("send-keys", "Enter")
         try:
-            viewer.wait_for("typing goes to the agent", timeout=5)
+            viewer.wait_for("go to the agent", timeout=5)
             return
         except RuntimeError:
             continue
-    shown(viewer, "typing goes to the agent", timeout=1)
+    shown(viewer, "go to the agent", timeout=1)
 
 
 def echo_p95(viewer: Viewer, round_no: int) -> float:
