@@ -44,10 +44,16 @@ def build(root: Path, socket: str) -> tuple[Path, object]:
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "init")
     (repo / ".daintree.toml").write_text(
-        f"[ports]\nrange = [20000, 29999]\n[agents.busy]\ncommand = \"{BUSY}\"\n"
+        f"[ports]\nrange = [20000, 29999]\n[agents.busy]\ncommand = \"{BUSY}\"\nsandbox = \"off\"\n"
         "[agents.echo]\ncommand = \"sh -c 'exec cat'\"\n"
         "[notifications]\nbell = false\ndesktop = false\n")
     os.environ["DAINTREE_TMUX_SOCKET"] = socket
+    project = Project.discover(repo)
+    # The busy agents run unsandboxed: bwrap's mount table plus the loop would pass tmux's command-length limit,
+    # and what is measured is the dashboard, not the sandbox. Loosening the sandbox needs the config trusted.
+    from daintree_tui.core.hooks import trust
+
+    trust(project)
     project = Project.discover(repo)
     service = WorktreeService(project)
     manager = SessionManager(project)
