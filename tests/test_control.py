@@ -294,6 +294,9 @@ def test_live_sessions_record_each_change_once_and_believe_the_hook(repo: Path, 
         "[sessions]\nwaiting_debounce = 30\n"
         "[agents.hooked]\ncommand = \"sh -c 'echo hi; exec cat'\"\n"
         "[notifications]\nbell = false\ndesktop = false\n")
+    from daintree_tui.core.hooks import trust
+
+    trust(Project.discover(repo))  # the agent command comes from the repository's own config
     project = Project.discover(repo)
     WorktreeService(project).create("one")
     manager = SessionManager(project)
