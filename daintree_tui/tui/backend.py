@@ -88,10 +88,11 @@ class Backend(Services):
 
     def start_session(self, name: str, agent: str | None, size: tuple[int, int], restart: bool = False,
                       resume: bool = False) -> SessionInfo:
-        """Start (or with `restart` replace) a session; `resume` continues the agent's last conversation
+        """Start a session; with `restart`, replace the worktree's session (without `agent`: its own agent),
+        checking the new agent before the old one is stopped. `resume` continues the agent's last conversation
         (`Preset.resume_argv()`; `Preset.can_resume` says whether the agent has one)."""
         if restart:
-            self.sessions.stop(name)
+            return self.sessions.restart(name, agent, size=size, resume=resume)
         return self.sessions.start(name, agent, size=size, resume=resume)
 
     def keep(self, name: str) -> WorktreeEntry:
