@@ -26,7 +26,7 @@ from pathlib import Path
 FIRST_FRAME = "auth-refactor"  # a row of the demo's worktree table: the dashboard is up
 TIMEOUT = 300.0
 NOISE = re.compile(r"deprecat|warning", re.IGNORECASE)
-MAKE_ECHO = re.compile(r"^\S*(python|uv) ")  # make echoes its own command lines: not noise
+MAKE_ECHO = re.compile(r"^(\w+=\S+ )*\S*(python|uv) ")  # make echoes its own command lines: not noise
 
 
 def _tmux(socket: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
