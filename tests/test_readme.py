@@ -133,7 +133,9 @@ def shop_repo(path: Path) -> Path:
         '{"name": "shop", "scripts": {"test": "node -e \\"process.exit(process.env.PORT ? 0 : 1)\\""}}\n')
     (path / "bench.sh").write_text("#!/bin/sh\necho 42\n")
     (path / "bench.sh").chmod(0o755)
-    (path / ".gitignore").write_text("node_modules/\n.env\n")
+    (path / "packages" / "web").mkdir(parents=True)
+    (path / "packages" / "web" / "package.json").write_text("{}\n")
+    (path / ".gitignore").write_text("node_modules/\n.env*\n")
     git(path, "add", "-A")
     git(path, "commit", "-q", "-m", "shop")
     return path
@@ -152,6 +154,11 @@ def before(command: Command, cli: CLI) -> None:
     if command.line.startswith("daintree bakeoff create 4"):
         cli.ok("task", "create", "Write the changelog")
         cli.ok("task", "create", "Fix parser")
+    if command.line == "daintree worktree create web-login":  # what a JS monorepo has that git does not carry
+        for rel in (".env", "packages/web/.env.local", "node_modules/react/index.js",
+                    "packages/web/node_modules/vite/index.js"):
+            (cli.cwd / rel).parent.mkdir(parents=True, exist_ok=True)
+            (cli.cwd / rel).write_text("x\n")
 
 
 def wait_for_agents(cli: CLI) -> None:
