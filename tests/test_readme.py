@@ -149,8 +149,20 @@ def stub_agents(bin_dir: Path) -> None:
         script.chmod(0o755)
 
 
-def before(command: Command, cli: CLI) -> None:
-    """What the README's story had done before a block that starts afresh."""
+def toml_block_with(text: str, needle: str) -> str:
+    block = next(b for b in re.findall(r"^```toml\n(.*?)^```", text, flags=re.S | re.M) if needle in b)
+    return block
+
+
+def before(command: Command, cli: CLI, tmp_path: Path) -> CLI:
+    """What the README's story had done before a block that starts afresh; the CLI to run the command with."""
+    if command.line.startswith("daintree task create Ship login"):
+        # "A lead agent": a new repository (its task is task 1) with the configuration shown above the block, in
+        # the user's own config (a repository's agent commands would first need `daintree trust`).
+        config = Path(os.environ["XDG_CONFIG_HOME"]) / "daintree" / "config.toml"
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(toml_block_with(README.read_text(encoding="utf-8"), "[agents.lead]"))
+        return CLI(shop_repo(tmp_path / "lead-shop"))
     if command.line.startswith("daintree bakeoff create 4"):
         cli.ok("task", "create", "Write the changelog")
         cli.ok("task", "create", "Fix parser")
@@ -159,6 +171,7 @@ def before(command: Command, cli: CLI) -> None:
                     "packages/web/node_modules/vite/index.js"):
             (cli.cwd / rel).parent.mkdir(parents=True, exist_ok=True)
             (cli.cwd / rel).write_text("x\n")
+    return cli
 
 
 def wait_for_agents(cli: CLI) -> None:
@@ -188,7 +201,7 @@ def test_every_console_command_runs_as_shown(tmp_path: Path) -> None:
     for command in daintree:
         if command.line in SKIP or (command.line in NEEDS and shutil.which(NEEDS[command.line]) is None):
             continue
-        before(command, cli)
+        cli = before(command, cli, tmp_path)
         proc = cli(*command.argv[1:], env=env, timeout=120)
         refused = any(s.startswith("daintree: ") for s in command.shown)
         expected = 1 if refused else 0
