@@ -83,6 +83,7 @@ def measure(source: Path, installer: str, cold_cache: bool, keep_log: Path | Non
                 time.sleep(0.2)
         finally:
             _tmux(socket, "kill-server", check=False)
+            Path(f"/tmp/tmux-{os.getuid()}/{socket}").unlink(missing_ok=True)  # tmux may leave it behind
             _stop_demo_sessions(clone, tmp / "tmp", env)
         text = log.read_text(errors="replace") if log.exists() else ""
         if keep_log is not None:
