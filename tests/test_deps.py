@@ -86,8 +86,12 @@ def test_the_look_at_ignored_files_never_walks_into_ignored_dirs_and_is_capped(
     assert "packages/web/node_modules" in ignored.dirs
     assert not any("node_modules/" in f for f in ignored.files)  # 300 packages, reported as one directory
     assert len(ignored.files) + len(ignored.dirs) < 15
-    with caplog.at_level(logging.WARNING):
+    logger = logging.getLogger("daintree")  # the CLI may have stopped it propagating to the root logger
+    logger.addHandler(caplog.handler)
+    try:
         capped = deps.scan_ignored(monorepo, [], limit=3)
+    finally:
+        logger.removeHandler(caplog.handler)
     assert not capped.complete and len(capped.files) + len(capped.dirs) <= 3
     assert "stopped after 3 ignored entries" in caplog.text
 
