@@ -2,22 +2,42 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
+TEST_STAMP := $(VENV)/.installed
 
 .PHONY: setup run test test-slow lint typecheck pytest bench snapshots screenshots clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	@# setuptools warns on every editable install that a same-named folder could shadow the package: it is this one.
-	PYTHONWARNINGS=ignore::UserWarning $(BIN)/python -m pip install --quiet -e '.[test]'
-	touch $(STAMP)
+# uv installs the same packages as pip in a fraction of the time (bench/first_run.py measures both; figures in
+# the README's Quick start). It comes from the package index into the venv, so nothing needs installing first.
+# INSTALLER=pip uses pip alone.
+INSTALLER ?= uv
+ifeq ($(INSTALLER),pip)
+INSTALLER_BIN := $(BIN)/python
+# setuptools warns on every editable install that a folder named like the package may shadow it: it is this one.
+INSTALL := PYTHONWARNINGS=ignore::UserWarning $(BIN)/python -m pip install --quiet --disable-pip-version-check -e
+else
+INSTALLER_BIN := $(BIN)/uv
+INSTALL := $(BIN)/uv pip install --quiet --python $(BIN)/python -e
+endif
 
-setup: $(STAMP)
+$(BIN)/uv: | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv
 
-run: setup
+# `make run` needs only the package; the checks (`make setup`, `make test`) add the test tools.
+$(RUN_STAMP): pyproject.toml | $(INSTALLER_BIN)
+	$(INSTALL) .
+	touch $@
+
+$(TEST_STAMP): pyproject.toml | $(INSTALLER_BIN)
+	$(INSTALL) '.[test]'
+	touch $@ $(RUN_STAMP)
+
+setup: $(TEST_STAMP)
+
+run: $(RUN_STAMP)
 	$(BIN)/daintree demo
 
 lint: setup

@@ -8,6 +8,7 @@ from typing import Any
 
 from daintree_tui.cli.common import AddCommand
 from daintree_tui.cli.output import emit
+from daintree_tui.core.errors import InputError
 from daintree_tui.services import Services
 
 
@@ -46,15 +47,39 @@ def cmd_dashboard(args: argparse.Namespace, services: Services) -> int:
 
 def cmd_demo(args: argparse.Namespace, services: Services) -> int:
     from daintree_tui.core.project import Project
+    from daintree_tui.demo import registry
     from daintree_tui.demo.repo import create_demo_repo
 
+    if args.clean:
+        return _clean_demos(args)
     path = create_demo_repo(Path(args.path).expanduser() if args.path else None, start_agents=True)
     if args.no_ui:
         emit(args, {"path": str(path)}, str(path))
         return 0
     from daintree_tui.tui.app import run_dashboard
 
-    return run_dashboard(Project.discover(path))
+    try:
+        with registry.showing(path):
+            code = run_dashboard(Project.discover(path))
+    finally:
+        # The demo's agents are ours, not the user's: they end with the demo (its repository stays to look at).
+        stopped = registry.stop_demo_sessions(path)
+    print(f"stopped {len(stopped)} demo agent{'s' * (len(stopped) != 1)}; the demo repository stays at {path} "
+          "(`daintree demo --clean` removes every demo)")
+    return code
+
+
+def _clean_demos(args: argparse.Namespace) -> int:
+    from daintree_tui.demo.registry import clean_demos
+
+    if args.path or args.no_ui:
+        raise InputError("--clean takes no --path or --no-ui: it removes every demo repository daintree created")
+    result = clean_demos()
+    lines = [*(f"removed {p}" for p in result.removed),
+             *(f"skipped {p}: a dashboard is showing it" for p in result.in_use),
+             *(f"refused {p}: {why} (forgotten, not deleted)" for p, why in result.refused)]
+    emit(args, result.to_dict(), lambda: "\n".join(lines) or "no demo repositories to remove")
+    return 0
 
 
 def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None:
@@ -68,3 +93,5 @@ def register_demo(sub: Any, add: AddCommand, common: argparse.ArgumentParser) ->
     p = add(sub, "demo", cmd_demo, "open the dashboard on a throwaway demo repository with demo agents")
     p.add_argument("--no-ui", action="store_true", help="prepare the demo and print its path")
     p.add_argument("--path", help="where to create it (default: a new temp dir)")
+    p.add_argument("--clean", action="store_true",
+                   help="stop the agents of every demo repository daintree created and delete them")

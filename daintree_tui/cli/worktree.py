@@ -27,9 +27,15 @@ def cmd_wt_create(args: argparse.Namespace, services: Services) -> int:
         agent = resolve_preset(services.project.config, args.agent)  # a bad preset is rejected before anything
         agent.check_program()
         services.sessions.host  # noqa: B018 - raises the clear "tmux is not installed" error
-    entry = services.worktrees.create(args.name, task_id=the_task, base=args.base)
-    data = entry.to_dict()
+    entry, provided = services.worktrees.create_reporting(args.name, task_id=the_task, base=args.base)
+    data = {**entry.to_dict(), **provided.to_dict()}
     text = f"created worktree {entry.name} at {entry.path} (branch {entry.branch}, port {entry.ports[0]})"
+    if provided.copied:
+        text += f"\ncopied {', '.join(provided.copied)}"
+    for mode in ("symlink", "copy"):
+        paths = [link["path"] for link in provided.linked if link["mode"] == mode]
+        if paths:
+            text += f"\n{'linked' if mode == 'symlink' else 'copied'} {', '.join(paths)} ({mode})"
     if agent is not None:
         info = services.sessions.start(entry.name, agent.name, prompt=args.prompt)
         data["session"] = info.to_dict()

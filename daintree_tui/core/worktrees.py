@@ -246,6 +246,16 @@ class WorktreeService:
             InputError: rejected before any side effect.
             OperationError: a step failed; everything done so far was rolled back.
         """
+        return self.create_reporting(name, task_id, base)[0]
+
+    def create_reporting(self, name: str, task_id: int | None = None,
+                         base: str | None = None) -> tuple[WorktreeEntry, deps.DepsReport]:
+        """`create`, and what the new worktree got from the primary (files copied, dirs linked).
+
+        Raises:
+            InputError: rejected before any side effect.
+            OperationError: a step failed; everything done so far was rolled back.
+        """
         project = self.project
         project.require_git()
         validate_name(name)
@@ -259,7 +269,7 @@ class WorktreeService:
         with project.lock.hold():
             entries = self.index.load(heal=True)
             task, base_commit, reset_branch = self._validate_create(entries, name, task_id, base_ref)
-            entry = self._create_locked(entries, name, task, base_ref, base_commit, reset_branch)
+            entry, provided = self._create_locked(entries, name, task, base_ref, base_commit, reset_branch)
         try:
             run_hooks(project, "post_create", entry)
         except DaintreeError as exc:
@@ -269,10 +279,10 @@ class WorktreeService:
                                   task=task.brief() if task else None)
             raise OperationError(f"create {name} rolled back: {exc}") from None
         project.events.append("worktree.create.after", worktree=entry.brief(), task=task.brief() if task else None)
-        return entry
+        return entry, provided
 
     def _create_locked(self, entries: list[WorktreeEntry], name: str, task: Task | None, base_ref: str,
-                       base_commit: str, reset_branch: bool) -> WorktreeEntry:
+                       base_commit: str, reset_branch: bool) -> tuple[WorktreeEntry, deps.DepsReport]:
         project, root = self.project, self.project.root
         branch = self.branch_for(name)
         path = project.worktree_path(name)
@@ -294,10 +304,9 @@ class WorktreeService:
             g.git(root, "worktree", "add", "--quiet", "-B" if reset_branch else "-b", branch, str(path), base_commit)
             undo.push("remove the worktree directory", lambda: self.discard_worktree(path))
             skip = [project.worktrees_root, project.state_dir, project.tasks_dir]
-            includes = deps.files_to_include(root, deps.include_patterns(root, self.cfg), skip)
-            copied = deps.copy_includes(root, path, includes)
             assert project.common_dir is not None
-            linked = deps.link_dependencies(root, path, self.cfg, project.common_dir)
+            provided = deps.provide(root, path, self.cfg, project.common_dir, skip)
+            copied, linked = provided.copied, provided.linked
             tmpdir = project.tmpdir_for(name)
             if tmpdir.is_symlink():
                 tmpdir.unlink()  # TMPDIR must be a folder of ours, not wherever a committed link points
@@ -330,7 +339,7 @@ class WorktreeService:
         if copied or linked:
             project.events.append("deps.linked", worktree=entry.brief(), copied=copied, linked=linked)
         project.events.append("port.assigned", worktree=entry.brief(), ports=ports)
-        return entry
+        return entry, provided
 
     def _delete_new_branch(self, branch: str) -> None:
         if g.branch_exists(self.project.root, branch):

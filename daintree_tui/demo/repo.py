@@ -10,6 +10,7 @@ from daintree_tui.core.errors import InputError
 from daintree_tui.core.project import Project
 from daintree_tui.core.tasks import TaskService
 from daintree_tui.core.worktrees import WorktreeService
+from daintree_tui.demo.registry import mark_demo
 
 FILES = {
     "README.md": "# shop\n\nA tiny web shop used to demo daintree.\n",
@@ -52,6 +53,7 @@ def create_demo_repo(path: Path | None = None, start_agents: bool = True) -> Pat
     root = path or Path(tempfile.mkdtemp(prefix="daintree-demo-"))
     root.mkdir(parents=True, exist_ok=True)
     _git(root, "init", "-q", "-b", "main")
+    mark_demo(root)  # first, so that even a demo whose creation failed halfway can be cleaned
     for rel, text in FILES.items():
         target = root / rel
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -260,6 +260,26 @@ class SessionManager:
         self.record_transition(name, SessionStatus.EXITED, None, reason="stopped")
         return self.host.stop(name)
 
+    def restart(self, name: str, agent: str | None = None, prompt: str | None = None,
+                size: tuple[int, int] = (200, 50), resume: bool = False) -> SessionInfo:
+        """Replace the session of worktree `name` (running or exited) with a new one.
+
+        Without `agent`, the agent its last session ran (else the default agent): `enter` on an exited session
+        brings back that worktree's own agent, never a shell. Everything that can refuse (an unknown preset, a
+        program that is not installed, a worktree that is not live) is checked before the old session is
+        stopped, so a failed restart leaves the running agent alone.
+        """
+        entry = self._live_entry(name)
+        if agent is None:
+            record = self.record(name)
+            agent = record.agent if record is not None else None
+        preset = self.preset(agent)
+        if resume:
+            preset.resume_argv()  # an agent without a resume command is refused before anything stops
+        preset.check_program(worktree_env(self.project, entry))
+        self.stop(name)
+        return self.start(name, preset.name, prompt=prompt, size=size, resume=resume)
+
     def signal(self, name: str, state: str, at: float | None = None) -> SessionStatus | None:
         """Store the agent's own word on its state (from its hooks); the status it means is returned for the
         observer to record. `at` is when the hook fired: a signal that arrives after a newer one (two hooks

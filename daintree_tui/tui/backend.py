@@ -127,11 +127,13 @@ class Backend(Services):
 
     def start_session(self, name: str, agent: str | None, size: tuple[int, int], restart: bool = False,
                       resume: bool = False) -> SessionInfo:
-        """Start (or with `restart` replace) a session; `resume` continues the agent's last conversation
+        """Start a session; with `restart`, replace the worktree's session (without `agent`: its own agent),
+        checking the new agent before the old one is stopped. `resume` continues the agent's last conversation
         (`Preset.resume_argv()`; `Preset.can_resume` says whether the agent has one)."""
         if restart:
-            self.sessions.stop(name)
-        info = self.sessions.start(name, agent, size=size, resume=resume)
+            info = self.sessions.restart(name, agent, size=size, resume=resume)
+        else:
+            info = self.sessions.start(name, agent, size=size, resume=resume)
         if self.live is not None:
             self.live.events.poke()  # the first session of a server has no control client to tell yet
         return info
