@@ -14,25 +14,26 @@ $(BIN)/python:
 # the README's Quick start). It comes from the package index into the venv, so nothing needs installing first.
 # INSTALLER=pip uses pip alone.
 INSTALLER ?= uv
+PIP_INSTALL := PYTHONWARNINGS=ignore::UserWarning $(BIN)/python -m pip install --quiet --disable-pip-version-check -e
 ifeq ($(INSTALLER),pip)
 INSTALLER_BIN := $(BIN)/python
-# setuptools warns on every editable install that a folder named like the package may shadow it: it is this one.
-INSTALL := PYTHONWARNINGS=ignore::UserWarning $(BIN)/python -m pip install --quiet --disable-pip-version-check -e
+INSTALL = $(PIP_INSTALL) $(1)
 else
 INSTALLER_BIN := $(BIN)/uv
-INSTALL := $(BIN)/uv pip install --quiet --python $(BIN)/python -e
+# Falls back to pip when uv could not be installed or cannot reach the index (uv ignores pip's own config).
+INSTALL = { [ -x $(BIN)/uv ] && $(BIN)/uv pip install --quiet --python $(BIN)/python -e $(1); } || $(PIP_INSTALL) $(1)
 endif
 
 $(BIN)/uv: | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv || echo "uv unavailable: installing with pip"
 
 # `make run` needs only the package; the checks (`make setup`, `make test`) add the test tools.
 $(RUN_STAMP): pyproject.toml | $(INSTALLER_BIN)
-	$(INSTALL) .
+	$(call INSTALL,.)
 	touch $@
 
 $(TEST_STAMP): pyproject.toml | $(INSTALLER_BIN)
-	$(INSTALL) '.[test]'
+	$(call INSTALL,'.[test]')
 	touch $@ $(RUN_STAMP)
 
 setup: $(TEST_STAMP)
