@@ -496,3 +496,65 @@ def test_the_acting_observer_applies_inbox_requests(repo: Path, sandbox_env: Pat
     cli.ok("session", "watch", "--once")
     assert [e["worktree"]["name"] for e in events(repo) if e["event"] == "session.waiting"] == ["w1"]
     assert not (repo / ".worktrees" / ".inbox" / "w1" / f"req-{request}.json").exists()
+
+
+# -- red team: git control files an agent could forge to run commands OUTSIDE the sandbox ----------------------
+
+# From inside, make every git the user (or daintree, unconfined) runs in this worktree read a config the agent
+# wrote: `core.fsmonitor` is a command git runs on `status`/`diff`/`commit`. Three ways to reach such a config:
+# the worktree's own `.git` file, its admin dir's `commondir`, and `config.worktree` (read when the user enabled
+# extensions.worktreeConfig, e.g. for sparse checkout).
+FORGE_GIT = r"""
+W=$(pwd); ADMIN=$(git rev-parse --absolute-git-dir); COMMON=$(git rev-parse --path-format=absolute --git-common-dir)
+mkdir -p "$W/.evil/objects/info" "$W/.evil/refs"
+cp -r "$COMMON/refs/." "$W/.evil/refs/" 2>/dev/null
+echo "$COMMON/objects" > "$W/.evil/objects/info/alternates"
+cp "$ADMIN/HEAD" "$W/.evil/HEAD"; cp "$ADMIN/index" "$W/.evil/index" 2>/dev/null
+printf '[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tfsmonitor = "touch %s; false"\n' "$MARK" \
+  > "$W/.evil/config"
+case "$HOW" in
+  gitfile) echo "gitdir: $W/.evil" > "$W/.git" ;;
+  commondir) echo "$W/.evil" > "$ADMIN/commondir" ;;
+  worktree_config) cp "$W/.evil/config" "$ADMIN/config.worktree" ;;
+esac
+true
+"""
+
+
+@pytest.mark.parametrize("how", ["gitfile", "commondir", "worktree_config"])
+def test_forged_git_pointers_never_run_commands_outside(repo: Path, sandbox_env: Path, how: str) -> None:
+    if how == "worktree_config":
+        git(repo, "config", "extensions.worktreeConfig", "true")
+    mark = sandbox_env.parent / "fsmonitor-ran"
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "f1")
+    proc = cli("worktree", "run", "f1", "--", "env", f"MARK={mark}", f"HOW={how}", "sh", "-c", FORGE_GIT)
+    assert proc.returncode == 0, proc.stderr
+    worktree = repo / ".worktrees" / "f1"
+    admin = repo / ".git" / "worktrees" / "f1"
+    assert (worktree / ".git").read_text() == f"gitdir: {admin}\n"
+    assert (admin / "commondir").read_text().strip() in ("../..", str(repo / ".git"))
+    assert "fsmonitor" not in (admin / "config.worktree").read_text()
+    for args in (("worktree", "list"), ("worktree", "status", "f1"), ("worktree", "diff", "f1"),
+                 ("worktree", "commit", "f1", "-m", "x")):
+        cli(*args)
+        assert not mark.exists(), f"`daintree {' '.join(args)}` ran the agent's fsmonitor outside the sandbox"
+    git(repo, "status")
+    assert not mark.exists()
+
+
+@pytest.mark.parametrize("target", ["main", "wt/other"])
+def test_head_repointed_from_inside_cannot_steer_the_users_commit(repo: Path, sandbox_env: Path, target: str) -> None:
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "h1")
+    cli.ok("worktree", "create", "other")
+    before = {b: git(repo, "rev-parse", b).strip() for b in ("main", "wt/other")}
+    # Its own admin dir is writable (git needs HEAD and index): the agent points HEAD at someone else's branch.
+    proc = cli("worktree", "run", "h1", "--", "sh", "-c",
+               f'echo "ref: refs/heads/{target}" > "$(git rev-parse --absolute-git-dir)/HEAD" && echo x > f && '
+               "git add f")
+    assert proc.returncode == 0, proc.stderr
+    proc = cli("worktree", "commit", "h1", "-m", "agent work", "--all")
+    assert proc.returncode == 1
+    assert "not its branch" in proc.stderr
+    assert {b: git(repo, "rev-parse", b).strip() for b in before} == before

@@ -83,6 +83,12 @@ class ReviewService:
             raise InputError("a commit needs a message (-m)")
         entry = self._entry(name)
         path = Path(entry.path)
+        # The worktree's HEAD lives in its admin dir, which its (sandboxed) agent may write: pointed at main or at
+        # another agent's branch, this commit (run by the user, unconfined) would land there.
+        head = g.git(path, "symbolic-ref", "--quiet", "HEAD", check=False).stdout.strip()
+        if head != f"refs/heads/{entry.branch}":
+            raise OperationError(f"{name}: HEAD is {head or 'detached'}, not its branch {entry.branch}: refusing to "
+                                 f"commit (check out {entry.branch} in the worktree first)")
         if all_changes:
             g.git(path, "add", "-A")
         staged = g.git(path, "diff", "--cached", "--name-only", "-z").stdout

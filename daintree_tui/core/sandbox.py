@@ -225,11 +225,27 @@ def _writable_mounts(spec: SandboxSpec) -> list[str]:
         if (objects / sub).is_dir():
             args += ["--ro-bind", str(objects / sub), str(objects / sub)]
     args += _branch_mounts(spec)
+    args += _git_pointer_mounts(spec)
     for path in spec.writable:
         if path.exists():
             args += ["--bind", str(path), str(path)]
     if spec.inbox is not None:
         args += ["--bind", str(spec.inbox), str(INBOX_MOUNT)]
+    return args
+
+
+# The files that tell git which repository and which config a worktree uses. The agent may not rewrite them: a
+# `.git` file or `commondir` pointing at a git dir the agent wrote, or a `config.worktree`, is a config with
+# `core.fsmonitor` (or a filter, a diff driver, gpg.program) that the USER's git and daintree's own unconfined
+# git calls in this worktree then run, outside the sandbox.
+GIT_POINTER_FILES = ("commondir", "gitdir", "config.worktree")
+
+
+def _git_pointer_mounts(spec: SandboxSpec) -> list[str]:
+    args: list[str] = []
+    for path in (spec.worktree / ".git", *(spec.git_admin_dir / name for name in GIT_POINTER_FILES)):
+        if path.is_file() and not path.is_symlink():
+            args += ["--ro-bind", str(path), str(path)]
     return args
 
 
@@ -266,10 +282,15 @@ def prepare(spec: SandboxSpec) -> None:
                  *((spec.inbox, spec.inbox.parent) if spec.inbox is not None else ())):
         if path.is_symlink():
             raise OperationError(f"sandbox: {path} is a symlink: refusing to bind it writable")
+    dot_git = spec.worktree / ".git"
+    if dot_git.is_symlink() or not dot_git.is_file():
+        raise OperationError(f"sandbox: {dot_git} is not git's worktree file: refusing to start")
     spec.tmpdir.mkdir(parents=True, exist_ok=True)
     spec.ref_file.parent.mkdir(parents=True, exist_ok=True)
     spec.reflog_file.parent.mkdir(parents=True, exist_ok=True)
     spec.reflog_file.touch(exist_ok=True)
+    # Exists (empty) so that it is bound read-only: otherwise the agent could create it in its admin dir.
+    (spec.git_admin_dir / "config.worktree").touch(exist_ok=True)
     if spec.inbox is not None:
         for folder in (spec.inbox.parent, spec.inbox):  # 0700: the requests are the agent's, the replies ours
             folder.mkdir(parents=True, exist_ok=True)
