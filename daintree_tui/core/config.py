@@ -513,6 +513,11 @@ def repo_command_keys(repo: dict[str, Any]) -> dict[str, str]:
         for name, value in agents.items():
             if isinstance(value, dict) and "command" in value:
                 out[f"agents.{name}.command"] = str(value["command"])
+            # `flag:X` puts X on the agent's command line (`--dangerously-skip-permissions`, `--mcp-config` with
+            # a repo prompt holding a server's command): as much a command as `command` itself.
+            mode = value.get("prompt_mode") if isinstance(value, dict) else None
+            if isinstance(mode, str) and mode.startswith("flag:"):
+                out[f"agents.{name}.prompt_mode"] = mode
     default = repo.get("default_agent")
     if isinstance(default, str) and f"agents.{default}.command" in out:
         out["default_agent"] = out[f"agents.{default}.command"]

@@ -164,6 +164,7 @@ class SessionManager:
         preset = self.preset(agent)
         # The agent's command may come from the repository's .daintree.toml: it runs only once trusted.
         trust.require_trusted(self.project.config, f"agents.{preset.name}.command")
+        trust.require_trusted(self.project.config, f"agents.{preset.name}.prompt_mode")
         if resume and prompt:
             raise InputError("--resume continues the last conversation: it takes no first prompt")
         if resume:
