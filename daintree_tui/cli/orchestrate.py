@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from daintree_tui.cli.common import AddCommand, task_id
-from daintree_tui.cli.output import emit, error, table, wants_json
+from daintree_tui.cli.output import emit, error, table, wants_json, write_line
 from daintree_tui.core.errors import InputError
 from daintree_tui.services import Services
 
@@ -102,7 +102,7 @@ def cmd_approvals(args: argparse.Namespace, services: Services) -> int:
 
 def cmd_approve(args: argparse.Namespace, services: Services) -> int:
     record = services.approvals.resolve(task_id(args.id), approve=True)
-    sys.stdout.write(f"approved request {record.id}: running daintree {' '.join(record.argv)}\n")
+    write_line(sys.stdout, f"approved request {record.id}: running daintree {' '.join(record.argv)}")
     sys.stdout.flush()
     run = services.approvals.run(record, ("--json",) if wants_json(args) else ())
     sys.stdout.write(run.stdout)

@@ -5,10 +5,26 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TextIO
+
+# C0 controls but tab and newline, DEL, C1 controls (0x9b is a one-byte CSI) and the bidi overrides: names, task
+# text, event fields and errors come from repositories and agents, and printed raw they would drive the user's
+# terminal (OSC 52 writes the clipboard, OSC 0 the title, CSI rewrites what is on screen).
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """`text` with every terminal control shown as an escape (`\\x1b`), never sent to the terminal."""
+    return _UNPRINTABLE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                            else f"\\u{ord(m.group()):04x}", text)
+
+
+def write_line(stream: TextIO, line: str) -> None:
+    stream.write(printable(line) + "\n")
 
 
 def wants_json(args: argparse.Namespace) -> bool:
@@ -22,12 +38,12 @@ def emit(args: argparse.Namespace, data: Any, text: str | Callable[[], str]) -> 
     else:
         out = text() if callable(text) else text
         if out:
-            sys.stdout.write(out.rstrip("\n") + "\n")
+            write_line(sys.stdout, out.rstrip("\n"))
 
 
 def error(message: str) -> None:
     """One line on stderr, the way every failure is reported."""
-    sys.stderr.write(f"daintree: {message}\n")
+    write_line(sys.stderr, f"daintree: {message}")
 
 
 def ago(ts: float | None) -> str:
@@ -44,6 +60,7 @@ def table(rows: list[list[str]], header: list[str]) -> str:
     """Left-aligned columns under a header; empty when there are no rows (the caller says "no ...")."""
     if not rows:
         return ""
+    rows = [[printable(str(c)) for c in r] for r in rows]  # escaped before measuring, so columns stay aligned
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(header, widths, strict=True)).rstrip()]
     lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
@@ -54,7 +71,7 @@ class WarningHandler(logging.Handler):
     """Warnings from the layers below as `warning: ...` lines on stderr."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        sys.stderr.write(f"warning: {record.getMessage()}\n")
+        write_line(sys.stderr, f"warning: {record.getMessage()}")
 
 
 def configure_logging() -> None:

@@ -9,7 +9,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from daintree_tui.cli.common import AddCommand
-from daintree_tui.cli.output import emit, table, wants_json
+from daintree_tui.cli.output import emit, table, wants_json, write_line
 from daintree_tui.core.errors import InputError
 from daintree_tui.services import Services
 
@@ -153,7 +153,7 @@ def cmd_session_watch(args: argparse.Namespace, services: Services) -> int:
 
     def report(transition: Transition) -> None:
         line = json.dumps(_transition_data(transition)) if wants_json(args) else _transition_line(transition)
-        sys.stdout.write(line + "\n")
+        write_line(sys.stdout, line)
         sys.stdout.flush()
 
     while True:  # until interrupted

@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from daintree_tui.cli.common import AddCommand, task_id
-from daintree_tui.cli.output import emit, table, wants_json
+from daintree_tui.cli.output import emit, table, wants_json, write_line
 from daintree_tui.core.errors import DaintreeError, InputError
 from daintree_tui.services import Services
 
@@ -152,7 +152,7 @@ def cmd_wt_events(args: argparse.Namespace, services: Services) -> int:
         emit(args, records, lambda: "\n".join(_event_line(r) for r in records) or "no events")
         return 0
     for rec in records:
-        sys.stdout.write((json.dumps(rec) if args.json else _event_line(rec)) + "\n")
+        write_line(sys.stdout, json.dumps(rec) if args.json else _event_line(rec))
     sys.stdout.flush()
     from daintree_tui.core.follow import follow_lines
 
@@ -161,7 +161,7 @@ def cmd_wt_events(args: argparse.Namespace, services: Services) -> int:
             rec = json.loads(line)
         except ValueError:
             continue
-        sys.stdout.write((json.dumps(rec) if args.json else _event_line(rec)) + "\n")
+        write_line(sys.stdout, json.dumps(rec) if args.json else _event_line(rec))
         sys.stdout.flush()
     return 0
 
