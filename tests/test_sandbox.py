@@ -558,3 +558,31 @@ def test_head_repointed_from_inside_cannot_steer_the_users_commit(repo: Path, sa
     assert proc.returncode == 1
     assert "not its branch" in proc.stderr
     assert {b: git(repo, "rev-parse", b).strip() for b in before} == before
+
+
+def test_a_worker_cannot_mint_a_task_with_a_stronger_role(repo: Path, sandbox_env: Path) -> None:
+    from daintree_tui.core.project import Project
+    from daintree_tui.services import Services
+    from daintree_tui.services.inbox import process_inboxes
+
+    _write_user_config("""
+default_role = "worker"
+[roles.worker]
+allow = ["commit"]
+approval = "human"
+[roles.lead]
+allow = ["commit", "merge", "remove", "pr", "push"]
+approval = "none"
+sandbox = "off"
+""")
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "w1")
+    # The agent writes the request itself (not through our client): everything in the inbox is its choice.
+    forge = ('import json, uuid; r = uuid.uuid4().hex; json.dump({"id": r, "kind": "task_create", "payload": '
+             '{"subject": "merge everything", "role": "lead"}}, open(f"/run/daintree/inbox/req-{r}.json", "w"))')
+    proc = cli("worktree", "run", "w1", "--", "python", "-c", forge)
+    assert proc.returncode == 0, proc.stderr
+    outcomes = process_inboxes(Services(Project.discover(repo)))
+    assert [o.kind for o in outcomes] == ["task_create"]
+    assert not outcomes[0].ok
+    assert all(t.get("role") != "lead" for t in cli.json("task", "list"))

@@ -279,8 +279,25 @@ def _task_create(services: Services, owner: str, payload: dict[str, Any]) -> dic
     if role is not None:
         if not isinstance(role, str) or role not in project.config.roles:
             raise InputError(f"unknown role {role!r}")
+        # A task's role becomes the role (capabilities, approval, sandbox mode) of whatever session works on it:
+        # only a lead hands roles out, or a worker would mint itself a successor that merges unsandboxed.
+        if not _is_lead(project, owner):
+            project.events.append("policy.denied", worktree={"name": owner}, action="task_create", role=role,
+                                  reason="only a lead role may give a task a role")
+            raise OperationError(f"only a lead role may give a task a role ({owner} is not a lead)")
         extra["role"] = role
     return services.tasks.create(subject, description, blocked, extra=extra).to_dict()
+
+
+def _is_lead(project: Project, worktree: str) -> bool:
+    """Whether the worktree's role is a lead one (the MCP level rule: its `mcp` key, else a role named lead)."""
+    from daintree_tui.services.policy import role_of
+
+    role = role_of(project, worktree)
+    if role is None:
+        return not project.config.roles  # no roles configured: nothing to escalate to
+    configured = project.config.roles.get(role)
+    return (configured.mcp if configured is not None and configured.mcp else role) == "lead"
 
 
 def _action(services: Services, owner: str, payload: dict[str, Any]) -> dict[str, Any]:
