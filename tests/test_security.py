@@ -606,3 +606,35 @@ def test_committed_task_text_never_drives_the_users_terminal(tmp_path: Path) -> 
         for stream in (proc.stdout, proc.stderr):
             assert not any(c in stream for c in ("\x1b", "\x07", "\x9b", "\u202e")), (proc.args, stream)
     assert "\\x1b]52" in outputs[1].stdout  # shown, escaped: the user sees what is there
+
+
+# -- red team: hooks tracked in the tree (husky-style relative core.hooksPath) -----------------------------------
+
+AGENT_HOOKS = ("pre-commit", "prepare-commit-msg", "commit-msg", "post-commit", "pre-merge-commit", "post-merge",
+               "post-checkout", "post-rewrite", "pre-rebase", "reference-transaction")
+
+
+@pytest.mark.parametrize("strategy", ["ff", "squash", "rebase"])
+def test_hooks_an_agent_commits_never_run_when_the_user_commits_or_merges(repo: Path, cli: CLI, tmp_path: Path,
+                                                                         strategy: str) -> None:
+    # The user's repository keeps its hooks in the tree (husky: core.hooksPath = .husky), as many do.
+    hooks = repo / ".githooks"
+    hooks.mkdir()
+    (hooks / "post-merge").write_text(f"#!/bin/sh\ntouch {tmp_path}/user-hook-ran\n")
+    (hooks / "post-merge").chmod(0o755)
+    git(repo, "add", ".githooks")
+    git(repo, "commit", "-q", "-m", "hooks")
+    git(repo, "config", "core.hooksPath", ".githooks")
+    cli.ok("worktree", "create", "w")
+    wt = repo / ".worktrees" / "w"
+    # The agent, in its own worktree, rewrites every hook and commits them on its branch, then leaves work.
+    for name in AGENT_HOOKS:
+        (wt / ".githooks" / name).write_text(f"#!/bin/sh\ntouch {tmp_path}/agent-hook-$(basename $0)\n")
+        (wt / ".githooks" / name).chmod(0o755)
+    git(wt, "-c", "core.hooksPath=/dev/null", "add", "-A")
+    git(wt, "-c", "core.hooksPath=/dev/null", "commit", "-q", "-m", "tooling")
+    (wt / "feature.txt").write_text("work\n")
+    cli.ok("worktree", "commit", "w", "--all", "-m", "feature")
+    cli.ok("worktree", "merge", "w", "--strategy", strategy)
+    assert sorted(p.name for p in tmp_path.glob("agent-hook-*")) == []
+    assert (tmp_path / "user-hook-ran").exists()  # the user's own hook, as it was before the merge, still runs

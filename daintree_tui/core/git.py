@@ -41,6 +41,18 @@ def git(cwd: Path, *args: str, check: bool = True, input: str | None = None) -> 
     return proc
 
 
+def pinned_hooks(root: Path) -> list[str]:
+    """Options that make git run the hooks the primary worktree at `root` would run, wherever it runs.
+
+    A relative `core.hooksPath` (husky and the like: `.husky`, `.githooks`) is resolved where a hook runs: in an
+    agent's worktree, or in a merge worktree checked out from its branch, that is a folder the agent wrote, and
+    a commit or merge made there by the user (unconfined) would run the agent's scripts outside its sandbox.
+    """
+    proc = git(root, "rev-parse", "--path-format=absolute", "--git-path", "hooks", check=False)
+    hooks = proc.stdout.strip()
+    return ["-c", f"core.hooksPath={hooks}"] if proc.returncode == 0 and hooks else []
+
+
 def last_line(text: str) -> str:
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     return lines[-1] if lines else ""

@@ -7,9 +7,12 @@ leaves every branch and worktree exactly as it was and names the files.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
+import tempfile
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,7 +98,7 @@ class ReviewService:
         files = [f for f in staged.split("\0") if f]
         if not files:
             raise OperationError(f"nothing to commit in {name}" + ("" if all_changes else " (use --all)"))
-        g.git(path, "commit", "-q", "-m", message)
+        g.git(path, *g.pinned_hooks(self.project.root), "commit", "-q", "-m", message)
         sha = g.git(path, "rev-parse", "HEAD").stdout.strip()
         self.project.events.append("worktree.commit", worktree=entry.brief(), commit=sha, files=files)
         return {"name": name, "commit": sha, "files": files, "message": message}
@@ -158,15 +161,17 @@ class ReviewService:
             run_hooks(self.project, "pre_merge", entry)  # fails closed: an untrusted check refuses the merge
         brief = {**entry.brief(), "target": target, "strategy": strategy, "verified": verify}
         self.project.events.append("worktree.merge.before", worktree=brief)
-        try:
-            new_tip = self._merge_in_temp(entry, target, target_tip, strategy)
-            self._advance(target, target_tip, new_tip, holder)
-        except OperationError as exc:
-            self.project.events.append("worktree.merge.failed", worktree=brief, error=str(exc))
-            raise
-        if strategy == "rebase":
-            # The agent's branch follows its rebased commits (its worktree is clean, checked above).
-            g.git(Path(entry.path), "reset", "-q", "--keep", new_tip, check=False)
+        # Every git command below runs the user's hooks as they are now, never ones the merged branch brings.
+        with self._hooks_as_they_are(holder or root) as hooks:
+            try:
+                new_tip = self._merge_in_temp(entry, target, target_tip, strategy, hooks)
+                self._advance(target, target_tip, new_tip, holder, hooks)
+            except OperationError as exc:
+                self.project.events.append("worktree.merge.failed", worktree=brief, error=str(exc))
+                raise
+            if strategy == "rebase":
+                # The agent's branch follows its rebased commits (its worktree is clean, checked above).
+                g.git(Path(entry.path), *hooks, "reset", "-q", "--keep", new_tip, check=False)
         result = MergeResult(name, target, strategy, new_tip, f"merged {entry.branch} into {target} ({strategy})")
         self.project.events.append("worktree.merge.after", worktree=brief, commit=new_tip)
         if remove:
@@ -179,24 +184,25 @@ class ReviewService:
             self.worktrees.tasks.update(entry.task_id, status=TaskStatus.COMPLETED)
         return result
 
-    def _merge_in_temp(self, entry: WorktreeEntry, target: str, target_tip: str, strategy: str) -> str:
+    def _merge_in_temp(self, entry: WorktreeEntry, target: str, target_tip: str, strategy: str,
+                       hooks: list[str]) -> str:
         """Produce the new target commit in a throwaway detached worktree; nothing else changes."""
         root = self.project.root
         self.project.tmp_root.mkdir(parents=True, exist_ok=True)
         tmp = self.project.tmp_root / f".merge-{entry.name}-{uuid.uuid4().hex[:8]}"
         start = target_tip if strategy != "rebase" else entry.branch
-        g.git(root, "worktree", "add", "--quiet", "--detach", str(tmp), start)
+        g.git(root, *hooks, "worktree", "add", "--quiet", "--detach", str(tmp), start)
         try:
             if strategy == "ff":
-                g.git(tmp, "merge", "--quiet", "--ff-only", entry.branch)
+                g.git(tmp, *hooks, "merge", "--quiet", "--ff-only", entry.branch)
             elif strategy == "squash":
-                proc = g.git(tmp, "merge", "--squash", entry.branch, check=False)
+                proc = g.git(tmp, *hooks, "merge", "--squash", entry.branch, check=False)
                 if proc.returncode != 0:
                     raise OperationError(self._conflict(tmp, entry.branch, target, "merge"))
                 subject = self._commit_subject(entry)
-                g.git(tmp, "commit", "-q", "-m", subject)
+                g.git(tmp, *hooks, "commit", "-q", "-m", subject)
             else:
-                proc = g.git(tmp, "rebase", "--quiet", target_tip, check=False)
+                proc = g.git(tmp, *hooks, "rebase", "--quiet", target_tip, check=False)
                 if proc.returncode != 0:
                     message = self._conflict(tmp, entry.branch, target, "rebase")
                     g.git(tmp, "rebase", "--abort", check=False)
@@ -219,15 +225,35 @@ class ReviewService:
         task = self.worktrees.tasks.find(entry.task_id) if entry.task_id is not None else None
         return f"{task.subject} (#{task.id})" if task else f"Merge {entry.branch}"
 
-    def _advance(self, target: str, old: str, new: str, holder: Path | None) -> None:
+    @contextlib.contextmanager
+    def _hooks_as_they_are(self, holder: Path) -> Iterator[list[str]]:
+        """Options pinning git to the hooks `holder` runs now. Hooks tracked in the tree (a relative
+        core.hooksPath: husky) are resolved where git runs (the agent's worktree, a merge worktree of its branch)
+        and replaced by the merge itself, and git would run the new ones (post-merge, reference-transaction) in
+        the same command: the agent's scripts, unconfined, before the user has seen them. So the merge runs the
+        hooks as they were before it, from a copy."""
+        pinned = g.pinned_hooks(holder)
+        hooks = Path(pinned[1].split("=", 1)[1]) if pinned else None
+        if hooks is None or not hooks.is_dir() or not hooks.resolve().is_relative_to(holder.resolve()):
+            yield pinned
+            return
+        self.project.tmp_root.mkdir(parents=True, exist_ok=True)
+        copy = Path(tempfile.mkdtemp(prefix=".hooks-", dir=self.project.tmp_root))
+        try:
+            shutil.copytree(hooks, copy / "hooks", symlinks=True)
+            yield ["-c", f"core.hooksPath={copy / 'hooks'}"]
+        finally:
+            shutil.rmtree(copy, ignore_errors=True)
+
+    def _advance(self, target: str, old: str, new: str, holder: Path | None, hooks: list[str]) -> None:
         """Move `target` from `old` to `new`: through its worktree when checked out, else the ref itself."""
         root = self.project.root
         if holder is not None:
-            proc = g.git(holder, "merge", "--quiet", "--ff-only", new, check=False)
+            proc = g.git(holder, *hooks, "merge", "--quiet", "--ff-only", new, check=False)
             if proc.returncode != 0:
                 raise OperationError(f"could not advance {target} at {holder}: {g.last_line(proc.stderr)}")
         else:
-            g.git(root, "update-ref", f"refs/heads/{target}", new, old)
+            g.git(root, *hooks, "update-ref", f"refs/heads/{target}", new, old)
 
     # -- pull request ----------------------------------------------------------------------------------------
 

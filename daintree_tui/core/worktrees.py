@@ -301,7 +301,8 @@ class WorktreeService:
             else:
                 undo.push("delete the branch", lambda: self._delete_new_branch(branch))
             path.parent.mkdir(parents=True, exist_ok=True)
-            g.git(root, "worktree", "add", "--quiet", "-B" if reset_branch else "-b", branch, str(path), base_commit)
+            g.git(root, *g.pinned_hooks(root), "worktree", "add", "--quiet", "-B" if reset_branch else "-b", branch,
+                  str(path), base_commit)
             undo.push("remove the worktree directory", lambda: self.discard_worktree(path))
             skip = [project.worktrees_root, project.state_dir, project.tasks_dir]
             assert project.common_dir is not None
