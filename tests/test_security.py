@@ -638,3 +638,28 @@ def test_hooks_an_agent_commits_never_run_when_the_user_commits_or_merges(repo: 
     cli.ok("worktree", "merge", "w", "--strategy", strategy)
     assert sorted(p.name for p in tmp_path.glob("agent-hook-*")) == []
     assert (tmp_path / "user-hook-ran").exists()  # the user's own hook, as it was before the merge, still runs
+
+
+def test_untrusted_waiting_pattern_cannot_hang_the_status_poll(tmp_path: Path, tmux_socket: str,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # `(.|.)*\0` tries 2^n ways on a screen line of n characters: from a cloned repo's config it froze
+    # `session list` and the dashboard's poll for good, as soon as the agent printed a line of 30 characters.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "claude").write_text("#!/bin/sh\necho 'Thinking about the task, please wait...'\nexec sleep 60\n")
+    (bin_dir / "claude").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    clone = hostile_clone(tmp_path, {".daintree.toml": '[agents.claude]\nwaiting_pattern = "(.|.)*\\\\u0000"\n'})
+    cli = CLI(clone, subprocess=True)
+    cli.ok("worktree", "create", "w")
+    cli.ok("session", "start", "w", "--agent", "claude")
+
+    def screen() -> str:
+        return subprocess.run(["tmux", "-L", tmux_socket, "capture-pane", "-p", "-t", "=dt-w:"],
+                              capture_output=True, text=True).stdout
+
+    wait_for(lambda: "please wait" in screen(), timeout=30)
+    started = time.monotonic()
+    proc = cli("session", "list", timeout=20)
+    assert proc.returncode == 0, proc.stderr
+    assert time.monotonic() - started < 15

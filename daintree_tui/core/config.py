@@ -518,6 +518,11 @@ def repo_command_keys(repo: dict[str, Any]) -> dict[str, str]:
             mode = value.get("prompt_mode") if isinstance(value, dict) else None
             if isinstance(mode, str) and mode.startswith("flag:"):
                 out[f"agents.{name}.prompt_mode"] = mode
+            # A regular expression runs on every status poll against what the agent prints: `(.|.)*\0` takes
+            # forever on one line of 30 characters and freezes `session list` and the dashboard.
+            pattern = value.get("waiting_pattern") if isinstance(value, dict) else None
+            if isinstance(pattern, str):
+                out[f"agents.{name}.waiting_pattern"] = pattern
     default = repo.get("default_agent")
     if isinstance(default, str) and f"agents.{default}.command" in out:
         out["default_agent"] = out[f"agents.{default}.command"]

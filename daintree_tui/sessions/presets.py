@@ -13,8 +13,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from daintree_tui.core import trust
 from daintree_tui.core.config import Config
 from daintree_tui.core.errors import ConfigError, InputError
+from daintree_tui.core.log import warn
 from daintree_tui.sessions.agents import AgentIntegration, integration_for
 
 DEFAULT_PROMPT = "{subject}\n\n{description}"
@@ -148,9 +150,28 @@ def builtin_presets() -> dict[str, Preset]:
     }
 
 
+_WARNED_PATTERNS: set[str] = set()
+
+
+def _untrusted_patterns(cfg: Config) -> set[str]:
+    """Agents whose `waiting_pattern` comes from a repository config not yet trusted: such a pattern is code (a
+    regular expression that can take forever) and is ignored, with a warning, until `daintree trust`."""
+    keys = [k for k in cfg.repo_commands if k.startswith("agents.") and k.endswith(".waiting_pattern")]
+    if not keys or trust.repo_config_trusted(cfg):
+        return set()
+    names = {k[len("agents."):-len(".waiting_pattern")] for k in keys}
+    if names <= _WARNED_PATTERNS:
+        return names  # said once per process: the dashboard polls this every second
+    _WARNED_PATTERNS.update(names)
+    warn(f"config: waiting_pattern of {', '.join(sorted(names))} in .daintree.toml ignored: the repo config is "
+         "not trusted (run `daintree trust`)")
+    return names
+
+
 def all_presets(cfg: Config) -> dict[str, Preset]:
     """Built-in presets with the config's overrides applied, plus the agents the config adds."""
     presets = builtin_presets()
+    untrusted = _untrusted_patterns(cfg)
     for name, agent in cfg.agents.items():
         base = presets.get(name)
         if base is None:
@@ -162,7 +183,8 @@ def all_presets(cfg: Config) -> dict[str, Preset]:
             command=agent.command or base.command,
             prompt_template=agent.prompt or base.prompt_template,
             prompt_mode=agent.prompt_mode or base.prompt_mode,
-            waiting_pattern=agent.waiting_pattern or base.waiting_pattern,
+            waiting_pattern=(base.waiting_pattern if name in untrusted else agent.waiting_pattern)
+            or base.waiting_pattern,
             max_minutes=agent.max_minutes if agent.max_minutes is not None else base.max_minutes,
             role=agent.role or base.role,
         )
