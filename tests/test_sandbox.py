@@ -586,3 +586,29 @@ sandbox = "off"
     assert [o.kind for o in outcomes] == ["task_create"]
     assert not outcomes[0].ok
     assert all(t.get("role") != "lead" for t in cli.json("task", "list"))
+
+
+def test_a_flooded_inbox_does_not_stall_the_poll(repo: Path, sandbox_env: Path) -> None:
+    import time
+
+    from daintree_tui.core.project import Project
+    from daintree_tui.services import Services
+    from daintree_tui.services.inbox import process_inboxes
+
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "w1")
+    # The agent fills its inbox with junk (its own 0700 folder: nothing stops it creating files there).
+    flood = ("import os\nfor i in range(150000):\n"
+             "    os.close(os.open(f'/run/daintree/inbox/reply-{i}', os.O_CREAT | os.O_WRONLY, 0o600))\n"
+             "open('/run/daintree/inbox/req-' + 'a' * 32 + '.json', 'w').write('{}')\n")
+    proc = cli("worktree", "run", "w1", "--", "python", "-c", flood, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    inbox = repo / ".worktrees" / ".inbox" / "w1"
+    services = Services(Project.discover(repo))
+    started = time.monotonic()
+    sorted(os.listdir(inbox))
+    listing = time.monotonic() - started
+    started = time.monotonic()
+    process_inboxes(services)
+    poll = time.monotonic() - started
+    assert poll < listing, f"a poll took {poll:.2f}s, more than listing the flood once ({listing:.2f}s)"

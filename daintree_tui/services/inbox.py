@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import itertools
 import json
 import os
 import re
@@ -37,6 +38,7 @@ from daintree_tui.services.container import Services
 
 MAX_REQUEST_BYTES = 64 * 1024
 MAX_REQUESTS_PER_PASS = 20  # per inbox: a flood from one agent cannot stall the dashboard's poll
+MAX_ENTRIES_PER_PASS = 256  # names looked at per inbox and pass (requests, replies, junk alike)
 REPLY_TTL = 3600.0
 _REQUEST_RE = re.compile(r"^req-([0-9a-f]{32})\.json$")
 KINDS = ("signal", "task_create", "action")
@@ -148,7 +150,10 @@ def _process_one(services: Services, owner: str, inbox: Path) -> list[Outcome]:
         return []
     outcomes = []
     try:
-        names = sorted(os.listdir(dir_fd))
+        # Read lazily and at most MAX_ENTRIES_PER_PASS names: an agent that fills its inbox with a million files
+        # would otherwise make every poll of the dashboard list (and stat) them all.
+        with os.scandir(dir_fd) as entries:
+            names = [e.name for e in itertools.islice(entries, MAX_ENTRIES_PER_PASS)]
         now = time.time()
         handled = 0
         for name in names:
