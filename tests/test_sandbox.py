@@ -612,3 +612,40 @@ def test_a_flooded_inbox_does_not_stall_the_poll(repo: Path, sandbox_env: Path) 
     process_inboxes(services)
     poll = time.monotonic() - started
     assert poll < listing, f"a poll took {poll:.2f}s, more than listing the flood once ({listing:.2f}s)"
+
+
+@pytest.mark.skipif(not shutil.which("sshd") and not Path("/usr/sbin/sshd").exists(), reason="no sshd")
+def test_ssh_master_sockets_are_out_of_reach(repo: Path, sandbox_env: Path, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from daintree_tui.services.remote import HostConfig, save_host
+    from tests.sshd import Sshd, sshd_available
+
+    if not sshd_available():
+        pytest.skip("sshd cannot run here")
+    base = tmp_path / "ssh"
+    base.mkdir(mode=0o700)
+    server = Sshd(base, tmp_path / "remote-home")
+    # The user keeps daintree's master sockets outside /tmp (as with TMPDIR or XDG_RUNTIME_DIR elsewhere).
+    controls = Path(tempfile.mkdtemp(prefix="dtc-", dir="/var/tmp"))  # short: a socket path has ~104 bytes
+    monkeypatch.setenv("DAINTREE_SSH_CONFIG", str(server.client_config))
+    monkeypatch.setenv("DAINTREE_SSH_CONTROL_DIR", str(controls))
+    server.start()
+    try:
+        far_repo = make_repo(tmp_path / "far-repo")
+        save_host(HostConfig("far", "dt-far", str(far_repo), daintree=str(Path(BIN) / "daintree")))
+        cli = CLI(repo, subprocess=True)
+        cli.ok("--host", "far", "worktree", "list")  # the user's command leaves an authenticated master behind
+        assert any(controls.iterdir())
+        cli.ok("worktree", "create", "w1")
+        escaped = tmp_path / "escaped-through-ssh"
+        # The agent knows no key and no config: only the socket, which runs anything on the host (here: this
+        # machine, outside the sandbox).
+        attack = f'for s in {controls}/*; do ssh -S "$s" -o BatchMode=yes x touch {escaped}; done; true'
+        proc = cli("worktree", "run", "w1", "--", "sh", "-c", attack)
+        assert proc.returncode == 0, proc.stderr
+        assert not escaped.exists()
+    finally:
+        for sock in controls.iterdir():
+            subprocess.run(["ssh", "-S", str(sock), "-O", "exit", "x"], capture_output=True)
+        server.kill()
+        shutil.rmtree(controls, ignore_errors=True)

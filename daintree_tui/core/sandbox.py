@@ -26,6 +26,7 @@ import functools
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -41,6 +42,7 @@ from daintree_tui.core.store import read_json
 from daintree_tui.core.tasks import TaskService
 
 INBOX_MOUNT = Path("/run/daintree/inbox")
+SSH_CONTROL_DIR_ENV = "DAINTREE_SSH_CONTROL_DIR"
 INBOX_ENV = "DAINTREE_INBOX"  # a hint only: identity is the mounted inbox, never this variable
 
 # Entries of /run that let a process start commands outside the sandbox: the user's systemd and D-Bus session
@@ -471,6 +473,30 @@ def worktree_role(project: Project, name: str) -> str | None:
     return cfg.default_role
 
 
+def ssh_control_dir() -> Path:
+    """Where `daintree --host` keeps its ssh master sockets (services.remote creates it): DAINTREE_SSH_CONTROL_DIR,
+    else $XDG_RUNTIME_DIR/daintree-ssh, else $TMPDIR/daintree-ssh-<uid>. Defined here because the sandbox must
+    hide it: a live master runs any command on its host, this machine included, with no key asked."""
+    override = os.environ.get(SSH_CONTROL_DIR_ENV)
+    if override:
+        return Path(override)
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and Path(runtime).is_dir():
+        return Path(runtime) / "daintree-ssh"
+    return Path(tempfile.gettempdir()) / f"daintree-ssh-{os.getuid()}"
+
+
+def _escape_hatches(project_root: Path, worktree: Path) -> list[Path]:
+    """Folders of sockets that run commands outside the sandbox and that the rebuilt /run and /tmp may not
+    cover: tmux's (TMUX_TMPDIR) and our ssh masters'. Never one that holds the worktree or the repository."""
+    candidates = [ssh_control_dir()]
+    tmux_dir = os.environ.get("TMUX_TMPDIR")
+    if tmux_dir:
+        candidates.append(Path(tmux_dir) / f"tmux-{os.getuid()}")
+    return [p for p in candidates if not _under_tmp(p) and not project_root.is_relative_to(p)
+            and not worktree.is_relative_to(p)]
+
+
 def inbox_dir(project: Project, name: str) -> Path:
     """The session inbox of worktree `name` (0700): the only way its sandboxed `daintree` calls reach us."""
     return project.state_dir / ".inbox" / name
@@ -483,10 +509,7 @@ def spec_for(project: Project, entry: WorktreeEntry, *, writable: Sequence[Path]
     if common is None:
         raise OperationError(f"not a git repository: {project.root}")
     worktree = Path(entry.path)
-    hidden = []
-    tmux_dir = os.environ.get("TMUX_TMPDIR")
-    if tmux_dir and not _under_tmp(Path(tmux_dir)):
-        hidden.append(Path(tmux_dir) / f"tmux-{os.getuid()}")
+    hidden = _escape_hatches(project.root, worktree)
     return SandboxSpec(
         worktree=worktree, git_common_dir=common, git_admin_dir=git_admin_dir(common, worktree),
         branch=entry.branch, tmpdir=project.tmpdir_for(entry.name), project_root=project.root,

@@ -29,10 +29,11 @@ from typing import IO, Any
 
 from daintree_tui.core.config import user_config_dir
 from daintree_tui.core.errors import ConfigError, InputError, OperationError
+from daintree_tui.core.sandbox import SSH_CONTROL_DIR_ENV, ssh_control_dir
 from daintree_tui.core.store import atomic_write_text
 
 SSH_CONFIG_ENV = "DAINTREE_SSH_CONFIG"
-CONTROL_DIR_ENV = "DAINTREE_SSH_CONTROL_DIR"
+CONTROL_DIR_ENV = SSH_CONTROL_DIR_ENV
 DEFAULT_MAX_SESSIONS = 3
 DEFAULT_PERSIST = "10m"
 SSH_FAILED = 255  # ssh's own exit code when it could not connect (or the connection broke)
@@ -276,13 +277,7 @@ def control_dir() -> Path:
     """Where master sockets live: DAINTREE_SSH_CONTROL_DIR, else $XDG_RUNTIME_DIR/daintree-ssh, else
     /tmp/daintree-ssh-<uid>. Kept short: a unix socket path has a limit of about 104 bytes, and ssh adds a
     40-character hash (`%C`) plus a temporary suffix while it binds."""
-    override = os.environ.get(CONTROL_DIR_ENV)
-    if override:
-        return private_dir(Path(override))
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime and Path(runtime).is_dir():
-        return private_dir(Path(runtime) / "daintree-ssh")
-    return private_dir(Path(tempfile.gettempdir()) / f"daintree-ssh-{os.getuid()}")
+    return private_dir(ssh_control_dir())  # the sandbox hides the same folder
 
 
 # -- quoting --------------------------------------------------------------------------------------------------------
