@@ -663,3 +663,34 @@ def test_untrusted_waiting_pattern_cannot_hang_the_status_poll(tmp_path: Path, t
     proc = cli("session", "list", timeout=20)
     assert proc.returncode == 0, proc.stderr
     assert time.monotonic() - started < 15
+
+
+def test_committed_task_text_never_drives_the_terminal_through_the_dashboard(tmp_path: Path) -> None:
+    import pty
+    import select
+    import signal
+
+    task = {"id": 1, "subject": f"fix{OSC52.replace(chr(7), chr(27) + chr(92))}{TITLE}\x1b[2J", "status": "pending",
+            "description": f"see{OSC52}", "owner": "", "worktree": "", "blockedBy": [], "created_at": 1.0,
+            "updated_at": 1.0}
+    clone = hostile_clone(tmp_path, {".tasks/task_1.json": json.dumps(task)})
+    pid, fd = pty.fork()
+    if pid == 0:  # the victim opens the dashboard in the clone
+        os.chdir(clone)
+        os.environ.update({"TERM": "xterm-256color", "DAINTREE_NO_TMUX": "1", "COLUMNS": "160", "LINES": "40"})
+        os.execv(PY, [PY, "-m", "daintree_tui"])
+    out = bytearray()
+    try:
+        deadline = time.monotonic() + 60
+        while b"Y3VybCBld" not in out and time.monotonic() < deadline:  # the subject is on screen
+            if select.select([fd], [], [], 0.2)[0]:
+                try:
+                    out += os.read(fd, 65536)
+                except OSError:
+                    break
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        os.close(fd)
+    assert b"Y3VybCBld" in out, bytes(out[-2000:])
+    assert b"\x1b]52;" not in out and b"\x1b]0;owned" not in out and b"\x1b[2J" not in bytes(out).split(b"fix")[-1]

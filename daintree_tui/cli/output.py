@@ -5,22 +5,18 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import re
 import sys
 import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
-# C0 controls but tab and newline, DEL, C1 controls (0x9b is a one-byte CSI) and the bidi overrides: names, task
-# text, event fields and errors come from repositories and agents, and printed raw they would drive the user's
-# terminal (OSC 52 writes the clipboard, OSC 0 the title, CSI rewrites what is on screen).
-_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+from daintree_tui.core.validate import escape_controls
 
 
 def printable(text: str) -> str:
-    """`text` with every terminal control shown as an escape (`\\x1b`), never sent to the terminal."""
-    return _UNPRINTABLE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
-                            else f"\\u{ord(m.group()):04x}", text)
+    """`text` with every terminal control shown as an escape (`\\x1b`), never sent to the terminal: names, task
+    text, event fields and errors come from repositories and agents."""
+    return escape_controls(text)
 
 
 def write_line(stream: TextIO, line: str) -> None:

@@ -72,9 +72,11 @@ class Task:
         if worktree and v.name_problem(worktree, new=False):
             raise v.RecordError(f"bad worktree name {worktree!r}")
         return cls(
-            id=v.field(data, "id", "id", required=True), subject=v.field(data, "subject", "str", default=""),
-            description=v.field(data, "description", "str?", default=""), status=TaskStatus(status),
-            owner=v.field(data, "owner", "str?", default=""), worktree=worktree,
+            id=v.field(data, "id", "id", required=True),
+            subject=v.escape_controls(v.field(data, "subject", "str", default="")),
+            description=v.escape_controls(v.field(data, "description", "str?", default="")),
+            status=TaskStatus(status), owner=v.escape_controls(v.field(data, "owner", "str?", default="")),
+            worktree=worktree,
             blockedBy=list(v.field(data, "blockedBy", "ints?", default=[])),
             created_at=float(v.field(data, "created_at", "number?", default=0.0)),
             updated_at=float(v.field(data, "updated_at", "number?", default=0.0)),

@@ -12,6 +12,7 @@ from daintree_tui.core.log import warn
 from daintree_tui.core.models import Task, TaskStatus
 from daintree_tui.core.project import Project
 from daintree_tui.core.store import read_json, write_json
+from daintree_tui.core.validate import escape_controls
 
 TASK_FILE = re.compile(r"^task_([0-9]+)\.json$")
 _IGNORED_SUFFIXES = (".bak", ".tmp", ".lock")
@@ -98,7 +99,8 @@ class TaskService:
     def create(self, subject: str, description: str = "", blocked_by: Iterable[int] = (),
                extra: dict[str, object] | None = None) -> Task:
         """Create a task with the next free id (allocated under the lock: parallel creators never collide)."""
-        subject = subject.strip()
+        subject = escape_controls(subject.strip())
+        description = escape_controls(description)
         if not subject:
             raise InputError("a task needs a non-empty subject")
         blocked = sorted(set(blocked_by))
@@ -139,9 +141,9 @@ class TaskService:
             if owner is not None:
                 task.owner = owner
             if subject is not None:
-                task.subject = subject.strip()
+                task.subject = escape_controls(subject.strip())
             if description is not None:
-                task.description = description
+                task.description = escape_controls(description)
             self.save(task)
             self.project.events.append("task.updated", task=task.brief())
             if task.status == TaskStatus.COMPLETED and before != TaskStatus.COMPLETED:

@@ -96,6 +96,19 @@ def is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
+# C0 controls but tab and newline, DEL, C1 controls (0x9b is a one-byte CSI) and the bidi overrides. Free text
+# (task subjects and descriptions, committed or written by an agent) reaches terminals: the CLI's, the
+# dashboard's (which passes ESC through to the terminal), an agent's pane. Printed raw, `ESC ] 52` writes the
+# user's clipboard, `ESC [ 2 J` rewrites what they see.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def escape_controls(text: str) -> str:
+    """`text` with every terminal control shown as an escape (`\\x1b`), so it is seen, never obeyed."""
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                         else f"\\u{ord(m.group()):04x}", text)
+
+
 def field(data: dict[str, Any], key: str, kind: str, *, default: Any = None, required: bool = False) -> Any:
     """One field of a record, checked by kind: `str`, `int`, `id` (int >= 1), `number`, `int?`, `number?`,
     `ints`, `ports`, `dict`. A missing optional field gives `default`; a wrong type raises RecordError."""
