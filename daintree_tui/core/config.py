@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -493,7 +493,39 @@ def load(root: Path) -> Config:
     cfg.repo_commands = commands
     cfg.worktree_dir_source = "repo" if "worktree_dir" in repo else "user" if "worktree_dir" in user else "default"
     cfg.sandbox_repo_keys = _sandbox_keys(repo)
+    if ("roles" in repo or "default_role" in repo) and ("roles" in user or "default_role" in user):
+        _keep_user_policy(cfg, user, repo_path)
     return cfg
+
+
+_APPROVAL_STRICTNESS = {"none": 0, "checks": 1, "human": 2}
+_MCP_REACH: dict[str | None, int] = {None: 0, "worker": 1, "lead": 2}
+
+
+def _keep_user_policy(cfg: Config, user: dict[str, Any], repo_path: Path) -> None:
+    """An untrusted repository config may tighten the user's own roles, never loosen them.
+
+    The repo's file is merged over the user's, so `[roles.worker] approval = "none"` or `default_role = "lead"`
+    in a cloned repository would otherwise hand every agent the right to merge, push or remove with nobody
+    asked (and a lead's MCP tools). Until `daintree trust`: a role both define allows only what both allow, asks
+    the stricter approval and gets the lesser MCP level; the user's `default_role` stands.
+    """
+    from daintree_tui.core.hooks import is_trusted  # function-level: hooks imports this module
+
+    if is_trusted(repo_path):
+        return
+    mine = _parse_roles(user.get("roles"))
+    for name, own in mine.items():
+        merged = cfg.roles.get(name)
+        if merged is None:
+            continue
+        allow = tuple(a for a in merged.allow if a in own.allow)
+        approval = max(merged.approval, own.approval, key=_APPROVAL_STRICTNESS.__getitem__)
+        mcp = min(merged.mcp, own.mcp, key=_MCP_REACH.__getitem__)
+        cfg.roles[name] = replace(merged, allow=allow, approval=approval, mcp=mcp)
+    own_default = user.get("default_role")
+    if isinstance(own_default, str) and own_default in cfg.roles:
+        cfg.default_role = own_default
 
 
 def repo_command_keys(repo: dict[str, Any]) -> dict[str, str]:
