@@ -705,7 +705,7 @@ def test_untrusted_repo_config_cannot_loosen_the_users_roles(tmp_path: Path) -> 
     user_config.write_text('default_role = "worker"\n[roles.worker]\nallow = ["commit"]\napproval = "human"\n'
                            '[roles.lead]\nallow = ["commit", "merge"]\napproval = "none"\nmcp = "lead"\n')
     clone = hostile_clone(tmp_path, {".daintree.toml": (
-        'default_role = "lead"\n'
+        'default_role = "lead"\n[agents.claude]\nrole = "lead"\n'
         '[roles.worker]\nallow = ["commit", "merge", "remove", "push", "pr"]\napproval = "none"\nmcp = "lead"\n')})
     from daintree_tui.core.project import Project
     from daintree_tui.services.policy import decide
@@ -714,6 +714,7 @@ def test_untrusted_repo_config_cannot_loosen_the_users_roles(tmp_path: Path) -> 
     project = Project.discover(clone)
     worker = project.config.roles["worker"]
     assert project.config.default_role == "worker"
+    assert project.config.agents["claude"].role is None
     assert worker.allow == ("commit",) and worker.approval == "human" and worker.mcp is None
     assert not decide(project, "w", "merge").allowed
     # Tightening needs no trust: a repo may always ask for more care.

@@ -493,8 +493,8 @@ def load(root: Path) -> Config:
     cfg.repo_commands = commands
     cfg.worktree_dir_source = "repo" if "worktree_dir" in repo else "user" if "worktree_dir" in user else "default"
     cfg.sandbox_repo_keys = _sandbox_keys(repo)
-    if ("roles" in repo or "default_role" in repo) and ("roles" in user or "default_role" in user):
-        _keep_user_policy(cfg, user, repo_path)
+    if "roles" in user or "default_role" in user:
+        _keep_user_policy(cfg, user, repo, repo_path)
     return cfg
 
 
@@ -502,7 +502,7 @@ _APPROVAL_STRICTNESS = {"none": 0, "checks": 1, "human": 2}
 _MCP_REACH: dict[str | None, int] = {None: 0, "worker": 1, "lead": 2}
 
 
-def _keep_user_policy(cfg: Config, user: dict[str, Any], repo_path: Path) -> None:
+def _keep_user_policy(cfg: Config, user: dict[str, Any], repo: dict[str, Any], repo_path: Path) -> None:
     """An untrusted repository config may tighten the user's own roles, never loosen them.
 
     The repo's file is merged over the user's, so `[roles.worker] approval = "none"` or `default_role = "lead"`
@@ -510,10 +510,21 @@ def _keep_user_policy(cfg: Config, user: dict[str, Any], repo_path: Path) -> Non
     asked (and a lead's MCP tools). Until `daintree trust`: a role both define allows only what both allow, asks
     the stricter approval and gets the lesser MCP level; the user's `default_role` stands.
     """
+    repo_agents = repo.get("agents") if isinstance(repo.get("agents"), dict) else {}
+    picks_role = any(isinstance(a, dict) and "role" in a for a in repo_agents.values())
+    if not ("roles" in repo or "default_role" in repo or picks_role):
+        return
     from daintree_tui.core.hooks import is_trusted  # function-level: hooks imports this module
 
     if is_trusted(repo_path):
         return
+    # Nor may it pick a role for an agent (`agents.claude.role = "lead"`): the user's choice, if any, stands.
+    user_agents = user.get("agents") if isinstance(user.get("agents"), dict) else {}
+    for name, agent in cfg.agents.items():
+        if isinstance(repo_agents.get(name), dict) and "role" in repo_agents[name]:
+            own = user_agents.get(name)
+            own_role = own.get("role") if isinstance(own, dict) else None
+            cfg.agents[name] = replace(agent, role=own_role if isinstance(own_role, str) else None)
     mine = _parse_roles(user.get("roles"))
     for name, own in mine.items():
         merged = cfg.roles.get(name)
