@@ -510,7 +510,8 @@ def _keep_user_policy(cfg: Config, user: dict[str, Any], repo: dict[str, Any], r
     asked (and a lead's MCP tools). Until `daintree trust`: a role both define allows only what both allow, asks
     the stricter approval and gets the lesser MCP level; the user's `default_role` stands.
     """
-    repo_agents = repo.get("agents") if isinstance(repo.get("agents"), dict) else {}
+    raw_agents = repo.get("agents")
+    repo_agents: dict[str, Any] = raw_agents if isinstance(raw_agents, dict) else {}
     picks_role = any(isinstance(a, dict) and "role" in a for a in repo_agents.values())
     if not ("roles" in repo or "default_role" in repo or picks_role):
         return
@@ -519,7 +520,8 @@ def _keep_user_policy(cfg: Config, user: dict[str, Any], repo: dict[str, Any], r
     if is_trusted(repo_path):
         return
     # Nor may it pick a role for an agent (`agents.claude.role = "lead"`): the user's choice, if any, stands.
-    user_agents = user.get("agents") if isinstance(user.get("agents"), dict) else {}
+    raw_user_agents = user.get("agents")
+    user_agents: dict[str, Any] = raw_user_agents if isinstance(raw_user_agents, dict) else {}
     for name, agent in cfg.agents.items():
         if isinstance(repo_agents.get(name), dict) and "role" in repo_agents[name]:
             own = user_agents.get(name)
