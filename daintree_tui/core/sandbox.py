@@ -240,7 +240,10 @@ def _writable_mounts(spec: SandboxSpec) -> list[str]:
 # `.git` file or `commondir` pointing at a git dir the agent wrote, or a `config.worktree`, is a config with
 # `core.fsmonitor` (or a filter, a diff driver, gpg.program) that the USER's git and daintree's own unconfined
 # git calls in this worktree then run, outside the sandbox.
-GIT_POINTER_FILES = ("commondir", "gitdir", "config.worktree")
+# `gitdir` (where git thinks the worktree is) stays writable: an agent that deletes its admin dir's files must
+# leave something git ignores (no `gitdir`: not a worktree), not a worktree whose HEAD is gone, which `git fsck`
+# reports as an error of the whole repository.
+GIT_POINTER_FILES = ("commondir", "config.worktree")
 
 
 def _git_pointer_mounts(spec: SandboxSpec) -> list[str]:
