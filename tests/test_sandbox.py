@@ -651,11 +651,6 @@ def test_ssh_master_sockets_are_out_of_reach(repo: Path, sandbox_env: Path, tmp_
         shutil.rmtree(controls, ignore_errors=True)
 
 
-@pytest.mark.xfail(strict=True, reason="open: the sandbox confines writes only. The user's ssh keys (and an "
-                   "ssh-agent socket outside /tmp and /run, e.g. ~/.1password/agent.sock) stay readable and the "
-                   "network is on, so an agent can `git push` with the user's identity (a role without `push` "
-                   "included) or ssh to localhost and run commands outside the sandbox. Needs a decision: hide "
-                   "~/.ssh and SSH_AUTH_SOCK per role (breaks agents that fetch over ssh) or document it")
 def test_the_users_ssh_identity_is_out_of_reach(repo: Path, sandbox_env: Path) -> None:
     ssh = sandbox_env / ".ssh"
     ssh.mkdir(mode=0o700)
@@ -663,5 +658,10 @@ def test_the_users_ssh_identity_is_out_of_reach(repo: Path, sandbox_env: Path) -
     (ssh / "id_ed25519").chmod(0o600)
     cli = CLI(repo)
     cli.ok("worktree", "create", "w1")
-    proc = cli("worktree", "run", "w1", "--", "cat", str(ssh / "id_ed25519"))
-    assert "secret" not in proc.stdout
+    (sandbox_env / ".git-credentials").write_text("https://user:token-secret@example.invalid\n")
+    proc = cli("worktree", "run", "w1", "--", "sh", "-c",
+               f"cat {ssh}/id_ed25519 {sandbox_env}/.git-credentials; ls -a {ssh}")
+    assert "secret" not in proc.stdout and "id_ed25519" not in proc.stdout
+    # Outside, the user's own files are untouched.
+    assert "secret" in (ssh / "id_ed25519").read_text()
+    assert "token-secret" in (sandbox_env / ".git-credentials").read_text()

@@ -71,6 +71,7 @@ class SandboxSpec:
     background: bool = False  # outlives its starter (background hooks): no --die-with-parent
     cwd: Path | None = None
     hidden: tuple[Path, ...] = field(default=())  # extra paths to hide (tmux socket dirs outside /tmp)
+    hidden_files: tuple[Path, ...] = ()  # files to show empty (the user's credentials)
     readable: tuple[Path, ...] = ()  # programs' folders under /tmp (PATH entries) that must stay visible
 
     @property
@@ -159,6 +160,9 @@ class BwrapSandbox:
         for path in spec.hidden:
             if path.is_dir():
                 args += ["--tmpfs", str(path)]
+        for path in spec.hidden_files:
+            if path.is_file():
+                args += ["--ro-bind", "/dev/null", str(path)]
         args += ["--remount-ro", "/run"]
         args += ["--chdir", str(spec.cwd or spec.worktree), "--", *argv]
         return args
@@ -500,6 +504,32 @@ def _escape_hatches(project_root: Path, worktree: Path) -> list[Path]:
             and not worktree.is_relative_to(p)]
 
 
+# The user's credentials: an agent confined to its worktree could still read these (the filesystem stays
+# readable) and, with the network on, push or ssh as the user, a role without `push` included. Hidden by default;
+# a folder named in `sandbox.writable` is the user's explicit choice and stays (writable) instead.
+CREDENTIAL_DIRS = (".ssh", ".gnupg", ".aws", ".azure", ".config/gcloud", ".config/gh", ".config/hub", ".docker",
+                   ".kube", ".password-store")
+CREDENTIAL_FILES = (".git-credentials", ".netrc", ".pgpass", ".npmrc", ".pypirc", ".config/git/credentials")
+
+
+def _credentials(project_root: Path, worktree: Path, writable: Sequence[Path]) -> tuple[list[Path], list[Path]]:
+    """Credential folders and files to hide, and the folder of an ssh-agent socket that /tmp and /run do not
+    already cover (e.g. ~/.1password/agent.sock); never one that holds the repository or a writable folder."""
+    home = Path.home()
+    kept = {Path(p) for p in writable}
+    dirs = [home / d for d in CREDENTIAL_DIRS]
+    agent = os.environ.get("SSH_AUTH_SOCK")
+    if agent:
+        folder = Path(agent).parent
+        if not _under_tmp(folder) and folder != Path("/run") and Path("/run") not in folder.parents \
+                and folder not in (home, Path("/")):
+            dirs.append(folder)
+    safe = [d for d in dirs if d not in kept and not project_root.is_relative_to(d) and not worktree.is_relative_to(d)
+            and not any(k.is_relative_to(d) for k in kept)]
+    files = [home / f for f in CREDENTIAL_FILES if home / f not in kept]
+    return safe, files
+
+
 def inbox_dir(project: Project, name: str) -> Path:
     """The session inbox of worktree `name` (0700): the only way its sandboxed `daintree` calls reach us."""
     return project.state_dir / ".inbox" / name
@@ -513,12 +543,14 @@ def spec_for(project: Project, entry: WorktreeEntry, *, writable: Sequence[Path]
         raise OperationError(f"not a git repository: {project.root}")
     worktree = Path(entry.path)
     hidden = _escape_hatches(project.root, worktree)
+    secret_dirs, secret_files = _credentials(project.root, worktree, writable)
+    hidden += secret_dirs
     return SandboxSpec(
         worktree=worktree, git_common_dir=common, git_admin_dir=git_admin_dir(common, worktree),
         branch=entry.branch, tmpdir=project.tmpdir_for(entry.name), project_root=project.root,
         writable=tuple(writable), inbox=inbox_dir(project, entry.name),
         network=project.config.sandbox_network if network is None else network, interactive=interactive,
-        cwd=cwd, hidden=tuple(hidden), background=background,
+        cwd=cwd, hidden=tuple(hidden), hidden_files=tuple(secret_files), background=background,
     )
 
 
