@@ -665,3 +665,17 @@ def test_the_users_ssh_identity_is_out_of_reach(repo: Path, sandbox_env: Path) -
     # Outside, the user's own files are untouched.
     assert "secret" in (ssh / "id_ed25519").read_text()
     assert "token-secret" in (sandbox_env / ".git-credentials").read_text()
+
+
+def test_a_venv_under_tmp_keeps_its_packages_inside(repo: Path, sandbox_env: Path, tmp_path: Path) -> None:
+    """`make run` in a clone under /tmp: the demo agents ran the venv's python without its pyvenv.cfg (hidden
+    with the rest of /tmp) and died at once with `No module named daintree_tui`."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (site / "only_in_the_venv.py").write_text("WHERE = 'venv'\n")
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "v1")
+    proc = cli("worktree", "run", "v1", "--", str(venv / "bin" / "python"), "-c",
+               "import only_in_the_venv; print(only_in_the_venv.WHERE)")
+    assert proc.returncode == 0 and proc.stdout.strip() == "venv", proc.stderr

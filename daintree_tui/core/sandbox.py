@@ -26,6 +26,7 @@ import functools
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -554,13 +555,24 @@ def spec_for(project: Project, entry: WorktreeEntry, *, writable: Sequence[Path]
     )
 
 
+OWN_SOURCE = Path(__file__).resolve().parents[1]
+"""The daintree_tui package folder (in the source tree when installed editable)."""
+
+
 def program_dirs(argv: Sequence[str], env: Mapping[str, str]) -> tuple[Path, ...]:
     """The PATH folders (and the program's own folder) that live under /tmp: /tmp inside is another folder, so
-    these are bound back read-only, or a program installed there (a test's fake agent, a throwaway venv) would
-    not be found."""
+    these are bound back read-only, or a program installed there (a test's fake agent, a throwaway venv, a clone
+    under /tmp running `make run`) would not be found or would not find its modules."""
     candidates = [Path(p) for p in env.get("PATH", "").split(os.pathsep) if p]
     if argv and os.sep in argv[0]:
         candidates.append(Path(argv[0]).parent)
+        if Path(argv[0]).parent.parent == Path(sys.prefix):
+            # This interpreter runs daintree's own code (the demo agent, `daintree mcp`): an editable install
+            # imports it from the source folder, outside the environment.
+            candidates.append(OWN_SOURCE)
+    # A Python virtual environment's program without its pyvenv.cfg falls back to the system's site-packages:
+    # bind the whole environment.
+    candidates += [p.parent for p in candidates if (p.parent / "pyvenv.cfg").is_file()]
     return tuple(dict.fromkeys(p for p in candidates if p.is_absolute() and _under_tmp(p) and p.is_dir()))
 
 
