@@ -10,7 +10,7 @@ from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.sessions.manager import SessionInfo
 from daintree_tui.tui.widgets.worktree_table import session_cell
 
-TYPING_HINT = "keys go to the agent; ctrl+] leaves"
+TYPING_HINT = "ctrl+] leaves; keys go to the agent"  # the key first: a long name cuts the end
 
 
 class SessionTitle(Static):
