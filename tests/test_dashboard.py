@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.binding import Binding
 from textual.widgets import Button, Input
 from textual.worker import WorkerState
 
@@ -765,6 +766,11 @@ async def test_zoom_and_full_screen_diff(repo: Path, cli: CLI) -> None:
         narrow = terminal.size.width
         await pilot.press("z")
         await until(pilot, lambda: terminal.size.width == 100 and terminal.has_focus)
+        await pilot.press("escape")  # the agent's key (it interrupts claude), so the zoom stays, as help says
+        await pilot.pause(0.3)
+        assert screen.has_class("zoomed") and terminal.has_focus
+        zoom_help = next(b.tooltip for b in MainScreen.BINDINGS if isinstance(b, Binding) and b.id == "zoom")
+        assert "ctrl+]" in zoom_help and "esc to come back" not in zoom_help and "or esc" not in zoom_help
         await pilot.press("ctrl+right_square_bracket")  # leaving the terminal leaves the zoom
         await until(pilot, lambda: terminal.size.width == narrow and screen.query_one(WorktreeTable).has_focus)
         await pilot.press("D")

@@ -43,7 +43,7 @@ DASHBOARD_BINDINGS: list[BindingType] = [
     Binding("D", "full_diff", "Full diff", id="full_diff", show=False,
             tooltip="The diff full screen (D or esc to come back)"),
     Binding("z", "zoom", "Zoom", id="zoom", show=False,
-            tooltip="Zoom the terminal to the whole window (ctrl+] or esc to come back)"),
+            tooltip="Zoom the terminal to the whole window (ctrl+] comes back; esc is the agent's key)"),
     Binding("C", "commit", "Commit", id="commit", show=False, tooltip="Commit the agent's work"),
     Binding("m", "merge", "Merge", id="merge",
             tooltip="Merge back (ff, squash or rebase; pre_merge hooks first)"),
