@@ -268,6 +268,29 @@ async def test_worker_errors_become_notifications(repo: Path, cli: CLI) -> None:
         assert app.is_running
 
 
+async def test_restart_with_a_missing_agent_keeps_the_running_one(repo: Path, cli: CLI, tmux_socket: str) -> None:
+    """`s`, then an agent that is not installed: the running agent was stopped first, then the start failed."""
+    configure(repo)
+    with (repo / ".daintree.toml").open("a") as config:
+        config.write('[agents.ghost]\ncommand = "no-such-binary-x"\n')
+    cli.ok("worktree", "create", "busy", "--agent", "echo")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: "busy" in screen.sessions)
+        await pilot.press("s")
+        await on_screen(pilot, app, "AgentPickerScreen")
+        from textual.widgets import OptionList
+
+        options = app.screen.query_one(OptionList)
+        options.highlighted = options.get_option_index("ghost")
+        await pilot.press("enter")
+        await until(pilot, lambda: any("no-such-binary-x" in str(t.render()) for t in app.screen.query("Toast")))
+    alive = subprocess.run(["tmux", "-L", tmux_socket, "has-session", "-t", "=dt-busy"], capture_output=True)
+    assert alive.returncode == 0
+    assert cli.json("session", "list")[0]["agent"] == "echo"
+
+
 async def test_quit_says_agents_keep_running(repo: Path, cli: CLI, tmux_socket: str) -> None:
     configure(repo)
     cli.ok("worktree", "create", "stay", "--agent", "echo")

@@ -125,6 +125,10 @@ class Backend(Services):
             self.live.events.poke()  # the first session of a server has no control client to tell yet
         return task, entry, info
 
+    def check_agent(self, agent: str | None) -> None:
+        """Raise InputError when `agent` is unknown or its program is not installed."""
+        self.sessions.preset(agent).check_program()
+
     def start_session(self, name: str, agent: str | None, size: tuple[int, int], restart: bool = False,
                       resume: bool = False) -> SessionInfo:
         """Start a session; with `restart`, replace the worktree's session (without `agent`: its own agent),
