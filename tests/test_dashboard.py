@@ -291,6 +291,22 @@ async def test_restart_with_a_missing_agent_keeps_the_running_one(repo: Path, cl
     assert cli.json("session", "list")[0]["agent"] == "echo"
 
 
+async def test_enter_on_an_exited_session_restarts_its_own_agent(repo: Path, cli: CLI) -> None:
+    """`enter` on an exited session started the default agent instead of the one that had run there."""
+    configure(repo)
+    with (repo / ".daintree.toml").open("a") as config:
+        config.write("[agents.once]\ncommand = \"sh -c 'echo once; exit 3'\"\n")
+    cli.ok("worktree", "create", "done", "--agent", "once")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: (info := screen.sessions.get("done")) and info.status == "exited")
+        first = screen.sessions["done"].started_at
+        await pilot.press("enter")
+        await until(pilot, lambda: (info := screen.sessions.get("done")) and info.started_at != first)
+        assert screen.sessions["done"].agent == "once"
+
+
 async def test_quit_says_agents_keep_running(repo: Path, cli: CLI, tmux_socket: str) -> None:
     configure(repo)
     cli.ok("worktree", "create", "stay", "--agent", "echo")

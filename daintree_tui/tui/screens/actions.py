@@ -116,7 +116,8 @@ class DashboardActions(Screen[None]):
         if info is not None and info.status != SessionStatus.EXITED:
             self.attach_and_focus(name)
         else:
-            self.run_flow(flows.start_session(self, name, None, restart=info is not None), "start session")
+            agent = info.agent if info is not None else None  # an exited session restarts with its own agent
+            self.run_flow(flows.start_session(self, name, agent, restart=info is not None), "start session")
 
     @needs_worktree
     def action_start_session(self) -> None:
