@@ -153,6 +153,18 @@ def test_demo_agent_edits_asks_and_answers(cli: CLI, repo: Path) -> None:
     wait_for(lambda: "updating the docs" in cli("session", "capture", "demo1").stdout)
 
 
+def test_demo_repository_starts_demo_agents_by_default(tmp_path: Path) -> None:
+    """In the demo, `n` + a subject started `shell`, which has nothing to do with a task."""
+    from daintree_tui.demo.repo import create_demo_repo
+
+    root = create_demo_repo(tmp_path / "demo", start_agents=False)
+    cli = CLI(root)
+    cli.ok("task", "create", "Add a logout endpoint")
+    cli.ok("worktree", "create", "logout", "--task", "5")
+    assert cli.json("session", "start", "logout")["agent"] == "demo"
+    wait_for(lambda: "Task: Add a logout endpoint" in cli("session", "capture", "logout").stdout, timeout=15)
+
+
 def test_demo_agent_is_deterministic_with_a_seed(repo: Path) -> None:
     def run() -> str:
         return subprocess.run([sys.executable, "-m", "daintree_tui.demo.agent", "--seed", "7", "--speed", "1000",

@@ -15,6 +15,8 @@ from daintree_tui.demo.registry import mark_demo
 FILES = {
     "README.md": "# shop\n\nA tiny web shop used to demo daintree.\n",
     ".gitignore": ".env\nnode_modules/\n__pycache__/\n",
+    # Quick-create (`n`) in the demo starts a demo agent on the new task, not a bare shell.
+    ".daintree.toml": 'default_agent = "demo"\n',
     "shop/__init__.py": "",
     "shop/auth.py": (
         "import hashlib\n\n\ndef hash_password(password: str) -> str:\n"
