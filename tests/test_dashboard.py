@@ -616,6 +616,10 @@ def test_worktree_columns_hide_by_priority() -> None:
     assert keys(63)[:6] == ["n", "name", "session", "dirty", "ab", "activity"]  # 200 columns
     for width in (34, 50, 63, 120):
         assert sum(w + 2 for _, w in fit_columns(width, 14)) <= width
+    # a quick-created worktree's long name ("add-a-logout-endpoint") hid the session number at 80 columns
+    long_name = fit_columns(33, 21)
+    assert [c.key for c, _ in long_name] == ["n", "name", "session"]
+    assert sum(w + 2 for _, w in long_name) <= 33
 
 
 # -- one current worktree ----------------------------------------------------------------------------------------

@@ -80,6 +80,10 @@ def fit_columns(available: int, name_width: int) -> list[tuple[Column, int]]:
     """The columns that fit in `available` cells, by priority, in display order, with their widths."""
     chosen: dict[str, int] = {}
     used = 0
+    # A long name gives way (down to NAME_WIDTH's minimum) to the status and the session number: the number is
+    # the digit that jumps to the session.
+    essential = sum(c.width + PADDING for c in COLUMNS if c.key != "name" and c.priority <= 2)
+    name_width = max(NAME_WIDTH[0], min(name_width, available - essential - PADDING))
     for column in sorted(COLUMNS, key=lambda c: c.priority):
         width = name_width if column.key == "name" else column.width
         if column.key == "activity":
