@@ -902,3 +902,18 @@ async def test_filter_and_escape_keep_the_row_order(repo: Path, cli: CLI) -> Non
         await until(pilot, lambda: table.row_count == 3)
         assert [str(k.value) for k in table.rows] == ["first", "second", "third"]
         assert consistent(screen, "second")
+
+
+async def test_narrow_footer_drops_the_palette_hint(repo: Path, cli: CLI) -> None:
+    """At 80 columns the footer kept "^p palette" and cut "q Quit" to "q Qui"."""
+    configure(repo)
+    cli.ok("worktree", "create", "w", "--agent", "echo")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: "w" in screen.sessions)
+        await until(pilot, lambda: screen.query("FooterKey"))
+        await pilot.pause(0.3)
+        assert not screen.query(".-command-palette")
+        await pilot.resize_terminal(120, 40)
+        await until(pilot, lambda: screen.query(".-command-palette"))

@@ -120,8 +120,11 @@ class MainScreen(DashboardActions):
     def on_resize(self, event: events.Resize) -> None:
         # Narrow windows: a compact footer without the palette hint (ctrl+p still works; help lists it).
         footer = self.query_one(Footer)
-        footer.compact = event.size.width < 120
-        footer.show_command_palette = event.size.width >= 100
+        compact, palette = event.size.width < 120, event.size.width >= 100
+        if (footer.compact, footer.show_command_palette) != (compact, palette):
+            footer.compact = compact
+            footer.show_command_palette = palette
+            footer.refresh(recompose=True)  # the palette hint only changes when the footer composes again
 
     def on_mount(self) -> None:
         self.title = "daintree"
