@@ -271,8 +271,7 @@ async def test_worker_errors_become_notifications(repo: Path, cli: CLI) -> None:
 async def test_restart_with_a_missing_agent_keeps_the_running_one(repo: Path, cli: CLI, tmux_socket: str) -> None:
     """`s`, then an agent that is not installed: the running agent was stopped first, then the start failed."""
     configure(repo)
-    with (repo / ".daintree.toml").open("a") as config:
-        config.write('[agents.ghost]\ncommand = "no-such-binary-x"\n')
+    trusted_config(repo, (repo / ".daintree.toml").read_text() + '[agents.ghost]\ncommand = "no-such-binary-x"\n')
     cli.ok("worktree", "create", "busy", "--agent", "echo")
     app = make_app(Project.discover(repo))
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
@@ -294,16 +293,17 @@ async def test_restart_with_a_missing_agent_keeps_the_running_one(repo: Path, cl
 async def test_enter_on_an_exited_session_restarts_its_own_agent(repo: Path, cli: CLI) -> None:
     """`enter` on an exited session started the default agent instead of the one that had run there."""
     configure(repo)
-    with (repo / ".daintree.toml").open("a") as config:
-        config.write("[agents.once]\ncommand = \"sh -c 'echo once; exit 3'\"\n")
+    trusted_config(repo, (repo / ".daintree.toml").read_text()
+                   + "[agents.once]\ncommand = \"sh -c 'echo once; exit 3'\"\n")
     cli.ok("worktree", "create", "done", "--agent", "once")
     app = make_app(Project.discover(repo))
     async with app.run_test(size=(120, 40)) as pilot:
         screen = main_screen(app)
-        await until(pilot, lambda: (info := screen.sessions.get("done")) and info.status == "exited")
+        await until(pilot, lambda: (info := screen.sessions.get("done")) and info.status == "exited"
+                    and screen.selected == "done" and screen.query_one(WorktreeTable).has_focus, timeout=30)
         first = screen.sessions["done"].started_at
         await pilot.press("enter")
-        await until(pilot, lambda: (info := screen.sessions.get("done")) and info.started_at != first)
+        await until(pilot, lambda: (info := screen.sessions.get("done")) and info.started_at != first, timeout=30)
         assert screen.sessions["done"].agent == "once"
 
 
