@@ -351,6 +351,9 @@ async def test_full_flow_from_the_keyboard(repo: Path, cli: CLI) -> None:
         await on_screen(pilot, app, "MergeScreen")
         await pilot.click("#merge")
         await until(pilot, lambda: index(repo)["add-feature"]["status"] == "removed", timeout=15)
+        # the index says "removed" before the flow appends its last events: wait for them, not for luck
+        await until(pilot, lambda: '"worktree.remove.after"' in (repo / ".worktrees/events.jsonl").read_text(),
+                    timeout=15)
     assert (repo / "feature.txt").read_text() == "implemented\n"
     assert json.loads((repo / ".tasks" / "task_1.json").read_text())["status"] == "completed"
     names = [json.loads(line)["event"] for line in (repo / ".worktrees/events.jsonl").read_text().splitlines()]
