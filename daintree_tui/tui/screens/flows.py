@@ -72,7 +72,8 @@ async def start_for_task(screen: DashboardActions, task_id: int) -> None:
 async def start_session(screen: DashboardActions, name: str, agent: str | None, restart: bool) -> None:
     size = screen.terminal_size()
     if restart:
-        await asyncio.to_thread(screen.backend.check_agent, agent)  # the terminal stays on a running agent
+        if agent is not None:  # checked before the terminal lets go: it stays on the running agent on error
+            await asyncio.to_thread(screen.backend.check_agent, agent)
         screen.release(name)
     info = await asyncio.to_thread(screen.backend.start_session, name, agent, size, restart)
     screen.operation_done(f"Started {info.agent} in {name}", focus=name)
