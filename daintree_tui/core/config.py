@@ -124,7 +124,8 @@ SANDBOX_MODES = ("auto", "on", "off")
 _SANDBOX_KEYS = {"mode", "network", "writable"}
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def read_toml(path: Path) -> dict[str, Any]:
+    """A TOML file as a table ({} when absent); a bad file is one `ConfigError` naming it."""
     try:
         with path.open("rb") as fh:
             return tomllib.load(fh)
@@ -480,8 +481,8 @@ def load(root: Path) -> Config:
     """Load the effective configuration for the repository at `root`."""
     user_path = user_config_dir() / "config.toml"
     repo_path = root / REPO_CONFIG_NAME
-    user = _tag_hooks(_read_toml(user_path), "user")
-    repo_raw = _read_toml(repo_path)
+    user = _tag_hooks(read_toml(user_path), "user")
+    repo_raw = read_toml(repo_path)
     if "hosts" in repo_raw:
         # Hosts are where we ssh to: only the user decides that, never a repository someone else wrote.
         warn(f"config: [hosts] in {repo_path} ignored: remote hosts belong in your own config "

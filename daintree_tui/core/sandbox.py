@@ -463,8 +463,8 @@ def choose(cfg: Config, agent: str | None = None, role: str | None = None,
 def worktree_role(project: Project, name: str) -> str | None:
     """The role a worktree's commands run under: its task's, else its session's agent's, else `default_role`.
 
-    The same rule as services.policy.role_of, read here from the files (core cannot import sessions or
-    services, and hooks and `run` need it to pick the sandbox mode).
+    The one rule for roles: services.policy.role_of uses it too (it lives in core because hooks and `run` need
+    it to pick the sandbox mode, and core cannot import sessions or services).
     """
     cfg = project.config
     entry = find(Index(project).load(), name)

@@ -18,12 +18,10 @@ from typing import Any
 from daintree_tui.core import validate
 from daintree_tui.core.config import ROLE_ACTIONS
 from daintree_tui.core.errors import InputError, OperationError
-from daintree_tui.core.index import Index, find
 from daintree_tui.core.models import JsonRecord
 from daintree_tui.core.project import Project
+from daintree_tui.core.sandbox import worktree_role
 from daintree_tui.core.store import read_json, write_json
-from daintree_tui.core.tasks import TaskService
-from daintree_tui.sessions.manager import read_session_record
 
 
 @dataclass(frozen=True)
@@ -40,17 +38,8 @@ def in_session() -> str | None:
 
 
 def role_of(project: Project, worktree: str) -> str | None:
-    cfg = project.config
-    entry = find(Index(project).load(), worktree)
-    if entry is not None and entry.task_id is not None:
-        task = TaskService(project).find(entry.task_id)
-        if task is not None and isinstance(task.extra.get("role"), str):
-            return str(task.extra["role"])
-    record = read_session_record(project, worktree)
-    agent = record.agent if record is not None else None
-    if isinstance(agent, str) and agent in cfg.agents and cfg.agents[agent].role:
-        return cfg.agents[agent].role
-    return cfg.default_role
+    """The role a worktree acts under: the same rule that picks its sandbox (one rule, kept in core)."""
+    return worktree_role(project, worktree)
 
 
 def decide(project: Project, worktree: str, action: str) -> Decision:

@@ -187,18 +187,9 @@ def _read_user_config(path: Path) -> Any:
 def load_hosts(path: Path | None = None) -> dict[str, HostConfig]:
     """The hosts of the user's config (never of a repository's). Read with tomllib: every `--host` command
     starts here, and only writing needs tomlkit's round trip."""
-    import tomllib
+    from daintree_tui.core.config import read_toml
 
-    path = path or user_config_path()
-    try:
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
-    except FileNotFoundError:
-        return {}
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config: {path} is not valid TOML: {exc}") from None
-    except OSError as exc:
-        raise ConfigError(f"config: cannot read {path}: {exc.strerror}") from None
+    data = read_toml(path or user_config_path())
     return parse_hosts(data.get("hosts"))
 
 

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from daintree_tui.sessions.host import SESSION_PREFIX
+from daintree_tui.sessions.host import SESSION_PREFIX, pane_exit
 
 TAIL_BYTES = 512  # what a `%output` keeps of a chunk: enough for the last screen line, never the whole flood
 SUBSCRIPTION = "daintree-panes"
@@ -324,17 +324,10 @@ def parse_panes(value: str) -> tuple[int | None, dict[str, PaneRecord], bool]:
         name, pane, pid, dead, status, signal_number, created, activity, cx, cy, history = fields[i:i + width]
         if not name.startswith(SESSION_PREFIX) or name in records:
             continue
-        exit_code: int | None = None
-        if status.lstrip("-").isdigit():
-            exit_code = int(status)
-        elif signal_number.isdigit():
-            exit_code = 128 + int(signal_number)
-        # tmux marks a pane dead when its output ends, a moment before the process is reaped: until the exit
-        # status is known the session still counts as running (as TmuxHost.list does).
-        is_dead = dead == "1" and exit_code is not None
-        unreaped = unreaped or (dead == "1" and exit_code is None)
+        is_dead, exit_code, owed = pane_exit(dead, status, signal_number)
+        unreaped = unreaped or owed
         records[name] = PaneRecord(session=name, pane=pane, pid=int(pid) if pid.isdigit() else None,
-                                   dead=is_dead, exit_code=exit_code if is_dead else None,
+                                   dead=is_dead, exit_code=exit_code,
                                    created=float(created) if created.isdigit() else 0.0,
                                    activity=float(activity) if activity.isdigit() else 0.0,
                                    screen_mark=f"{cx},{cy},{history}")

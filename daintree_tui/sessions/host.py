@@ -42,6 +42,21 @@ def worktree_of_session(session: str) -> str | None:
     return "".join(out)
 
 
+def pane_exit(dead: str, status: str, signal_number: str) -> tuple[bool, int | None, bool]:
+    """tmux's `pane_dead`, `pane_dead_status` and `pane_dead_signal` as (dead, exit code, unreaped).
+
+    tmux marks a pane dead when its output ends, which can come a moment before the process is reaped: until the
+    exit status is known the session still counts as running, and `unreaped` says tmux owes it a SIGCHLD.
+    """
+    exit_code: int | None = None
+    if status.lstrip("-").isdigit():
+        exit_code = int(status)
+    elif signal_number.isdigit():
+        exit_code = 128 + int(signal_number)
+    is_dead = dead == "1" and exit_code is not None
+    return is_dead, exit_code if is_dead else None, dead == "1" and exit_code is None
+
+
 @dataclass(frozen=True)
 class PaneState:
     """What the host knows about one session's pane."""

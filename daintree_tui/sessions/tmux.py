@@ -24,7 +24,7 @@ from pathlib import Path
 from daintree_tui.core.errors import OperationError
 from daintree_tui.core.project import Project
 from daintree_tui.core.trust import open_private_append, private_dir
-from daintree_tui.sessions.host import PaneState, session_name, worktree_of_session
+from daintree_tui.sessions.host import PaneState, pane_exit, session_name, worktree_of_session
 
 TMUX_CONF = """\
 # Written by daintree: this private server never reads ~/.tmux.conf.
@@ -213,18 +213,11 @@ class TmuxHost:
             server_pid = int(server) if server.isdigit() else server_pid
             if name in states:
                 continue  # first pane only: a session is one agent
-            exit_code: int | None = None
-            if status.lstrip("-").isdigit():
-                exit_code = int(status)
-            elif signal_number.isdigit():
-                exit_code = 128 + int(signal_number)
-            # tmux marks a pane dead when its output ends, which can come a moment before the process is reaped:
-            # until the exit code is known, the session still counts as running.
-            is_dead = dead == "1" and exit_code is not None
-            unreaped = unreaped or (dead == "1" and exit_code is None)
+            is_dead, exit_code, owed = pane_exit(dead, status, signal_number)
+            unreaped = unreaped or owed
             states[name] = PaneState(
                 worktree=worktree, session=name, dead=is_dead,
-                exit_code=exit_code if is_dead else None,
+                exit_code=exit_code,
                 pid=int(pid) if pid.isdigit() else None, created=float(created or time.time()),
             )
         return list(states.values()), unreaped, server_pid
