@@ -151,3 +151,25 @@ async def test_without_anyone_outside_a_write_times_out_with_a_clear_error(repo:
     assert "dashboard or `daintree session watch`" in message and "withdrawn" in message, message
     assert not list(worker_session.glob("req-*"))  # withdrawn: nobody applies it later
     assert task_file(repo, 1).get("owner", "") == ""
+    assert CLI(repo)("mcp", "--reply-wait", "0").returncode == 2
+
+
+async def test_a_sandboxed_lead_creates_tasks_and_worktrees_through_its_inbox(
+        repo: Path, cli: CLI, tmux_socket: str, monkeypatch: pytest.MonkeyPatch,
+        session_watch: subprocess.Popen[bytes]) -> None:
+    config_home = Path(os.environ["XDG_CONFIG_HOME"])
+    monkeypatch.setenv("HOME", str(config_home.parent))
+    (config_home / "daintree").mkdir(parents=True, exist_ok=True)
+    (config_home / "daintree" / "config.toml").write_text('default_role = "lead"\n[roles.lead]\nmcp = "lead"\n')
+    cli.ok("worktree", "create", "boss")
+    assert cli.json("session", "start", "boss", "--agent", "shell")["sandbox"]["active"] is True
+    argv, env = sandboxed_server(repo, "boss")
+    async with mcp_client(repo / ".worktrees" / "boss", command=argv, env=env) as mcp:
+        assert "worktree_create" in await tool_names(mcp)
+        task = await call(mcp, "task_create", subject="Build login page")
+        created = await call(mcp, "worktree_create", name="ui-login", task_id=task["id"])
+        assert created["branch"] == "wt/ui-login"
+        assert (repo / ".worktrees" / "ui-login" / "app.py").is_file()
+        assert task_file(repo, task["id"])["worktree"] == "ui-login"
+        assert [t["subject"] for t in await call(mcp, "task_list")] == ["Build login page"]
+    assert inbox_events(repo) == [("inbox.applied", "boss", "mcp")] * 2
