@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from daintree_tui.cli.common import AddCommand
@@ -13,11 +14,20 @@ from daintree_tui.services import Services
 
 def cmd_mcp(args: argparse.Namespace, services: Services) -> int:
     from daintree_tui.mcp.access import resolve_access
-    from daintree_tui.mcp.tools import DaintreeTools
+    from daintree_tui.mcp.tools import DaintreeTools, ToolBackend
 
     if args.http is not None and not 0 < args.http < 65536:
         raise InputError(f"--http takes a port number (1-65535), got {args.http}")
-    tools = DaintreeTools(services, resolve_access(services.project, args.role, args.worktree))
+    if args.reply_wait is not None and args.reply_wait <= 0:
+        raise InputError("--reply-wait must be a positive number of seconds")
+    tools: ToolBackend
+    inbox = _mounted_inbox()
+    if inbox is not None:  # inside a session's sandbox: the state is read-only, calls go through its inbox
+        from daintree_tui.mcp.inbox import REPLY_WAIT, InboxTools
+
+        tools = InboxTools(services, inbox, args.role, args.worktree, reply_wait=args.reply_wait or REPLY_WAIT)
+    else:
+        tools = DaintreeTools(services, resolve_access(services.project, args.role, args.worktree))
     from daintree_tui.mcp import server  # the SDK is imported here, by this command only
 
     if args.http is not None:
@@ -25,6 +35,28 @@ def cmd_mcp(args: argparse.Namespace, services: Services) -> int:
     else:
         server.serve_stdio(tools)
     return 0
+
+
+def _mounted_inbox() -> Path | None:
+    """The inbox of the sandbox this server runs in, found by the mount (as the CLI's own routing does)."""
+    from daintree_tui.core.sandbox import INBOX_MOUNT
+
+    if not INBOX_MOUNT.is_dir():
+        return None
+    from daintree_tui.services.inbox import mounted_inbox
+
+    return mounted_inbox()
+
+
+def _apply_inbox_call(services: Services, owner: str, payload: dict[str, Any]) -> dict[str, Any]:
+    from daintree_tui.mcp.inbox import apply_call
+
+    return apply_call(services, owner, payload)
+
+
+# Every daintree process that applies inbox requests (the dashboard, `session watch`, doctor) starts here, so a
+# sandboxed session's MCP calls are known to each; the MCP package is imported only when one arrives.
+Services.inbox_kinds["mcp"] = _apply_inbox_call
 
 
 def cmd_mcp_config(args: argparse.Namespace, services: Services) -> int:
@@ -40,6 +72,8 @@ def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None
     p = add(sub, "mcp", cmd_mcp, "serve the task and worktree tools over MCP (stdio; --http PORT for HTTP)")
     p.add_argument("--role", help="the tool set of this role (a session's own role always wins)")
     p.add_argument("--worktree", metavar="NAME", help="serve the session of this worktree (set by the wiring)")
+    p.add_argument("--reply-wait", type=float, metavar="S",
+                   help="inside a sandbox: seconds to wait for the outside to apply a call (default 30)")
     p.add_argument("--http", type=int, metavar="PORT", help="streamable HTTP on 127.0.0.1:PORT/mcp instead of stdio")
     msub = p.add_subparsers(dest="mcp_command", metavar="ACTION")
     c = add(msub, "config", cmd_mcp_config, "print the config that adds this server to an agent everywhere")

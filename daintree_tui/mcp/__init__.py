@@ -7,5 +7,7 @@ An interface layer beside the CLI: it imports core, sessions and services; nothi
   tools it sees.
 - `tools.py` is the tool table (names, JSON schemas, who may call them) and `DaintreeTools`, the one object
   every call goes through: `call(name, arguments) -> JSON data`, raising `DaintreeError` like the CLI.
+- `inbox.py` is the backend of a server inside a session's sandbox (calls go through the session inbox) and the
+  outside's handler of those calls.
 - `server.py` puts that object on the wire with the SDK's low-level `Server` (stdio, or streamable HTTP).
 """

@@ -111,6 +111,12 @@ def resolve_access(project: Project, role_flag: str | None = None, worktree_flag
     worktree = session_worktree(project, worktree_flag, cwd)
     if worktree is None:
         return Access(level_of(cfg, role_flag) if role_flag else LEAD, role_flag)
+    return session_access(project, worktree, role_flag)
+
+
+def session_access(project: Project, worktree: str, role_flag: str | None = None) -> Access:
+    """The access of the session of `worktree`, from daintree's own record of it (a sandboxed session's calls
+    through its inbox get the access of the inbox's owner this way, whatever the request says)."""
     project.require_git()
     entry = find(Index(project).load(), worktree)
     if entry is None or not entry.live:
@@ -118,4 +124,4 @@ def resolve_access(project: Project, role_flag: str | None = None, worktree_flag
     role = recorded_role(project, worktree)
     if role_flag is not None and role_flag != role:
         warn(f"--role {role_flag} ignored: the session of {worktree} was started with role {role or '(none)'}")
-    return Access(level_of(cfg, role), role, worktree, entry.task_id)
+    return Access(level_of(project.config, role), role, worktree, entry.task_id)

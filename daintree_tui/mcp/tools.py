@@ -155,9 +155,9 @@ def to_json(data: Any) -> str:
 
 class ToolBackend(Protocol):
     """What the server puts on the wire. `DaintreeTools` runs the calls in this process; a sandboxed agent's server
-    (which cannot write the project's state) would be given a backend with the same three methods whose `call`
-    posts `(name, arguments)` to its session's inbox and returns the answer of the `DaintreeTools` the lead side
-    built for that inbox's owner."""
+    (which cannot write the project's state) gets `mcp.inbox.InboxTools`, whose `call` posts `(name, arguments)`
+    to its session's inbox and returns the answer of the `DaintreeTools` the outside built for that inbox's
+    owner."""
 
     def specs(self) -> list[ToolSpec]: ...
 

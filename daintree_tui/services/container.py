@@ -7,8 +7,9 @@ the bake-off or queue modules.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from daintree_tui.core.project import Project
 
@@ -50,6 +51,11 @@ class Services:
         pty_fallback: make a PTY host when tmux is absent (the dashboard does; the CLI, whose sessions would die
             with it, does not).
     """
+
+    # Inbox request kinds that an interface layer applies (the MCP tools: kind `mcp`), by kind -> (services, the
+    # inbox owner, the payload) -> result. Registered by the CLI at import, so every process that applies inbox
+    # requests (the dashboard's poll, `session watch`, doctor) knows them; services cannot import the layer above.
+    inbox_kinds: ClassVar[dict[str, Callable[[Services, str, dict[str, Any]], dict[str, Any]]]] = {}
 
     def __init__(self, project: Project, host: SessionHost | None = None, *, pty_fallback: bool = False) -> None:
         self.project = project

@@ -53,6 +53,33 @@ def mounted_inbox() -> Path | None:
     return INBOX_MOUNT if INBOX_MOUNT.is_dir() and os.access(INBOX_MOUNT, os.W_OK) else None
 
 
+def inbox_owner(project: Project) -> str | None:
+    """Inside a sandbox: the worktree whose inbox is mounted here, found by the mount's identity (a bind mount is
+    the same directory, same device and inode, as its source under `.worktrees/.inbox/`, readable here)."""
+    try:
+        mounted = os.stat(INBOX_MOUNT)
+        owners = list(os.scandir(project.state_dir / ".inbox"))
+    except OSError:
+        return None
+    for owner in owners:
+        try:
+            st = owner.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if not owner.name.startswith(".") and (st.st_dev, st.st_ino) == (mounted.st_dev, mounted.st_ino):
+            return owner.name
+    return None
+
+
+def withdraw(inbox: Path, request_id: str) -> bool:
+    """Take back a request nobody has applied yet (False: it is gone, being applied or answered)."""
+    try:
+        (inbox / f"req-{request_id}.json").unlink()
+    except OSError:
+        return False
+    return True
+
+
 def submit(inbox: Path, kind: str, payload: dict[str, Any]) -> str:
     """Write one request atomically; returns its id."""
     request_id = uuid.uuid4().hex
@@ -94,10 +121,11 @@ class Outcome:
     ok: bool
     result: dict[str, Any] | None = None
     error: str | None = None
+    exit_code: int = 0  # of a refusal: 2 bad input, 1 refused or failed (as the CLI would exit)
 
     def to_dict(self) -> dict[str, Any]:
         return {"worktree": self.worktree, "request": self.request, "kind": self.kind, "ok": self.ok,
-                "result": self.result, "error": self.error}
+                "result": self.result, "error": self.error, "exit_code": self.exit_code}
 
 
 @contextlib.contextmanager
@@ -237,8 +265,9 @@ def _bool_field(payload: dict[str, Any], key: str) -> bool:
 
 def _apply(services: Services, owner: str, request_id: str, request: dict[str, Any] | str) -> Outcome:
     project = services.project
+    known = (*KINDS, *services.inbox_kinds)
     kind = request.get("kind") if isinstance(request, dict) else None
-    kind = kind if isinstance(kind, str) and kind in KINDS else "?"
+    kind = kind if isinstance(kind, str) and kind in known else "?"
     try:
         if isinstance(request, str):
             raise InputError(f"bad request: {request}")
@@ -247,8 +276,10 @@ def _apply(services: Services, owner: str, request_id: str, request: dict[str, A
             raise InputError(f"no live worktree named {owner!r}: request dropped")
         payload = request.get("payload")
         if kind == "?" or not isinstance(payload, dict):
-            raise InputError(f"bad request: kind must be one of {', '.join(KINDS)} with a payload object")
-        if kind == "signal":
+            raise InputError(f"bad request: kind must be one of {', '.join(known)} with a payload object")
+        if kind in services.inbox_kinds:
+            result = services.inbox_kinds[kind](services, owner, payload)
+        elif kind == "signal":
             result = _signal(services, owner, payload)
         elif kind == "task_create":
             result = _task_create(services, owner, payload)
@@ -256,7 +287,7 @@ def _apply(services: Services, owner: str, request_id: str, request: dict[str, A
             result = _action(services, owner, payload)
         return Outcome(owner, request_id, kind, True, result)
     except DaintreeError as exc:
-        return Outcome(owner, request_id, kind, False, error=str(exc))
+        return Outcome(owner, request_id, kind, False, error=str(exc), exit_code=exc.exit_code)
 
 
 def _signal(services: Services, owner: str, payload: dict[str, Any]) -> dict[str, Any]:
