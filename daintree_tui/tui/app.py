@@ -50,6 +50,7 @@ class DaintreeApp(App[None]):
         self.clock_format = clock_format
         self.keymap = user_keymap(backend.project.config.keys)
         self.exit_message = ""
+        self.told_default_agent = False  # the first quick-create names the agent it chose, and how to change it
         TerminalView.leave_keys = leave_keys(backend.project.config.keys)
 
     def on_mount(self) -> None:

@@ -16,10 +16,12 @@ from daintree_tui.core.project import Project
 from daintree_tui.core.review import MergeResult
 from daintree_tui.core.worktrees import Facts, RemoveResult, slugify
 from daintree_tui.services import Services
+from daintree_tui.services.usage import local_midnight
 from daintree_tui.sessions.host import SessionHost
 from daintree_tui.sessions.live import LiveSessions, StatusChange
 from daintree_tui.sessions.manager import SessionInfo
 from daintree_tui.sessions.presets import all_presets, default_agent_name
+from daintree_tui.sessions.usage import Totals
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,13 @@ class Backend(Services):
             return infos, live.screens([n for n in preview if n in alive])
         previews = self.sessions.screens([n for n in preview if n in alive]) if self.host is not None else {}
         return infos, previews
+
+    def usage_today(self) -> dict[str, object]:
+        """Tokens and estimated cost of every session run since local midnight (as last read)."""
+        total = Totals()
+        for run in self.sessions.usage.all_runs(since=local_midnight()):
+            total = total.merge(run.totals)
+        return total.to_dict()
 
     def run_approved(self, request_id: int) -> str:
         """Approve a request and run its command; its last line of output, for a notification."""

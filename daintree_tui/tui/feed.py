@@ -9,6 +9,7 @@ often operations call `poll_now()` there is one poll chain.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -46,6 +47,8 @@ class DashboardFeed(Widget):
     """Seconds between polls while something changes."""
     idle_interval = 2.0
     """Seconds between polls once all is quiet: idle sessions should cost next to nothing."""
+    today_interval = 10.0
+    """Seconds between readings of today's usage total (it reads every session's usage record)."""
 
     def __init__(self, backend: Backend, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -65,6 +68,7 @@ class DashboardFeed(Widget):
         self.rows_on_screen: Callable[[], list[str]] | None = None
         """The worktrees whose rows are on screen (set by the screen): only those are previewed."""
         self._live = False
+        self._today_read_at = float("-inf")
         self._events_offset = 0
         self._stop_watching = threading.Event()
 
@@ -108,7 +112,11 @@ class DashboardFeed(Widget):
         state = (infos, previews)
         changed = state != self._last_poll
         self._last_poll = state
-        self.post_message(SessionsPolled(infos, previews, approvals))
+        today = None
+        if time.monotonic() - self._today_read_at >= self.today_interval:
+            self._today_read_at = time.monotonic()
+            today = backend.usage_today()
+        self.post_message(SessionsPolled(infos, previews, approvals, today))
         return changed
 
     @on(Worker.StateChanged)

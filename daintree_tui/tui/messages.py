@@ -37,11 +37,14 @@ class SessionsPolled(Message):
     """Every session's status, and previews of those not on screen."""
 
     def __init__(self, sessions: list[SessionInfo], previews: dict[str, str],
-                 approvals: Sequence[Mapping[str, object]] | None = None) -> None:
+                 approvals: Sequence[Mapping[str, object]] | None = None,
+                 today: Mapping[str, object] | None = None) -> None:
         super().__init__()
         self.sessions = sessions
         self.previews = previews
         self.approvals = approvals or []
+        self.today = today
+        """Tokens and cost since midnight, when read in this poll (every `DashboardFeed.today_interval`)."""
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, SessionsPolled)

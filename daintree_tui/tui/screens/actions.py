@@ -56,6 +56,13 @@ class DashboardActions(Screen[None]):
     def release(self, name: str) -> None:
         raise NotImplementedError
 
+    def reattach(self, name: str) -> None:
+        """Show `name` again after a refused restart released it (when it is still the current worktree)."""
+        if self.selected == name and self.terminal.worktree is None and name in self.sessions:
+            self.dashboard.attach(self.terminal, name)
+            self.feed.shown = self.terminal.worktree
+        self.feed.poll_now()
+
     def operation_done(self, message: str, focus: str | None = None, removed: str | None = None) -> None:
         raise NotImplementedError
 
@@ -99,7 +106,7 @@ class DashboardActions(Screen[None]):
 
     def action_new_task(self) -> None:
         backend = self.backend
-        dialog = flows.ask(self, NewTaskScreen(backend.agents(), backend.default_agent()))
+        dialog = flows.ask(self, NewTaskScreen(backend.agent_facts(), backend.default_agent()))
         self.run_flow(flows.new_task(self, dialog), "create task")
 
     def action_open_session(self) -> None:
@@ -122,8 +129,11 @@ class DashboardActions(Screen[None]):
     @needs_worktree
     def action_start_session(self) -> None:
         name, backend = str(self.selected), self.backend
-        restart = name in self.sessions
-        dialog = flows.ask(self, AgentPickerScreen(name, backend.agents(), backend.default_agent(), restart))
+        info = self.sessions.get(name)
+        picker = AgentPickerScreen(name, backend.agent_facts(), backend.default_agent(), restart=info is not None,
+                                   current=info.agent if info else None)
+        restart = info is not None
+        dialog = flows.ask(self, picker)
         self.run_flow(flows.pick_agent(self, name, restart, dialog), "start session")
 
     @needs_worktree
@@ -199,7 +209,7 @@ class DashboardActions(Screen[None]):
             self.notify("Select a task first (in the tasks list)", severity="warning")
             return
         backend = self.backend
-        dialog = flows.ask(self, BakeoffNewScreen(task.subject, backend.agents(), backend.default_agent()))
+        dialog = flows.ask(self, BakeoffNewScreen(task.subject, backend.agent_facts(), backend.default_agent()))
         self.run_flow(flows.bakeoff(self, task.id, dialog), "bake-off")
 
     def action_toggle_auto(self) -> None:

@@ -1,9 +1,11 @@
-"""AgentPickerScreen: choose the agent preset for a new or restarted session."""
+"""AgentPickerScreen: choose the agent preset for a new or restarted session, or resume the last conversation."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import ClassVar
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -12,36 +14,69 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, OptionList
 from textual.widgets.option_list import Option
 
+from daintree_tui.tui.agents_view import AgentFacts, agent_label, can_resume, is_installed
 
-class AgentPickerScreen(ModalScreen[str | None]):
-    """A list of presets; enter picks one."""
+RESUME_PREFIX = "resume:"
+
+
+@dataclass(frozen=True)
+class AgentChoice:
+    """The agent to start, and whether it continues its last conversation in the worktree."""
+
+    agent: str
+    resume: bool = False
+
+
+class AgentPickerScreen(ModalScreen[AgentChoice | None]):
+    """A list of presets (those not installed are shown dimmed and cannot be picked); on a restart of an agent
+    that can resume, "resume" comes first. Enter picks."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="dialog_cancel"),
     ]
 
-    def __init__(self, worktree: str, agents: list[str], default: str, restart: bool) -> None:
+    def __init__(self, worktree: str, facts: AgentFacts, default: str, restart: bool,
+                 current: str | None = None) -> None:
         super().__init__()
         self.worktree = worktree
-        self.agents = agents
+        self.facts = facts
+        self.agents = sorted(facts)
         self.default = default
         self.restart = restart
+        self.current = current
+        """The agent the worktree ran last (offered to resume when it can)."""
+
+    def options(self) -> list[Option]:
+        options = []
+        current = self.current
+        if self.restart and current is not None and can_resume(self.facts, current):
+            label = Text.assemble(("resume ", "bold"), current, ("  continue its last conversation", "dim"))
+            options.append(Option(label, id=RESUME_PREFIX + current, disabled=not is_installed(self.facts, current)))
+        options += [Option(agent_label(self.facts, a), id=a, disabled=not is_installed(self.facts, a))
+                    for a in self.agents]
+        return options
 
     def compose(self) -> ComposeResult:
         verb = "Restart" if self.restart else "Start"
         with Vertical(id="dialog", classes="dialog narrow"):
             yield Label(f"{verb} a session in {self.worktree} with:", classes="dialog-title")
-            yield OptionList(*[Option(a, id=a) for a in self.agents], id="agents")
+            yield OptionList(*self.options(), id="agents")
 
     def on_mount(self) -> None:
         options = self.query_one(OptionList)
-        if self.default in self.agents:
-            options.highlighted = self.agents.index(self.default)
+        ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
+        first = RESUME_PREFIX + str(self.current) if RESUME_PREFIX + str(self.current) in ids else self.default
+        if first in ids and not options.get_option(first).disabled:
+            options.highlighted = ids.index(first)
         options.focus()
 
     @on(OptionList.OptionSelected)
     def picked(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(event.option.id)
+        picked = str(event.option.id)
+        if picked.startswith(RESUME_PREFIX):
+            self.dismiss(AgentChoice(picked.removeprefix(RESUME_PREFIX), resume=True))
+        else:
+            self.dismiss(AgentChoice(picked))
 
     def action_cancel(self) -> None:
         self.dismiss(None)

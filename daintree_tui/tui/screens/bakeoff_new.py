@@ -11,6 +11,9 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, SelectionList
+from textual.widgets.selection_list import Selection
+
+from daintree_tui.tui.agents_view import AgentFacts, agent_label, is_installed
 
 
 @dataclass(frozen=True)
@@ -24,16 +27,19 @@ class BakeoffNewScreen(ModalScreen[BakeoffRequest | None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel", id="dialog_cancel")]
 
-    def __init__(self, subject: str, agents: list[str], default: str) -> None:
+    def __init__(self, subject: str, facts: AgentFacts, default: str) -> None:
         super().__init__()
         self.subject = subject
-        self.agents = agents
+        self.facts = facts
+        self.agents = sorted(facts)
         self.default = default
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="dialog"):
             yield Label(f"Bake-off: {self.subject}", classes="dialog-title")
-            yield SelectionList[str](*[(a, a, a == self.default) for a in self.agents], id="agents")
+            yield SelectionList[str](*[Selection(agent_label(self.facts, a), a, a == self.default and
+                                                 is_installed(self.facts, a), disabled=not is_installed(self.facts, a))
+                                       for a in self.agents], id="agents")
             yield Input(placeholder="score command (prints SCORE: N; default: bakeoff.score)", id="score")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Start", variant="primary", id="start")

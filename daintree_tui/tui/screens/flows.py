@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 from textual.screen import ModalScreen
 
+from daintree_tui.sessions.status import SessionStatus
+from daintree_tui.tui.screens.agent_picker import AgentChoice
 from daintree_tui.tui.screens.bakeoff import BakeoffScreen
 from daintree_tui.tui.screens.bakeoff_new import BakeoffRequest
 from daintree_tui.tui.screens.commit import CommitScreen
@@ -54,6 +56,13 @@ async def new_task(screen: DashboardActions, dialog: asyncio.Future[NewTask | No
                                                 new.base, size)
     screen.operation_done(f"Task {task.id} → worktree {entry.name}" + (f" with {info.agent}" if info else ""),
                           focus=entry.name)
+    if info is not None and not screen.dashboard.told_default_agent:
+        screen.dashboard.told_default_agent = True
+        source = "default_agent in config" if backend.project.config.default_agent else \
+            "the first installed of claude, codex, gemini, opencode, aider"
+        screen.notify(f"Quick-create started {info.agent} ({source}). To change it: set default_agent in "
+                      ".daintree.toml, or pick an agent in the n dialog; s restarts with another.",
+                      title="Agent", timeout=12)
 
 
 async def start_for_task(screen: DashboardActions, task_id: int) -> None:
@@ -69,21 +78,36 @@ async def start_for_task(screen: DashboardActions, task_id: int) -> None:
     screen.operation_done(f"Task {task_id} → worktree {name} with {agent}", focus=name)
 
 
-async def start_session(screen: DashboardActions, name: str, agent: str | None, restart: bool) -> None:
+async def start_session(screen: DashboardActions, name: str, agent: str | None, restart: bool,
+                        resume: bool = False) -> None:
     size = screen.terminal_size()
     if restart:
         if agent is not None:  # checked before the terminal lets go: it stays on the running agent on error
             await asyncio.to_thread(screen.backend.check_agent, agent)
         screen.release(name)
-    info = await asyncio.to_thread(screen.backend.start_session, name, agent, size, restart)
-    screen.operation_done(f"Started {info.agent} in {name}", focus=name)
+    try:
+        info = await asyncio.to_thread(screen.backend.start_session, name, agent, size, restart, resume)
+    except Exception:
+        if restart:  # refused before the old session was stopped: show it again
+            screen.reattach(name)
+        raise
+    screen.operation_done(f"{'Resumed' if resume else 'Started'} {info.agent} in {name}", focus=name)
 
 
 async def pick_agent(screen: DashboardActions, name: str, restart: bool,
-                     dialog: asyncio.Future[str | None]) -> None:
-    agent = await dialog
-    if agent:
-        await start_session(screen, name, agent, restart)
+                     dialog: asyncio.Future[AgentChoice | None]) -> None:
+    choice = await dialog
+    if choice is None:
+        return
+    live = screen.sessions.get(name)
+    if restart and live is not None and live.status != SessionStatus.EXITED:
+        what = f"resume {choice.agent}'s last conversation" if choice.resume else f"start {choice.agent}"
+        body = (f"{live.agent} is {live.status} in {name}. Stop it and {what}? Whatever it is doing now is "
+                "interrupted; the worktree's files stay as they are.")
+        if not await screen.app.push_screen_wait(ConfirmScreen(f"Replace the running {live.agent}?", body,
+                                                               yes=f"Stop {live.agent}")):
+            return
+    await start_session(screen, name, choice.agent, restart, resume=choice.resume)
 
 
 async def keep(screen: DashboardActions, name: str) -> None:

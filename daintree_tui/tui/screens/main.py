@@ -13,7 +13,7 @@ import asyncio
 import gc
 import time
 from functools import partial
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from textual import events, on
 from textual.app import ComposeResult
@@ -29,6 +29,7 @@ from daintree_tui.core.worktrees import Facts
 from daintree_tui.sessions.manager import SessionInfo
 from daintree_tui.sessions.pane_size import save_pane_size
 from daintree_tui.sessions.status import SessionStatus, StatusHysteresis
+from daintree_tui.tui.agents_view import BudgetAlerts, usage_text
 from daintree_tui.tui.bindings import DASHBOARD_BINDINGS
 from daintree_tui.tui.feed import DashboardFeed
 from daintree_tui.tui.messages import (
@@ -48,9 +49,6 @@ from daintree_tui.tui.widgets.session_title import SessionTitle
 from daintree_tui.tui.widgets.task_table import TaskTable
 from daintree_tui.tui.widgets.terminal import TerminalView
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
-
-if TYPE_CHECKING:
-    pass
 
 ATTACH_DELAY = 0.12
 SIZE_RECORD_DELAY = 1.0
@@ -91,6 +89,7 @@ class MainScreen(DashboardActions):
         self._announced: dict[str, SessionStatus] = {}
         self._seen_requests: set[int] = set()
         self.hysteresis = StatusHysteresis()
+        self.budget_alerts = BudgetAlerts(since=time.time())
 
     def compose(self) -> ComposeResult:
         screen = MainScreen
@@ -163,6 +162,8 @@ class MainScreen(DashboardActions):
 
     def on_events_appended(self, message: EventsAppended) -> None:
         self.query_one(EventsLog).add(message.records)
+        for text, severity in self.budget_alerts.new(message.records):
+            self.notify(text, title="Budget", severity=severity, timeout=15)
 
     def on_notice(self, message: Notice) -> None:
         self.notify(message.text, title=message.title)
@@ -181,6 +182,9 @@ class MainScreen(DashboardActions):
         self.sessions = settled
         if message.previews:
             self.previews = {**self.previews, **message.previews}
+        if message.today is not None:  # the header: what all agents spent today
+            spent = usage_text(message.today)
+            self.title = f"daintree · today {spent}" if spent else "daintree"
         for name, info in settled.items():
             self.maybe_announce(name, info)
         for request in message.approvals:

@@ -12,6 +12,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, TextArea
 
+from daintree_tui.tui.agents_view import AgentFacts, agent_label, is_installed, not_installed_notice
+
 
 @dataclass(frozen=True)
 class NewTask:
@@ -31,10 +33,11 @@ class NewTaskScreen(ModalScreen[NewTask | None]):
         Binding("escape", "cancel", "Cancel", id="dialog_cancel"),
     ]
 
-    def __init__(self, agents: list[str], default_agent: str) -> None:
+    def __init__(self, facts: AgentFacts, default_agent: str) -> None:
         super().__init__()
-        self.agents = agents
-        self.default_agent = default_agent if default_agent in agents else agents[0]
+        self.facts = facts
+        self.agents = sorted(facts)
+        self.default_agent = default_agent if default_agent in self.agents else self.agents[0]
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="dialog"):
@@ -43,8 +46,8 @@ class NewTaskScreen(ModalScreen[NewTask | None]):
             yield TextArea(id="description", soft_wrap=True, show_line_numbers=False)
             with Horizontal(classes="dialog-row"):
                 yield Label("Agent", classes="field-label")
-                yield Select([(a, a) for a in self.agents], value=self.default_agent, allow_blank=False,
-                             id="agent")
+                yield Select([(agent_label(self.facts, a), a) for a in self.agents], value=self.default_agent,
+                             allow_blank=False, id="agent")
                 yield Label("Base", classes="field-label")
                 yield Input(placeholder="HEAD", id="base")
             with Horizontal(classes="dialog-buttons"):
@@ -61,9 +64,12 @@ class NewTaskScreen(ModalScreen[NewTask | None]):
         if not subject:
             self.notify("A task needs a subject", severity="warning")
             return None
-        agent = self.query_one("#agent", Select).value
-        return NewTask(subject, self.query_one("#description", TextArea).text.strip(),
-                       str(agent) if isinstance(agent, str) else self.default_agent,
+        value = self.query_one("#agent", Select).value
+        agent = str(value) if isinstance(value, str) else self.default_agent
+        if start and not is_installed(self.facts, agent):
+            self.notify(not_installed_notice(agent), severity="warning")
+            return None
+        return NewTask(subject, self.query_one("#description", TextArea).text.strip(), agent,
                        self.query_one("#base", Input).value.strip(), start)
 
     @on(Input.Submitted, "#subject")

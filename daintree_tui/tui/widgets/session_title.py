@@ -8,6 +8,7 @@ from textual.widgets import Static
 
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.sessions.manager import SessionInfo
+from daintree_tui.tui.agents_view import STATUS_SOURCE_MEANING, short_count, status_source_glyph
 from daintree_tui.tui.widgets.worktree_table import session_cell
 
 TYPING_HINT = "ctrl+] leaves; keys go to the agent"  # the key first: a long name cuts the end
@@ -35,6 +36,8 @@ class SessionTitle(Static):
 
     def _changed(self) -> None:
         self.update(self.describe())
+        info = self.sessions.get(self.selected or "")
+        self.tooltip = STATUS_SOURCE_MEANING.get(info.status_source) if info else None  # what the glyph means
 
     watch_entries = watch_sessions = watch_selected = watch_focused = _changed
 
@@ -48,6 +51,11 @@ class SessionTitle(Static):
             text.append(f" {entry.name} ", style="bold reverse")
             text.append(f" {info.agent if info else 'no session'} ", style="bold")
             text.append_text(session_cell(info))
+            tokens = int(((info.usage or {}).get("tokens") or {}).get("total") or 0) if info else 0
+            if tokens:
+                text.append(f" {short_count(tokens)} tok", style="dim")  # the cost is in the status cell
+            if info is not None:
+                text.append(" ").append_text(status_source_glyph(info.status_source))
             if self.focused:  # first, so a narrow pane still shows it
                 text.append(f"  ⌨ {TYPING_HINT}", style="italic")
             if entry.ports:

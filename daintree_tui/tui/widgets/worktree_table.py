@@ -19,6 +19,7 @@ from textual.widgets import DataTable
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.worktrees import Facts
 from daintree_tui.sessions.manager import SessionInfo
+from daintree_tui.tui.agents_view import status_source_glyph
 from daintree_tui.tui.widgets.rows import Cell, sync_rows
 
 SESSION_GLYPH = {
@@ -64,6 +65,7 @@ COLUMNS = (
     Column("n", "#", 1, 2),
     Column("name", "Worktree", 0, 0),  # width: the longest name, within NAME_WIDTH
     Column("session", "Agent", 10, 1),
+    Column("source", "S", 1, 9),  # where status comes from (agents_view.STATUS_SOURCE_GLYPH): the first to go
     Column("dirty", "±", 4, 3),
     Column("ab", "↑↓", 7, 4),
     Column("activity", "Latest output", 0, 5),  # width: what is left, within ACTIVITY_WIDTH
@@ -177,13 +179,15 @@ class WorktreeTable(DataTable[Cell]):
             if needle and needle not in f"{entry.name} {entry.branch} {entry.task_id or ''}".lower():
                 continue
             fact = self.facts.get(entry.name)
+            info = self.sessions.get(entry.name)
             name = Text(entry.name, style="bold" if entry.status == "active" else "italic")
             if entry.status == "kept":
                 name.append(" (kept)", style="dim")
             cells: dict[str, Cell] = {
                 "n": str(numbers.get(entry.name, "")),
                 "name": name,
-                "session": session_cell(self.sessions.get(entry.name)),
+                "session": session_cell(info),
+                "source": status_source_glyph(info.status_source if info else None),
                 "port": str(entry.ports[0]) if entry.ports else "-",
                 "dirty": Text("…", style="dim") if fact is None else (
                     Text("gone", style="red") if not fact.exists else
