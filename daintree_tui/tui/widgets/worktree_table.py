@@ -65,7 +65,7 @@ COLUMNS = (
     Column("n", "#", 1, 2),
     Column("name", "Worktree", 0, 0),  # width: the longest name, within NAME_WIDTH
     Column("session", "Agent", 10, 1),
-    Column("source", "S", 1, 9),  # where status comes from (agents_view.STATUS_SOURCE_GLYPH): the first to go
+    Column("source", "S", 1, 3),  # where status comes from (agents_view.STATUS_SOURCE_GLYPH); before ± on a tie
     Column("dirty", "±", 4, 3),
     Column("ab", "↑↓", 7, 4),
     Column("activity", "Latest output", 0, 5),  # width: what is left, within ACTIVITY_WIDTH
@@ -74,7 +74,7 @@ COLUMNS = (
     Column("branch", "Branch", 16, 8),
 )
 NAME_WIDTH = (8, 24)
-ACTIVITY_WIDTH = (14, 48)
+ACTIVITY_WIDTH = (12, 48)
 PADDING = 2  # DataTable's cell padding, one cell each side
 
 
