@@ -614,9 +614,10 @@ def test_worktree_columns_hide_by_priority() -> None:
     def keys(width: int) -> list[str]:
         return [c.key for c, _ in fit_columns(width, 14)]
 
-    assert keys(34) == ["n", "name", "session"]  # 80 columns: the sidebar's minimum
-    assert keys(50) == ["n", "name", "session", "dirty", "ab"]  # 120 columns
-    assert keys(63)[:6] == ["n", "name", "session", "dirty", "ab", "activity"]  # 200 columns
+    assert keys(34) == ["n", "name", "session", "source"]  # 80 columns: the sidebar's minimum
+    assert keys(50) == ["n", "name", "session", "source", "dirty", "ab"]  # 120 columns
+    assert keys(63)[:7] == ["n", "name", "session", "source", "dirty", "ab", "activity"]  # 200 columns
+    assert keys(31) == ["n", "name", "session"]  # the status source goes first
     for width in (34, 50, 63, 120):
         assert sum(w + 2 for _, w in fit_columns(width, 14)) <= width
     # a quick-created worktree's long name ("add-a-logout-endpoint") hid the session number at 80 columns

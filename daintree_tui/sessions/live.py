@@ -35,7 +35,7 @@ from daintree_tui.sessions.control import (
     output_bound,
 )
 from daintree_tui.sessions.host import SESSION_PREFIX
-from daintree_tui.sessions.manager import SessionInfo, SessionManager, session_record_path
+from daintree_tui.sessions.manager import SessionInfo, SessionManager, session_record_path, status_source_of
 from daintree_tui.sessions.status import Observation, SessionStatus, derive_status
 
 QUIET_BEFORE_CAPTURE = 1.2  # seconds without activity before a prompt pattern is checked (one report is ~1 s)
@@ -387,7 +387,8 @@ class LiveSessions:
                 exit_code=record.exit_code, pid=record.pid,
                 started_at=float(started) if isinstance(started, (int, float)) else record.created,
                 log=str(self.manager.project.log_path(worktree)), persistent=True,
-                recorded=str(meta.get("status") or "") if meta else None))
+                recorded=str(meta.get("status") or "") if meta else None,
+                status_source=status_source_of(meta), over_budget=meta.get("over_budget")))
         return sorted(infos, key=lambda i: i.started_at)
 
     def screens(self, worktrees: Iterable[str], ansi: bool = False) -> dict[str, str]:

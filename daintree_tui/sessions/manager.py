@@ -14,7 +14,7 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -426,9 +426,7 @@ class SessionManager:
         return True
 
     def _info(self, name: str, state: PaneState, meta: dict[str, Any], status: SessionStatus) -> SessionInfo:
-        source = "output"
-        if meta.get("status_source") == "hooks":
-            source = "hooks" if meta.get("signal") else "hooks-pending"
+        source = status_source_of(meta)
         return SessionInfo(name=name, session=state.session, agent=str(meta.get("agent", "?")), status=status,
                            exit_code=state.exit_code, pid=state.pid,
                            started_at=float(meta.get("started_at") or state.created),
@@ -456,3 +454,11 @@ class SessionManager:
     def _require_session(self, name: str) -> None:
         if not self.host.exists(name):
             raise InputError(f"no session for worktree {name!r} (start one with `daintree session start {name}`)")
+
+
+def status_source_of(meta: Mapping[str, Any]) -> str:
+    """Where a session's status comes from, by its record: `hooks` (the agent's own word), `hooks-pending` (wired,
+    no signal yet) or `output` (its output going quiet)."""
+    if meta.get("status_source") == "hooks":
+        return "hooks" if meta.get("signal") else "hooks-pending"
+    return "output"
