@@ -131,6 +131,11 @@ async def test_a_refused_restart_shows_the_running_agent_again(repo: Path, cli: 
         await until(pilot, lambda: any("not on PATH" in t for t in toasts(app)))
         await until(pilot, lambda: screen.query_one(TerminalView).worktree == "w")
         assert manager.meta("w")["started_at"] == first and manager.meta("w")["agent"] == "codex"
+        # A restart refused after the terminal let go (flows.start_session releases it first) shows it again.
+        screen.release("w")
+        assert screen.query_one(TerminalView).worktree is None
+        screen.reattach("w")
+        await until(pilot, lambda: screen.query_one(TerminalView).worktree == "w")
 
 
 async def test_first_quick_create_says_which_agent_and_how_to_change_it(repo: Path, cli: CLI,
