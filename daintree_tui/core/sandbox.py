@@ -566,10 +566,10 @@ def program_dirs(argv: Sequence[str], env: Mapping[str, str]) -> tuple[Path, ...
     candidates = [Path(p) for p in env.get("PATH", "").split(os.pathsep) if p]
     if argv and os.sep in argv[0]:
         candidates.append(Path(argv[0]).parent)
-        if Path(argv[0]).parent.parent == Path(sys.prefix):
-            # This interpreter runs daintree's own code (the demo agent, `daintree mcp`): an editable install
-            # imports it from the source folder, outside the environment.
-            candidates.append(OWN_SOURCE)
+    # daintree itself runs inside every sandbox: an agent's hooks call `daintree session signal`, the demo agent
+    # and `daintree mcp` are its code, and its own calls go through the inbox. Its environment and (installed
+    # editable) its source folder stay readable wherever the program is.
+    candidates += [Path(sys.prefix), OWN_SOURCE]
     # A Python virtual environment's program without its pyvenv.cfg falls back to the system's site-packages:
     # bind the whole environment.
     candidates += [p.parent for p in candidates if (p.parent / "pyvenv.cfg").is_file()]
