@@ -312,7 +312,12 @@ def test_on_fails_closed_when_bubblewrap_cannot_work(repo: Path, sandbox_env: Pa
 
 
 def test_repo_outside_tmp_gets_tmpdir_at_tmp(sandbox_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Where neither the repository nor HOME is under /tmp, /tmp inside is the worktree's TMPDIR."""
+    """Where neither the repository nor HOME nor daintree's own install is under /tmp, /tmp inside is the
+    worktree's TMPDIR."""
+    from daintree_tui.core.sandbox import OWN_SOURCE
+
+    if any(str(p).startswith("/tmp/") for p in (OWN_SOURCE, Path(sys.prefix))):
+        pytest.skip("daintree itself is installed under /tmp here, so /tmp inside is a private tmpfs")
     base = Path(tempfile.mkdtemp(prefix="daintree-sbx-", dir="/var/tmp"))
     (base / "home").mkdir()
     monkeypatch.setenv("HOME", str(base / "home"))
