@@ -204,6 +204,7 @@ def remote_cells(entry: WorktreeEntry, cells: dict[str, Any]) -> None:
     if entry.extra.get("reachable") is not False:
         return
     cells["activity"] = Text(f"unreachable, {entry.extra.get('updated', '')}")
+    cells["host"] = Text(f"{entry.extra.get('host')} ✗")  # the activity column is the first to go when narrow
     for key, cell in cells.items():
         text = cell.copy() if isinstance(cell, Text) else Text(str(cell))
         text.stylize("grey42")

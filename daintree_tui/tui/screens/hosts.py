@@ -37,6 +37,10 @@ LOCAL_ONLY = {"commit": "worktree commit", "merge": "worktree merge", "pr": "wor
 class HostsScreen(DashboardActions):
     """The remote half of the main screen."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._host_status: dict[str, HostState] = {}
+
     def schedule_attach(self) -> None:
         raise NotImplementedError
 
@@ -49,7 +53,7 @@ class HostsScreen(DashboardActions):
         return self.hosts_watch.states.get(host) if host else None
 
     def on_hosts_changed(self, message: HostsChanged) -> None:
-        before = {name: state.status for name, state in getattr(self, "_host_status", {}).items()}
+        before = {name: state.status for name, state in self._host_status.items()}
         self._host_status = dict(message.states)
         local_entries = tuple(e for e in self.entries if not is_remote(e.name))
         local_sessions = {k: v for k, v in self.sessions.items() if not is_remote(k)}
@@ -65,7 +69,7 @@ class HostsScreen(DashboardActions):
         if state is None:
             return
         self.explain_unattached(self.selected)
-        if state.status == "ok" and before.get(host) != "ok" and self.terminal.worktree != self.selected:
+        if state.status == "ok" and before.get(state.name) != "ok" and self.terminal.worktree != self.selected:
             self.schedule_attach()  # the host came back: show its session again
 
     def explain_unattached(self, key: str | None) -> None:
