@@ -16,10 +16,10 @@ from dataclasses import replace
 from typing import Any
 
 from rich.text import Text
-from textual import work
+from textual import on, work
 from textual.message import Message
 from textual.widget import Widget
-from textual.worker import get_current_worker
+from textual.worker import Worker, get_current_worker
 
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.services.hosts_feed import HostsFeed, HostState
@@ -173,6 +173,13 @@ class HostsWatch(Widget):
             feed.poll()
             self._wake.wait(self.interval)
             self._wake.clear()
+
+    @on(Worker.StateChanged)
+    def worker_changed(self, event: Worker.StateChanged) -> None:
+        # Worker.StateChanged does not bubble: a bad [hosts] table or a failed poll loop is told from here.
+        report = getattr(self.app, "report_worker_failure", None)
+        if report is not None:
+            report(event)
 
     def attach_argv(self, key: str) -> list[str] | None:
         """The command that shows remote session `key` in a PTY; None while its host does not answer."""

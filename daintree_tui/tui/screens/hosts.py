@@ -150,7 +150,7 @@ class HostsScreen(DashboardActions):
                 return
             self.release(key)
         await asyncio.to_thread(host.run_json, ["worktree", operation, name])
-        self.notify(f"{operation.capitalize()}d {name} on {host_name}".replace("Keepd", "Kept"))
+        self.notify(f"{'Kept' if operation == 'keep' else 'Removed'} {name} on host {host_name}")
         self.hosts_watch.poll_now()
 
     @needs_worktree
