@@ -97,7 +97,8 @@ async def test_remote_host_in_the_dashboard_attach_type_unreachable_and_back(
         await until(pilot, lambda: screen.selected == "agent@far")
         await pilot.press("enter")
         await until(pilot, lambda: terminal.worktree == "agent@far" and terminal.has_focus)
-        await until(pilot, lambda: terminal.screen_text().strip())
+        # Its question on screen first: typed while it draws its spinner, the echo would be drawn over.
+        await until(pilot, lambda: "[y/n]" in terminal.screen_text(), timeout=60)
         await pilot.press(*"hello-from-here")
         await eventually(pilot, lambda: "hello-from-here" in screen_there())
         await until(pilot, lambda: "hello-from-here" in terminal.screen_text())
