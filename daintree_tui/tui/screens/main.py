@@ -350,7 +350,6 @@ class MainScreen(HostsScreen):
         self.query_one(WorktreeTable).focus()
 
 
-
 def _with_status(info: SessionInfo, status: SessionStatus) -> SessionInfo:
     from dataclasses import replace
 
