@@ -22,6 +22,7 @@ from daintree_tui.sessions.manager import SessionInfo
 from daintree_tui.sessions.pty_host import PtyHost
 from daintree_tui.tui.backend import Backend
 from daintree_tui.tui.commands import DashboardCommands
+from daintree_tui.tui.hosts import HostsWatch, is_remote
 from daintree_tui.tui.keymap import leave_keys, user_keymap
 from daintree_tui.tui.screens.main import MainScreen
 from daintree_tui.tui.widgets.terminal import TerminalView
@@ -74,7 +75,15 @@ class DaintreeApp(App[None]):
             event.stop()
 
     def attach(self, terminal: TerminalView, name: str) -> None:
-        """Show session `name` in `terminal`: a tmux client in a PTY, or the fallback host's own screen."""
+        """Show session `name` in `terminal`: a tmux client in a PTY, or the fallback host's own screen; a remote
+        session (`NAME@HOST`) is an ssh-run tmux client in the same kind of PTY."""
+        if is_remote(name):
+            argv = terminal.screen.query_one(HostsWatch).attach_argv(name)
+            if argv is None:
+                terminal.detach()  # its host does not answer: the placeholder says so
+            else:
+                terminal.attach_command(name, argv)
+            return
         host = self.backend.host
         if isinstance(host, PtyHost):
             view = host.view(name)

@@ -32,6 +32,7 @@ from daintree_tui.sessions.status import SessionStatus, StatusHysteresis
 from daintree_tui.tui.agents_view import BudgetAlerts, usage_text
 from daintree_tui.tui.bindings import DASHBOARD_BINDINGS
 from daintree_tui.tui.feed import DashboardFeed
+from daintree_tui.tui.hosts import HostsWatch, is_remote
 from daintree_tui.tui.messages import (
     DiskLoaded,
     EventsAppended,
@@ -41,8 +42,8 @@ from daintree_tui.tui.messages import (
     SnapshotLoaded,
     TrustNeeded,
 )
-from daintree_tui.tui.screens import flows, prompts
-from daintree_tui.tui.screens.actions import DashboardActions
+from daintree_tui.tui.screens import prompts
+from daintree_tui.tui.screens.hosts import HostsScreen
 from daintree_tui.tui.widgets.diff_view import DiffView
 from daintree_tui.tui.widgets.events_log import EventsLog
 from daintree_tui.tui.widgets.session_title import SessionTitle
@@ -54,7 +55,7 @@ ATTACH_DELAY = 0.12
 SIZE_RECORD_DELAY = 1.0
 
 
-class MainScreen(DashboardActions):
+class MainScreen(HostsScreen):
     """The dashboard. Keys: see `daintree_tui.tui.bindings` (the help screen lists them)."""
 
     BINDINGS: ClassVar[list[BindingType]] = DASHBOARD_BINDINGS
@@ -95,6 +96,7 @@ class MainScreen(DashboardActions):
         screen = MainScreen
         yield Header(show_clock=False)
         yield DashboardFeed(self.backend)
+        yield HostsWatch()
         with Horizontal(id="body"):
             with Vertical(id="sidebar"):
                 yield Input(placeholder="filter…", id="filter")
@@ -141,7 +143,7 @@ class MainScreen(DashboardActions):
 
     def on_snapshot_loaded(self, message: SnapshotLoaded) -> None:
         self.tasks = message.snapshot.tasks
-        self.entries = message.snapshot.entries
+        self.entries = self.merged_entries(message.snapshot.entries)
         if not self.started:
             self.started = True
             # Paint the lists first; the slow facts, the file watcher and the session poll start once that
@@ -172,14 +174,14 @@ class MainScreen(DashboardActions):
         self.run_flow(prompts.trust(self, message.commands), "trust")
 
     def on_sessions_polled(self, message: SessionsPolled) -> None:
-        before = self.sessions
+        before = {name: info for name, info in self.sessions.items() if not is_remote(name)}
         now = time.monotonic()
         settled = {}
         for info in message.sessions:
             status = self.hysteresis.settle(info.name, info.status, now)
             settled[info.name] = info if status == info.status else _with_status(info, status)
         self.hysteresis.forget(set(before) - set(settled))
-        self.sessions = settled
+        self.sessions = self.merged_sessions(settled)
         if message.previews:
             self.previews = {**self.previews, **message.previews}
         if message.today is not None:  # the header: what all agents spent today
@@ -230,7 +232,7 @@ class MainScreen(DashboardActions):
     def watch_selected(self, name: str | None) -> None:
         self.schedule_attach()
         if name and self.query_one("#bottom", TabbedContent).active == "diff-tab":
-            self.run_flow(flows.diff(self, name), "diff")
+            self.show_diff(name)
 
     def watch_sessions(self) -> None:
         if self.selected in self.sessions and self.terminal.worktree != self.selected:
@@ -285,6 +287,7 @@ class MainScreen(DashboardActions):
                 self.query_one(WorktreeTable).focus()
             terminal.detach()
         self.feed.shown = terminal.worktree
+        self.explain_unattached(name)
 
     def attach_and_focus(self, name: str) -> None:
         self.selected = name
@@ -345,7 +348,6 @@ class MainScreen(DashboardActions):
     @on(Input.Submitted, "#filter")
     def filter_done(self) -> None:
         self.query_one(WorktreeTable).focus()
-
 
 
 def _with_status(info: SessionInfo, status: SessionStatus) -> SessionInfo:

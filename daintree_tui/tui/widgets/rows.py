@@ -32,9 +32,16 @@ def sync_rows(table: DataTable[Cell], rows: Sequence[tuple[str, tuple[Cell, ...]
             continue
         current = table.get_row(key)
         for column, old, new in zip(columns, current, cells, strict=False):
-            if str(old) != str(new) or (isinstance(new, Text) and not isinstance(old, Text)):
+            if not _same(old, new):
                 table.update_cell(key, column, new, update_width=auto_width.get(column, True))
     if [str(k.value) for k in table.rows] != [key for key, _ in rows]:
         table.clear()
         for key, cells in rows:
             table.add_row(*cells, key=key)
+
+
+def _same(old: Cell, new: Cell) -> bool:
+    """Whether a cell shows the same: for Text its style too (a row greyed out keeps its words)."""
+    if isinstance(new, Text):
+        return isinstance(old, Text) and (old.plain, old.style, old.spans) == (new.plain, new.style, new.spans)
+    return str(old) == str(new)

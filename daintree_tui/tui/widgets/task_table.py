@@ -10,6 +10,7 @@ from textual.reactive import reactive
 from textual.widgets import DataTable
 
 from daintree_tui.core.models import Task
+from daintree_tui.tui.hosts import task_filter
 from daintree_tui.tui.widgets.rows import Cell, sync_rows
 
 STATUS_GLYPH = {
@@ -66,7 +67,7 @@ class TaskTable(DataTable[Cell]):
         self.show(self.tasks, self.filter_text)
 
     def show(self, tasks: Sequence[Task], filter_text: str = "") -> None:
-        needle = filter_text.lower()
+        needle = task_filter(filter_text).lower()  # tasks are local: `host:` words do not filter them
         open_ids = {t.id for t in tasks if str(t.status) != "completed"}
         rows = []
         for task in tasks:

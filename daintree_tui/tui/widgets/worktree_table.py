@@ -20,6 +20,7 @@ from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.worktrees import Facts
 from daintree_tui.sessions.manager import SessionInfo
 from daintree_tui.tui.agents_view import status_source_glyph
+from daintree_tui.tui.hosts import LOCAL, is_remote, matches, remote_cells, row_host, shown_name
 from daintree_tui.tui.widgets.rows import Cell, sync_rows
 
 SESSION_GLYPH = {
@@ -64,6 +65,7 @@ class Column:
 COLUMNS = (
     Column("n", "#", 1, 2),
     Column("name", "Worktree", 0, 0),  # width: the longest name, within NAME_WIDTH
+    Column("host", "Host", 10, 2),  # only while remote hosts have rows
     Column("session", "Agent", 10, 1),
     Column("source", "S", 1, 3),  # where status comes from (agents_view.STATUS_SOURCE_GLYPH); before ± on a tie
     Column("dirty", "±", 4, 3),
@@ -78,15 +80,17 @@ ACTIVITY_WIDTH = (12, 48)
 PADDING = 2  # DataTable's cell padding, one cell each side
 
 
-def fit_columns(available: int, name_width: int) -> list[tuple[Column, int]]:
-    """The columns that fit in `available` cells, by priority, in display order, with their widths."""
+def fit_columns(available: int, name_width: int, hosts: bool = False) -> list[tuple[Column, int]]:
+    """The columns that fit in `available` cells, by priority, in display order, with their widths (the host
+    column only with `hosts`)."""
     chosen: dict[str, int] = {}
     used = 0
+    columns = [c for c in COLUMNS if hosts or c.key != "host"]
     # A long name gives way (down to NAME_WIDTH's minimum) to the status and the session number: the number is
     # the digit that jumps to the session.
-    essential = sum(c.width + PADDING for c in COLUMNS if c.key != "name" and c.priority <= 2)
+    essential = sum(c.width + PADDING for c in columns if c.key != "name" and c.priority <= 2)
     name_width = max(NAME_WIDTH[0], min(name_width, available - essential - PADDING))
-    for column in sorted(COLUMNS, key=lambda c: c.priority):
+    for column in sorted(columns, key=lambda c: c.priority):
         width = name_width if column.key == "name" else column.width
         if column.key == "activity":
             width = min(ACTIVITY_WIDTH[1], available - used - PADDING)
@@ -140,9 +144,9 @@ class WorktreeTable(DataTable[Cell]):
         self._relayout()
 
     def _relayout(self) -> None:
-        names = [len(e.name) + (7 if e.status == "kept" else 0) for e in self.entries]
+        names = [len(shown_name(e)) + (7 if e.status == "kept" else 0) for e in self.entries]
         name_width = max(NAME_WIDTH[0], min(NAME_WIDTH[1], max(names, default=0)))
-        layout = fit_columns(max(self.size.width, 30), name_width)
+        layout = fit_columns(max(self.size.width, 30), name_width, any(is_remote(e.name) for e in self.entries))
         if layout == self._layout:
             return
         self._layout = layout
@@ -171,16 +175,15 @@ class WorktreeTable(DataTable[Cell]):
         from daintree_tui.services.hygiene import human
 
         self._pending = False
-        needle = self.filter_text.lower()
         numbers = {name: i for i, name in enumerate((e.name for e in self.entries if e.name in self.sessions), 1)}
         keys = [column.key for column, _ in self._layout]
         rows = []
         for entry in self.entries:
-            if needle and needle not in f"{entry.name} {entry.branch} {entry.task_id or ''}".lower():
+            if self.filter_text and not matches(self.filter_text, entry):
                 continue
             fact = self.facts.get(entry.name)
             info = self.sessions.get(entry.name)
-            name = Text(entry.name, style="bold" if entry.status == "active" else "italic")
+            name = Text(shown_name(entry), style="bold" if entry.status == "active" else "italic")
             if entry.status == "kept":
                 name.append(" (kept)", style="dim")
             cells: dict[str, Cell] = {
@@ -196,7 +199,10 @@ class WorktreeTable(DataTable[Cell]):
                 "disk": Text(human(self.disk[entry.name]) if entry.name in self.disk else "…", style="dim"),
                 "branch": Text(entry.branch, style="dim"),
                 "activity": Text(last_output_line(self.previews.get(entry.name, "")), style="dim"),
+                "host": Text(row_host(entry), style="dim" if row_host(entry) == LOCAL else "cyan"),
             }
+            if is_remote(entry.name):
+                remote_cells(entry, cells)
             rows.append((entry.name, tuple(cells[k] for k in keys)))
         self._syncing = True
         try:

@@ -1,0 +1,218 @@
+"""Remote hosts in the dashboard: a poller widget and the rows it turns into.
+
+`HostsWatch` (non-visual, mounted by the main screen) loads the user's `[hosts.*]`, and only when there are any
+polls them with a `HostsFeed` in a thread worker; each change becomes a `HostsChanged` message (coalesced).
+
+A remote worktree or session is keyed `NAME@HOST` on the screen: `@` is in no worktree name, so a remote row can
+never be mistaken for (or act on) a local worktree of the same name. Its entry carries the host and the host's
+reachability in `extra`, so the worktree table can show a host column and grey out what it last knew.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import replace
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.message import Message
+from textual.widget import Widget
+from textual.worker import Worker, get_current_worker
+
+from daintree_tui.core.models import WorktreeEntry
+from daintree_tui.services.hosts_feed import HostsFeed, HostState
+from daintree_tui.services.remote import RemoteHost, load_hosts
+from daintree_tui.sessions.manager import SessionInfo
+from daintree_tui.sessions.status import SessionStatus
+
+SEPARATOR = "@"
+LOCAL = "local"
+HOST_FILTER = "host:"
+
+
+def remote_key(host: str, name: str) -> str:
+    return f"{name}{SEPARATOR}{host}"
+
+
+def split_key(key: str | None) -> tuple[str | None, str | None]:
+    """(host, worktree name) of a row key; the host is None for a local row."""
+    if key is None or SEPARATOR not in key:
+        return None, key
+    name, host = key.rsplit(SEPARATOR, 1)
+    return host, name
+
+
+def is_remote(key: str | None) -> bool:
+    return key is not None and SEPARATOR in key
+
+
+def last_update(state: HostState) -> str:
+    if state.updated_at is None:
+        return "never reached"
+    return "last update " + time.strftime("%H:%M:%S", time.localtime(state.updated_at))
+
+
+# -- rows --------------------------------------------------------------------------------------------------------
+
+
+def remote_entries(state: HostState) -> list[WorktreeEntry]:
+    """A host's worktrees as the table shows them (what it last told us, marked with its reachability)."""
+    entries = []
+    for raw in state.worktrees:
+        try:
+            entry = WorktreeEntry.from_dict(raw)
+        except ValueError:
+            continue  # a record the far side should not have sent: not shown, never acted on
+        if not entry.live:
+            continue
+        extra = {"host": state.name, "remote_name": entry.name, "reachable": state.status == "ok",
+                 "updated": last_update(state)}
+        entries.append(replace(entry, name=remote_key(state.name, entry.name), extra=extra))
+    return entries
+
+
+def remote_sessions(state: HostState) -> dict[str, SessionInfo]:
+    sessions = {}
+    for raw in state.sessions:
+        try:
+            info = SessionInfo(
+                name=remote_key(state.name, str(raw["name"])), session=str(raw["session"]), agent=str(raw["agent"]),
+                status=SessionStatus(str(raw["status"])), exit_code=_int(raw.get("exit_code")),
+                pid=_int(raw.get("pid")), started_at=float(raw.get("started_at") or 0), log=str(raw.get("log", "")),
+                persistent=True, socket=_str(raw.get("socket")), tmux_conf=_str(raw.get("tmux_conf")),
+                usage=raw.get("usage") if isinstance(raw.get("usage"), dict) else None)
+        except (KeyError, TypeError, ValueError):
+            continue
+        sessions[info.name] = info
+    return sessions
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def row_host(entry: WorktreeEntry) -> str:
+    return str(entry.extra.get("host") or LOCAL) if is_remote(entry.name) else LOCAL
+
+
+def matches(filter_text: str, entry: WorktreeEntry) -> bool:
+    """The `/` filter: `host:NAME` words keep that host's rows (`host:local` the local ones); the other words
+    must all appear in the name, branch or task id."""
+    hosts: list[str] = []
+    words: list[str] = []
+    for word in filter_text.lower().split():
+        (hosts if word.startswith(HOST_FILTER) else words).append(word.removeprefix(HOST_FILTER))
+    if hosts and not any(row_host(entry).lower().startswith(h) for h in hosts):
+        return False
+    text = f"{shown_name(entry)} {entry.branch} {entry.task_id or ''}".lower()
+    return all(word in text for word in words)
+
+
+def task_filter(filter_text: str) -> str:
+    """What the tasks list filters by: the filter without its `host:` words (tasks are local)."""
+    return " ".join(w for w in filter_text.split() if not w.lower().startswith(HOST_FILTER))
+
+
+# -- the poller --------------------------------------------------------------------------------------------------
+
+
+class HostsChanged(Message):
+    """Some host's state changed; carries every host's current state (so a newer one replaces an older)."""
+
+    def __init__(self, states: dict[str, HostState]) -> None:
+        super().__init__()
+        self.states = states
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, HostsChanged)
+
+
+class HostsWatch(Widget):
+    """Polls the user's remote hosts in a thread worker (none configured: it does nothing)."""
+
+    DEFAULT_CSS = "HostsWatch { display: none; }"
+
+    interval = 2.0
+    """Seconds between the end of one poll of every host and the next."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.hosts: dict[str, RemoteHost] = {}
+        self.states: dict[str, HostState] = {}
+        self._wake = threading.Event()
+        self._stopped = False
+
+    def on_mount(self) -> None:
+        self.watch_hosts()
+
+    def poll_now(self) -> None:
+        """After a remote operation: poll at once instead of at the next interval."""
+        self._wake.set()
+
+    @work(thread=True, exit_on_error=False, exclusive=True, group="hosts", description="poll remote hosts")
+    def watch_hosts(self) -> None:
+        configs = load_hosts()
+        if not configs:
+            return
+        self.hosts = {name: RemoteHost(config) for name, config in configs.items()}
+        feed = HostsFeed(list(self.hosts.values()), interval=self.interval)
+
+        def changed(_: HostState) -> None:
+            self.states = feed.states
+            self.post_message(HostsChanged(self.states))
+
+        feed.on_change = changed
+        worker = get_current_worker()
+        while not (self._stopped or worker.is_cancelled):
+            feed.poll()
+            self._wake.wait(self.interval)
+            self._wake.clear()
+
+    @on(Worker.StateChanged)
+    def worker_changed(self, event: Worker.StateChanged) -> None:
+        # Worker.StateChanged does not bubble: a bad [hosts] table or a failed poll loop is told from here.
+        report = getattr(self.app, "report_worker_failure", None)
+        if report is not None:
+            report(event)
+
+    def attach_argv(self, key: str) -> list[str] | None:
+        """The command that shows remote session `key` in a PTY; None while its host does not answer."""
+        host_name, _ = split_key(key)
+        host = self.hosts.get(host_name or "")
+        state = self.states.get(host_name or "")
+        if host is None or state is None or state.status != "ok":
+            return None
+        name = split_key(key)[1]
+        info = next((s for s in state.sessions if s.get("name") == name), None)
+        if info is None or not info.get("session") or not info.get("socket"):
+            return None
+        return host.attach_argv(str(info["session"]), str(info["socket"]), _str(info.get("tmux_conf")))
+
+    def on_unmount(self) -> None:
+        self._stopped = True
+        self._wake.set()
+
+
+def shown_name(entry: WorktreeEntry) -> str:
+    """The name a row shows (a remote row's host is in its own column)."""
+    return str(entry.extra.get("remote_name", entry.name)) if is_remote(entry.name) else entry.name
+
+
+def remote_cells(entry: WorktreeEntry, cells: dict[str, Any]) -> None:
+    """A remote row's cells: no local git facts or disk use for it, and all of it greyed, with the time of the
+    host's last answer, while its host does not answer."""
+    cells["dirty"] = cells["ab"] = cells["disk"] = Text("-", style="dim")
+    if entry.extra.get("reachable") is not False:
+        return
+    cells["activity"] = Text(f"unreachable, {entry.extra.get('updated', '')}")
+    cells["host"] = Text(f"{entry.extra.get('host')} ✗")  # the activity column is the first to go when narrow
+    for key, cell in cells.items():
+        text = cell.copy() if isinstance(cell, Text) else Text(str(cell))
+        text.stylize("grey42")
+        cells[key] = text

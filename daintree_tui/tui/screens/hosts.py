@@ -1,0 +1,199 @@
+"""Remote rows on the main screen: what a host's state change does to the lists and the terminal, and what each
+action does on a remote row.
+
+A base of `MainScreen` (after `DashboardActions`): its action overrides see a remote row first. Remove and keep
+run on the host through its own CLI; the actions that only make sense here (commit, merge, diff, ...) are refused
+with a notice naming the `--host` command. None of them ever reaches a local worktree: a remote row's key
+(`NAME@HOST`) is no local worktree's name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from daintree_tui.core.models import WorktreeEntry
+from daintree_tui.services.hosts_feed import HostState
+from daintree_tui.sessions.manager import SessionInfo
+from daintree_tui.sessions.status import SessionStatus
+from daintree_tui.tui.bindings import needs_worktree
+from daintree_tui.tui.hosts import (
+    HostsChanged,
+    HostsWatch,
+    is_remote,
+    last_update,
+    remote_entries,
+    remote_sessions,
+    split_key,
+)
+from daintree_tui.tui.screens import flows
+from daintree_tui.tui.screens.actions import DashboardActions
+from daintree_tui.tui.screens.confirm import ConfirmScreen
+
+LOCAL_ONLY = {"commit": "worktree commit", "merge": "worktree merge", "pr": "worktree pr",
+              "diff": "worktree diff", "copy_path": "worktree status", "inject_task": "session send",
+              "start_session": "session start"}
+
+
+class HostsScreen(DashboardActions):
+    """The remote half of the main screen."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._host_status: dict[str, HostState] = {}
+
+    def schedule_attach(self) -> None:
+        raise NotImplementedError
+
+    @property
+    def hosts_watch(self) -> HostsWatch:
+        return self.query_one(HostsWatch)
+
+    def host_state(self, key: str | None) -> HostState | None:
+        host, _ = split_key(key)
+        return self.hosts_watch.states.get(host) if host else None
+
+    def on_hosts_changed(self, message: HostsChanged) -> None:
+        before = {name: state.status for name, state in self._host_status.items()}
+        self._host_status = dict(message.states)
+        local_entries = tuple(e for e in self.entries if not is_remote(e.name))
+        local_sessions = {k: v for k, v in self.sessions.items() if not is_remote(k)}
+        entries: list[WorktreeEntry] = []
+        sessions: dict[str, SessionInfo] = {}
+        for name in sorted(message.states):  # grouped by host, in name order, after the local rows
+            entries += remote_entries(message.states[name])
+            sessions.update(remote_sessions(message.states[name]))
+        self.entries = (*local_entries, *entries)
+        self.sessions = {**local_sessions, **sessions}
+        host, _ = split_key(self.selected)
+        state = message.states.get(host) if host else None
+        if state is None:
+            return
+        self.explain_unattached(self.selected)
+        if state.status == "ok" and before.get(state.name) != "ok" and self.terminal.worktree != self.selected:
+            self.schedule_attach()  # the host came back: show its session again
+
+    def explain_unattached(self, key: str | None) -> None:
+        """What the terminal says when it shows nothing: for a remote row whose host does not answer, that."""
+        terminal = self.terminal
+        if not hasattr(self, "_placeholder"):
+            self._placeholder = terminal.placeholder
+        state = self.host_state(key)
+        if state is not None and state.status != "ok":
+            terminal.placeholder = (f"Host {state.name} does not answer ({last_update(state)}). Its agents keep "
+                                    "running there; this terminal reattaches when it is back.")
+        elif state is not None:
+            terminal.placeholder = f"No session on host {state.name} for this worktree."
+        else:
+            terminal.placeholder = self._placeholder
+
+    def merged_entries(self, local: tuple[WorktreeEntry, ...]) -> tuple[WorktreeEntry, ...]:
+        """A new local snapshot, with the remote rows kept after it."""
+        return (*local, *(e for e in self.entries if is_remote(e.name)))
+
+    def merged_sessions(self, local: dict[str, SessionInfo]) -> dict[str, SessionInfo]:
+        return {**local, **{k: v for k, v in self.sessions.items() if is_remote(k)}}
+
+    # -- actions on a remote row ---------------------------------------------------------------------------------
+
+    def refuse(self, action: str) -> bool:
+        """True (after saying why) when the current row is remote and `action` only works on local worktrees."""
+        if not is_remote(self.selected):
+            return False
+        host, name = split_key(self.selected)
+        self.notify(f"{name} is on host {host}: run `daintree {LOCAL_ONLY[action]} {name} --host {host}` there",
+                    title="not from the dashboard", severity="warning")
+        return True
+
+    def action_open_session(self) -> None:
+        key = self.selected
+        if not is_remote(key) or self.query_one("#tasks").has_focus:
+            super().action_open_session()
+            return
+        info = self.sessions.get(str(key))
+        state = self.host_state(key)
+        if state is None or state.status != "ok":
+            host = split_key(key)[0]
+            self.notify(f"host {host} does not answer: its last state is shown greyed", severity="warning")
+        elif info is not None and info.status != SessionStatus.EXITED:
+            self.attach_and_focus(str(key))
+        else:
+            self.refuse("start_session")
+
+    @needs_worktree
+    def action_keep(self) -> None:
+        if is_remote(self.selected):
+            self.run_flow(self.remote_operation(str(self.selected), "keep"), "keep on host")
+        else:
+            super().action_keep()
+
+    @needs_worktree
+    def action_remove(self) -> None:
+        if is_remote(self.selected):
+            self.run_flow(self.remote_operation(str(self.selected), "remove"), "remove on host")
+        else:
+            super().action_remove()
+
+    async def remote_operation(self, key: str, operation: str) -> None:
+        """`worktree keep|remove NAME` run by the host's own daintree. Remove is asked first and never forced:
+        the host refuses a worktree with uncommitted work, and its words are shown here."""
+        host_name, name = split_key(key)
+        host = self.hosts_watch.hosts.get(host_name or "")
+        if host is None or name is None:
+            return
+        if operation == "remove":
+            confirmed = await self.app.push_screen_wait(ConfirmScreen(
+                f"Remove {name} on host {host_name}?",
+                f"Its host removes the worktree and its branch and stops its session; a worktree with uncommitted "
+                f"work is refused there (then: `daintree worktree remove {name} --force --host {host_name}`).",
+                yes="Remove"))
+            if not confirmed:
+                return
+            self.release(key)
+        await asyncio.to_thread(host.run_json, ["worktree", operation, name])
+        self.notify(f"{'Kept' if operation == 'keep' else 'Removed'} {name} on host {host_name}")
+        self.hosts_watch.poll_now()
+
+    @needs_worktree
+    def action_commit(self) -> None:
+        if not self.refuse("commit"):
+            super().action_commit()
+
+    @needs_worktree
+    def action_merge(self) -> None:
+        if not self.refuse("merge"):
+            super().action_merge()
+
+    @needs_worktree
+    def action_pr(self) -> None:
+        if not self.refuse("pr"):
+            super().action_pr()
+
+    @needs_worktree
+    def action_start_session(self) -> None:
+        if not self.refuse("start_session"):
+            super().action_start_session()
+
+    @needs_worktree
+    def action_inject_task(self) -> None:
+        if not self.refuse("inject_task"):
+            super().action_inject_task()
+
+    @needs_worktree
+    def action_copy_path(self) -> None:
+        if not self.refuse("copy_path"):
+            super().action_copy_path()
+
+    @needs_worktree
+    def action_diff(self) -> None:
+        if not self.refuse("diff"):
+            super().action_diff()
+
+    @needs_worktree
+    def action_full_diff(self) -> None:
+        if not self.refuse("diff"):
+            super().action_full_diff()
+
+    def show_diff(self, name: str) -> None:
+        """The diff tab follows the current worktree (a remote one's diff is its host's: nothing to show)."""
+        if not is_remote(name):
+            self.run_flow(flows.diff(self, name), "diff")
