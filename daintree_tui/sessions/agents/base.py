@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import stat
 import sys
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,6 +83,23 @@ def write_signal_script(ctx: SessionContext, chain: Sequence[str] | None = None)
     path = ctx.signal_script
     write_private(path, "\n".join(lines) + "\n", executable=True)
     return path
+
+
+RECORD_LOOKBACK_DAYS = 30  # records older than this are not linked to a session (nor resumed into)
+
+
+def recent_records(paths: Iterable[Path]) -> Iterator[tuple[Path, object]]:
+    """Each recent record file with its first JSON line (what names the session's folder); unreadable ones skipped."""
+    horizon = time.time() - RECORD_LOOKBACK_DAYS * 86400
+    for path in paths:
+        try:
+            if path.stat().st_mtime < horizon:
+                continue
+            with path.open("rb") as fh:
+                first = json.loads(fh.readline() or b"{}")
+        except (OSError, ValueError):
+            continue
+        yield path, first
 
 
 class AgentIntegration:

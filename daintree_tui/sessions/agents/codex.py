@@ -10,13 +10,16 @@ the rollout growing again (the observer watches the record file).
 from __future__ import annotations
 
 import json
-import time
 import tomllib
 from pathlib import Path
 
-from daintree_tui.sessions.agents.base import AgentIntegration, SessionContext, Wiring, write_signal_script
-
-LOOKBACK_DAYS = 30  # rollouts older than this are not resumed into
+from daintree_tui.sessions.agents.base import (
+    AgentIntegration,
+    SessionContext,
+    Wiring,
+    recent_records,
+    write_signal_script,
+)
 
 
 class CodexIntegration(AgentIntegration):
@@ -53,16 +56,8 @@ class CodexIntegration(AgentIntegration):
         sessions = self.home(ctx) / "sessions"
         if not sessions.is_dir():
             return []
-        horizon = time.time() - LOOKBACK_DAYS * 86400
         found = []
-        for path in sessions.glob("*/*/*/rollout-*.jsonl"):
-            try:
-                if path.stat().st_mtime < horizon:
-                    continue
-                with path.open("rb") as fh:
-                    first = json.loads(fh.readline() or b"{}")
-            except (OSError, ValueError):
-                continue
+        for path, first in recent_records(sessions.glob("*/*/*/rollout-*.jsonl")):
             payload = first.get("payload") if isinstance(first, dict) else None
             if isinstance(payload, dict) and payload.get("cwd") == str(ctx.worktree):
                 found.append(path)

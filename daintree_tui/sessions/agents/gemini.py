@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from pathlib import Path
 from typing import Any
 
-from daintree_tui.sessions.agents.base import AgentIntegration, SessionContext, Wiring, write_private
+from daintree_tui.sessions.agents.base import AgentIntegration, SessionContext, Wiring, recent_records, write_private
 
-LOOKBACK_DAYS = 30
 ENV = "GEMINI_CLI_SYSTEM_DEFAULTS_PATH"
 
 
@@ -84,16 +82,8 @@ class GeminiIntegration(AgentIntegration):
         if not tmp.is_dir():
             return []
         want = hashlib.sha256(str(ctx.worktree).encode()).hexdigest()
-        horizon = time.time() - LOOKBACK_DAYS * 86400
         found = []
-        for path in tmp.glob("*/chats/session-*.jsonl"):
-            try:
-                if path.stat().st_mtime < horizon:
-                    continue
-                with path.open("rb") as fh:
-                    first = json.loads(fh.readline() or b"{}")
-            except (OSError, ValueError):
-                continue
+        for path, first in recent_records(tmp.glob("*/chats/session-*.jsonl")):
             if isinstance(first, dict) and first.get("projectHash") == want:
                 found.append(path)
         return sorted(found)
