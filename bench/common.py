@@ -17,6 +17,18 @@ def git(cwd: Path, *args: str) -> None:
     subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True, env=GIT_ENV)
 
 
+def small_repo(path: Path, files: int = 1) -> Path:
+    """A repository of `files` one-line files, one commit (for benches where the repository's size is not the
+    point)."""
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    for i in range(files):
+        (path / f"f{i}.txt").write_text(f"{i}\n")
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "init")
+    return path
+
+
 def generated_repo(path: Path, files: int) -> Path:
     """A repository with `files` small files spread over 100 directories, one commit."""
     path.mkdir(parents=True)

@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.common import git, table
+from bench.common import small_repo, table
 
 COLS, ROWS = 120, 40
 KEYS_PER_BLOCK = 25
@@ -113,12 +113,7 @@ def measure_line(term: OuterTerminal, line_id: str, keys: int) -> list[float]:
 
 
 def make_repo(root: Path) -> Path:
-    repo = root / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "f").write_text("x\n")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "i")
+    repo = small_repo(root / "repo")
     (repo / ".daintree.toml").write_text("[agents.echo]\ncommand = \"sh -c 'exec cat'\"\n"
                                          "[notifications]\nbell = false\ndesktop = false\n")
     return repo

@@ -23,7 +23,7 @@ import time
 import uuid
 from pathlib import Path
 
-from bench.common import git, table
+from bench.common import small_repo, table
 from bench.dashboard import Viewer, cpu_ticks, descendants
 
 COUNTS = tuple(int(n) for n in os.environ.get("DAINTREE_BENCH_BUSY", "0,10,40,100").split(","))
@@ -37,12 +37,7 @@ def build(root: Path, socket: str) -> tuple[Path, object]:
     from daintree_tui.core.worktrees import WorktreeService
     from daintree_tui.sessions.manager import SessionManager
 
-    repo = root / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "f.txt").write_text("x\n")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "init")
+    repo = small_repo(root / "repo")
     (repo / ".daintree.toml").write_text(
         f"[ports]\nrange = [20000, 29999]\n[agents.busy]\ncommand = \"{BUSY}\"\nsandbox = \"off\"\n"
         "[agents.echo]\ncommand = \"sh -c 'exec cat'\"\n"

@@ -17,7 +17,7 @@ import time
 import uuid
 from pathlib import Path
 
-from bench.common import git, table
+from bench.common import small_repo, table
 
 FLOOD_MB = 5
 FLOOD = (
@@ -33,12 +33,7 @@ FLOOD = (
 
 
 def make_repo(root: Path) -> Path:
-    repo = root / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "f").write_text("x\n")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "i")
+    repo = small_repo(root / "repo")
     (root / "flood.py").write_text(FLOOD.replace("{size}", str(FLOOD_MB * 1024 * 1024)))
     (repo / ".daintree.toml").write_text(
         f"[agents.flood]\ncommand = \"{sys.executable} {root / 'flood.py'}\"\n"
