@@ -53,7 +53,7 @@ def git(*args):
     subprocess.run(["git", *args], check=True, capture_output=True)
 
 with open(f"work-{{agent}}.txt", "w") as fh:
-    fh.write("done\\n")
+    fh.write(f"done in {{os.environ.get('DAINTREE_WORKTREE')}}\\n")  # never the same as a merged one
 git("add", f"work-{{agent}}.txt")
 git("commit", "-q", "-m", f"{{agent}}: work")
 if os.environ.get("DAINTREE_WORKTREE") == "auth-refactor":

@@ -96,3 +96,25 @@ def test_dashboard_restart_of_an_exited_session_runs_the_worktrees_agent(manager
     with pytest.raises(InputError):
         backend.start_session("one", "ghost", (80, 24), restart=True)
     assert live_pid(manager, "one") is not None
+
+
+def test_sessions_lost_with_the_server_are_offered_even_when_their_hangup_was_recorded(repo: Path,
+                                                                                        tmux_socket: str) -> None:
+    """Killing the server hangs up every agent; an observer may record that exit just before the sessions
+    vanish. Those are still lost with the server; one stopped on purpose or ended by itself is not."""
+    import subprocess
+
+    from daintree_tui.services.container import HANGUP_EXIT, Services
+
+    user_agents()
+    services = Services(Project.discover(repo))
+    for name in ("hung", "stopped", "done", "running"):
+        WorktreeService(services.project).create(name)
+        services.sessions.start(name, "echo")
+    services.sessions.record_transition("hung", SessionStatus.EXITED, HANGUP_EXIT)
+    services.sessions.stop("stopped")
+    services.sessions.record_transition("done", SessionStatus.EXITED, 0)
+    names = ["hung", "stopped", "done", "running"]
+    assert services.lost_sessions(names) == {}, "the server still runs: nothing is lost"
+    subprocess.run(["tmux", "-L", tmux_socket, "kill-server"], check=True)
+    assert services.lost_sessions(names) == {"hung": "echo", "running": "echo"}

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from daintree_tui.core.project import Project
 
+HANGUP_EXIT = 128 + 1  # SIGHUP: what a session's agent gets when its tmux server dies under it
+
 if TYPE_CHECKING:
     from daintree_tui.core.review import ReviewService
     from daintree_tui.core.tasks import TaskService
@@ -181,7 +183,9 @@ class Services:
             if name not in live:
                 continue  # its worktree was removed: the session was stopped on purpose
             record = self.sessions.record(name)
-            if record is not None and not record.ended and record.agent:
+            # A hangup as its exit: the server's death ended it, and the observer may have recorded that
+            # before the session vanished (an exit of its own, or a stop, records another code).
+            if record is not None and record.agent and (not record.ended or record.exit_code == HANGUP_EXIT):
                 lost[name] = record.agent
         return lost
 
