@@ -144,6 +144,7 @@ def tmux_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     from daintree_tui.sessions.tmux import socket_path
 
     socket_path(name).unlink(missing_ok=True)
+    socket_path(name).with_name(f".{name}.start-lock").unlink(missing_ok=True)
 
 
 def wait_for(predicate: Any, timeout: float = 10.0, interval: float = 0.05) -> Any:
@@ -158,6 +159,38 @@ def wait_for(predicate: Any, timeout: float = 10.0, interval: float = 0.05) -> A
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s")
         time.sleep(interval)
+
+
+class Lines:
+    """The lines a child process prints, read on a thread of their own: a test waits for the line it needs with
+    a deadline instead of blocking in `readline()` past it (a busy machine must fail a test, never hang it)."""
+
+    def __init__(self, stream: Any) -> None:
+        import queue
+        import threading
+
+        self._queue: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+
+    def _read(self, stream: Any) -> None:
+        for line in stream:
+            self._queue.put(line)
+
+    def until(self, predicate: Any, timeout: float = 30.0) -> str:
+        """The first line (from those not yet returned) for which `predicate(line)` holds."""
+        import queue
+        import time
+
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"no such line within {timeout}s; seen: {self.seen[-5:]}") from None
+            self.seen.append(line)
+            if predicate(line):
+                return line
 
 
 def trusted_config(repo: Path, text: str) -> None:

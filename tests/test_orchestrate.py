@@ -117,10 +117,10 @@ def test_two_queue_runners_never_start_a_task_twice(cli: CLI, repo: Path) -> Non
         cli.ok("task", "create", f"job {i}", "--agent", "job")
     runners = [subprocess.Popen([PY, "-m", "daintree_tui", "queue", "run", "--interval", "0.2"], cwd=repo,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    for runner in runners:
-        runner.communicate(timeout=120)
+    outputs = [runner.communicate(timeout=120) for runner in runners]
     started = [e["worktree"]["name"] for e in events(repo) if e["event"] == "session.started"]
-    assert len(started) == len(set(started)) == 6
+    assert len(started) == len(set(started)) == 6, (
+        [(e["event"], (e.get("worktree") or {}).get("name"), e.get("error")) for e in events(repo)], outputs)
     worktrees = [e["name"] for e in cli.json("worktree", "list", "--all")]
     assert len(worktrees) == 6
 
@@ -225,3 +225,13 @@ def test_wall_clock_limit_stops_an_overrunning_session(cli: CLI, repo: Path) -> 
     assert [e["worktree"]["name"] for e in timeouts] == ["too-slow"]
     task = cli.json("task", "show", "1")
     assert task["status"] == "in_progress" and task["owner"] == "queue-failed:timeout"  # stopped, not completed
+
+
+def test_queue_run_reports_a_task_that_could_not_start(cli: CLI, repo: Path) -> None:
+    write_config(repo, 'max_sessions = 2\n[agents.ghost]\ncommand = "no-such-agent-binary --flag"\n')
+    cli.ok("task", "create", "haunted", "--agent", "ghost")
+    proc = cli("queue", "run", "--once")
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("daintree: task 1: ") and "no-such-agent-binary" in proc.stderr, proc.stderr
+    failed = [e for e in events(repo) if e["event"] == "task.updated" and "could not start" in e.get("error", "")]
+    assert failed and failed[0]["task"]["id"] == 1

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CLI, make_repo, wait_for
+from tests.conftest import CLI, Lines, make_repo, wait_for
 from tests.sshd import Sshd, sshd_available
 
 pytestmark = pytest.mark.skipif(
@@ -315,10 +315,7 @@ def test_follow_streams_and_ends_with_us(far: str, far_repo: Path, cli: CLI) -> 
                              "--host", far], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         cli.json("worktree", "create", "streamed", "--host", far)
-        assert proc.stdout is not None
-        seen = []
-        while not any(e.get("event") == "worktree.create.after" for e in seen):
-            seen.append(json.loads(proc.stdout.readline()))
+        Lines(proc.stdout).until(lambda line: json.loads(line).get("event") == "worktree.create.after")
     finally:
         proc.terminate()
         proc.wait(timeout=10)

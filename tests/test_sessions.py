@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ from daintree_tui.core.project import Project
 from daintree_tui.sessions.manager import SessionManager
 from daintree_tui.sessions.presets import resolve_preset
 from daintree_tui.sessions.tmux import TmuxHost
-from tests.conftest import CLI, events, trusted_config, wait_for
+from tests.conftest import CLI, Lines, events, trusted_config, wait_for
 
 pytestmark = pytest.mark.usefixtures("tmux_socket")
 
@@ -185,8 +184,7 @@ def test_keys_and_stale_socket(cli: CLI, repo: Path, tmux_socket: str) -> None:
     pid = int(subprocess.run(["tmux", "-L", tmux_socket, "display-message", "-p", "#{pid}"], capture_output=True,
                              text=True).stdout.strip())
     os.kill(pid, signal.SIGKILL)
-    time.sleep(0.2)
-    assert host.list() == []
+    wait_for(lambda: host.list() == [])
     cli.ok("session", "start", "k", "--agent", "echo")  # a fresh server on the same socket name
 
 
@@ -274,14 +272,10 @@ def test_session_log_follow(cli: CLI, repo: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "daintree_tui", "session", "log", "f", "--follow"], cwd=repo,
                             stdout=subprocess.PIPE, text=True)
     try:
-        assert proc.stdout is not None
-        assert "agent ready" in proc.stdout.readline()
+        lines = Lines(proc.stdout)
+        lines.until(lambda line: "agent ready" in line)
         cli.ok("session", "send", "f", "followed")
-        deadline = time.monotonic() + 5
-        seen = ""
-        while "echo: followed" not in seen and time.monotonic() < deadline:
-            seen += proc.stdout.readline()
-        assert "echo: followed" in seen
+        lines.until(lambda line: "echo: followed" in line)
     finally:
         proc.terminate()
         proc.wait(timeout=5)
@@ -362,3 +356,4 @@ def test_racing_observers_record_each_transition_once(cli: CLI, repo: Path, tmp_
     assert exit_marker.read_text() == "race:0\n"
     reported = [line for out, _ in outputs for line in out.splitlines()]
     assert sum(": waiting" in line for line in reported) == 1 and sum(": exited" in line for line in reported) == 1
+

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CLI, events, git
+from tests.conftest import CLI, Lines, events, git
 
 
 def test_seed_walkthrough(cli: CLI, repo: Path) -> None:
@@ -321,11 +322,16 @@ def test_events_follow_prints_new_events(cli: CLI, repo: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "daintree_tui", "worktree", "events", "--follow", "--json",
                              "--limit", "0"], cwd=repo, stdout=subprocess.PIPE, text=True)
     try:
-        time.sleep(1.0)
-        cli.ok("task", "create", "b")
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert json.loads(line)["task"]["subject"] == "b"
+        lines = Lines(proc.stdout)
+        # It prints only what happens after it started, which the test cannot see: add tasks until one shows.
+        for attempt in range(60):
+            cli.ok("task", "create", f"b{attempt}")
+            with contextlib.suppress(AssertionError):
+                first = json.loads(lines.until(lambda line: True, timeout=0.5))
+                break
+        assert first["task"]["subject"].startswith("b"), "the task created before it started was printed"
+        cli.ok("task", "create", "c")
+        assert json.loads(lines.until(lambda line: '"c"' in line))["event"] == "task.created"
     finally:
         proc.terminate()
         proc.wait(timeout=10)

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from daintree_tui.cli.common import AddCommand, task_id
 from daintree_tui.cli.output import emit, error, table, wants_json, write_line
 from daintree_tui.core.errors import InputError
 from daintree_tui.services import Services
+
+if TYPE_CHECKING:
+    from daintree_tui.services.queue import StepReport
 
 
 def _score_rows(scores: list[dict[str, Any]]) -> str:
@@ -72,12 +75,19 @@ def cmd_queue_run(args: argparse.Namespace, services: Services) -> int:
 
         return run_host_queue(args, services)
     services.sessions.host  # noqa: B018 - a clear error without tmux
-    report = services.queue.run(once=args.once, interval=args.interval)
+    failed: list[str] = []
+
+    def report_errors(step: StepReport) -> None:  # as they happen: a run can last hours
+        for message in step.errors:
+            error(message)
+        failed.extend(step.errors)
+
+    report = services.queue.run(once=args.once, interval=args.interval, on_step=report_errors)
     text = (f"started: {', '.join(report.started) or '-'}; completed: {report.completed or '-'}; "
             f"running: {report.running}; ready or blocked: {report.waiting_tasks}"
             + (f"\nnothing new starts: {report.blocked} (raise the limit in [budget])" if report.blocked else ""))
     emit(args, report.to_dict(), text)
-    return 0
+    return 1 if failed else 0  # a task that could not start (its error is above)
 
 
 def cmd_policy_show(args: argparse.Namespace, services: Services) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,6 +105,7 @@ class QueueRunner:
                     current = self.tasks.get(task.id)
                     current.owner = f"{QUEUE_OWNER}-failed:start"
                     self.tasks.save(current)
+                self.project.events.append("task.updated", task=current.brief(), error=f"could not start: {exc}")
         by_id = {t.id: t for t in self.tasks.list()}
         report.waiting_tasks = sum(1 for t in by_id.values() if t.status == TaskStatus.PENDING
                                    and t.extra.get("agent") and not t.owner)
@@ -162,11 +164,15 @@ class QueueRunner:
                             task.owner = f"{QUEUE_OWNER}-failed:timeout"
                             self.tasks.save(task)
 
-    def run(self, once: bool = False, interval: float = 2.0) -> StepReport:
-        """Step until nothing is left to start or running (or once); returns the last pass's report."""
+    def run(self, once: bool = False, interval: float = 2.0,
+            on_step: Callable[[StepReport], None] | None = None) -> StepReport:
+        """Step until nothing is left to start or running (or once); returns the last pass's report.
+        `on_step` sees every pass (the CLI prints each pass's errors as they happen)."""
         interval = validate.finite_number(interval, "--interval", minimum=0.05, maximum=3600)
         while True:
             report = self.step()
+            if on_step is not None:
+                on_step(report)
             if once or (report.running == 0 and (report.waiting_tasks == 0 or report.blocked)
                         and not report.started):
                 return report

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -18,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from daintree_tui.core.errors import OperationError
@@ -122,8 +123,26 @@ class TmuxHost:
         proc = self.tmux("list-sessions", "-F", "#{session_name}", check=False)
         if proc.returncode == 0:
             return True
-        self._clean_stale_socket(proc.stderr)
+        with self._starting():
+            self._clean_stale_socket(proc.stderr)
         return False
+
+    @contextlib.contextmanager
+    def _starting(self) -> Iterator[None]:
+        """Held while the server is started or its stale socket removed, by every process using this socket.
+
+        A new server's socket exists a moment before it listens: a second process starting its first session
+        then (two queue runners, the dashboard and the CLI) took it for a dead server's, removed it and started
+        another server, and the first process's session went to a server nobody could reach any more."""
+        path = socket_path(self.socket)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(path.with_name(f".{path.name}.start-lock"),
+                     os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
 
     def _clean_stale_socket(self, stderr: str) -> None:
         """A killed server leaves its socket behind: remove it so the next start is clean."""
@@ -153,10 +172,13 @@ class TmuxHost:
         """
         self._write_conf()
         if not self.server_running():
-            # Start the server with a clean command line: a tmux server keeps the argv of the client that
-            # forked it, and the new-session call below carries the session's environment (API keys too).
-            self._clean_stale_socket("refused")
-            self.tmux("start-server")
+            with self._starting():
+                # Another process may have started it while we waited for the lock.
+                if self.tmux("list-sessions", "-F", "#{session_name}", check=False).returncode != 0:
+                    # Start the server with a clean command line: a tmux server keeps the argv of the client
+                    # that forked it, and the new-session call below carries the session's environment.
+                    self._clean_stale_socket("refused")
+                    self.tmux("start-server")
         name = session_name(worktree)
         # The log holds everything the agent printed: the user's only, from its first byte.
         open_private_append(log).close()
