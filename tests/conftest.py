@@ -147,7 +147,7 @@ def tmux_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     socket_path(name).with_name(f".{name}.start-lock").unlink(missing_ok=True)
 
 
-def wait_for(predicate: Any, timeout: float = 10.0, interval: float = 0.05) -> Any:
+def wait_for(predicate: Any, timeout: float = 30.0, interval: float = 0.05) -> Any:
     """Poll until `predicate()` is truthy; fail with a clear message after `timeout` seconds."""
     import time
 

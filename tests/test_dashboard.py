@@ -69,7 +69,7 @@ def configure(repo: Path) -> None:
         "[notifications]\nbell = false\n")
 
 
-async def until(pilot: Any, predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
+async def until(pilot: Any, predicate: Callable[[], Any], timeout: float = 30.0) -> Any:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while True:
@@ -87,7 +87,7 @@ async def select(pilot: Any, screen: MainScreen, name: str) -> None:
     await until(pilot, lambda: screen.selected == name)
 
 
-async def on_screen(pilot: Any, app: DaintreeApp, name: str, timeout: float = 10.0) -> None:
+async def on_screen(pilot: Any, app: DaintreeApp, name: str, timeout: float = 30.0) -> None:
     """Wait until screen `name` is on top and composed (a dialog pushed from a worker mounts a moment later)."""
     await until(pilot, lambda: type(app.screen).__name__ == name and app.screen.is_mounted
                 and bool(app.screen.children), timeout)
@@ -233,9 +233,9 @@ async def test_cli_change_appears_live(repo: Path, cli: CLI) -> None:
         loop = asyncio.get_running_loop()
         start = loop.time()
         await asyncio.to_thread(cli.ok, "task", "create", "Made in another shell")
-        await until(pilot, lambda: screen.query_one(TaskTable).row_count == 1, timeout=5)
+        await until(pilot, lambda: screen.query_one(TaskTable).row_count == 1, timeout=30)
         await asyncio.to_thread(cli.ok, "worktree", "create", "from-cli")
-        await until(pilot, lambda: screen.query_one(WorktreeTable).row_count == 1, timeout=5)
+        await until(pilot, lambda: screen.query_one(WorktreeTable).row_count == 1, timeout=30)
         assert loop.time() - start < 5
 
 
@@ -352,10 +352,10 @@ async def test_full_flow_from_the_keyboard(repo: Path, cli: CLI) -> None:
         await pilot.press("m")
         await on_screen(pilot, app, "MergeScreen")
         await pilot.click("#merge")
-        await until(pilot, lambda: index(repo)["add-feature"]["status"] == "removed", timeout=15)
+        await until(pilot, lambda: index(repo)["add-feature"]["status"] == "removed", timeout=30)
         # the index says "removed" before the flow appends its last events: wait for them, not for luck
         await until(pilot, lambda: '"worktree.remove.after"' in (repo / ".worktrees/events.jsonl").read_text(),
-                    timeout=15)
+                    timeout=30)
     assert (repo / "feature.txt").read_text() == "implemented\n"
     assert json.loads((repo / ".tasks" / "task_1.json").read_text())["status"] == "completed"
     names = [json.loads(line)["event"] for line in (repo / ".worktrees/events.jsonl").read_text().splitlines()]
@@ -404,11 +404,11 @@ async def test_tmux_server_killed_under_the_dashboard(repo: Path, cli: CLI, tmux
         terminal = screen.query_one(TerminalView)
         await until(pilot, lambda: terminal.worktree == "victim")
         subprocess.run(["tmux", "-L", tmux_socket, "kill-server"], check=True)
-        await on_screen(pilot, app, "ConfirmScreen", timeout=15)
+        await on_screen(pilot, app, "ConfirmScreen", timeout=30)
         assert "victim (echo)" in str(app.screen.body)
         buttons = await until(pilot, lambda: app.screen.query("#yes"))
         buttons.first(Button).press()  # a toast may sit over the button: press it, don't click
-        await until(pilot, lambda: "victim" in screen.sessions, timeout=15)
+        await until(pilot, lambda: "victim" in screen.sessions, timeout=30)
         log = repo / ".worktrees" / ".logs" / "victim.log"
         await until(pilot, lambda: log.read_bytes().count(b"agent ready") == 2)
         assert app.is_running
@@ -432,7 +432,7 @@ async def test_bakeoff_view_scores_and_picks(repo: Path, cli: CLI) -> None:
 
         app.screen.query_one(SelectionList).select("y")
         await pilot.click("#start")
-        await on_screen(pilot, app, "BakeoffScreen", timeout=15)
+        await on_screen(pilot, app, "BakeoffScreen", timeout=30)
         terminals = list(app.screen.query(TerminalView))
         assert len(terminals) == 2
         await until(pilot, lambda: all(t.attached for t in terminals))
@@ -449,7 +449,7 @@ async def test_bakeoff_view_scores_and_picks(repo: Path, cli: CLI) -> None:
         await until(pilot, lambda: board.row_count == 2 and str(board.get_row_at(0)[4]) == "9")
         assert str(board.get_row_at(0)[1]) == "pick-a-number-y"
         await pilot.press("p")
-        await until(pilot, lambda: isinstance(app.screen, MainScreen), timeout=15)
+        await until(pilot, lambda: isinstance(app.screen, MainScreen), timeout=30)
         await until(pilot, lambda: (repo / "n.txt").exists())
     assert (repo / "n.txt").read_text() == "9\n"
     assert json.loads((repo / ".tasks" / "task_1.json").read_text())["status"] == "completed"
@@ -470,11 +470,11 @@ async def test_auto_queue_and_approval_prompt(repo: Path, cli: CLI) -> None:
         cli.ok("task", "create", "careful one", "--role", "careful")
         cli.ok("worktree", "create", "careful", "--task", "2")
         await asyncio.to_thread(cli, "worktree", "remove", "careful", env={"DAINTREE_WORKTREE": "careful"})
-        await on_screen(pilot, app, "ConfirmScreen", timeout=10)
+        await on_screen(pilot, app, "ConfirmScreen", timeout=30)
         assert "remove" in str(app.screen.question)
         buttons = await until(pilot, lambda: app.screen.query("#yes"))
         buttons.first(Button).press()
-        await until(pilot, lambda: index(repo)["careful"]["status"] == "removed", timeout=10)
+        await until(pilot, lambda: index(repo)["careful"]["status"] == "removed", timeout=30)
 
 
 @pytest.mark.usefixtures("cpu_burners")
@@ -728,7 +728,7 @@ async def test_merge_with_remove_clears_the_diff(repo: Path, cli: CLI) -> None:
         await pilot.press("m")
         await on_screen(pilot, app, "MergeScreen")
         await pilot.click("#merge")
-        await until(pilot, lambda: index(repo)["feature"]["status"] == "removed", timeout=15)
+        await until(pilot, lambda: index(repo)["feature"]["status"] == "removed", timeout=30)
         await until(pilot, lambda: consistent(screen, "keepme"))
         await until(pilot, lambda: diff.worktree != "feature"
                     and "feature" not in "\n".join(str(line.text) for line in diff.lines))

@@ -101,7 +101,7 @@ async def test_restart_offers_resume_and_asks_before_replacing_a_live_agent(repo
         await pilot.press("enter")
         await on_screen(pilot, app, "ConfirmScreen")
         await pilot.click("#yes")
-        await until(pilot, lambda: manager.meta("w").get("resumed") is True, timeout=15)
+        await until(pilot, lambda: manager.meta("w").get("resumed") is True, timeout=30)
         assert manager.meta("w")["command"][-2:] == ["resume", "--last"]
         await until(pilot, lambda: any("Resumed codex in w" in t for t in toasts(app)))
 
@@ -145,11 +145,11 @@ async def test_first_quick_create_says_which_agent_and_how_to_change_it(repo: Pa
         screen = main_screen(app)
         await until(pilot, lambda: screen.started)
         await pilot.press("n", *"First thing", "enter")
-        await until(pilot, lambda: "first-thing" in screen.sessions, timeout=15)
+        await until(pilot, lambda: "first-thing" in screen.sessions, timeout=30)
         told = await until(pilot, lambda: [t for t in toasts(app) if "Quick-create started codex" in t])
         assert "default_agent" in told[0] and "first installed" in told[0]
         await pilot.press("ctrl+right_square_bracket", "n", *"Second thing", "enter")
-        await until(pilot, lambda: "second-thing" in screen.sessions, timeout=15)
+        await until(pilot, lambda: "second-thing" in screen.sessions, timeout=30)
         await until(pilot, lambda: any("second-thing" in t for t in toasts(app)))
         assert len([t for t in toasts(app) if "Quick-create started" in t]) == 1
 
@@ -164,13 +164,13 @@ async def test_quick_create_never_types_the_task_into_a_shell(repo: Path, tmux_s
         screen = main_screen(app)
         await until(pilot, lambda: screen.started)
         await pilot.press("n", *"touch typed-marker", "enter")
-        await until(pilot, lambda: "touch-typed-marker" in screen.sessions, timeout=15)
+        await until(pilot, lambda: "touch-typed-marker" in screen.sessions, timeout=30)
         assert screen.sessions["touch-typed-marker"].agent == "shell"
         await until(pilot, lambda: any("Quick-create started shell" in t for t in toasts(app)))
         worktree = repo / ".worktrees" / "touch-typed-marker"
         # The shell runs what it is given: a command of ours arrives, the subject never did.
         tmux(tmux_socket, "send-keys", "-t", "=dt-touch-typed-marker:", "touch shell-alive", "Enter")
-        await until(pilot, lambda: (worktree / "shell-alive").exists(), timeout=15)
+        await until(pilot, lambda: (worktree / "shell-alive").exists(), timeout=30)
         assert not (worktree / "typed-marker").exists()
 
 
