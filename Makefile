@@ -47,8 +47,11 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy
 
+# Two workers (pytest-xdist) on the 2-core target machine: most tests wait on git, tmux, bwrap and sshd, and every
+# test has its own repository, tmux socket and config, so they run side by side (measured: 6m22s against 7m58s
+# serially with the machine busy).
 pytest: setup
-	$(BIN)/pytest -q -p no:cacheprovider -m "not slow"
+	$(BIN)/pytest -q -p no:cacheprovider -m "not slow" -n 2
 
 test-slow: setup
 	$(BIN)/pytest -q -p no:cacheprovider -m slow
