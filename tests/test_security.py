@@ -722,3 +722,19 @@ def test_untrusted_repo_config_cannot_loosen_the_users_roles(tmp_path: Path) -> 
     (clone / ".daintree.toml").write_text('[roles.worker]\nallow = ["commit", "remove"]\napproval = "human"\n')
     worker = Project.discover(clone).config.roles["worker"]
     assert worker.allow == ("commit",) and worker.approval == "human"
+
+
+@pytest.mark.usefixtures("tmux_socket")
+def test_a_tmux_socket_directory_others_can_write_is_refused(repo: Path, cli: CLI, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another user able to write the socket directory could hold the start lock or swap the server: refused,
+    as tmux itself refuses it, with one line and nothing started."""
+    shared = tmp_path / "shared-tmp"
+    (shared / f"tmux-{os.getuid()}").mkdir(parents=True, mode=0o777)
+    os.chmod(shared / f"tmux-{os.getuid()}", 0o777)
+    monkeypatch.setenv("TMUX_TMPDIR", str(shared))
+    cli.ok("worktree", "create", "w")
+    proc = cli("session", "start", "w", "--agent", "shell")
+    assert proc.returncode == 1
+    assert "unsafe tmux socket directory" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not list((shared / f"tmux-{os.getuid()}").iterdir())

@@ -15,6 +15,7 @@ import os
 import shlex
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -136,6 +137,10 @@ class TmuxHost:
         another server, and the first process's session went to a server nobody could reach any more."""
         path = socket_path(self.socket)
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = os.lstat(path.parent)
+        if st.st_uid != os.getuid() or st.st_mode & 0o077 or not stat.S_ISDIR(st.st_mode):
+            # What tmux itself refuses: another user could hold our lock or swap the socket.
+            raise OperationError(f"unsafe tmux socket directory {path.parent} (not ours alone)")
         fd = os.open(path.with_name(f".{path.name}.start-lock"),
                      os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
