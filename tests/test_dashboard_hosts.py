@@ -247,3 +247,22 @@ async def test_auto_queue_fills_hosts_by_free_slots(sshd: Sshd, tmp_path: Path, 
         passes = screen.hosts_watch.passes
         await until(pilot, lambda: screen.hosts_watch.passes >= passes + 2)
         assert len(owners()) == 4
+
+
+def test_remote_facts_take_only_well_formed_counts() -> None:
+    from daintree_tui.core.worktrees import Facts
+    from daintree_tui.services.hosts_feed import HostState
+    from daintree_tui.tui.hosts import remote_facts, remote_facts_and_disk
+
+    assert remote_facts({"exists": True, "dirty": 2, "ahead": 1, "behind": 0}) == Facts(True, 2, 1, 0)
+    for bad in (None, [], {"exists": "yes", "dirty": 0, "ahead": 0, "behind": 0},
+                {"exists": True, "dirty": -1, "ahead": 0, "behind": 0}, {"exists": True, "dirty": True, "ahead": 0,
+                                                                          "behind": 0}, {"exists": True}):
+        assert remote_facts(bad) is None, bad
+    raw = {"name": "feat", "path": "/srv/app/.worktrees/feat", "branch": "wt/feat", "base_ref": "main",
+           "base_commit": "a" * 40, "status": "active", "facts": {"exists": True, "dirty": 3, "ahead": 0,
+                                                                  "behind": 4}, "disk_bytes": 2048}
+    bare = {**raw, "name": "old", "facts": None, "disk_bytes": "big"}
+    state = HostState("box", 3, reachable=True, worktrees=(raw, bare), updated_at=1.0, checked_at=1.0)
+    facts, disk = remote_facts_and_disk(remote_entries(state))
+    assert facts == {"feat@box": Facts(True, 3, 0, 4)} and disk == {"feat@box": 2048}
