@@ -10,6 +10,7 @@ Claims are writes under this repository's lock, so two runners never place one t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Collection, Sequence
@@ -27,6 +28,7 @@ from daintree_tui.services.remote import RemoteHost
 
 HOST_OWNER = "host:"
 CLAIM_OWNER = "host-queue:"
+CREATE_FAILED_OWNER = "create-failed"
 NAME_ATTEMPTS = 5
 
 
@@ -179,17 +181,26 @@ def create_on_host(host: RemoteHost, subject: str, description: str, agent: str,
         taken: worktree names the host already has (from its last poll): not even tried.
     """
     remote_task = host.run_json(["task", "create", subject, "--description", description, "--agent", agent])
-    base_name = slugify(subject, limit=40)
+    try:
+        worktree = _create_worktree(host, str(remote_task["id"]), slugify(subject, limit=40), agent, base, taken)
+    except DaintreeError:
+        # The task stays there, owned, so that no queue on the host starts it; the error says what went wrong.
+        with contextlib.suppress(DaintreeError):
+            host.run_json(["task", "update", str(remote_task["id"]), "--owner", CREATE_FAILED_OWNER])
+        raise
+    return RemoteCreated(host.name, dict(remote_task), dict(worktree))
+
+
+def _create_worktree(host: RemoteHost, task_id: str, base_name: str, agent: str, base: str | None,
+                     taken: Collection[str]) -> dict[str, Any]:
     names = [base_name if n == 1 else f"{base_name}-{n}" for n in range(1, NAME_ATTEMPTS + 1)]
     error: DaintreeError | None = None
     for name in (n for n in names if n not in taken):
-        args = ["worktree", "create", name, "--task", str(remote_task["id"]), "--agent", agent]
+        args = ["worktree", "create", name, "--task", task_id, "--agent", agent]
         try:
-            worktree = host.run_json([*args, "--base", base] if base else args)
+            return dict(host.run_json([*args, "--base", base] if base else args))
         except InputError as exc:
             if "exists" not in str(exc):
                 raise  # a bad base ref or agent: no other name would help
             error = exc  # the name, its branch or its folder is taken there: the next one
-            continue
-        return RemoteCreated(host.name, dict(remote_task), dict(worktree))
     raise error or InputError(f"no free worktree name for {base_name!r} on host {host.name}")
