@@ -152,3 +152,117 @@ def test_host_filter_words_and_remote_rows() -> None:
     assert entry.name == "feat@box" and entry.extra["host"] == "box" and entry.extra["reachable"]
     assert matches("host:box", entry) and matches("host:b feat", entry)
     assert not matches("host:local", entry) and not matches("host:vm", entry) and not matches("other", entry)
+
+
+async def test_quick_create_on_a_host_attaches_over_ssh_and_shows_its_facts(
+        far: str, far_repo: Path, repo: Path, cli: CLI) -> None:  # noqa: F811
+    from textual.widgets import Input, Select
+
+    from daintree_tui.tui.screens.new_task import LOCAL, NewTaskScreen
+
+    remote = CLI(repo, subprocess=True)
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(220, 40)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, MainScreen)
+        table = screen.query_one(WorktreeTable)
+        terminal = screen.query_one(TerminalView)
+        await until(pilot, lambda: screen.hosts_watch.states.get(far) and screen.hosts_watch.states[far].status
+                    == "ok")
+
+        # `n`: the dialog asks where, here first; the host's free slots are in its label.
+        await pilot.press("n")
+        dialog = await until(pilot, lambda: app.screen if isinstance(app.screen, NewTaskScreen) else None)
+        where = dialog.query_one("#host", Select)
+        assert where.value == LOCAL
+        assert ("host far (2 of 2 free)", far) in dialog.hosts
+        where.value = far
+        dialog.query_one("#agent", Select).value = "shell"
+        dialog.query_one("#subject", Input).focus()
+        await pilot.press(*"fix the login", "enter")
+
+        # Made there by its own CLI, the new row current, its terminal attached over ssh; nothing made here.
+        key = "fix-the-login@far"
+        await until(pilot, lambda: screen.selected == key and terminal.worktree == key and terminal.has_focus,
+                    timeout=60)
+        (made,) = await asyncio.to_thread(remote.json, "worktree", "list", "--host", far)
+        assert made["name"] == "fix-the-login" and made["session"]["agent"] == "shell"
+        assert [t["subject"] for t in await asyncio.to_thread(remote.json, "task", "list", "--host", far)] \
+            == ["fix the login"]
+        assert cli.json("worktree", "list") == [] and cli.json("task", "list") == []
+        await pilot.press(*"echo typed-over-ssh", "enter")
+        await until(pilot, lambda: "typed-over-ssh" in terminal.screen_text())
+        await pilot.press("ctrl+right_square_bracket")
+
+        # The remote row's dirty count, ahead/behind and disk use come from the host's own poll.
+        await until(pilot, lambda: row(table, key)["dirty"] == "0" and row(table, key)["ab"] == "↑0↓0")
+        table.styles.width = 200  # wide enough for the disk column
+        await until(pilot, lambda: row(table, key).get("disk") not in (None, "-", "…"))
+        (Path(made["path"]) / "new.txt").write_text("work in progress\n")
+        await until(pilot, lambda: row(table, key)["dirty"] == "1")
+
+        # The next `n` offers the host chosen last time first.
+        await pilot.press("n")
+        again = await until(pilot, lambda: app.screen if isinstance(app.screen, NewTaskScreen) else None)
+        assert again.query_one("#host", Select).value == far
+        await pilot.press("escape")
+
+
+async def test_auto_queue_fills_hosts_by_free_slots(sshd: Sshd, tmp_path: Path, repo: Path,  # noqa: F811
+                                                    cli: CLI) -> None:
+    from daintree_tui.services.remote import HostConfig, save_host
+    from tests.conftest import make_repo
+    from tests.test_remote import DAINTREE
+
+    repo_a, repo_b = make_repo(tmp_path / "repo-a"), make_repo(tmp_path / "repo-b")
+    save_host(HostConfig("a", "dt-far", str(repo_a), max_sessions=2, daintree=DAINTREE))
+    save_host(HostConfig("b", "dt-other", str(repo_b), max_sessions=1, daintree=DAINTREE))
+    (repo / ".daintree.toml").write_text("max_sessions = 1\n")
+    ids = [cli.json("task", "create", f"job {n}", "--agent", "shell")["id"] for n in range(1, 6)]
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(220, 40)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, MainScreen)
+        table = screen.query_one(WorktreeTable)
+        await until(pilot, lambda: {n: s.status for n, s in screen.hosts_watch.states.items()}
+                    == {"a": "ok", "b": "ok"})
+        await pilot.press("a")
+
+        def owners() -> list[str]:
+            return sorted(t["owner"] for t in cli.json("task", "list") if t["owner"])
+
+        # One slot here, two on a, one on b: four tasks start, the fifth waits for a free slot.
+        await eventually(pilot, lambda: len(owners()) == 4 and owners().count("host:a") == 2
+                         and owners().count("host:b") == 1, timeout=60)
+        local = {t["id"]: t for t in cli.json("task", "list")}
+        hosted = [t for t in local.values() if t["owner"].startswith("host:")]
+        assert sorted(t["owner"] for t in hosted) == ["host:a", "host:a", "host:b"]
+        assert sum(1 for t in local.values() if t["status"] == "pending" and not t["owner"]) == 1
+        assert len(cli.json("worktree", "list")) == 1
+        for task in hosted:
+            name, host = task["remote"]["worktree"], task["remote"]["host"]
+            await until(pilot, lambda key=f"{name}@{host}": key in [str(k.value) for k in table.rows])
+        assert set(ids) == set(local)
+        # Two more passes (each polls, then places): no slot left anywhere, so nothing more is placed.
+        passes = screen.hosts_watch.passes
+        await until(pilot, lambda: screen.hosts_watch.passes >= passes + 2)
+        assert len(owners()) == 4
+
+
+def test_remote_facts_take_only_well_formed_counts() -> None:
+    from daintree_tui.core.worktrees import Facts
+    from daintree_tui.services.hosts_feed import HostState
+    from daintree_tui.tui.hosts import remote_facts, remote_facts_and_disk
+
+    assert remote_facts({"exists": True, "dirty": 2, "ahead": 1, "behind": 0}) == Facts(True, 2, 1, 0)
+    for bad in (None, [], {"exists": "yes", "dirty": 0, "ahead": 0, "behind": 0},
+                {"exists": True, "dirty": -1, "ahead": 0, "behind": 0}, {"exists": True, "dirty": True, "ahead": 0,
+                                                                          "behind": 0}, {"exists": True}):
+        assert remote_facts(bad) is None, bad
+    raw = {"name": "feat", "path": "/srv/app/.worktrees/feat", "branch": "wt/feat", "base_ref": "main",
+           "base_commit": "a" * 40, "status": "active", "facts": {"exists": True, "dirty": 3, "ahead": 0,
+                                                                  "behind": 4}, "disk_bytes": 2048}
+    bare = {**raw, "name": "old", "facts": None, "disk_bytes": "big"}
+    state = HostState("box", 3, reachable=True, worktrees=(raw, bare), updated_at=1.0, checked_at=1.0)
+    facts, disk = remote_facts_and_disk(remote_entries(state))
+    assert facts == {"feat@box": Facts(True, 3, 0, 4)} and disk == {"feat@box": 2048}

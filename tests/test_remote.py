@@ -403,3 +403,19 @@ def test_stdin_reaches_the_remote_command(far: str) -> None:
     host = remote(far)
     result = host.run_command("tr a-z A-Z", input="typed here\n")  # type: ignore[attr-defined]
     assert (result.exit_code, result.stdout) == (0, "TYPED HERE\n")
+
+
+def test_create_on_host_makes_task_worktree_and_session_there_or_leaves_its_task_owned(far: str) -> None:
+    from daintree_tui.core.errors import InputError
+    from daintree_tui.services.host_queue import CREATE_FAILED_OWNER, create_on_host
+
+    host = remote(far)
+    made = create_on_host(host, "Add search", "the box", "shell")  # type: ignore[arg-type]
+    assert made.name == "add-search" and made.worktree["session"]["agent"] == "shell"
+    again = create_on_host(host, "Add search", "", "shell", taken={"add-search"})  # type: ignore[arg-type]
+    assert again.name == "add-search-2"
+    with pytest.raises(InputError, match="base ref"):
+        create_on_host(host, "Bad base", "", "shell", base="no-such-ref")  # type: ignore[arg-type]
+    tasks = host.run_json(["task", "list"])  # type: ignore[attr-defined]
+    assert [(t["subject"], t["worktree"], t["owner"]) for t in tasks] == [
+        ("Add search", "add-search", ""), ("Add search", "add-search-2", ""), ("Bad base", "", CREATE_FAILED_OWNER)]

@@ -10,9 +10,10 @@ Claims are writes under this repository's lock, so two runners never place one t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,7 @@ from daintree_tui.services.remote import RemoteHost
 
 HOST_OWNER = "host:"
 CLAIM_OWNER = "host-queue:"
+CREATE_FAILED_OWNER = "create-failed"
 NAME_ATTEMPTS = 5
 
 
@@ -104,28 +106,16 @@ class HostQueue:
 
     def _start(self, task: Task, host: RemoteHost, state: HostState) -> None:
         agent = str(task.extra["agent"])
-        remote_task = host.run_json(["task", "create", task.subject, "--description", task.description,
-                                     "--agent", agent])
-        taken = {str(w.get("name")) for w in state.worktrees}
-        base = slugify(task.subject, limit=40)
-        names = [base if n == 1 else f"{base}-{n}" for n in range(1, NAME_ATTEMPTS + 1)]
-        error: DaintreeError | None = None
-        for name in (n for n in names if n not in taken):
-            try:
-                host.run_json(["worktree", "create", name, "--task", str(remote_task["id"]), "--agent", agent])
-            except InputError as exc:  # the name (or its branch) is taken there: the next one
-                error = exc
-                continue
-            with self.project.lock.hold():
-                current = self.tasks.get(task.id)
-                current.status = TaskStatus.IN_PROGRESS
-                current.owner = f"{HOST_OWNER}{host.name}"
-                current.extra["remote"] = {"host": host.name, "task": remote_task["id"], "worktree": name}
-                self.tasks.save(current)
-            self.project.events.append("task.updated", task=current.brief(), owner=current.owner,
-                                       reason=f"placed on host {host.name} as {name}")
-            return
-        raise error or InputError(f"no free worktree name for {base!r} there")
+        created = create_on_host(host, task.subject, task.description, agent,
+                                 taken={str(w.get("name")) for w in state.worktrees})
+        with self.project.lock.hold():
+            current = self.tasks.get(task.id)
+            current.status = TaskStatus.IN_PROGRESS
+            current.owner = f"{HOST_OWNER}{host.name}"
+            current.extra["remote"] = {"host": host.name, "task": created.task_id, "worktree": created.name}
+            self.tasks.save(current)
+        self.project.events.append("task.updated", task=current.brief(), owner=current.owner,
+                                   reason=f"placed on host {host.name} as {created.name}")
 
     def _set_owner(self, task_id: int, owner: str) -> None:
         with self.project.lock.hold():
@@ -160,3 +150,57 @@ class HostQueue:
                     self.project.events.append("task.updated", task=task.brief(), error=f"session exited {code} on "
                                                f"host {state.name}")
                     report.failed.append(task.id)
+
+
+# -- one piece of work on a host ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RemoteCreated:
+    """What `create_on_host` made there: the host's task and worktree (as its `--json` printed them)."""
+
+    host: str
+    task: dict[str, Any]
+    worktree: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return str(self.worktree["name"])
+
+    @property
+    def task_id(self) -> int:
+        return int(self.task["id"])
+
+
+def create_on_host(host: RemoteHost, subject: str, description: str, agent: str, *, base: str | None = None,
+                   taken: Collection[str] = ()) -> RemoteCreated:
+    """A task, a worktree named from its subject bound to it, and a session running `agent`, all made by the
+    host's own CLI (what the host queue places and what the dashboard's quick-create does on a host).
+
+    Args:
+        taken: worktree names the host already has (from its last poll): not even tried.
+    """
+    remote_task = host.run_json(["task", "create", subject, "--description", description, "--agent", agent])
+    try:
+        worktree = _create_worktree(host, str(remote_task["id"]), slugify(subject, limit=40), agent, base, taken)
+    except DaintreeError:
+        # The task stays there, owned, so that no queue on the host starts it; the error says what went wrong.
+        with contextlib.suppress(DaintreeError):
+            host.run_json(["task", "update", str(remote_task["id"]), "--owner", CREATE_FAILED_OWNER])
+        raise
+    return RemoteCreated(host.name, dict(remote_task), dict(worktree))
+
+
+def _create_worktree(host: RemoteHost, task_id: str, base_name: str, agent: str, base: str | None,
+                     taken: Collection[str]) -> dict[str, Any]:
+    names = [base_name if n == 1 else f"{base_name}-{n}" for n in range(1, NAME_ATTEMPTS + 1)]
+    error: DaintreeError | None = None
+    for name in (n for n in names if n not in taken):
+        args = ["worktree", "create", name, "--task", task_id, "--agent", agent]
+        try:
+            return dict(host.run_json([*args, "--base", base] if base else args))
+        except InputError as exc:
+            if "exists" not in str(exc):
+                raise  # a bad base ref or agent: no other name would help
+            error = exc  # the name, its branch or its folder is taken there: the next one
+    raise error or InputError(f"no free worktree name for {base_name!r} on host {host.name}")

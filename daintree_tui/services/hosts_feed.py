@@ -1,14 +1,14 @@
 """Live state of remote hosts, and placing work on them by free slots.
 
-`HostsFeed` polls each host's `worktree list --json` and `session list --json` (one round trip over its master
-connection), keeps the last state it read with its time, and marks a host `unreachable` when ssh fails, until it
-answers again. It never calls the UI: a dashboard passes `on_change` and turns it into a message.
+`HostsFeed` polls each host's `worktree list --json` (one round trip over its master connection, one run of the
+host's daintree; each worktree's session comes with it), keeps the last state it read with its time, and marks a
+host `unreachable` when ssh fails, until it answers again. It never calls the UI: a dashboard passes `on_change`
+and turns it into a message.
 """
 
 from __future__ import annotations
 
 import contextlib
-import shlex
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 from daintree_tui.core.errors import DaintreeError
 from daintree_tui.services.remote import HostUnreachable, RemoteHost
 
-_SEPARATOR = "\x1e"  # never inside JSON output: json.dumps escapes control characters
 T = TypeVar("T")
 
 
@@ -62,34 +61,16 @@ class HostState:
                 "sessions": list(self.sessions)}
 
 
-def _poll_command(host: RemoteHost) -> str:
-    worktrees = host.daintree_command(["worktree", "list", "--json"])
-    sessions = host.daintree_command(["session", "list", "--json"])
-    script = (f"{worktrees}; w=$?; printf '\\036\\n'; {sessions}; s=$?; printf '\\036%s %s\\n' \"$w\" \"$s\"")
-    return f"sh -c {shlex.quote(script)}"
-
-
 def read_host(host: RemoteHost, timeout: float = 30.0) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """A host's worktrees and sessions, in one round trip. Raises HostUnreachable or OperationError."""
-    import json
-
+    """A host's worktrees and sessions, in one round trip and one run of its daintree: `worktree list --json`
+    carries each worktree's git facts, disk use and session. Raises HostUnreachable or OperationError."""
     from daintree_tui.core.errors import OperationError
 
-    result = host.run_command(_poll_command(host), timeout=timeout)
-    parts = result.stdout.split(_SEPARATOR)
-    if len(parts) != 3:
-        detail = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else "unexpected output"
-        raise OperationError(f"host {host.name}: {detail}")
-    codes = parts[2].split()
-    if codes != ["0", "0"]:
-        detail = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else f"exit codes {codes}"
-        raise OperationError(f"host {host.name}: {detail}")
-    try:
-        worktrees, sessions = json.loads(parts[0]), json.loads(parts[1])
-    except ValueError:
-        raise OperationError(f"host {host.name}: its daintree did not print JSON (see `daintree host check`)"
-                             ) from None
-    return list(worktrees), list(sessions)
+    worktrees = host.run_json(["worktree", "list"], timeout=timeout)
+    if not isinstance(worktrees, list) or not all(isinstance(w, dict) for w in worktrees):
+        raise OperationError(f"host {host.name}: `daintree worktree list --json` did not print a list of worktrees")
+    sessions = [w["session"] for w in worktrees if isinstance(w.get("session"), dict)]
+    return list(worktrees), sessions
 
 
 @dataclass

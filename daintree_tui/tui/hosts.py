@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -21,11 +22,16 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.worker import Worker, get_current_worker
 
+from daintree_tui.core.errors import DaintreeError
 from daintree_tui.core.models import WorktreeEntry
+from daintree_tui.core.project import Project
+from daintree_tui.core.worktrees import Facts
+from daintree_tui.services.host_queue import HostQueue, HostStepReport
 from daintree_tui.services.hosts_feed import HostsFeed, HostState
 from daintree_tui.services.remote import RemoteHost, load_hosts
 from daintree_tui.sessions.manager import SessionInfo
 from daintree_tui.sessions.status import SessionStatus
+from daintree_tui.tui.messages import Notice
 
 SEPARATOR = "@"
 LOCAL = "local"
@@ -54,6 +60,15 @@ def last_update(state: HostState) -> str:
     return "last update " + time.strftime("%H:%M:%S", time.localtime(state.updated_at))
 
 
+def host_label(name: str, state: HostState | None) -> str:
+    """A host as the new-task dialog offers it: its name and how many sessions may still start there."""
+    if state is None or state.status == "unknown":
+        return f"host {name}"
+    if state.status != "ok":
+        return f"host {name} ({state.status})"
+    return f"host {name} ({state.free_slots} of {state.max_sessions} free)"
+
+
 # -- rows --------------------------------------------------------------------------------------------------------
 
 
@@ -68,9 +83,34 @@ def remote_entries(state: HostState) -> list[WorktreeEntry]:
         if not entry.live:
             continue
         extra = {"host": state.name, "remote_name": entry.name, "reachable": state.status == "ok",
-                 "updated": last_update(state)}
+                 "updated": last_update(state), "facts": remote_facts(raw.get("facts")),
+                 "disk_bytes": _int(raw.get("disk_bytes"))}
         entries.append(replace(entry, name=remote_key(state.name, entry.name), extra=extra))
     return entries
+
+
+def remote_facts(raw: Any) -> Facts | None:
+    """The git facts a host's `worktree list --json` reported for one worktree (None when it sent none)."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("exists"), bool):
+        return None
+    counts = [_int(raw.get(key)) for key in ("dirty", "ahead", "behind")]
+    if any(count is None or count < 0 for count in counts):
+        return None
+    dirty, ahead, behind = (int(count or 0) for count in counts)
+    return Facts(exists=raw["exists"], dirty=dirty, ahead=ahead, behind=behind)
+
+
+def remote_facts_and_disk(entries: Sequence[WorktreeEntry]) -> tuple[dict[str, Facts], dict[str, int]]:
+    """Git facts and disk use of remote rows, keyed like the rows: from the host's poll, no extra round trip."""
+    facts: dict[str, Facts] = {}
+    disk: dict[str, int] = {}
+    for entry in entries:
+        fact, size = entry.extra.get("facts"), entry.extra.get("disk_bytes")
+        if isinstance(fact, Facts):
+            facts[entry.name] = fact
+        if isinstance(size, int):
+            disk[entry.name] = size
+    return facts, disk
 
 
 def remote_sessions(state: HostState) -> dict[str, SessionInfo]:
@@ -145,6 +185,14 @@ class HostsWatch(Widget):
         super().__init__(id=id)
         self.hosts: dict[str, RemoteHost] = {}
         self.states: dict[str, HostState] = {}
+        self.feed: HostsFeed | None = None
+        self.last_host: str | None = None
+        """Where the last new task went (None: here): the new-task dialog offers it first next time."""
+        self.queue_project: Project | None = None
+        """While the dashboard's auto queue is on: the project whose ready tasks each pass places on the hosts'
+        free slots."""
+        self.passes = 0
+        """How many passes over the hosts ended (a test waits on it)."""
         self._wake = threading.Event()
         self._stopped = False
 
@@ -154,6 +202,17 @@ class HostsWatch(Widget):
     def poll_now(self) -> None:
         """After a remote operation: poll at once instead of at the next interval."""
         self._wake.set()
+
+    def poll_host(self, name: str) -> HostState | None:
+        """Poll one host now, in the calling thread (never the event loop's): `states` holds the answer when it
+        returns, so what was just made there can be shown and attached at once."""
+        feed, host = self.feed, self.hosts.get(name)
+        if feed is None or host is None:
+            return None
+        state = feed.poll_host(host)
+        self.states = feed.states
+        self.post_message(HostsChanged(self.states))
+        return state
 
     @work(thread=True, exit_on_error=False, exclusive=True, group="hosts", description="poll remote hosts")
     def watch_hosts(self) -> None:
@@ -168,11 +227,32 @@ class HostsWatch(Widget):
             self.post_message(HostsChanged(self.states))
 
         feed.on_change = changed
+        self.feed = feed
+        queue: HostQueue | None = None
         worker = get_current_worker()
         while not (self._stopped or worker.is_cancelled):
-            feed.poll()
+            project = self.queue_project
+            if project is not None:
+                # The same pass as `queue run --hosts` (it polls every host first, through this feed).
+                if queue is None or queue.project is not project:
+                    queue = HostQueue(project, list(self.hosts.values()), feed)
+                try:
+                    self.tell(queue.step())
+                except DaintreeError as exc:  # this pass failed (a lock held too long...): the next one tries
+                    self.post_message(Notice(f"Auto: {exc}", title="host queue"))
+            else:
+                feed.poll()
+            self.passes += 1
             self._wake.wait(self.interval)
             self._wake.clear()
+
+    def tell(self, report: HostStepReport) -> None:
+        """What an auto-queue pass did, for the user to read (nothing when it did nothing)."""
+        placed = "; ".join(f"{', '.join(f'task {i}' for i in ids)} on {host}" for host, ids in report.placed.items())
+        if placed:
+            self.post_message(Notice(f"Auto: placed {placed}"))
+        for error in report.errors:
+            self.post_message(Notice(f"Auto: {error}", title="host queue"))
 
     @on(Worker.StateChanged)
     def worker_changed(self, event: Worker.StateChanged) -> None:
@@ -205,9 +285,12 @@ def shown_name(entry: WorktreeEntry) -> str:
 
 
 def remote_cells(entry: WorktreeEntry, cells: dict[str, Any]) -> None:
-    """A remote row's cells: no local git facts or disk use for it, and all of it greyed, with the time of the
-    host's last answer, while its host does not answer."""
-    cells["dirty"] = cells["ab"] = cells["disk"] = Text("-", style="dim")
+    """A remote row's cells: its git facts and disk use as its host reported them, and all of it greyed, with the
+    time of the host's last answer, while its host does not answer."""
+    if not isinstance(entry.extra.get("facts"), Facts):  # a host whose daintree does not report them
+        cells["dirty"] = cells["ab"] = Text("-", style="dim")
+    if not isinstance(entry.extra.get("disk_bytes"), int):
+        cells["disk"] = Text("-", style="dim")
     if entry.extra.get("reachable") is not False:
         return
     cells["activity"] = Text(f"unreachable, {entry.extra.get('updated', '')}")

@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 
 from daintree_tui.core.models import WorktreeEntry
+from daintree_tui.core.worktrees import Facts
+from daintree_tui.services.host_queue import create_on_host
 from daintree_tui.services.hosts_feed import HostState
 from daintree_tui.sessions.manager import SessionInfo
 from daintree_tui.sessions.status import SessionStatus
@@ -19,15 +21,19 @@ from daintree_tui.tui.bindings import needs_worktree
 from daintree_tui.tui.hosts import (
     HostsChanged,
     HostsWatch,
+    host_label,
     is_remote,
     last_update,
     remote_entries,
+    remote_facts_and_disk,
+    remote_key,
     remote_sessions,
     split_key,
 )
 from daintree_tui.tui.screens import flows
 from daintree_tui.tui.screens.actions import DashboardActions
 from daintree_tui.tui.screens.confirm import ConfirmScreen
+from daintree_tui.tui.screens.new_task import NewTask, NewTaskScreen
 
 LOCAL_ONLY = {"commit": "worktree commit", "merge": "worktree merge", "pr": "worktree pr",
               "diff": "worktree diff", "copy_path": "worktree status", "inject_task": "session send",
@@ -36,6 +42,9 @@ LOCAL_ONLY = {"commit": "worktree commit", "merge": "worktree merge", "pr": "wor
 
 class HostsScreen(DashboardActions):
     """The remote half of the main screen."""
+
+    facts: dict[str, Facts]
+    disk: dict[str, int]
 
     def __init__(self) -> None:
         super().__init__()
@@ -64,6 +73,9 @@ class HostsScreen(DashboardActions):
             sessions.update(remote_sessions(message.states[name]))
         self.entries = (*local_entries, *entries)
         self.sessions = {**local_sessions, **sessions}
+        facts, disk = remote_facts_and_disk(entries)  # what each host's poll reported: no round trip per row
+        self.facts = {**{k: v for k, v in self.facts.items() if not is_remote(k)}, **facts}
+        self.disk = {**{k: v for k, v in self.disk.items() if not is_remote(k)}, **disk}
         host, _ = split_key(self.selected)
         state = message.states.get(host) if host else None
         if state is None:
@@ -92,6 +104,61 @@ class HostsScreen(DashboardActions):
 
     def merged_sessions(self, local: dict[str, SessionInfo]) -> dict[str, SessionInfo]:
         return {**local, **{k: v for k, v in self.sessions.items() if is_remote(k)}}
+
+    # -- placing work on a host ----------------------------------------------------------------------------------
+
+    def action_new_task(self) -> None:
+        """`n`: with remote hosts configured, the dialog also asks where (here, or a host: the last one chosen)."""
+        watch = self.hosts_watch
+        if not watch.hosts:
+            super().action_new_task()
+            return
+        choices = [(host_label(name, watch.states.get(name)), name) for name in sorted(watch.hosts)]
+        backend = self.backend
+        dialog = flows.ask(self, NewTaskScreen(backend.agent_facts(), backend.default_agent(), choices,
+                                               host=watch.last_host))
+        self.run_flow(self.new_task_anywhere(dialog), "create task")
+
+    async def new_task_anywhere(self, dialog: asyncio.Future[NewTask | None]) -> None:
+        new = await dialog
+        if new is None:
+            return
+        self.hosts_watch.last_host = new.host
+        if new.host is None:
+            answered: asyncio.Future[NewTask | None] = asyncio.get_running_loop().create_future()
+            answered.set_result(new)
+            await flows.new_task(self, answered)
+            return
+        await self.create_on_host(new)
+
+    async def create_on_host(self, new: NewTask) -> None:
+        """The host's own CLI makes the task, worktree and session (as the host queue does); the new row
+        becomes the current one and its terminal attaches over ssh."""
+        watch = self.hosts_watch
+        host_name = str(new.host)
+        host = watch.hosts.get(host_name)
+        if host is None:
+            return
+        if not new.start:
+            task = await asyncio.to_thread(host.run_json, ["task", "create", new.subject, "--description",
+                                                           new.description, "--agent", new.agent])
+            self.notify(f"Created task {task['id']} on host {host_name}")
+            return
+        state = watch.states.get(host_name)
+        taken = {str(w.get("name")) for w in state.worktrees} if state is not None else set()
+        self.notify(f"Creating on host {host_name}…")
+        created = await asyncio.to_thread(create_on_host, host, new.subject, new.description, new.agent,
+                                          base=new.base or None, taken=taken)
+        await asyncio.to_thread(watch.poll_host, host_name)  # its session is known before the terminal attaches
+        key = remote_key(host_name, created.name)
+        self.operation_done(f"Task {created.task_id} → worktree {created.name} with {new.agent} on host "
+                            f"{host_name}", focus=key)
+
+    def action_toggle_auto(self) -> None:
+        super().action_toggle_auto()
+        # With hosts, the auto queue also fills their free slots (the pass of `queue run --hosts`).
+        self.hosts_watch.queue_project = self.backend.project if self.auto_queue else None
+        self.hosts_watch.poll_now()
 
     # -- actions on a remote row ---------------------------------------------------------------------------------
 

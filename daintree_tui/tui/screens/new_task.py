@@ -1,7 +1,9 @@
-"""NewTaskScreen: subject, description, agent and base; Enter in the subject creates and starts at once."""
+"""NewTaskScreen: subject, description, agent, base and (with remote hosts configured) where; Enter in the subject
+creates and starts at once."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -14,6 +16,8 @@ from textual.widgets import Button, Input, Label, Select, TextArea
 
 from daintree_tui.tui.agents_view import AgentFacts, agent_label, is_installed, not_installed_notice
 
+LOCAL = "\x00local"  # the choice "here": no host name can hold a NUL
+
 
 @dataclass(frozen=True)
 class NewTask:
@@ -24,6 +28,8 @@ class NewTask:
     agent: str
     base: str
     start: bool = True
+    host: str | None = None
+    """The remote host to create it on (None: here)."""
 
 
 class NewTaskScreen(ModalScreen[NewTask | None]):
@@ -33,11 +39,15 @@ class NewTaskScreen(ModalScreen[NewTask | None]):
         Binding("escape", "cancel", "Cancel", id="dialog_cancel"),
     ]
 
-    def __init__(self, facts: AgentFacts, default_agent: str) -> None:
+    def __init__(self, facts: AgentFacts, default_agent: str, hosts: Sequence[tuple[str, str]] = (),
+                 host: str | None = None) -> None:
+        """`hosts`: (label, name) of each remote host it may go to; `host`: the one chosen first (None: here)."""
         super().__init__()
         self.facts = facts
         self.agents = sorted(facts)
         self.default_agent = default_agent if default_agent in self.agents else self.agents[0]
+        self.hosts = list(hosts)
+        self.default_host = host if host in {name for _, name in self.hosts} else LOCAL
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="dialog"):
@@ -50,6 +60,11 @@ class NewTaskScreen(ModalScreen[NewTask | None]):
                              allow_blank=False, id="agent")
                 yield Label("Base", classes="field-label")
                 yield Input(placeholder="HEAD", id="base")
+            if self.hosts:
+                with Horizontal(classes="dialog-row"):
+                    yield Label("Where", classes="field-label")
+                    yield Select([("here (local)", LOCAL), *self.hosts], value=self.default_host,
+                                 allow_blank=False, id="host")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Create and start", variant="primary", id="start")
                 yield Button("Task only", id="task-only")
@@ -66,11 +81,18 @@ class NewTaskScreen(ModalScreen[NewTask | None]):
             return None
         value = self.query_one("#agent", Select).value
         agent = str(value) if isinstance(value, str) else self.default_agent
-        if start and not is_installed(self.facts, agent):
+        host = self.chosen_host()
+        if start and host is None and not is_installed(self.facts, agent):  # a host checks its own agents
             self.notify(not_installed_notice(agent), severity="warning")
             return None
         return NewTask(subject, self.query_one("#description", TextArea).text.strip(), agent,
-                       self.query_one("#base", Input).value.strip(), start)
+                       self.query_one("#base", Input).value.strip(), start, host)
+
+    def chosen_host(self) -> str | None:
+        if not self.hosts:
+            return None
+        value = self.query_one("#host", Select).value
+        return value if isinstance(value, str) and value != LOCAL else None
 
     @on(Input.Submitted, "#subject")
     @on(Button.Pressed, "#start")
