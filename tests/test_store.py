@@ -45,3 +45,21 @@ def test_event_record_shape(tmp_path: Path) -> None:
     rec = log.append("worktree.keep", worktree={"name": "x"})
     assert set(rec) >= {"event", "ts", "task", "worktree"}
     assert isinstance(rec["ts"], float)
+
+
+def test_read_up_to_the_follow_point_then_follow_misses_and_repeats_nothing(tmp_path: Path) -> None:
+    """`worktree events --follow` reads, then follows: what is appended between the two is printed once."""
+    from daintree_tui.core.follow import follow_lines
+
+    log = EventLog(tmp_path / "events.jsonl")
+    log.append("one")
+    with log.path.open("ab") as fh:
+        fh.write(b'{"event": "half-writ')  # a record still being written when the reader looked
+    end = log.complete_end()
+    with log.path.open("ab") as fh:
+        fh.write(b'ten", "ts": 1}\n')
+    log.append("two")  # after the reader looked, before it follows
+    assert [r["event"] for r in log.read(end=end)[0]] == ["one"]
+    assert [r["event"] for r in log.read(5, end=end)[0]] == ["one"]
+    followed = follow_lines(log.path, offset=end)
+    assert [json.loads(next(followed))["event"] for _ in range(2)] == ["half-written", "two"]

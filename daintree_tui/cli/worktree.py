@@ -145,7 +145,10 @@ def cmd_wt_events(args: argparse.Namespace, services: Services) -> int:
     if args.limit is not None and args.limit < 0:
         raise InputError("--limit must be zero or more")
     log = services.project.events
-    records, skipped = log.read(args.limit)
+    # Following: read up to a point, then follow from that same point (events appended in between are neither
+    # missed nor printed twice).
+    end = log.complete_end() if args.follow else None
+    records, skipped = log.read(args.limit, end=end)
     if skipped:
         logging.getLogger("daintree").warning(f"skipped {skipped} torn or unreadable line(s) in {log.path}")
     if not args.follow:
@@ -156,7 +159,7 @@ def cmd_wt_events(args: argparse.Namespace, services: Services) -> int:
     sys.stdout.flush()
     from daintree_tui.core.follow import follow_lines
 
-    for line in follow_lines(log.path):
+    for line in follow_lines(log.path, offset=end):
         try:
             rec = json.loads(line)
         except ValueError:

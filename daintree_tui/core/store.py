@@ -209,15 +209,16 @@ class EventLog:
         os.close(fd)
         return os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
 
-    def read(self, limit: int | None = None) -> tuple[list[dict[str, Any]], int]:
+    def read(self, limit: int | None = None, end: int | None = None) -> tuple[list[dict[str, Any]], int]:
         """The records (the last `limit` when given, read from the end of the file) and how many torn or foreign
-        lines were skipped. Without a limit: the rotated file's records too, then the current file's."""
+        lines were skipped. Without a limit: the rotated file's records too, then the current file's.
+        `end`: read the current file only up to this byte (`complete_end()`, where a follower then starts)."""
         if limit is not None:
             if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0 or limit > 10_000_000:
                 raise InputError(f"--limit must be a whole number from 0 to 10000000 (got {limit!r})")
             if limit == 0:
                 return [], 0
-            return self._tail(limit)
+            return self._tail(limit, end)
         records: list[dict[str, Any]] = []
         skipped = 0
         for path in (self.rotated_path, self.path):
@@ -228,22 +229,36 @@ class EventLog:
             except OSError as exc:
                 warn(f"cannot read {path}: {exc.strerror or exc}")
                 continue
+            if path == self.path and end is not None:
+                raw = raw[:end]
             got, bad = parse_event_lines(raw.split(b"\n"))
             records += got
             skipped += bad
         return records, skipped
 
-    def _tail(self, limit: int) -> tuple[list[dict[str, Any]], int]:
+    def _tail(self, limit: int, end: int | None = None) -> tuple[list[dict[str, Any]], int]:
         """The last `limit` records: blocks read backwards from the end until enough lines are parsed."""
         records: list[dict[str, Any]] = []
         skipped = 0
         for path in (self.path, self.rotated_path):
-            got, bad = tail_records(path, limit - len(records))
+            got, bad = tail_records(path, limit - len(records), end if path == self.path else None)
             records = got + records
             skipped += bad
             if len(records) >= limit:
                 break
         return records[-limit:], skipped
+
+    def complete_end(self) -> int:
+        """The byte just after the current file's last complete record: read up to it, then follow from it, and
+        no record is missed or printed twice however fast others append."""
+        try:
+            with self.path.open("rb") as fh:
+                return _last_newline(fh, os.fstat(fh.fileno()).st_size)
+        except FileNotFoundError:
+            return 0
+        except OSError as exc:
+            warn(f"cannot read {self.path}: {exc.strerror or exc}")
+            return 0
 
     def read_since(self, offset: int, max_records: int = 1000) -> tuple[list[dict[str, Any]], int]:
         """Records appended since byte `offset` (complete lines only) and the new offset. A reader that is far
