@@ -3,6 +3,7 @@
 A PTY runs `tmux attach -t=dt-<name>`; its output is read with `loop.add_reader` and fed to the sessions
 layer's emulator. tmux absorbs output floods and redraws only the final screen, so this widget parses only what
 is on screen. Lines are rendered from pyte's dirty set as cached Strips; refresh is coalesced to <= 60 Hz.
+Attaching and detaching live in the base class (`terminal_attach.py`).
 
 Keys (while focused):
 
@@ -14,15 +15,13 @@ Keys (while focused):
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import signal
 import subprocess
 import textwrap
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from rich.segment import Segment
@@ -33,17 +32,17 @@ from textual.geometry import Region, Size
 from textual.message import Message
 from textual.reactive import reactive
 from textual.strip import Strip
-from textual.widget import Widget
 
 from daintree_tui.sessions.emulator import TerminalEmulator
 from daintree_tui.sessions.keys import WHEEL_DOWN, WHEEL_UP, encode_key, encode_mouse_sgr, encode_paste
 from daintree_tui.sessions.pty_host import set_winsize
+from daintree_tui.tui.widgets.terminal_attach import SessionAttachment
 from daintree_tui.tui.widgets.terminal_render import render_screen_line
 
 FRAME_INTERVAL = 1 / 60
 READ_CHUNK = 4096
 
-class TerminalView(Widget, can_focus=True):
+class TerminalView(SessionAttachment, can_focus=True):
     """Shows one session; interactive while focused."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -58,9 +57,6 @@ class TerminalView(Widget, can_focus=True):
         min-height: 3;
     }
     """
-
-    worktree: reactive[str | None] = reactive(None, layout=False)
-    """The worktree whose session is attached (None: nothing attached)."""
 
     leave_keys: ClassVar[set[str]] = {"ctrl+right_square_bracket", "ctrl+]"}
     """Keys that leave the terminal instead of going to the agent (remapped from config `keys.leave_terminal`)."""
@@ -107,82 +103,6 @@ class TerminalView(Widget, can_focus=True):
         self._write_external: Callable[[bytes], None] | None = None
         self._resize_external: Callable[[int, int], None] | None = None
         self.bytes_read = 0
-
-    # -- attaching -------------------------------------------------------------------------------------------
-
-    def attach_command(self, worktree: str, argv: Sequence[str]) -> None:
-        """Show `worktree` by running `argv` (a `tmux attach`) in a PTY of our own."""
-        self.detach()
-        cols, rows = self._grid_size()
-        self.emulator = TerminalEmulator(cols, rows, respond=self._write)
-        self._lines.clear()
-        master, slave = os.openpty()
-        set_winsize(slave, cols, rows)
-        env = {**os.environ, "TERM": "xterm-256color", "COLORTERM": "truecolor"}
-        env.pop("TMUX", None)
-        try:
-            self._proc = subprocess.Popen(
-                list(argv), stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True,
-                close_fds=True,
-            )
-        finally:
-            os.close(slave)
-        os.set_blocking(master, False)
-        self._fd = master
-        asyncio.get_running_loop().add_reader(master, self._on_readable)
-        self.set_reactive(TerminalView.worktree, worktree)
-        self.refresh()
-
-    def attach_emulator(self, worktree: str, emulator: TerminalEmulator, lock: Any,
-                        subscribe: Callable[[Callable[[bytes], None]], Callable[[], None]],
-                        write: Callable[[bytes], None], resize: Callable[[int, int], None]) -> None:
-        """Show a session whose bytes another owner parses (the PTY fallback host)."""
-        self.detach()
-        self.emulator = emulator
-        self._external_lock = lock
-        self._write_external = write
-        self._resize_external = resize
-        app = self.app
-
-        def on_bytes(_: bytes) -> None:
-            app.call_from_thread(self._schedule_refresh)
-
-        self._unsubscribe = subscribe(on_bytes)
-        self.set_reactive(TerminalView.worktree, worktree)
-        self._lines.clear()
-        cols, rows = self._grid_size()
-        resize(cols, rows)
-        self.refresh()
-
-    def detach(self) -> None:
-        """Stop showing the current session (the session itself keeps running)."""
-        if self._fd is not None:
-            with contextlib.suppress(Exception):
-                asyncio.get_running_loop().remove_reader(self._fd)
-            with contextlib.suppress(OSError):
-                os.close(self._fd)
-            self._fd = None
-        if self._proc is not None:
-            with contextlib.suppress(ProcessLookupError):
-                self._proc.terminate()
-            # Reap the tmux client off the event loop: waiting here could stall the UI.
-            threading.Thread(target=self._proc.wait, name="reap-attach", daemon=True).start()
-            self._proc = None
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-        self._unsubscribe = self._write_external = self._resize_external = None
-        self._external_lock = None
-        self.set_reactive(TerminalView.worktree, None)
-        self.emulator = TerminalEmulator(*self._grid_size(), respond=self._write)
-        self._lines.clear()
-        self.refresh()
-
-    @property
-    def attached(self) -> bool:
-        return self.worktree is not None
-
-    def on_unmount(self) -> None:
-        self.detach()
 
     # -- output ----------------------------------------------------------------------------------------------
 
@@ -327,10 +247,6 @@ class TerminalView(Widget, can_focus=True):
         self.post_message(self.Left())
 
     # -- size ------------------------------------------------------------------------------------------------
-
-    def _grid_size(self) -> tuple[int, int]:
-        width, height = self.size
-        return max(width, 20), max(height, 5)
 
     def on_resize(self, event: events.Resize) -> None:
         cols, rows = self._grid_size()
