@@ -39,7 +39,7 @@ def cmd_mcp(args: argparse.Namespace, services: Services) -> int:
 
 def _mounted_inbox() -> Path | None:
     """The inbox of the sandbox this server runs in, found by the mount (as the CLI's own routing does)."""
-    from daintree_tui.core.sandbox import INBOX_MOUNT
+    from daintree_tui.core.mounts import INBOX_MOUNT
 
     if not INBOX_MOUNT.is_dir():
         return None

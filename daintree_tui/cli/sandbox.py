@@ -61,7 +61,7 @@ def _payload(name: str, args: argparse.Namespace) -> dict[str, Any]:
 def route(args: argparse.Namespace, services: Services) -> int | None:
     """Inside a sandbox: send state changes through the inbox (exit code), else None to run the command here.
     Outside: apply pending inbox requests before the commands that show them, then None."""
-    from daintree_tui.core.sandbox import INBOX_MOUNT
+    from daintree_tui.core.mounts import INBOX_MOUNT
 
     handler = getattr(args, "handler", None)
     name = getattr(handler, "__name__", "")

@@ -6,7 +6,6 @@ Every key is validated here so that a bad value is one clear error naming the ke
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -127,14 +126,17 @@ _SANDBOX_KEYS = {"mode", "network", "writable"}
 def read_toml(path: Path) -> dict[str, Any]:
     """A TOML file as a table ({} when absent); a bad file is one `ConfigError` naming it."""
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
+        raw = path.read_bytes()
     except FileNotFoundError:
         return {}
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config: {path} is not valid TOML: {exc}") from None
     except OSError as exc:
         raise ConfigError(f"config: cannot read {path}: {exc.strerror}") from None
+    import tomllib  # only when there is a file to parse (most runs have no user config)
+
+    try:
+        return tomllib.loads(raw.decode())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config: {path} is not valid TOML: {exc}") from None
 
 
 def _tag_hooks(data: dict[str, Any], source: str) -> dict[str, Any]:

@@ -119,6 +119,34 @@ def scan_ignored(root: Path, skip_dirs: list[Path], limit: int | None = None,
     return Ignored(tuple(files), tuple(dirs), complete)
 
 
+class IgnoredScan:
+    """`scan_ignored` running beside `git worktree add`: it only reads the primary, and the add only writes under
+    the worktrees folder, which the scan skips. Started before the add and read after it, the look (and the
+    import of pathspec that matching needs) costs the create no time of its own."""
+
+    def __init__(self, root: Path, skip_dirs: list[Path]) -> None:
+        self._ignored: Ignored | None = None
+        self._error: BaseException | None = None
+        # A daemon thread: if the add fails, the scan is simply not read (it ends by itself, capped).
+        self._thread = threading.Thread(target=self._run, args=(root, skip_dirs), name="daintree-ignored-scan",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self, root: Path, skip_dirs: list[Path]) -> None:
+        try:
+            self._ignored = scan_ignored(root, skip_dirs)
+            _gitignore([])  # pathspec's import, while the add runs
+        except BaseException as exc:  # handed to whoever reads the result
+            self._error = exc
+
+    def result(self) -> Ignored:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._ignored is not None
+        return self._ignored
+
+
 def _gitignore(patterns: list[str]) -> GitIgnoreSpec:
     from pathspec import GitIgnoreSpec  # imported by the one command that needs it (create)
 
@@ -234,9 +262,11 @@ def link_dependencies(root: Path, worktree: Path, targets: list[tuple[str, LinkS
     return linked
 
 
-def provide(root: Path, worktree: Path, cfg: Config, common_dir: Path, skip_dirs: list[Path]) -> DepsReport:
-    """Everything a new worktree gets from the primary: one look at the ignored entries, then copies and links."""
-    ignored = scan_ignored(root, skip_dirs)
+def provide(root: Path, worktree: Path, cfg: Config, common_dir: Path, skip_dirs: list[Path],
+            scan: IgnoredScan | None = None) -> DepsReport:
+    """Everything a new worktree gets from the primary: one look at the ignored entries (`scan`, when it was
+    started already), then copies and links."""
+    ignored = scan.result() if scan is not None else scan_ignored(root, skip_dirs)
     links = list(cfg.deps_link)
     copied = copy_includes(root, worktree, files_to_include(root, include_patterns(root, cfg), ignored, links))
     linked = link_dependencies(root, worktree, dirs_to_link(ignored, links), common_dir)

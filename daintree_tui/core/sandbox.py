@@ -38,11 +38,11 @@ from daintree_tui.core.errors import OperationError
 from daintree_tui.core.index import Index, find
 from daintree_tui.core.log import warn
 from daintree_tui.core.models import WorktreeEntry
+from daintree_tui.core.mounts import INBOX_MOUNT
 from daintree_tui.core.project import Project
 from daintree_tui.core.store import read_json
 from daintree_tui.core.tasks import TaskService
 
-INBOX_MOUNT = Path("/run/daintree/inbox")
 SSH_CONTROL_DIR_ENV = "DAINTREE_SSH_CONTROL_DIR"
 INBOX_ENV = "DAINTREE_INBOX"  # a hint only: identity is the mounted inbox, never this variable
 

@@ -9,7 +9,6 @@ writes or sets) is data: checked against git and the filesystem here, never obey
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import shutil
 import stat
@@ -34,6 +33,8 @@ def trust_file() -> Path:
 
 
 def file_sha256(path: Path) -> str:
+    import hashlib  # only trust checks hash (most commands of a repo without hooks never do)
+
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
@@ -62,6 +63,8 @@ def trust(project: Project) -> dict[str, str]:
 
 
 def _command_key(project: Project, command: str) -> str:
+    import hashlib
+
     return hashlib.sha256(f"{project.root.resolve()}\0{command}".encode()).hexdigest()
 
 

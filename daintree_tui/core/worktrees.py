@@ -13,9 +13,7 @@ import re
 import shutil
 import subprocess
 import time
-import uuid
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -31,7 +29,6 @@ from daintree_tui.core.models import Task, WorktreeEntry, WorktreeStatus
 from daintree_tui.core.ports import lease_block
 from daintree_tui.core.project import Project
 from daintree_tui.core.runner import RunResult, run_command
-from daintree_tui.core.sandbox import wrap_command
 from daintree_tui.core.store import read_json, write_json
 from daintree_tui.core.tasks import TaskService
 
@@ -186,6 +183,8 @@ class WorktreeService:
 
     def facts_for(self, entries: Sequence[WorktreeEntry]) -> dict[str, Facts]:
         """Facts for many worktrees at once: git runs in parallel, a few forks at a time."""
+        from concurrent.futures import ThreadPoolExecutor  # not for create: the CLI imports per command
+
         listed = trust.linked_worktrees(self.project) if entries else []
         with ThreadPoolExecutor(max_workers=min(8, max(1, len(entries)))) as pool:
             facts = pool.map(lambda e: self.facts(e, listed), entries)
@@ -301,12 +300,13 @@ class WorktreeService:
             else:
                 undo.push("delete the branch", lambda: self._delete_new_branch(branch))
             path.parent.mkdir(parents=True, exist_ok=True)
+            skip = [project.worktrees_root, project.state_dir, project.tasks_dir]
+            scan = deps.IgnoredScan(root, skip)  # runs while git checks the files out
             g.git(root, *g.pinned_hooks(root), "worktree", "add", "--quiet", "-B" if reset_branch else "-b", branch,
                   str(path), base_commit)
             undo.push("remove the worktree directory", lambda: self.discard_worktree(path))
-            skip = [project.worktrees_root, project.state_dir, project.tasks_dir]
             assert project.common_dir is not None
-            provided = deps.provide(root, path, self.cfg, project.common_dir, skip)
+            provided = deps.provide(root, path, self.cfg, project.common_dir, skip, scan)
             copied, linked = provided.copied, provided.linked
             tmpdir = project.tmpdir_for(name)
             if tmpdir.is_symlink():
@@ -465,7 +465,7 @@ class WorktreeService:
         """Rename a tree into `.worktrees/.trash/` (instant); the slow delete happens in the background."""
         trash = self.project.trash_dir
         trash.mkdir(parents=True, exist_ok=True)
-        target = trash / f"{path.name}-{uuid.uuid4().hex[:8]}"
+        target = trash / f"{path.name}-{os.urandom(4).hex()}"
         try:
             os.rename(path, target)
         except OSError:
@@ -519,4 +519,6 @@ class WorktreeService:
             raise OperationError(f"worktree {name} has no directory at {path} (run `daintree doctor --fix`)")
         self.project.tmpdir_for(name).mkdir(parents=True, exist_ok=True)
         env = worktree_env(self.project, entry)
+        from daintree_tui.core.sandbox import wrap_command  # only commands run in a worktree need it
+
         return run_command(wrap_command(self.project, entry, argv, env), path, env, timeout)

@@ -1,0 +1,8 @@
+"""Where a sandboxed session finds what is mounted for it: a module of constants only, so that a command can ask
+"am I inside a sandbox?" with one stat and without importing the sandbox machinery (`core/sandbox.py`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+INBOX_MOUNT = Path("/run/daintree/inbox")
