@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -103,6 +104,9 @@ def build(root: Path, socket: str) -> Path:
         "[notifications]\nbell = false\ndesktop = false\n")
     os.environ["DAINTREE_TMUX_SOCKET"] = socket
     project = Project.discover(repo)
+    from daintree_tui.core.trust import trust
+
+    trust(project)  # the agent command is the repository's (recorded under XDG_DATA_HOME, set by run())
     service = WorktreeService(project)
     manager = SessionManager(project)
     for i in range(WORKTREES):
@@ -116,6 +120,8 @@ def run() -> str:
     socket = f"daintree-bench-{uuid.uuid4().hex[:6]}"
     viewer = Viewer()
     env = {"DAINTREE_TMUX_SOCKET": socket, "TERM": "xterm-256color"}
+    data_home = tempfile.mkdtemp(prefix="daintree-bench-data-")  # the trust record: never the user's own
+    os.environ["XDG_DATA_HOME"] = env["XDG_DATA_HOME"] = data_home
     try:
         with tempfile.TemporaryDirectory(prefix="daintree-bench-") as tmp:
             repo = build(Path(tmp), socket)
@@ -143,6 +149,7 @@ def run() -> str:
             rss_kb = max(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
                          if line.startswith("VmHWM"))
     finally:
+        shutil.rmtree(data_home, ignore_errors=True)
         viewer.close()
         subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
         from daintree_tui.sessions.tmux import socket_path

@@ -67,10 +67,10 @@ class DashboardFeed(Widget):
         self._known: list[str] = []
         self.rows_on_screen: Callable[[], list[str]] | None = None
         """The worktrees whose rows are on screen (set by the screen): only those are previewed."""
-        self._live = False
         self._today_read_at = float("-inf")
         self._events_offset = 0
         self._stop_watching = threading.Event()
+        self.reads_started = False
 
     # -- the poll chain ----------------------------------------------------------------------------------
 
@@ -130,6 +130,8 @@ class DashboardFeed(Widget):
                                                          WorkerState.CANCELLED):
             return
         self._polling = False
+        if event.state != WorkerState.SUCCESS:
+            self.start_reads()  # no status to paint first: do not hold the facts back for it
         if self._poll_again:
             self._poll_again = False
             self._schedule(0)
@@ -154,14 +156,22 @@ class DashboardFeed(Widget):
         self.post_message(EventsAppended(records[-200:]))
 
     def start_live(self) -> None:
-        """After the first frame: facts, the file watcher and the poll chain."""
-        self._live = True
-        self.load_facts(self.entries)
-        self.monitor_files()
+        """After the first frame: the poll chain. Git facts and the file watcher start once the first poll's
+        status is on screen (`start_reads`)."""
         # Session status by events from one tmux control client, not by polling each session: a status change
         # (recorded off the event loop, in batches) asks for a poll, which then reads from memory.
         self.backend.start_live(on_change=lambda _: self.app.call_from_thread(self.poll_now))
         self.poll_now()
+
+    def start_reads(self) -> None:
+        """Git facts and the file watcher (once). The sessions' status is what the first useful screen needs;
+        `git status` in every worktree and the watcher's walk of every worktree's folders (slow on a big
+        repository) would compete with it for the CPU, so the screen calls this once that status is painted."""
+        if self.reads_started:
+            return
+        self.reads_started = True
+        self.load_facts(self.entries)
+        self.monitor_files()
 
     @work(thread=True, exit_on_error=False, exclusive=True, group="snapshot", description="read tasks and index")
     def load_snapshot(self) -> None:
@@ -187,7 +197,7 @@ class DashboardFeed(Widget):
     @on(SnapshotLoaded)
     def snapshot_loaded(self, message: SnapshotLoaded) -> None:
         self.entries = message.snapshot.entries
-        if self._live:
+        if self.reads_started:
             self.load_facts(self.entries)
 
     @on(FilesChanged)

@@ -179,6 +179,8 @@ class MainScreen(CurrentWorktreeScreen):
             self.title = f"daintree · today {spent}" if spent else "daintree"
         for name, info in settled.items():
             self.maybe_announce(name, info)
+        if not self.feed.reads_started:
+            self.call_after_refresh(self.feed.start_reads)  # the status first, then git facts and the watcher
         for request in message.approvals:
             request_id = int(str(request["id"]))
             if request_id not in self._seen_requests:
