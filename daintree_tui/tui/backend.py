@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from daintree_tui.core.errors import OperationError
 from daintree_tui.core.models import Task, WorktreeEntry
@@ -18,10 +19,12 @@ from daintree_tui.core.worktrees import Facts, RemoveResult, slugify
 from daintree_tui.services import Services
 from daintree_tui.services.usage import local_midnight
 from daintree_tui.sessions.host import SessionHost
-from daintree_tui.sessions.live import LiveSessions, StatusChange
 from daintree_tui.sessions.manager import SessionInfo
 from daintree_tui.sessions.presets import all_presets, default_agent_name
 from daintree_tui.sessions.usage import Totals
+
+if TYPE_CHECKING:
+    from daintree_tui.sessions.live import LiveSessions, StatusChange
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,8 @@ class Backend(Services):
             return True
         if self.host is None or not hasattr(self.host, "base_argv"):
             return False
+        from daintree_tui.sessions.live import LiveSessions  # after the first frame: not a start-up import
+
         observer = self.observer
         self.live = LiveSessions(self.sessions, record=lambda c: observer.record(c.worktree, c.new, c.exit_code),
                                  on_change=on_change).start()

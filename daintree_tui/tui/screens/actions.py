@@ -20,9 +20,6 @@ from daintree_tui.sessions.status import SessionStatus
 from daintree_tui.tui.bindings import KeyRow, key_rows, needs_worktree
 from daintree_tui.tui.feed import DashboardFeed
 from daintree_tui.tui.screens import flows
-from daintree_tui.tui.screens.agent_picker import AgentPickerScreen
-from daintree_tui.tui.screens.bakeoff_new import BakeoffNewScreen
-from daintree_tui.tui.screens.new_task import NewTaskScreen
 from daintree_tui.tui.widgets.diff_view import DiffView
 from daintree_tui.tui.widgets.task_table import TaskTable
 from daintree_tui.tui.widgets.terminal import TerminalView
@@ -104,7 +101,12 @@ class DashboardActions(Screen[None]):
             return None
         return True
 
+    # The dialogs are imported when first opened: none is on the first screen, and their widgets (a text area, a
+    # select) cost the dashboard's start-up tens of milliseconds of imports.
+
     def action_new_task(self) -> None:
+        from daintree_tui.tui.screens.new_task import NewTaskScreen
+
         backend = self.backend
         dialog = flows.ask(self, NewTaskScreen(backend.agent_facts(), backend.default_agent()))
         self.run_flow(flows.new_task(self, dialog), "create task")
@@ -128,6 +130,8 @@ class DashboardActions(Screen[None]):
 
     @needs_worktree
     def action_start_session(self) -> None:
+        from daintree_tui.tui.screens.agent_picker import AgentPickerScreen
+
         name, backend = str(self.selected), self.backend
         info = self.sessions.get(name)
         picker = AgentPickerScreen(name, backend.agent_facts(), backend.default_agent(), restart=info is not None,
@@ -208,6 +212,8 @@ class DashboardActions(Screen[None]):
         if task is None:
             self.notify("Select a task first (in the tasks list)", severity="warning")
             return
+        from daintree_tui.tui.screens.bakeoff_new import BakeoffNewScreen
+
         backend = self.backend
         dialog = flows.ask(self, BakeoffNewScreen(task.subject, backend.agent_facts(), backend.default_agent()))
         self.run_flow(flows.bakeoff(self, task.id, dialog), "bake-off")

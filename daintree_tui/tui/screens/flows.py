@@ -13,17 +13,13 @@ from typing import TYPE_CHECKING, TypeVar
 from textual.screen import ModalScreen
 
 from daintree_tui.sessions.status import SessionStatus
-from daintree_tui.tui.screens.agent_picker import AgentChoice
-from daintree_tui.tui.screens.bakeoff import BakeoffScreen
-from daintree_tui.tui.screens.bakeoff_new import BakeoffRequest
-from daintree_tui.tui.screens.commit import CommitScreen
 from daintree_tui.tui.screens.confirm import ConfirmScreen
-from daintree_tui.tui.screens.merge import MergeScreen
-from daintree_tui.tui.screens.new_task import NewTask
-from daintree_tui.tui.screens.remove import RemoveScreen
 
 if TYPE_CHECKING:
     from daintree_tui.tui.screens.actions import DashboardActions
+    from daintree_tui.tui.screens.agent_picker import AgentChoice
+    from daintree_tui.tui.screens.bakeoff_new import BakeoffRequest
+    from daintree_tui.tui.screens.new_task import NewTask
 
 T = TypeVar("T")
 
@@ -118,6 +114,8 @@ async def keep(screen: DashboardActions, name: str) -> None:
 async def remove(screen: DashboardActions, name: str) -> None:
     dirty = await asyncio.to_thread(screen.backend.dirty_files, name)
     entry = screen.entry(name)
+    from daintree_tui.tui.screens.remove import RemoveScreen  # a dialog: imported when first opened
+
     choice = await screen.app.push_screen_wait(RemoveScreen(name, dirty, entry is not None and
                                                             entry.task_id is not None))
     if choice is None:
@@ -132,6 +130,8 @@ async def commit(screen: DashboardActions, name: str) -> None:
     dirty = await asyncio.to_thread(screen.backend.dirty_files, name)
     entry = screen.entry(name)
     task = next((t for t in screen.tasks if entry and t.id == entry.task_id), None)
+    from daintree_tui.tui.screens.commit import CommitScreen  # a dialog: imported when first opened
+
     choice = await screen.app.push_screen_wait(CommitScreen(name, dirty, task.subject if task else ""))
     if choice is None:
         return
@@ -142,6 +142,8 @@ async def commit(screen: DashboardActions, name: str) -> None:
 
 async def merge(screen: DashboardActions, name: str) -> None:
     target = await asyncio.to_thread(screen.backend.merge_target, name)
+    from daintree_tui.tui.screens.merge import MergeScreen  # a dialog: imported when first opened
+
     choice = await screen.app.push_screen_wait(MergeScreen(name, target))
     if choice is None:
         return
@@ -175,6 +177,8 @@ async def bakeoff(screen: DashboardActions, task_id: int, dialog: asyncio.Future
         return
     record = await asyncio.to_thread(backend.bakeoffs.create, task_id, request.agents, score=request.score)
     screen.operation_done(f"Bake-off {record['id']}: {', '.join(record['candidates'])}")
+    from daintree_tui.tui.screens.bakeoff import BakeoffScreen  # a dialog: imported when first opened
+
     await screen.app.push_screen(BakeoffScreen(record))
 
 
