@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from daintree_tui.core.errors import InputError, OperationError
 
 _GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+A = TypeVar("A")
+B = TypeVar("B")
 
 
 def git(cwd: Path, *args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -39,6 +43,29 @@ def git(cwd: Path, *args: str, check: bool = True, input: str | None = None) -> 
     if check and proc.returncode != 0:
         raise OperationError(f"git {args[0]} failed: {last_line(proc.stderr) or f'exit {proc.returncode}'}")
     return proc
+
+
+def both(first: Callable[[], A], second: Callable[[], B]) -> tuple[A, B]:
+    """Two independent read-only queries at the same time (each is a fork and a wait for git): the second in a
+    thread, the first here. An exception of either is raised after both have ended, the first's first."""
+    outcome: list[B] = []
+    failure: list[BaseException] = []
+
+    def run_second() -> None:
+        try:
+            outcome.append(second())
+        except BaseException as exc:  # raised in the caller's thread below
+            failure.append(exc)
+
+    thread = threading.Thread(target=run_second, name="git-query")
+    thread.start()
+    try:
+        result = first()
+    finally:
+        thread.join()
+    if failure:
+        raise failure[0]
+    return result, outcome[0]
 
 
 def pinned_hooks(root: Path) -> list[str]:

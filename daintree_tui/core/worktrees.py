@@ -221,12 +221,14 @@ class WorktreeService:
         if len(candidates) > 1:
             raise InputError(f"ambiguous base ref {base_ref!r}: it names {' and '.join(candidates)}; "
                              "give the full name")
-        base_commit = g.rev_parse_commit(self.project.root, candidates[0] if candidates else base_ref)
+        branch = self.branch_for(name)
+        root = self.project.root
+        base_commit, branch_taken = g.both(lambda: g.rev_parse_commit(root, candidates[0] if candidates else base_ref),
+                                           lambda: g.branch_exists(root, branch))
         if base_commit is None:
             raise InputError(f"invalid base ref {base_ref!r}: it names no commit")
-        branch = self.branch_for(name)
         reset_branch = False
-        if g.branch_exists(self.project.root, branch):
+        if branch_taken:
             # The branch of a removed worktree of the same name may be reused when resetting it loses nothing.
             reusable = (existing is not None and existing.branch == branch
                         and g.is_ancestor(self.project.root, branch, base_commit))
@@ -262,13 +264,15 @@ class WorktreeService:
         if problem:
             raise OperationError(problem)
         branch = self.branch_for(name)
-        if not g.branch_name_ok(project.root, branch):
+        # The hooks path the add will pin is asked for beside the name check (two forks at once, not in turn).
+        name_ok, hooks = g.both(lambda: g.branch_name_ok(project.root, branch), lambda: g.pinned_hooks(project.root))
+        if not name_ok:
             raise InputError(f"invalid worktree name {name!r}: {branch} is not a valid branch name")
         base_ref = base or self.cfg.base
         with project.lock.hold():
             entries = self.index.load(heal=True)
             task, base_commit, reset_branch = self._validate_create(entries, name, task_id, base_ref)
-            entry, provided = self._create_locked(entries, name, task, base_ref, base_commit, reset_branch)
+            entry, provided = self._create_locked(entries, name, task, base_ref, base_commit, reset_branch, hooks)
         try:
             run_hooks(project, "post_create", entry)
         except DaintreeError as exc:
@@ -281,7 +285,8 @@ class WorktreeService:
         return entry, provided
 
     def _create_locked(self, entries: list[WorktreeEntry], name: str, task: Task | None, base_ref: str,
-                       base_commit: str, reset_branch: bool) -> tuple[WorktreeEntry, deps.DepsReport]:
+                       base_commit: str, reset_branch: bool,
+                       hooks: list[str]) -> tuple[WorktreeEntry, deps.DepsReport]:
         project, root = self.project, self.project.root
         branch = self.branch_for(name)
         path = project.worktree_path(name)
@@ -302,7 +307,7 @@ class WorktreeService:
             path.parent.mkdir(parents=True, exist_ok=True)
             skip = [project.worktrees_root, project.state_dir, project.tasks_dir]
             scan = deps.IgnoredScan(root, skip)  # runs while git checks the files out
-            g.git(root, *g.pinned_hooks(root), "worktree", "add", "--quiet", "-B" if reset_branch else "-b", branch,
+            g.git(root, *hooks, "worktree", "add", "--quiet", "-B" if reset_branch else "-b", branch,
                   str(path), base_commit)
             undo.push("remove the worktree directory", lambda: self.discard_worktree(path))
             assert project.common_dir is not None
