@@ -123,7 +123,7 @@ def run() -> str:
     data_home = tempfile.mkdtemp(prefix="daintree-bench-data-")  # the trust record: never the user's own
     os.environ["XDG_DATA_HOME"] = env["XDG_DATA_HOME"] = data_home
     try:
-        with tempfile.TemporaryDirectory(prefix="daintree-bench-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="daintree-bench-", ignore_cleanup_errors=True) as tmp:
             repo = build(Path(tmp), socket)
             hello = Path(tmp) / "hello.py"
             hello.write_text(HELLO)
