@@ -330,7 +330,7 @@ def test_live_sessions_record_each_change_once_and_believe_the_hook(repo: Path, 
 DASHBOARD_PHASES = """mark() {{ printf '%s %s\\n' "$1" "$(date +%s.%N)" >> {marks}/"$(basename "$PWD")"; }}
 sleep 0.5
 mark running; i=0; while [ $i -lt 12 ]; do echo "work $i"; i=$((i+1)); sleep 0.25; done; mark quiet
-sleep 5
+sleep 8
 mark running2; i=0; while [ $i -lt 16 ]; do echo "more $i"; i=$((i+1)); sleep 0.25; done
 mark exit; exit 3
 """
@@ -383,13 +383,14 @@ async def test_dashboard_shows_every_status_change_of_eight_busy_sessions(repo: 
         await until(pilot, lambda: all(s and s[-1][1] == "exited" for s in shown.values()), timeout=60)
         await until(pilot, lambda: all("exited 3" in str(table.get_cell(n, "session")) for n in names))
     hold = screen.hysteresis.hold
-    slack = 1.0 + 1.0  # a second, as the issue asks, plus a second for a loaded machine (tests run in parallel)
+    slack = 1.0 + 1.5  # a second, as the issue asks, plus time for a loaded machine (tests run in parallel)
     for name in names:
         sequence = [status for _, status in shown[name] if status != str(SessionStatus.STARTING)]
         assert sequence == ["running", "waiting", "running", "exited"], (name, shown[name])
         times = [t for t, status in shown[name] if status != str(SessionStatus.STARTING)]
         mark = {k: float(v) for k, v in (line.split() for line in (marks / name).read_text().splitlines())}
-        assert times[0] - mark["running"] < slack, (name, "running")
-        assert debounce - 0.4 <= times[1] - mark["quiet"] < debounce + hold + slack, (name, "waiting")
-        assert times[2] - mark["running2"] < hold + slack, (name, "running again")
-        assert times[3] - mark["exit"] < slack, (name, "exited")
+        assert times[0] - mark["running"] < slack, (name, "running", shown[name], mark)
+        waited = times[1] - mark["quiet"]
+        assert debounce - 0.4 <= waited < debounce + hold + slack, (name, "waiting", shown[name], mark)
+        assert times[2] - mark["running2"] < hold + slack, (name, "running again", shown[name], mark)
+        assert times[3] - mark["exit"] < slack, (name, "exited", shown[name], mark)
