@@ -323,3 +323,74 @@ def test_live_sessions_record_each_change_once_and_believe_the_hook(repo: Path, 
     session_events = [k for k in kinds if str(k).startswith("session.") and k != "session.started"]
     assert session_events == ["session.running", "session.waiting", "session.running", "session.exited"]
     assert manager.meta("one")["status"] == "exited"
+
+
+# -- the same through the dashboard: every change of busy sessions reaches the worktree table ----------------
+
+DASHBOARD_PHASES = """mark() {{ printf '%s %s\\n' "$1" "$(date +%s.%N)" >> {marks}/"$(basename "$PWD")"; }}
+sleep 0.5
+mark running; i=0; while [ $i -lt 12 ]; do echo "work $i"; i=$((i+1)); sleep 0.25; done; mark quiet
+sleep 8
+mark running2; i=0; while [ $i -lt 16 ]; do echo "more $i"; i=$((i+1)); sleep 0.25; done
+mark exit; exit 3
+"""
+
+
+async def test_dashboard_shows_every_status_change_of_eight_busy_sessions(repo: Path, tmux_socket: str,
+                                                                          tmp_path: Path) -> None:
+    """Issue 17: the dashboard shows every status change of busy sessions, in order, none missed, each within
+    a second of what the status rules allow (tmux reports once a second; `waiting` needs the debounce of quiet;
+    the screen holds a running/waiting change for `hold` seconds so bursts do not flap it)."""
+    from daintree_tui.core.project import Project
+    from daintree_tui.core.worktrees import WorktreeService
+    from daintree_tui.sessions.manager import SessionManager
+    from daintree_tui.sessions.status import SessionStatus
+    from daintree_tui.tui.app import make_app
+    from daintree_tui.tui.widgets.worktree_table import WorktreeTable
+    from tests.conftest import trusted_config
+    from tests.test_dashboard import main_screen, until
+
+    count, debounce = 8, 1.0
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    (tmp_path / "phases.sh").write_text(DASHBOARD_PHASES.format(marks=marks))
+    trusted_config(repo, f"[sessions]\nwaiting_debounce = {debounce}\n"
+                         f"[agents.phases]\ncommand = \"sh {tmp_path / 'phases.sh'}\"\nsandbox = \"off\"\n"
+                         "[notifications]\nbell = false\ndesktop = false\n")
+    project = Project.discover(repo)
+    names = [f"busy-{i}" for i in range(count)]
+    for name in names:
+        WorktreeService(project).create(name)
+    shown: dict[str, list[tuple[float, str]]] = {name: [] for name in names}
+
+    def record(sessions: dict[str, object]) -> None:
+        """What the worktree table is given to draw, at every change (render_rows runs right after)."""
+        now = time.time()
+        for name, info in sessions.items():
+            status = str(getattr(info, "status", ""))
+            if name in shown and (not shown[name] or shown[name][-1][1] != status):
+                shown[name].append((now, status))
+
+    app = make_app(project)
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = main_screen(app)
+        table = screen.query_one(WorktreeTable)
+        await until(pilot, lambda: table.row_count == count)
+        screen.watch(table, "sessions", record, init=False)
+        manager = SessionManager(project)
+        for name in names:
+            manager.start(name, "phases", size=(100, 30))
+        await until(pilot, lambda: all(s and s[-1][1] == "exited" for s in shown.values()), timeout=60)
+        await until(pilot, lambda: all("exited 3" in str(table.get_cell(n, "session")) for n in names))
+    hold = screen.hysteresis.hold
+    slack = 1.0 + 1.5  # a second, as the issue asks, plus time for a loaded machine (tests run in parallel)
+    for name in names:
+        sequence = [status for _, status in shown[name] if status != str(SessionStatus.STARTING)]
+        assert sequence == ["running", "waiting", "running", "exited"], (name, shown[name])
+        times = [t for t, status in shown[name] if status != str(SessionStatus.STARTING)]
+        mark = {k: float(v) for k, v in (line.split() for line in (marks / name).read_text().splitlines())}
+        assert times[0] - mark["running"] < slack, (name, "running", shown[name], mark)
+        waited = times[1] - mark["quiet"]
+        assert debounce - 0.4 <= waited < debounce + hold + slack, (name, "waiting", shown[name], mark)
+        assert times[2] - mark["running2"] < hold + slack, (name, "running again", shown[name], mark)
+        assert times[3] - mark["exit"] < slack, (name, "exited", shown[name], mark)

@@ -265,12 +265,20 @@ class SessionRecords:
 
 class Previews:
     """Screens of the sessions on screen, captured over the control connection at most once per `interval`
-    each, and only when the session may have printed since its last capture."""
+    each, only when the session may have printed since its last capture, and at most `per_call` of them per
+    call, those waiting longest first.
 
-    def __init__(self, source: SessionEvents, interval: float = 1.0, clock: Callable[[], float] = time.time) -> None:
+    The budget is what keeps a hundred busy agents cheap: every new preview repaints its row, and with a
+    screenful of agents each printing a line a second that was every row, every second (measured: the
+    dashboard's largest cost at 40-100 busy agents). With it, ten busy rows still change every second and a
+    screenful of them each every few seconds; status is not rationed (it comes from the event stream)."""
+
+    def __init__(self, source: SessionEvents, interval: float = 1.0, clock: Callable[[], float] = time.time,
+                 per_call: int = 10) -> None:
         self.source = source
         self.interval = interval
         self.clock = clock
+        self.per_call = per_call
         self._taken: dict[str, float] = {}  # session -> wall time of its last capture
         self._screens: dict[str, str] = {}
 
@@ -281,6 +289,7 @@ class Previews:
         # `activity` is a whole second: output in the second of the last capture may have come after it.
         stale = [name for name in wanted if name not in self._taken or (
             records[name].activity + 1.0 > self._taken[name] and now - self._taken[name] >= self.interval)]
+        stale = sorted(stale, key=lambda name: self._taken.get(name, float("-inf")))[:self.per_call]
         if stale:
             fresh = self.source.capture(stale, ansi=ansi)
             for name in stale:

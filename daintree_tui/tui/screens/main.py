@@ -53,25 +53,27 @@ class MainScreen(CurrentWorktreeScreen):
 
     BINDINGS: ClassVar[list[BindingType]] = DASHBOARD_BINDINGS
 
-    tasks: reactive[tuple[Task, ...]] = reactive(tuple)
+    # The screen draws none of this itself (its widgets do, through data_bind): a repaint of the screen would
+    # redraw every widget on it, once per poll.
+    tasks: reactive[tuple[Task, ...]] = reactive(tuple, repaint=False)
     """Every task, as on disk."""
-    entries: reactive[tuple[WorktreeEntry, ...]] = reactive(tuple)
+    entries: reactive[tuple[WorktreeEntry, ...]] = reactive(tuple, repaint=False)
     """Live worktrees, as in the index."""
-    facts: reactive[dict[str, Facts]] = reactive(dict)
+    facts: reactive[dict[str, Facts]] = reactive(dict, repaint=False)
     """Git facts per worktree (dirty count, ahead/behind)."""
-    sessions: reactive[dict[str, SessionInfo]] = reactive(dict)
+    sessions: reactive[dict[str, SessionInfo]] = reactive(dict, repaint=False)
     """Every session, status settled (see `StatusHysteresis`)."""
-    previews: reactive[dict[str, str]] = reactive(dict)
+    previews: reactive[dict[str, str]] = reactive(dict, repaint=False)
     """The screen text of sessions not on display."""
-    disk: reactive[dict[str, int]] = reactive(dict)
+    disk: reactive[dict[str, int]] = reactive(dict, repaint=False)
     """Disk use per worktree in bytes."""
-    filter_text: reactive[str] = reactive("")
+    filter_text: reactive[str] = reactive("", repaint=False)
     """What the filter box holds."""
-    selected: reactive[str | None] = reactive(None)
+    selected: reactive[str | None] = reactive(None, repaint=False)
     """The current worktree: the header, the terminal, events, diff and every action follow it."""
-    terminal_focused: reactive[bool] = reactive(False)
+    terminal_focused: reactive[bool] = reactive(False, repaint=False)
     """Whether keys go to the agent now."""
-    auto_queue: reactive[bool] = reactive(False)
+    auto_queue: reactive[bool] = reactive(False, repaint=False)
     """Whether ready tasks start by themselves."""
 
     def __init__(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 from rich.text import Text
 from textual import events
@@ -11,7 +12,7 @@ from textual.widgets import DataTable
 
 from daintree_tui.core.models import Task
 from daintree_tui.tui.hosts import task_filter
-from daintree_tui.tui.widgets.rows import Cell, sync_rows
+from daintree_tui.tui.widgets.rows import Cell, Row, RowCells, sync_rows, window
 
 STATUS_GLYPH = {
     "pending": Text("○", style="dim"),
@@ -27,11 +28,13 @@ class TaskTable(DataTable[Cell]):
     TaskTable { height: auto; max-height: 50%; overflow-x: hidden; }
     """
 
-    tasks: reactive[tuple[Task, ...]] = reactive(tuple, init=False)
-    filter_text: reactive[str] = reactive("", init=False)
+    # Nothing is painted from these directly: show() repaints exactly the rows whose cells changed.
+    tasks: reactive[tuple[Task, ...]] = reactive(tuple, init=False, repaint=False)
+    filter_text: reactive[str] = reactive("", init=False, repaint=False)
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=False)
+        self._cells = RowCells()
 
     def on_mount(self) -> None:
         self.add_columns_for_width()
@@ -51,7 +54,7 @@ class TaskTable(DataTable[Cell]):
             self.subject_width, self.worktree_width = subject, worktree
             self.clear(columns=True)
             self.add_columns_for_width()
-            self.show(self.tasks, self.filter_text)
+        self.show(self.tasks, self.filter_text)  # new widths, or a taller table with rows not built yet
 
     def add_columns_for_width(self) -> None:
         self.add_column(" ", key="status", width=1)
@@ -67,23 +70,44 @@ class TaskTable(DataTable[Cell]):
         self.show(self.tasks, self.filter_text)
 
     def show(self, tasks: Sequence[Task], filter_text: str = "") -> None:
+        """Show the tasks that pass the filter, in order; cells are built only for the rows on screen (and only
+        when what they show changed). Scrolling builds the rows that come into view."""
         needle = task_filter(filter_text).lower()  # tasks are local: `host:` words do not filter them
         open_ids = {t.id for t in tasks if str(t.status) != "completed"}
-        rows = []
-        for task in tasks:
-            if needle and needle not in f"{task.subject} {task.worktree} {task.id}".lower():
+        shown = [t for t in tasks if not needle or needle in f"{t.subject} {t.worktree} {t.id}".lower()]
+        on_screen = window(self, len(shown))
+        widths = (self.subject_width, self.worktree_width)
+        rows: list[Row] = []
+        for index, task in enumerate(shown):
+            key = str(task.id)
+            if index not in on_screen:
+                rows.append((key, None))
                 continue
-            label = task.subject
-            if len(label) > self.subject_width:
-                label = label[: self.subject_width - 1] + "…"
-            subject = Text(label, style="dim strike" if str(task.status) == "completed" else "")
-            blockers = [b for b in task.blockedBy if b in open_ids]
-            if blockers:
-                subject.append(f" ⧗{','.join(map(str, blockers))}", style="dim red")
-            worktree = Text(task.worktree or "-", style="cyan" if task.worktree else "dim")
-            cells: tuple[Cell, ...] = (STATUS_GLYPH[str(task.status)], str(task.id), subject)
-            rows.append((str(task.id), cells + ((worktree,) if self.worktree_width else ())))
-        sync_rows(self, rows)
+            blockers = tuple(b for b in task.blockedBy if b in open_ids)
+            rows.append((key, self._cells.get(key, (task, blockers, widths),
+                                              partial(self._build_cells, task, blockers))))
+        self._cells.forget({str(t.id) for t in shown})
+        sync_rows(self, rows, self._placeholder)
+
+    def _build_cells(self, task: Task, blockers: tuple[int, ...]) -> tuple[Cell, ...]:
+        label = task.subject
+        if len(label) > self.subject_width:
+            label = label[: self.subject_width - 1] + "…"
+        subject = Text(label, style="dim strike" if str(task.status) == "completed" else "")
+        if blockers:
+            subject.append(f" ⧗{','.join(map(str, blockers))}", style="dim red")
+        worktree = Text(task.worktree or "-", style="cyan" if task.worktree else "dim")
+        cells: tuple[Cell, ...] = (STATUS_GLYPH[str(task.status)], str(task.id), subject)
+        return cells + ((worktree,) if self.worktree_width else ())
+
+    def _placeholder(self, key: str) -> tuple[Cell, ...]:
+        """A row not yet on screen: its id only, until it scrolls into view."""
+        return ("", key, "") + (("",) if self.worktree_width else ())
+
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        super().watch_scroll_y(old, new)
+        if int(old) != int(new):
+            self.show(self.tasks, self.filter_text)  # rows coming into view get their cells
 
     @property
     def selected_task_id(self) -> int | None:

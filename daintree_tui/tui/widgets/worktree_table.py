@@ -9,6 +9,7 @@ the screen's current worktree (`selected`); moving it posts `Picked`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 from rich.text import Text
 from textual import events
@@ -21,7 +22,7 @@ from daintree_tui.core.worktrees import Facts
 from daintree_tui.sessions.manager import SessionInfo
 from daintree_tui.tui.agents_view import status_source_glyph
 from daintree_tui.tui.hosts import LOCAL, is_remote, matches, remote_cells, row_host, shown_name
-from daintree_tui.tui.widgets.rows import Cell, sync_rows
+from daintree_tui.tui.widgets.rows import Cell, Row, RowCells, sync_rows, window
 
 SESSION_GLYPH = {
     "starting": Text("◌ starting", style="dim"),
@@ -110,13 +111,14 @@ class WorktreeTable(DataTable[Cell]):
 
     DEFAULT_CSS = "WorktreeTable { overflow-x: hidden; }"
 
-    entries: reactive[tuple[WorktreeEntry, ...]] = reactive(tuple, init=False)
-    facts: reactive[dict[str, Facts]] = reactive(dict, init=False)
-    sessions: reactive[dict[str, SessionInfo]] = reactive(dict, init=False)
-    previews: reactive[dict[str, str]] = reactive(dict, init=False)
-    disk: reactive[dict[str, int]] = reactive(dict, init=False)
-    filter_text: reactive[str] = reactive("", init=False)
-    selected: reactive[str | None] = reactive(None, init=False)
+    # Nothing is painted from these directly: render_rows repaints exactly the rows whose cells changed.
+    entries: reactive[tuple[WorktreeEntry, ...]] = reactive(tuple, init=False, repaint=False)
+    facts: reactive[dict[str, Facts]] = reactive(dict, init=False, repaint=False)
+    sessions: reactive[dict[str, SessionInfo]] = reactive(dict, init=False, repaint=False)
+    previews: reactive[dict[str, str]] = reactive(dict, init=False, repaint=False)
+    disk: reactive[dict[str, int]] = reactive(dict, init=False, repaint=False)
+    filter_text: reactive[str] = reactive("", init=False, repaint=False)
+    selected: reactive[str | None] = reactive(None, init=False, repaint=False)
     """The screen's current worktree: the cursor sits on it when it is shown."""
 
     class Picked(Message):
@@ -136,12 +138,14 @@ class WorktreeTable(DataTable[Cell]):
         self._layout: list[tuple[Column, int]] = []
         self._pending = False
         self._syncing = False
+        self._cells = RowCells()
 
     def on_mount(self) -> None:
         self._relayout()
 
     def on_resize(self, event: events.Resize) -> None:
         self._relayout()
+        self._changed()  # a taller table shows rows that have no cells yet
 
     def _relayout(self) -> None:
         names = [len(shown_name(e)) + (7 if e.status == "kept" else 0) for e in self.entries]
@@ -172,44 +176,65 @@ class WorktreeTable(DataTable[Cell]):
         self._follow_selected()
 
     def render_rows(self) -> None:
-        from daintree_tui.services.hygiene import human
-
+        """Show the rows in order; build cells only for those on screen (and only when what they show changed),
+        so 200 worktrees cost what 20 do. Scrolling builds the rows that come into view."""
         self._pending = False
         numbers = {name: i for i, name in enumerate((e.name for e in self.entries if e.name in self.sessions), 1)}
-        keys = [column.key for column, _ in self._layout]
-        rows = []
-        for entry in self.entries:
-            if self.filter_text and not matches(self.filter_text, entry):
+        keys = tuple(column.key for column, _ in self._layout)
+        shown = [e for e in self.entries if not self.filter_text or matches(self.filter_text, e)]
+        on_screen = window(self, len(shown))
+        rows: list[Row] = []
+        for index, entry in enumerate(shown):
+            if index not in on_screen:
+                rows.append((entry.name, None))
                 continue
-            fact = self.facts.get(entry.name)
-            info = self.sessions.get(entry.name)
-            name = Text(shown_name(entry), style="bold" if entry.status == "active" else "italic")
-            if entry.status == "kept":
-                name.append(" (kept)", style="dim")
-            cells: dict[str, Cell] = {
-                "n": str(numbers.get(entry.name, "")),
-                "name": name,
-                "session": session_cell(info),
-                "source": status_source_glyph(info.status_source if info else None),
-                "port": str(entry.ports[0]) if entry.ports else "-",
-                "dirty": Text("…", style="dim") if fact is None else (
-                    Text("gone", style="red") if not fact.exists else
-                    Text(str(fact.dirty), style="yellow" if fact.dirty else "dim")),
-                "ab": Text("", style="dim") if fact is None else Text(f"↑{fact.ahead}↓{fact.behind}", style="dim"),
-                "disk": Text(human(self.disk[entry.name]) if entry.name in self.disk else "…", style="dim"),
-                "branch": Text(entry.branch, style="dim"),
-                "activity": Text(last_output_line(self.previews.get(entry.name, "")), style="dim"),
-                "host": Text(row_host(entry), style="dim" if row_host(entry) == LOCAL else "cyan"),
-            }
-            if is_remote(entry.name):
-                remote_cells(entry, cells)
-            rows.append((entry.name, tuple(cells[k] for k in keys)))
+            name = entry.name
+            inputs = (entry, self.facts.get(name), self.sessions.get(name), self.previews.get(name),
+                      self.disk.get(name), numbers.get(name), keys)
+            rows.append((name, self._cells.get(name, inputs, partial(self._build_cells, entry, numbers, keys))))
+        self._cells.forget({e.name for e in shown})
         self._syncing = True
         try:
-            sync_rows(self, rows)
+            sync_rows(self, rows, self._placeholder)
         finally:
             self._syncing = False
         self._follow_selected()
+
+    def _build_cells(self, entry: WorktreeEntry, numbers: dict[str, int], keys: tuple[str, ...]) -> tuple[Cell, ...]:
+        from daintree_tui.services.hygiene import human
+
+        fact = self.facts.get(entry.name)
+        info = self.sessions.get(entry.name)
+        name = Text(shown_name(entry), style="bold" if entry.status == "active" else "italic")
+        if entry.status == "kept":
+            name.append(" (kept)", style="dim")
+        cells: dict[str, Cell] = {
+            "n": str(numbers.get(entry.name, "")),
+            "name": name,
+            "session": session_cell(info),
+            "source": status_source_glyph(info.status_source if info else None),
+            "port": str(entry.ports[0]) if entry.ports else "-",
+            "dirty": Text("…", style="dim") if fact is None else (
+                Text("gone", style="red") if not fact.exists else
+                Text(str(fact.dirty), style="yellow" if fact.dirty else "dim")),
+            "ab": Text("", style="dim") if fact is None else Text(f"↑{fact.ahead}↓{fact.behind}", style="dim"),
+            "disk": Text(human(self.disk[entry.name]) if entry.name in self.disk else "…", style="dim"),
+            "branch": Text(entry.branch, style="dim"),
+            "activity": Text(last_output_line(self.previews.get(entry.name, "")), style="dim"),
+            "host": Text(row_host(entry), style="dim" if row_host(entry) == LOCAL else "cyan"),
+        }
+        if is_remote(entry.name):
+            remote_cells(entry, cells)
+        return tuple(cells[k] for k in keys)
+
+    def _placeholder(self, name: str) -> tuple[Cell, ...]:
+        """A row not yet on screen: its name only, until it scrolls into view."""
+        return tuple(name if column.key == "name" else "" for column, _ in self._layout)
+
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        super().watch_scroll_y(old, new)
+        if int(old) != int(new):
+            self._changed()  # rows coming into view get their cells
 
     def _follow_selected(self) -> None:
         """Put the cursor on the current worktree; with it not listed yet, show no cursor. A filter that hides
