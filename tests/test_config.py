@@ -51,10 +51,11 @@ def test_bad_values_name_the_key(repo: Path, cli: CLI, text: str, key: str) -> N
     assert proc.returncode == 2 and key in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
-def test_invalid_toml_is_a_clear_error(repo: Path, cli: CLI) -> None:
-    (repo / ".daintree.toml").write_text("[ports\n")
+@pytest.mark.parametrize("content", [b"[ports\n", b'x = "\xff"\n'], ids=["syntax", "not-utf8"])
+def test_invalid_toml_is_a_clear_error(repo: Path, cli: CLI, content: bytes) -> None:
+    (repo / ".daintree.toml").write_bytes(content)
     proc = cli("worktree", "create", "x")
-    assert proc.returncode == 2 and "not valid TOML" in proc.stderr
+    assert proc.returncode == 2 and "not valid TOML" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
 def test_unknown_keys_warned(repo: Path, cli: CLI) -> None:

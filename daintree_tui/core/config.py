@@ -135,6 +135,8 @@ def read_toml(path: Path) -> dict[str, Any]:
 
     try:
         return tomllib.loads(raw.decode())
+    except UnicodeDecodeError:
+        raise ConfigError(f"config: {path} is not valid TOML: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config: {path} is not valid TOML: {exc}") from None
 
