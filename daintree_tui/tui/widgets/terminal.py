@@ -2,8 +2,9 @@
 
 A PTY runs `tmux attach -t=dt-<name>`; its output is read with `loop.add_reader` and fed to the sessions
 layer's emulator. tmux absorbs output floods and redraws only the final screen, so this widget parses only what
-is on screen. Lines are rendered from pyte's dirty set as cached Strips; refresh is coalesced to <= 60 Hz.
-Attaching and detaching live in the base class (`terminal_attach.py`).
+is on screen. Lines are rendered from pyte's dirty set as cached Strips; the answer to a key is drawn at once,
+other output at most once a frame (`FramePacer`). Attaching and detaching live in the base class
+(`terminal_attach.py`).
 
 Keys (while focused):
 
@@ -20,7 +21,6 @@ import os
 import signal
 import subprocess
 import textwrap
-import time
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -32,14 +32,15 @@ from textual.geometry import Region, Size
 from textual.message import Message
 from textual.reactive import reactive
 from textual.strip import Strip
+from textual.timer import Timer
 
 from daintree_tui.sessions.emulator import TerminalEmulator
 from daintree_tui.sessions.keys import WHEEL_DOWN, WHEEL_UP, encode_key, encode_mouse_sgr, encode_paste
 from daintree_tui.sessions.pty_host import set_winsize
+from daintree_tui.tui.widgets.frame_pacer import FramePacer
 from daintree_tui.tui.widgets.terminal_attach import SessionAttachment
 from daintree_tui.tui.widgets.terminal_render import render_screen_line
 
-FRAME_INTERVAL = 1 / 60
 READ_CHUNK = 4096
 
 class TerminalView(SessionAttachment, can_focus=True):
@@ -94,8 +95,8 @@ class TerminalView(SessionAttachment, can_focus=True):
         self.emulator = TerminalEmulator(80, 24, respond=self._write)
         self._fd: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
-        self._refresh_pending = False
-        self._last_flush = 0.0
+        self._flush_timer: Timer | None = None
+        self.pacer = FramePacer()  # when output is repainted (tests give it a frame interval of their own)
         self._lines: dict[int, Strip] = {}
         self._cursor_line: int | None = None
         self._external_lock: Any = None
@@ -127,20 +128,17 @@ class TerminalView(SessionAttachment, can_focus=True):
         self._schedule_refresh()
 
     def _schedule_refresh(self) -> None:
-        # At most one frame per FRAME_INTERVAL, but the first change after a quiet spell (a keystroke's echo)
-        # is drawn at once: delaying every echo by a frame is latency a typist feels.
-        if self._refresh_pending:
-            return
-        self._refresh_pending = True
-        wait = self._last_flush + FRAME_INTERVAL - time.monotonic()
+        wait = self.pacer.delay()
         if wait <= 0:
-            self.call_later(self._flush)
-        else:
-            self.set_timer(wait, self._flush)
+            self._flush()  # no hop through the message queue: this is the echo a typist waits for
+        elif self._flush_timer is None:
+            self._flush_timer = self.set_timer(wait, self._flush)
 
     def _flush(self) -> None:
-        self._refresh_pending = False
-        self._last_flush = time.monotonic()
+        if self._flush_timer is not None:
+            self._flush_timer.stop()
+            self._flush_timer = None
+        self.pacer.flushed()
         with self._locked():
             dirty = self.emulator.take_dirty()
             cursor_y = self.emulator.screen.cursor.y
@@ -190,6 +188,7 @@ class TerminalView(SessionAttachment, can_focus=True):
     # -- input -----------------------------------------------------------------------------------------------
 
     def _write(self, data: bytes) -> None:
+        self.pacer.key_sent()
         if self._write_external is not None:
             with contextlib.suppress(Exception):
                 self._write_external(data)

@@ -1,0 +1,105 @@
+"""Key to echo: the embedded terminal draws the answer to a key at once, and paces everything else.
+
+Real PTYs running real programs inside a real Textual app (Pilot); only the repaint pacing is given an interval
+of its own (a frame a minute), so "drawn at once" and "waits for the frame" cannot be confused by timing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from textual.app import App, ComposeResult
+
+from daintree_tui.tui.widgets.frame_pacer import FramePacer
+from daintree_tui.tui.widgets.terminal import TerminalView
+
+A_MINUTE = 60.0
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_first_output_after_a_quiet_spell_is_drawn_at_once() -> None:
+    clock = Clock()
+    pacer = FramePacer(interval=0.02, echo_window=0.1, clock=clock)
+    assert pacer.delay() == 0.0
+    pacer.flushed()
+    clock.now += 0.05
+    assert pacer.delay() == 0.0
+
+
+def test_streaming_output_waits_for_the_rest_of_the_frame() -> None:
+    clock = Clock()
+    pacer = FramePacer(interval=0.02, echo_window=0.1, clock=clock)
+    pacer.flushed()
+    clock.now += 0.005
+    assert abs(pacer.delay() - 0.015) < 1e-9
+
+
+def test_the_answer_to_a_key_is_drawn_at_once_even_right_after_a_frame() -> None:
+    clock = Clock()
+    pacer = FramePacer(interval=0.02, echo_window=0.1, clock=clock)
+    pacer.flushed()
+    pacer.key_sent()
+    clock.now += 0.001
+    assert pacer.delay() == 0.0
+    clock.now += 0.1  # long after the key: output is streaming again, paced by the frame
+    pacer.flushed()
+    assert pacer.delay() > 0.0
+
+
+class OneTerminal(App[None]):
+    def compose(self) -> ComposeResult:
+        yield TerminalView()
+
+
+async def until(pilot: Any, predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not (value := predicate()):
+        if loop.time() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        await pilot.pause(0.02)
+    return value
+
+
+def lines_with(view: TerminalView, text: str) -> set[int]:
+    return {y for y in range(view.emulator.screen.lines) if text in view.emulator.line_text(y)}
+
+
+async def test_an_echo_is_handed_to_textual_without_waiting_for_a_frame() -> None:
+    app = OneTerminal()
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = app.query_one(TerminalView)
+        view.pacer = FramePacer(interval=A_MINUTE)
+        view.attach_command("cat", ["sh", "-c", "exec cat"])
+        view.focus()
+        await pilot.pause()
+        view.pacer.flushed()  # a frame was just drawn: anything not answering a key would wait a minute now
+        await pilot.press("x")
+        await until(pilot, lambda: lines_with(view, "x"))
+        # The read that brought the echo also asked Textual to repaint its line: nothing is left for a timer.
+        assert not view.emulator.screen.dirty
+
+
+async def test_output_nobody_typed_for_waits_for_the_frame() -> None:
+    app = OneTerminal()
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = app.query_one(TerminalView)
+        view.pacer = FramePacer(interval=A_MINUTE)
+        view.attach_command("stream", ["sh", "-c", "echo one; sleep 0.3; echo two; exec sleep 60"])
+        await until(pilot, lambda: lines_with(view, "one"))
+        assert not view.emulator.screen.dirty  # the first output after a quiet spell is drawn at once
+        await until(pilot, lambda: lines_with(view, "two"))
+        await pilot.pause(0.1)
+        # A flood is bounded: within the frame interval its lines wait, dirty, for the frame.
+        assert lines_with(view, "two") <= view.emulator.screen.dirty
