@@ -30,12 +30,19 @@ class SessionTitle(Static):
     def __init__(self, *, id: str | None = None, persistent: bool = True) -> None:
         super().__init__(id=id)
         self.persistent = persistent
+        self._shown = Text()
 
     def on_mount(self) -> None:
-        self.update(self.describe())
+        self._shown = self.describe()
+        self.update(self._shown)
 
     def _changed(self) -> None:
-        self.update(self.describe())
+        # Every poll brings a new `sessions`; repaint only when the line reads differently, and never lay the
+        # screen out again for it (the line is one row whatever it says).
+        text = self.describe()
+        if text != self._shown:
+            self._shown = text
+            self.update(text, layout=False)
         info = self.sessions.get(self.selected or "")
         self.tooltip = STATUS_SOURCE_MEANING.get(info.status_source) if info else None  # what the glyph means
 
