@@ -82,6 +82,12 @@ class OuterTerminal:
     def text(self) -> str:
         return self.emulator.text()
 
+    def settle(self, quiet: float = 2.0, limit: float = 30.0) -> None:
+        """Read until nothing has come for `quiet` seconds (or `limit` passed)."""
+        deadline = time.monotonic() + limit
+        while self.pump(quiet) and time.monotonic() < deadline:
+            pass
+
     def wait_for(self, predicate: Callable[[str], bool], timeout: float = 20.0) -> None:
         deadline = time.monotonic() + timeout
         while not predicate(self.text()):
@@ -184,7 +190,13 @@ def measure(root: Path, tag: str, other: str | None) -> dict[str, list[float]]:
         sides["dashboard"] = open_dashboard(root, f"{tag}-dashboard", None, env)
         if other:
             sides["before"] = open_dashboard(root, f"{tag}-before", other, env)
-        sides["plain"].pump(1.0)
+        sides["plain"].pump(1.0)  # tmux's queries on attach, answered before any key
+        # Typing is measured once start-up is over (git facts, the first polls, the start-up notices and their
+        # expiry): one line per side that is not counted, then until every screen has been quiet for 2 s.
+        for name, term in sides.items():
+            measure_line(term, f"w{name[0]}", 5)
+        for term in sides.values():
+            term.settle()
         samples: dict[str, list[float]] = {name: [] for name in sides}
         for block in range(BLOCKS):
             for name, term in sides.items():
