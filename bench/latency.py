@@ -1,4 +1,4 @@
-"""Benchmark 6: key to echo as a person sees it, from an OUTER terminal.
+"""Benchmark 5 (its second half): key to echo as a person sees it, from an OUTER terminal.
 
 A PTY of our own plays the user's terminal emulator: it runs (a) the dashboard with a session focused and (b) plain
 `tmux attach` to a twin session running the same program (`cat`, echoing through the tty). Keys are written to the
@@ -169,9 +169,16 @@ def open_dashboard(root: Path, socket: str, checkout: str | None, env: dict[str,
     # Run in the repository, so `-m` finds the package installed in this venv (or the checkout), never a cwd copy.
     dashboard = OuterTerminal([sys.executable, "-m", "daintree_tui", "--repo", str(repo)], env, cwd=repo)
     dashboard.wait_for(lambda text: "typing" in text and "idle" in text)
-    dashboard.send(b"\r")  # `typing` is the first row, the current worktree: open it
-    # the hint says "keys go to the agent" (older builds: "typing goes to the agent")
-    dashboard.wait_for(lambda text: "goes to the agent" in text or "go to the agent" in text)
+    for attempt in range(3):
+        # `typing` is the first row, the current worktree: open it (an enter that comes while the lists are still
+        # being filled can be lost: try again). The hint says "keys go to the agent" (older: "typing goes to ...")
+        dashboard.send(b"\r")
+        try:
+            dashboard.wait_for(lambda text: "goes to the agent" in text or "go to the agent" in text, timeout=10)
+            break
+        except TimeoutError:
+            if attempt == 2:
+                raise
     assert " typing " in dashboard.emulator.line_text(1), dashboard.text()
     return dashboard
 
@@ -239,10 +246,10 @@ def run() -> str:
     for name, values in samples.items():
         p50, p95 = statistics.median(values) * 1000, percentile(values, 0.95) * 1000
         verdict = "" if name == "plain" else f"p95 <= {target:.1f} ms ({'met' if p95 <= target else 'MISSED'})"
-        rows.append([f"6. {labels[name]}, {len(values)} keys", f"{p50:.1f} / {p95:.1f} ms",
+        rows.append([f"5. {labels[name]}, {len(values)} keys", f"{p50:.1f} / {p95:.1f} ms",
                      "" if name == "plain" else f"{p95 / plain_p95:.2f}x", verdict])
     load = " / ".join(f"{v:.1f}" for v in os.getloadavg())
-    return table(f"6. Key to echo seen from an outer terminal (p50 / p95; load average after: {load})", rows,
+    return table(f"5. Key to echo seen from an outer terminal (p50 / p95; load average after: {load})", rows,
                  ["what", "result", "p95 ratio", "target: 1.5x plain + 8 ms"])
 
 
