@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from textual.app import App, ComposeResult
@@ -62,7 +63,7 @@ class OneTerminal(App[None]):
         yield TerminalView()
 
 
-async def until(pilot: Any, predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
+async def until(pilot: Any, predicate: Callable[[], Any], timeout: float = 30.0) -> Any:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not (value := predicate()):
@@ -91,14 +92,17 @@ async def test_an_echo_is_handed_to_textual_without_waiting_for_a_frame() -> Non
         assert not view.emulator.screen.dirty
 
 
-async def test_output_nobody_typed_for_waits_for_the_frame() -> None:
+async def test_output_nobody_typed_for_waits_for_the_frame(tmp_path: Path) -> None:
+    go_on = tmp_path / "go-on"
+    script = f"echo one; while [ ! -e {go_on} ]; do sleep 0.02; done; echo two; exec sleep 60"
     app = OneTerminal()
     async with app.run_test(size=(80, 24)) as pilot:
         view = app.query_one(TerminalView)
         view.pacer = FramePacer(interval=A_MINUTE)
-        view.attach_command("stream", ["sh", "-c", "echo one; sleep 0.3; echo two; exec sleep 60"])
+        view.attach_command("stream", ["sh", "-c", script])
         await until(pilot, lambda: lines_with(view, "one"))
         assert not view.emulator.screen.dirty  # the first output after a quiet spell is drawn at once
+        go_on.touch()
         await until(pilot, lambda: lines_with(view, "two"))
         await pilot.pause(0.1)
         # A flood is bounded: within the frame interval its lines wait, dirty, for the frame.
