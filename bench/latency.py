@@ -168,18 +168,23 @@ def open_dashboard(root: Path, socket: str, checkout: str | None, env: dict[str,
         env["PYTHONPATH"] = checkout
     # Run in the repository, so `-m` finds the package installed in this venv (or the checkout), never a cwd copy.
     dashboard = OuterTerminal([sys.executable, "-m", "daintree_tui", "--repo", str(repo)], env, cwd=repo)
-    dashboard.wait_for(lambda text: "typing" in text and "idle" in text)
-    for attempt in range(3):
-        # `typing` is the first row, the current worktree: open it (an enter that comes while the lists are still
-        # being filled can be lost: try again). The hint says "keys go to the agent" (older: "typing goes to ...")
-        dashboard.send(b"\r")
-        try:
-            dashboard.wait_for(lambda text: "goes to the agent" in text or "go to the agent" in text, timeout=10)
-            break
-        except TimeoutError:
-            if attempt == 2:
-                raise
-    assert " typing " in dashboard.emulator.line_text(1), dashboard.text()
+    try:
+        dashboard.wait_for(lambda text: "typing" in text and "idle" in text)
+        for attempt in range(3):
+            # `typing` is the first row, the current worktree: open it (an enter that comes while the lists are
+            # still being filled can be lost: try again). The hint says "keys go to the agent" (older: "typing
+            # goes to the agent").
+            dashboard.send(b"\r")
+            try:
+                dashboard.wait_for(lambda text: "goes to the agent" in text or "go to the agent" in text, timeout=10)
+                break
+            except TimeoutError:
+                if attempt == 2:
+                    raise
+        assert " typing " in dashboard.emulator.line_text(1), dashboard.text()
+    except BaseException:
+        dashboard.close()  # a dashboard left running on a hung-up terminal spins at half a core
+        raise
     return dashboard
 
 
