@@ -1,4 +1,5 @@
-"""Key to echo: the embedded terminal draws the answer to a key at once, and paces everything else.
+"""Key to echo: the embedded terminal draws the answer to a key at once, and paces everything else; a poll does not
+repaint what reads the same.
 
 Real PTYs running real programs inside a real Textual app (Pilot); only the repaint pacing is given an interval
 of its own (a frame a minute), so "drawn at once" and "waits for the frame" cannot be confused by timing.
@@ -11,9 +12,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from textual import messages
 from textual.app import App, ComposeResult
+from textual.message import Message
 
+from daintree_tui.core.models import WorktreeEntry
+from daintree_tui.sessions.manager import SessionInfo
+from daintree_tui.sessions.status import SessionStatus
 from daintree_tui.tui.widgets.frame_pacer import FramePacer
+from daintree_tui.tui.widgets.session_title import SessionTitle
 from daintree_tui.tui.widgets.terminal import TerminalView
 
 A_MINUTE = 60.0
@@ -107,3 +114,41 @@ async def test_output_nobody_typed_for_waits_for_the_frame(tmp_path: Path) -> No
         await pilot.pause(0.1)
         # A flood is bounded: within the frame interval its lines wait, dirty, for the frame.
         assert lines_with(view, "two") <= view.emulator.screen.dirty
+
+
+class TitleOnly(App[None]):
+    def compose(self) -> ComposeResult:
+        yield SessionTitle(id="session-title")
+
+
+def session(status: SessionStatus, name: str = "typing") -> SessionInfo:
+    return SessionInfo(name, f"dt-{name}", "echo", status, None, 1, 0.0, "", True)
+
+
+async def test_a_poll_repaints_the_title_only_when_it_reads_differently() -> None:
+    """Every poll hands the title a new `sessions`; while typing, a repaint (let alone a layout pass of the whole
+    screen) for a line that reads the same is a frame the echo waits behind."""
+    seen: list[tuple[str, object]] = []
+
+    def record(message: Message) -> None:
+        if isinstance(message, messages.Layout | messages.Update):
+            seen.append((type(message).__name__, message.widget))
+
+    app = TitleOnly()
+    async with app.run_test(size=(80, 5), message_hook=record) as pilot:
+        title = app.query_one(SessionTitle)
+        title.entries = (WorktreeEntry("typing", "/repo/.worktrees/typing", "wt/typing", "main", "0" * 40),)
+        title.selected = "typing"
+        idle = session(SessionStatus.RUNNING, "idle")
+        title.sessions = {"typing": session(SessionStatus.RUNNING), "idle": idle}
+        await until(pilot, lambda: "RUNNING" in str(title.content).upper())
+        await pilot.pause(0.1)
+        seen.clear()
+        # The next poll: another session changed, the line about this one reads the same.
+        title.sessions = {"typing": session(SessionStatus.RUNNING), "idle": session(SessionStatus.WAITING, "idle")}
+        await pilot.pause(0.1)
+        assert [kind for kind, widget in seen if widget is title] == []
+        title.sessions = {"typing": session(SessionStatus.WAITING), "idle": idle}
+        await until(pilot, lambda: "WAITING" in str(title.content).upper())
+        await pilot.pause(0.1)
+        assert [kind for kind, widget in seen if widget is title] == ["Update"]

@@ -21,10 +21,11 @@ class SessionTitle(Static):
     SessionTitle { height: 1; width: 1fr; }
     """
 
-    entries: reactive[tuple[WorktreeEntry, ...]] = reactive(tuple, init=False)
-    sessions: reactive[dict[str, SessionInfo]] = reactive(dict, init=False)
-    selected: reactive[str | None] = reactive(None, init=False)
-    focused: reactive[bool] = reactive(False, init=False)
+    # The line is redrawn by `_changed` when it reads differently; a repaint on every new value would be one per poll.
+    entries: reactive[tuple[WorktreeEntry, ...]] = reactive(tuple, init=False, repaint=False)
+    sessions: reactive[dict[str, SessionInfo]] = reactive(dict, init=False, repaint=False)
+    selected: reactive[str | None] = reactive(None, init=False, repaint=False)
+    focused: reactive[bool] = reactive(False, init=False, repaint=False)
     """Keys go to the agent: say so, and how to leave."""
 
     def __init__(self, *, id: str | None = None, persistent: bool = True) -> None:
