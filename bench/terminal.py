@@ -17,7 +17,7 @@ import time
 import uuid
 from pathlib import Path
 
-from bench.common import small_repo, table
+from bench.common import git, small_repo, table
 
 FLOOD_MB = 5
 FLOOD = (
@@ -34,10 +34,19 @@ FLOOD = (
 
 def make_repo(root: Path) -> Path:
     repo = small_repo(root / "repo")
-    (root / "flood.py").write_text(FLOOD.replace("{size}", str(FLOOD_MB * 1024 * 1024)))
+    # Committed, so every worktree has it: a session's sandbox sees its worktree, not the bench's temp dir.
+    (repo / "flood.py").write_text(FLOOD.replace("{size}", str(FLOOD_MB * 1024 * 1024)))
+    git(repo, "add", "flood.py")
+    git(repo, "commit", "-q", "-m", "flood")
     (repo / ".daintree.toml").write_text(
-        f"[agents.flood]\ncommand = \"{sys.executable} {root / 'flood.py'}\"\n"
+        f"[agents.flood]\ncommand = \"{sys.executable} flood.py\"\n"
         "[agents.echo]\ncommand = \"sh -c 'exec cat'\"\n[notifications]\nbell = false\n")
+    # The agents are the repository's commands: trusted, with the trust record in the bench's own data home.
+    os.environ["XDG_DATA_HOME"] = str(root / "data")
+    from daintree_tui.core.project import Project
+    from daintree_tui.core.trust import trust
+
+    trust(Project.discover(repo))
     return repo
 
 
@@ -121,6 +130,7 @@ def run() -> str:
 
     socket = f"daintree-bench-{uuid.uuid4().hex[:6]}"
     os.environ["DAINTREE_TMUX_SOCKET"] = socket
+    data_home = os.environ.get("XDG_DATA_HOME")
     try:
         with tempfile.TemporaryDirectory(prefix="daintree-bench-") as tmp:
             repo = make_repo(Path(tmp))
@@ -134,6 +144,10 @@ def run() -> str:
             manager.start("typing", "echo", size=(150, 44))
             flood, stall, latencies = asyncio.run(asyncio.wait_for(embedded(repo), timeout=120))
     finally:
+        if data_home is None:
+            os.environ.pop("XDG_DATA_HOME", None)
+        else:
+            os.environ["XDG_DATA_HOME"] = data_home
         subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
         from daintree_tui.sessions.tmux import socket_path
 
