@@ -1,27 +1,26 @@
 """Row diffing shared by the dashboard's tables: update exactly the rows and cells that changed, and build the
 cells of the rows on screen only.
 
-Textual's `DataTable.update_cell` counts every update as a change of the whole table: its render caches are keyed
-by that count, so one changed cell re-renders every row on screen (a line of a 10-column table costs 1-3 ms here:
-ten busy agents' previews made the table redraw 40 rows a second). `sync_rows` instead swaps the changed cells in
-and drops only their cached renders, then repaints only their rows.
+Textual's `DataTable.update_cell` counts every update as a change of the whole table (its render caches are keyed
+by that count) and repaints the whole table, so a changed cell re-renders every row on screen (a line of a
+10-column table costs 1-3 ms here: ten busy agents' previews made the table redraw 40 rows a second). Only public
+Textual API is used to avoid that: a `RowTable` stores the values with `update_cell` and repaints only the rows
+that changed (`refresh_row`), leaving the other rows on screen as they are, which is what they still show.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Self
 
 from rich.text import Text
+from textual.geometry import Region
 from textual.widgets import DataTable
-from textual.widgets.data_table import ColumnKey, RowKey
+from textual.widgets.data_table import ColumnKey
 
 Cell = str | Text
 Row = tuple[str, tuple[Cell, ...] | None]
 """A row's key and its cells; None: the row is off screen, leave what it shows (a placeholder if it is new)."""
-
-_CACHES = ("_data", "_row_locations", "_update_count", "_cell_render_cache", "_row_render_cache",
-           "_row_renderable_cache", "_line_cache")
 
 
 def sync_rows(table: DataTable[Cell], rows: Sequence[Row], placeholder: Callable[[str], tuple[Cell, ...]]) -> None:
@@ -58,44 +57,49 @@ def sync_rows(table: DataTable[Cell], rows: Sequence[Row], placeholder: Callable
             table.add_row(*(cells if cells is not None else kept.get(key) or placeholder(key)), key=key)
 
 
+class RowTable(DataTable[Cell]):
+    """A DataTable whose changed cells repaint their own rows only (see `update_cells`)."""
+
+    _narrowing = False
+    """True while `update_cells` stores values: the whole-table repaints they ask for are left out."""
+
+    def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False,
+                recompose: bool = False) -> Self:
+        if self._narrowing and not (regions or layout or recompose):
+            return self  # update_cell's repaint of the whole table: update_cells repaints the changed rows instead
+        return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
+
+    def update_cells(self, changes: dict[str, dict[ColumnKey, Cell]]) -> None:
+        """Put new values in cells (row key -> column -> value) and repaint only their rows.
+
+        `update_cell` stores the value and asks for a repaint of the whole table, whose render caches it has
+        just made stale; lines on screen outside the changed rows still show what they should, so only the
+        changed rows are repainted (their lines are rendered again, from the new values). An auto-width column
+        may change the layout: there the whole table repaints, as `update_cell` asks."""
+        auto_width = {key for key, column in self.columns.items() if column.auto_width}
+        narrow = not any(auto_width & set(cells) for cells in changes.values())
+        self._narrowing = narrow
+        try:
+            for key, cells in changes.items():
+                for column, value in cells.items():
+                    self.update_cell(key, column, value, update_width=column in auto_width)
+        finally:
+            self._narrowing = False
+        if narrow:
+            for key in changes:
+                self.refresh_row(self.get_row_index(key))  # a repaint of that row, if it is on screen
+
+
 def update_cells(table: DataTable[Cell], changes: dict[str, dict[ColumnKey, Cell]]) -> None:
-    """Put new values in cells (row key -> column -> value) and repaint only their rows.
-
-    Only the cached renders of these cells, rows and lines are dropped; DataTable's own `update_cell` would drop
-    them all (and, for a fixed-width column, measure every cell of it again). Auto-width columns, or a DataTable
-    without the caches this relies on (another Textual), take the documented path."""
-    auto_width = {key for key, column in table.columns.items() if column.auto_width}
-    if not all(hasattr(table, name) for name in _CACHES) or any(auto_width & set(c) for c in changes.values()):
-        for key, cells in changes.items():
-            for column, value in cells.items():
-                table.update_cell(key, column, value, update_width=column in auto_width)
+    """Put new values in cells (row key -> column -> value): a `RowTable` repaints only the changed rows, another
+    DataTable the whole table (once, on the next frame, however many cells changed)."""
+    if isinstance(table, RowTable):
+        table.update_cells(changes)
         return
-    internals: Any = table
-    cells_changed: set[tuple[Hashable, Hashable]] = set()
-    rows_changed: set[Hashable] = set()
-    lines_changed: set[int] = set()
-    regions = []
+    auto_width = {key for key, column in table.columns.items() if column.auto_width}
     for key, cells in changes.items():
-        row_key = RowKey(key)
-        internals._data[row_key].update(cells)
-        row_index = internals._row_locations.get(row_key)
-        internals._row_renderable_cache.discard((internals._update_count, row_index))
-        rows_changed.add(row_key)
-        cells_changed.update((row_key, column) for column in cells)
-        region = internals._get_row_region(row_index)
-        lines_changed.update(range(region.y, region.y + region.height))
-        regions.append(row_index)
-    _discard(internals._cell_render_cache, lambda k: (k[0], k[1]) in cells_changed)
-    _discard(internals._row_render_cache, lambda k: k[0] in rows_changed)
-    _discard(internals._line_cache, lambda k: k[0] in lines_changed)
-    for row_index in regions:
-        table.refresh_row(row_index)  # a repaint of that row, if it is on screen
-
-
-def _discard(cache: Any, stale: Callable[[Any], bool]) -> None:
-    keys = cache.keys()  # an LRUCache: not iterable itself
-    for cache_key in [k for k in keys if stale(k)]:
-        cache.discard(cache_key)
+        for column, value in cells.items():
+            table.update_cell(key, column, value, update_width=column in auto_width)
 
 
 def window(table: DataTable[Cell], count: int, margin: int = 2) -> range:

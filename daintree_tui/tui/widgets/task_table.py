@@ -8,11 +8,10 @@ from functools import partial
 from rich.text import Text
 from textual import events
 from textual.reactive import reactive
-from textual.widgets import DataTable
 
 from daintree_tui.core.models import Task
 from daintree_tui.tui.hosts import task_filter
-from daintree_tui.tui.widgets.rows import Cell, Row, RowCells, sync_rows, window
+from daintree_tui.tui.widgets.rows import Cell, Row, RowCells, RowTable, sync_rows, window
 
 STATUS_GLYPH = {
     "pending": Text("○", style="dim"),
@@ -21,7 +20,7 @@ STATUS_GLYPH = {
 }
 
 
-class TaskTable(DataTable[Cell]):
+class TaskTable(RowTable):
     """Tasks, one row each, keyed by id."""
 
     DEFAULT_CSS = """

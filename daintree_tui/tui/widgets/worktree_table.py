@@ -22,7 +22,7 @@ from daintree_tui.core.worktrees import Facts
 from daintree_tui.sessions.manager import SessionInfo
 from daintree_tui.tui.agents_view import status_source_glyph
 from daintree_tui.tui.hosts import LOCAL, is_remote, matches, remote_cells, row_host, shown_name
-from daintree_tui.tui.widgets.rows import Cell, Row, RowCells, sync_rows, window
+from daintree_tui.tui.widgets.rows import Cell, Row, RowCells, RowTable, sync_rows, window
 
 SESSION_GLYPH = {
     "starting": Text("◌ starting", style="dim"),
@@ -106,7 +106,7 @@ def fit_columns(available: int, name_width: int, hosts: bool = False) -> list[tu
     return [(c, chosen[c.key]) for c in COLUMNS if c.key in chosen]
 
 
-class WorktreeTable(DataTable[Cell]):
+class WorktreeTable(RowTable):
     """Live worktrees, one row each, keyed by name."""
 
     DEFAULT_CSS = "WorktreeTable { overflow-x: hidden; }"
