@@ -8,7 +8,8 @@ The dashboard runs at 200x50 in a pane of an outer tmux server (the user's termi
 - the slope: extra CPU per added busy session (least squares over the N).
 
 `DAINTREE_BENCH_DASHBOARD_PATH=/path/to/other/checkout` also runs that checkout's dashboard, right after this
-one's for each N (how the 'before' figures in the README were taken). `DAINTREE_BENCH_BUSY=0,10` and
+one's for each N (how the 'before' figures in the README were taken); several checkouts, separated by `:`, run
+in that order. `DAINTREE_BENCH_BUSY=0,10` and
 `DAINTREE_BENCH_WINDOW=5` shorten a run.
 """
 
@@ -190,8 +191,8 @@ def run() -> str:
     socket = f"daintree-bench-{uuid.uuid4().hex[:6]}"
     viewer = Viewer()
     env = {"DAINTREE_TMUX_SOCKET": socket, "TERM": "xterm-256color"}
-    other = os.environ.get("DAINTREE_BENCH_DASHBOARD_PATH")
-    variants: list[tuple[str, str | None]] = [("this checkout", None)] + ([(other, other)] if other else [])
+    others = [path for path in os.environ.get("DAINTREE_BENCH_DASHBOARD_PATH", "").split(os.pathsep) if path]
+    variants: list[tuple[str, str | None]] = [("this checkout", None)] + [(path, path) for path in others]
     results: dict[str, list[dict[str, float]]] = {label: [] for label, _ in variants}
     try:
         with tempfile.TemporaryDirectory(prefix="daintree-bench-", ignore_cleanup_errors=True) as tmp:

@@ -1,5 +1,5 @@
 """The dashboard's tables do work only for rows on screen (issue 17 item 2): 200 worktrees cost what 20 do, and a
-changed cell repaints its own row, not the table."""
+changed cell repaints its own row, not the table, while every line on screen still shows what its row holds."""
 
 from __future__ import annotations
 
@@ -19,16 +19,20 @@ ROWS = 200
 
 
 class CountingTable(WorktreeTable):
-    """Counts the lines it renders (what a repaint costs) and the rows it builds cells for."""
+    """Counts the lines it renders (what a repaint costs) and the rows it builds cells for, and keeps the text
+    last painted on each line (a line not repainted keeps showing it)."""
 
     def __init__(self) -> None:
         super().__init__(id="worktrees")
         self.lines_rendered: list[int] = []
         self.rows_built: list[str] = []
+        self.painted: dict[int, str] = {}
 
     def render_line(self, y: int) -> Strip:
         self.lines_rendered.append(y)
-        return super().render_line(y)
+        strip = super().render_line(y)
+        self.painted[y] = strip.text
+        return strip
 
     def _build_cells(self, entry: WorktreeEntry, numbers: dict[str, int],
                      keys: tuple[str, ...]) -> tuple[Text | str, ...]:
@@ -74,6 +78,13 @@ async def test_two_hundred_rows_build_and_repaint_only_what_is_on_screen() -> No
         await pilot.pause()
         assert table.rows_built == ["wt-003"]
         assert set(table.lines_rendered) == {table.header_height + 3}, table.lines_rendered
+        # What the screen shows is right: the repainted line has the new status (no stale render of the row),
+        # and the lines left alone still match their rows.
+        painted = [table.painted[table.header_height + i] for i in range(on_screen - table.header_height)]
+        assert "WAITING" in painted[3] and "wt-003" in painted[3], painted[3]
+        for i, line in enumerate(painted):
+            if i != 3:
+                assert f"wt-{i:03d}" in line and "running" in line and "WAITING" not in line, (i, line)
 
         # A poll that changes nothing builds and repaints nothing.
         table.rows_built.clear()

@@ -72,10 +72,10 @@ class RowTable(DataTable[Cell]):
     def update_cells(self, changes: dict[str, dict[ColumnKey, Cell]]) -> None:
         """Put new values in cells (row key -> column -> value) and repaint only their rows.
 
-        `update_cell` stores the value and asks for a repaint of the whole table, whose render caches it has
-        just made stale; lines on screen outside the changed rows still show what they should, so only the
-        changed rows are repainted (their lines are rendered again, from the new values). An auto-width column
-        may change the layout: there the whole table repaints, as `update_cell` asks."""
+        `update_cell` stores a value, makes all of the table's cached renders stale (they are keyed by a
+        table-wide count) and asks for a repaint of the whole table. The rows that did not change still show what
+        they hold, so that repaint is left out and only the changed rows are repainted, rendered again from the
+        new values. Where an auto-width column changes, the layout may too: the whole table repaints, as asked."""
         auto_width = {key for key, column in self.columns.items() if column.auto_width}
         narrow = not any(auto_width & set(cells) for cells in changes.values())
         self._narrowing = narrow
