@@ -28,7 +28,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 
 from daintree_tui.sessions.host import SESSION_PREFIX, pane_exit
@@ -158,6 +158,14 @@ class ControlParser:
 # -- the client --------------------------------------------------------------------------------------------
 
 
+def _fail(future: Future[Reply]) -> None:
+    """End a pending command with the client's end. The writer (a broken pipe) and the reader (end of stream)
+    can both get there for the same future: the second must not raise, or the reader thread dies before it
+    reports the end and the client is never reconnected."""
+    with contextlib.suppress(InvalidStateError):
+        future.set_exception(ConnectionError("tmux control client has ended"))
+
+
 class ControlClient:
     """A running `tmux -C` process: a reader thread parses its output; commands return futures.
 
@@ -201,7 +209,7 @@ class ControlClient:
             try:
                 self._proc.stdin.write(line.encode() + b"\n")
             except OSError:
-                future.set_exception(ConnectionError("tmux control client has ended"))
+                _fail(future)
         return future
 
     def _read(self) -> None:
@@ -240,8 +248,7 @@ class ControlClient:
                 future = self._pending.get_nowait()
             except queue.Empty:
                 return
-            if not future.done():
-                future.set_exception(ConnectionError("tmux control client has ended"))
+            _fail(future)
 
     def close(self, timeout: float = 2.0) -> None:
         """Detach (closing stdin ends a control client) and reap the process."""
