@@ -64,3 +64,27 @@ def table(title: str, rows: list[list[str]], header: list[str]) -> str:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True))  # noqa: E731
     return "\n".join([f"## {title}", line(header), line(["-" * w for w in widths]), *map(line, rows), ""])
+
+
+def idle_sessions(repo: Path, socket: str, worktrees: int, sessions: int) -> Path:
+    """Worktrees `wt-00`... in `repo`, the first `sessions` of them running an idle agent on tmux socket
+    `socket`. The agent is the repository's command, so the config is trusted: the caller points XDG_DATA_HOME
+    at a temp dir first, so the trust record is never the user's own."""
+    from daintree_tui.core.project import Project
+    from daintree_tui.core.trust import trust
+    from daintree_tui.core.worktrees import WorktreeService
+    from daintree_tui.sessions.manager import SessionManager
+
+    (repo / ".daintree.toml").write_text(
+        "[ports]\nrange = [20000, 29999]\n[agents.idle]\ncommand = \"sh -c 'echo ready; exec cat'\"\n"
+        "[notifications]\nbell = false\ndesktop = false\n")
+    os.environ["DAINTREE_TMUX_SOCKET"] = socket
+    project = Project.discover(repo)
+    trust(project)
+    service = WorktreeService(project)
+    manager = SessionManager(project)
+    for i in range(worktrees):
+        service.create(f"wt-{i:02d}")
+        if i < sessions:
+            manager.start(f"wt-{i:02d}", "idle", size=(120, 40))
+    return repo

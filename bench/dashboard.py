@@ -17,7 +17,7 @@ import time
 import uuid
 from pathlib import Path
 
-from bench.common import git, table
+from bench.common import idle_sessions, small_repo, table
 
 WORKTREES = 50
 SESSIONS = 20
@@ -88,32 +88,7 @@ def descendants(pid: int) -> list[int]:
 
 
 def build(root: Path, socket: str) -> Path:
-    from daintree_tui.core.project import Project
-    from daintree_tui.core.worktrees import WorktreeService
-    from daintree_tui.sessions.manager import SessionManager
-
-    repo = root / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    for i in range(200):
-        (repo / f"file{i}.txt").write_text(f"{i}\n")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "init")
-    (repo / ".daintree.toml").write_text(
-        "[ports]\nrange = [20000, 29999]\n[agents.idle]\ncommand = \"sh -c 'echo ready; exec cat'\"\n"
-        "[notifications]\nbell = false\ndesktop = false\n")
-    os.environ["DAINTREE_TMUX_SOCKET"] = socket
-    project = Project.discover(repo)
-    from daintree_tui.core.trust import trust
-
-    trust(project)  # the agent command is the repository's (recorded under XDG_DATA_HOME, set by run())
-    service = WorktreeService(project)
-    manager = SessionManager(project)
-    for i in range(WORKTREES):
-        service.create(f"wt-{i:02d}")
-        if i < SESSIONS:
-            manager.start(f"wt-{i:02d}", "idle", size=(120, 40))
-    return repo
+    return idle_sessions(small_repo(root / "repo", 200), socket, WORKTREES, SESSIONS)
 
 
 def run() -> str:

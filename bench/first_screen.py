@@ -20,7 +20,7 @@ import time
 import uuid
 from pathlib import Path
 
-from bench.common import generated_repo, table
+from bench.common import generated_repo, idle_sessions, table
 from bench.dashboard import HELLO, Viewer
 
 FILES = 9_000
@@ -31,26 +31,7 @@ STATUS = re.compile(r"\b(wt-\d\d)\b.*(running|WAITING|starting|exited)")
 
 
 def build(root: Path, socket: str) -> Path:
-    from daintree_tui.core.project import Project
-    from daintree_tui.core.worktrees import WorktreeService
-    from daintree_tui.sessions.manager import SessionManager
-
-    repo = generated_repo(root / "repo", FILES)
-    (repo / ".daintree.toml").write_text(
-        "[ports]\nrange = [20000, 29999]\n[agents.idle]\ncommand = \"sh -c 'echo ready; exec cat'\"\n"
-        "[notifications]\nbell = false\ndesktop = false\n")
-    os.environ["DAINTREE_TMUX_SOCKET"] = socket
-    project = Project.discover(repo)
-    from daintree_tui.core.trust import trust
-
-    trust(project)  # the agent command is the repository's (recorded under XDG_DATA_HOME, set by run())
-    service = WorktreeService(project)
-    manager = SessionManager(project)
-    for i in range(WORKTREES):
-        service.create(f"wt-{i:02d}")
-        if i < SESSIONS:
-            manager.start(f"wt-{i:02d}", "idle", size=(120, 40))
-    return repo
+    return idle_sessions(generated_repo(root / "repo", FILES), socket, WORKTREES, SESSIONS)
 
 
 def wait_for_status(viewer: Viewer, timeout: float = 30.0) -> float:
