@@ -4,7 +4,8 @@ The dashboard runs at 200x50 in a pane of an outer tmux server (the user's termi
 `aa-echo` (a `cat`), open and focused in its embedded terminal. For each N, over a fixed window:
 - dashboard CPU: its process and the children it waited for (the tmux and git calls), from /proc/PID/stat, plus
   its `tmux attach` client; the sessions' tmux server CPU separately; the dashboard's RSS at the end;
-- key-to-echo p95: a key sent to the outer pane until the outer pane's screen shows it echoed by `cat`;
+- key-to-echo p95: a key written to a terminal of our own attached to the outer tmux until the output that shows
+  it echoed by `cat` is read (bench.latency's method);
 - the slope: extra CPU per added busy session (least squares over the N).
 
 `DAINTREE_BENCH_DASHBOARD_PATH=/path/to/other/checkout` also runs that checkout's dashboard, right after this
@@ -29,7 +30,8 @@ from bench.dashboard import Viewer, cpu_ticks, descendants
 
 COUNTS = tuple(int(n) for n in os.environ.get("DAINTREE_BENCH_BUSY", "0,10,40,100").split(","))
 WINDOW = float(os.environ.get("DAINTREE_BENCH_WINDOW", "15"))
-KEYS = 40
+KEYS = 48
+LINE_KEYS = 24  # keys timed per typed line (after its id), as in bench.latency
 BUSY = "sh -c 'i=0; while :; do i=$((i+1)); echo \\\"step $i: editing src/module_$i.py\\\"; sleep 1; done'"
 
 
@@ -93,37 +95,26 @@ def focus_terminal(viewer: Viewer) -> None:
 
 
 def echo_p95(viewer: Viewer, round_no: int) -> float:
-    """Type KEYS characters into the focused `cat` (tty echo); time each until the outer screen shows it.
+    """Type into the focused `cat` through a terminal of our own attached to the outer tmux (a second client of
+    the user's terminal), each key timed from its write to the read of the output that showed it echoed: the
+    method of bench.latency, where nothing polls. (Before, every sample held `send-keys` and `capture-pane`
+    forks every 5 ms, whose cost swung with the load more than the dashboard did.)"""
+    from bench.latency import OuterTerminal, measure_line
 
-    A line is cleared with ctrl+u (no Enter: `cat` would print it again) and restarted with a fresh prefix, so
-    every awaited string is new on the screen. A key that never shows counts as its 10 s timeout."""
-    samples = []
-    letters = "abcdefghijklmnopqrstuvwxyz"
-    line_no = 0
-    typed = ""
-    for i in range(KEYS):
-        if not typed or len(typed) > 30:
-            if typed:
-                viewer.tmux("send-keys", "C-u")
-            line_no += 1
-            typed = f"Q{round_no}n{line_no}x"
-            viewer.tmux("send-keys", "-l", typed)
-            try:
-                viewer.wait_for(typed, timeout=10)
-            except RuntimeError:
-                samples.append(10.0)
-                typed = ""
-                continue
-        typed += letters[i % 26]
-        start = time.perf_counter()
-        viewer.tmux("send-keys", "-l", typed[-1])
-        try:
-            samples.append(viewer.wait_for(typed, timeout=10) - start)
-        except RuntimeError:
-            samples.append(10.0)
-            typed = ""
+    env = {**os.environ, "TERM": "xterm-256color", "COLORTERM": "truecolor"}
+    env.pop("TMUX", None)
+    term = OuterTerminal(["tmux", "-L", viewer.socket, "attach"], env, cols=200, rows=50)
+    samples: list[float] = []
+    try:
+        term.pump(1.0)  # tmux's queries on attach, answered before any key
+        line = 0
+        while len(samples) < KEYS:
+            samples += measure_line(term, f"r{round_no}l{line}", min(LINE_KEYS, KEYS - len(samples)))
+            line += 1
+    finally:
+        term.close()
     samples.sort()
-    return samples[int(len(samples) * 0.95) - 1]
+    return samples[min(len(samples) - 1, int(len(samples) * 0.95))]
 
 
 def slope(xs: list[float], ys: list[float]) -> float:
