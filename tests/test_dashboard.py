@@ -923,3 +923,14 @@ async def test_narrow_footer_drops_the_palette_hint(repo: Path, cli: CLI) -> Non
         assert not screen.query(".-command-palette")
         await pilot.resize_terminal(120, 40)
         await until(pilot, lambda: screen.query(".-command-palette"))
+
+
+async def test_notifications_show_terminal_controls_never_send_them(repo: Path) -> None:
+    """Notices carry names, task text, errors and remote hosts' words; Textual writes a toast's text to the
+    terminal as it is, so an OSC or CSI in it would retitle, clear or write the clipboard of the user's terminal."""
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        app.notify("host says \x1b]2;PWNED\x07\x1b[2J hello", title="from \x1b[31mfar")
+        toasts = await until(pilot, lambda: app.screen.query("Toast"))
+        shown = " ".join(str(toast.render()) for toast in toasts)
+        assert "PWNED" in shown and "hello" in shown and "\x1b" not in shown and "\x07" not in shown

@@ -263,6 +263,9 @@ def test_remote_facts_take_only_well_formed_counts() -> None:
            "base_commit": "a" * 40, "status": "active", "facts": {"exists": True, "dirty": 3, "ahead": 0,
                                                                   "behind": 4}, "disk_bytes": 2048}
     bare = {**raw, "name": "old", "facts": None, "disk_bytes": "big"}
-    state = HostState("box", 3, reachable=True, worktrees=(raw, bare), updated_at=1.0, checked_at=1.0)
+    # Beyond any disk: human() of it overflowed a float and crashed the dashboard on the first poll.
+    huge = {**raw, "name": "huge", "facts": {"exists": True, "dirty": 10**400, "ahead": 0, "behind": 0},
+            "disk_bytes": 10**400}
+    state = HostState("box", 3, reachable=True, worktrees=(raw, bare, huge), updated_at=1.0, checked_at=1.0)
     facts, disk = remote_facts_and_disk(remote_entries(state))
     assert facts == {"feat@box": Facts(True, 3, 0, 4)} and disk == {"feat@box": 2048}

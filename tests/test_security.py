@@ -738,3 +738,42 @@ def test_a_tmux_socket_directory_others_can_write_is_refused(repo: Path, cli: CL
     assert proc.returncode == 1
     assert "unsafe tmux socket directory" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert not list((shared / f"tmux-{os.getuid()}").iterdir())
+
+
+def test_a_committed_event_log_or_config_pointing_at_a_device_is_refused_not_read(tmp_path: Path) -> None:
+    """`.worktrees/events.jsonl -> /dev/zero` (or the config) was read until memory ran out."""
+    repo = make_repo(tmp_path / "evil")
+    (repo / ".worktrees").mkdir()
+    (repo / ".worktrees" / "events.jsonl").symlink_to("/dev/zero")
+    proc = CLI(repo)("worktree", "events", timeout=30)
+    assert proc.returncode == 0 and proc.stdout.strip() == "no events", proc.stdout + proc.stderr
+    (repo / ".daintree.toml").symlink_to("/dev/zero")
+    proc = CLI(repo)("worktree", "create", "x", timeout=30)
+    assert proc.returncode == 2 and "not a regular file" in proc.stderr, proc.stderr
+
+
+@pytest.mark.usefixtures("tmux_socket")
+def test_the_tmux_start_lock_is_never_waited_on_forever_nor_followed(repo: Path, cli: CLI,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import fcntl
+
+    from daintree_tui.core.errors import OperationError
+    from daintree_tui.core.project import Project
+    from daintree_tui.sessions import tmux
+
+    host = tmux.TmuxHost(Project.discover(repo))
+    lock = tmux.socket_path(host.socket).with_name(f".{host.socket}.start-lock")
+    lock.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    monkeypatch.setattr(tmux, "START_LOCK_SECONDS", 0.3)
+    with lock.open("w") as held:  # a stuck process holds it
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(OperationError, match="held"), host._starting():
+            pass
+    lock.unlink()
+    lock.symlink_to(repo / "victim")
+    try:
+        with pytest.raises(OperationError, match="start lock"), host._starting():
+            pass
+        assert not (repo / "victim").exists()
+    finally:
+        lock.unlink()

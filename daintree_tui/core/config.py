@@ -5,7 +5,9 @@ Every key is validated here so that a bad value is one clear error naming the ke
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -123,10 +125,21 @@ SANDBOX_MODES = ("auto", "on", "off")
 _SANDBOX_KEYS = {"mode", "network", "writable"}
 
 
+MAX_CONFIG_BYTES = 1024 * 1024
+
+
 def read_toml(path: Path) -> dict[str, Any]:
     """A TOML file as a table ({} when absent); a bad file is one `ConfigError` naming it."""
     try:
-        raw = path.read_bytes()
+        # Following a symlink is fine (dotfiles), but only to a regular file of sane size: a repository's
+        # `.daintree.toml -> /dev/zero` was read until memory ran out, and one to a FIFO blocked every command.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise ConfigError(f"config: {path} is not a regular file")
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise ConfigError(f"config: {path} is larger than {MAX_CONFIG_BYTES // 1024} KB")
     except FileNotFoundError:
         return {}
     except OSError as exc:

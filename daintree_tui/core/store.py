@@ -7,9 +7,11 @@ last line in the event log) and reports it instead of raising.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
+import stat
 import tempfile
 import threading
 import time
@@ -223,7 +225,8 @@ class EventLog:
         skipped = 0
         for path in (self.rotated_path, self.path):
             try:
-                raw = path.read_bytes()
+                with open_log(path) as fh:
+                    raw = fh.read() if end is None or path != self.path else fh.read(end)
             except FileNotFoundError:
                 continue
             except OSError as exc:
@@ -252,7 +255,7 @@ class EventLog:
         """The byte just after the current file's last complete record: read up to it, then follow from it, and
         no record is missed or printed twice however fast others append."""
         try:
-            with self.path.open("rb") as fh:
+            with open_log(self.path) as fh:
                 return _last_newline(fh, os.fstat(fh.fileno()).st_size)
         except FileNotFoundError:
             return 0
@@ -289,6 +292,17 @@ class EventLog:
         return records, offset + cut + 1
 
 
+
+def open_log(path: Path) -> Any:
+    """An event log for reading: a regular file of ours, never through a symlink and never a FIFO or device
+    (a committed `.worktrees/events.jsonl -> /dev/zero` would be read forever; a FIFO would block the open)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    return os.fdopen(fd, "rb")
+
+
 def _last_newline(fh: Any, size: int) -> int:
     """The offset just after the last newline before `size` (the start of a torn last line)."""
     pos = size
@@ -308,7 +322,7 @@ def tail_records(path: Path, limit: int, end: int | None = None) -> tuple[list[d
     if limit <= 0:
         return [], 0
     try:
-        fh = path.open("rb")
+        fh = open_log(path)
     except FileNotFoundError:
         return [], 0
     except OSError as exc:

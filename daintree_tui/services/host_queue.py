@@ -17,7 +17,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from daintree_tui.core.errors import DaintreeError, InputError
+from daintree_tui.core.errors import DaintreeError, InputError, OperationError
 from daintree_tui.core.models import Task, TaskStatus
 from daintree_tui.core.project import Project
 from daintree_tui.core.tasks import TaskService
@@ -181,6 +181,11 @@ def create_on_host(host: RemoteHost, subject: str, description: str, agent: str,
         taken: worktree names the host already has (from its last poll): not even tried.
     """
     remote_task = host.run_json(["task", "create", subject, "--description", description, "--agent", agent])
+    if not isinstance(remote_task, dict) or isinstance(remote_task.get("id"), bool) \
+            or not isinstance(remote_task.get("id"), int) or remote_task["id"] < 1:
+        # Host output is data: a shape we did not ask for is an error the queue handles, never a TypeError that
+        # ends the dashboard's host poller with the claim left behind.
+        raise OperationError(f"host {host.name}: `task create --json` did not print a task")
     try:
         worktree = _create_worktree(host, str(remote_task["id"]), slugify(subject, limit=40), agent, base, taken)
     except DaintreeError:
@@ -198,9 +203,14 @@ def _create_worktree(host: RemoteHost, task_id: str, base_name: str, agent: str,
     for name in (n for n in names if n not in taken):
         args = ["worktree", "create", name, "--task", task_id, "--agent", agent]
         try:
-            return dict(host.run_json([*args, "--base", base] if base else args))
+            made = host.run_json([*args, "--base", base] if base else args)
         except InputError as exc:
             if "exists" not in str(exc):
                 raise  # a bad base ref or agent: no other name would help
             error = exc  # the name, its branch or its folder is taken there: the next one
+            continue
+        # Only the worktree we asked for: its name is shown, keyed and attached here.
+        if not isinstance(made, dict) or made.get("name") != name:
+            raise OperationError(f"host {host.name}: `worktree create --json` did not print worktree {name}")
+        return dict(made)
     raise error or InputError(f"no free worktree name for {base_name!r} on host {host.name}")

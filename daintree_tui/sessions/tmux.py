@@ -83,6 +83,9 @@ def socket_path(name: str) -> Path:
     return Path(base) / f"tmux-{os.getuid()}" / name
 
 
+START_LOCK_SECONDS = 30  # a server start takes well under a second
+
+
 class TmuxHost:
     """Sessions `dt-<worktree>` on the repo's private tmux server."""
 
@@ -141,10 +144,24 @@ class TmuxHost:
         if st.st_uid != os.getuid() or st.st_mode & 0o077 or not stat.S_ISDIR(st.st_mode):
             # What tmux itself refuses: another user could hold our lock or swap the socket.
             raise OperationError(f"unsafe tmux socket directory {path.parent} (not ours alone)")
-        fd = os.open(path.with_name(f".{path.name}.start-lock"),
-                     os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        lock = path.with_name(f".{path.name}.start-lock")
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+        except OSError as exc:  # a symlink (ELOOP) or anything else that is not our lock file
+            raise OperationError(f"cannot open the tmux start lock {lock}: {exc.strerror or exc}") from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OperationError(f"the tmux start lock {lock} is not a regular file: remove it")
+            deadline = time.monotonic() + START_LOCK_SECONDS
+            while True:  # never wait forever on a lock a stuck (or hostile) process holds
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise OperationError(f"another process has held {lock} for {START_LOCK_SECONDS}s: "
+                                             "is a tmux server start stuck?") from None
+                    time.sleep(0.05)
             yield
         finally:
             os.close(fd)

@@ -12,12 +12,14 @@ from typing import ClassVar
 from textual import events
 from textual.app import App
 from textual.binding import Binding, BindingType
+from textual.notifications import SeverityLevel
 from textual.widgets import Input
 from textual.worker import Worker, WorkerState
 
 from daintree_tui.core.config import in_quiet_hours
 from daintree_tui.core.errors import DaintreeError
 from daintree_tui.core.project import Project
+from daintree_tui.core.validate import escape_controls
 from daintree_tui.sessions.manager import SessionInfo
 from daintree_tui.sessions.pty_host import PtyHost
 from daintree_tui.tui.backend import Backend
@@ -120,6 +122,13 @@ class DaintreeApp(App[None]):
         if cfg.desktop and shutil.which("notify-send"):
             subprocess.Popen(["notify-send", "daintree", f"{name}: {info.agent} {what}"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = True) -> None:
+        """Every notification with its terminal controls shown, never obeyed: messages carry names, task text,
+        errors and remote hosts' words, and Textual writes a notification's ESC straight to the terminal."""
+        super().notify(escape_controls(message), title=escape_controls(title), severity=severity,
+                       timeout=timeout, markup=markup)
 
     def report_worker_failure(self, event: Worker.StateChanged) -> None:
         """Every worker failure becomes a one-line notification; nothing crashes the dashboard."""

@@ -84,7 +84,7 @@ def remote_entries(state: HostState) -> list[WorktreeEntry]:
             continue
         extra = {"host": state.name, "remote_name": entry.name, "reachable": state.status == "ok",
                  "updated": last_update(state), "facts": remote_facts(raw.get("facts")),
-                 "disk_bytes": _int(raw.get("disk_bytes"))}
+                 "disk_bytes": _count(raw.get("disk_bytes"))}
         entries.append(replace(entry, name=remote_key(state.name, entry.name), extra=extra))
     return entries
 
@@ -93,8 +93,8 @@ def remote_facts(raw: Any) -> Facts | None:
     """The git facts a host's `worktree list --json` reported for one worktree (None when it sent none)."""
     if not isinstance(raw, dict) or not isinstance(raw.get("exists"), bool):
         return None
-    counts = [_int(raw.get(key)) for key in ("dirty", "ahead", "behind")]
-    if any(count is None or count < 0 for count in counts):
+    counts = [_count(raw.get(key)) for key in ("dirty", "ahead", "behind")]
+    if any(count is None for count in counts):
         return None
     dirty, ahead, behind = (int(count or 0) for count in counts)
     return Facts(exists=raw["exists"], dirty=dirty, ahead=ahead, behind=behind)
@@ -131,6 +131,15 @@ def remote_sessions(state: HostState) -> dict[str, SessionInfo]:
 
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+_COUNT_MAX = 2**63 - 1  # a host's count or byte size beyond this is not a fact (and `human` would overflow)
+
+
+def _count(value: Any) -> int | None:
+    """A count or size a host reported: a non-negative int no larger than an int64, else None."""
+    number = _int(value)
+    return number if number is not None and 0 <= number <= _COUNT_MAX else None
 
 
 def _str(value: Any) -> str | None:
@@ -240,6 +249,8 @@ class HostsWatch(Widget):
                     self.tell(queue.step())
                 except DaintreeError as exc:  # this pass failed (a lock held too long...): the next one tries
                     self.post_message(Notice(f"Auto: {exc}", title="host queue"))
+                except Exception as exc:  # a host's odd answer must not end polling for all hosts
+                    self.post_message(Notice(f"Auto: {type(exc).__name__}: {exc}", title="host queue"))
             else:
                 feed.poll()
             self.passes += 1

@@ -10,6 +10,8 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import RichLog
 
+from daintree_tui.core.validate import escape_controls
+
 EVENT_STYLE = {"failed": "red", "removed": "magenta", "remove": "magenta", "created": "green", "create": "green",
                "waiting": "yellow", "exited": "red", "completed": "green", "fixed": "cyan"}
 
@@ -17,19 +19,19 @@ EVENT_STYLE = {"failed": "red", "removed": "magenta", "remove": "magenta", "crea
 def format_event(record: dict[str, Any], clock_format: Callable[[float], str] | None = None) -> Text:
     ts = float(record.get("ts") or 0)
     when = clock_format(ts) if clock_format else time.strftime("%H:%M:%S", time.localtime(ts))
-    name = str(record.get("event", "?"))
+    name = escape_controls(str(record.get("event", "?")))
     style = next((s for k, s in EVENT_STYLE.items() if k in name), "")
     text = Text(f"{when} ", style="dim")
     text.append(f"{name:<24}", style=style)
     worktree = (record.get("worktree") or {}).get("name")
     task = (record.get("task") or {}).get("id")
     if worktree:
-        text.append(f" {worktree}", style="cyan")
+        text.append(f" {escape_controls(str(worktree))}", style="cyan")
     if task:
         text.append(f" #{task}", style="dim")
     detail = record.get("error") or record.get("fix")
     if detail:
-        text.append(f"  {detail}", style="red" if record.get("error") else "")
+        text.append(f"  {escape_controls(str(detail))}", style="red" if record.get("error") else "")
     return text
 
 
