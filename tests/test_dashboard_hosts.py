@@ -21,22 +21,11 @@ from daintree_tui.tui.widgets.terminal import TerminalView
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
 from tests.conftest import CLI
 from tests.sshd import Sshd, sshd_available
+from tests.test_dashboard import until
 from tests.test_remote import far, far_repo, sshd  # noqa: F401 - the real-sshd fixtures
 
 pytestmark = [pytest.mark.usefixtures("tmux_socket"),
               pytest.mark.skipif(not sshd_available(), reason="OpenSSH server or client not installed")]
-
-
-async def until(pilot: Any, predicate: Callable[[], Any], timeout: float = 30.0) -> Any:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if loop.time() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        await pilot.pause(0.1)
 
 
 async def eventually(pilot: Any, predicate: Callable[[], Any], timeout: float = 30.0) -> Any:
