@@ -88,3 +88,11 @@ def idle_sessions(repo: Path, socket: str, worktrees: int, sessions: int) -> Pat
         if i < sessions:
             manager.start(f"wt-{i:02d}", "idle", size=(120, 40))
     return repo
+
+
+def kill_tmux(socket: str) -> None:
+    """End a bench's private tmux server and remove its socket (a killed server leaves it behind)."""
+    from daintree_tui.sessions.tmux import socket_path
+
+    subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
+    socket_path(socket).unlink(missing_ok=True)

@@ -17,7 +17,7 @@ import time
 import uuid
 from pathlib import Path
 
-from bench.common import idle_sessions, small_repo, table
+from bench.common import idle_sessions, kill_tmux, small_repo, table
 
 WORKTREES = 50
 SESSIONS = 20
@@ -58,10 +58,7 @@ class Viewer:
         return int(self.tmux("display-message", "-p", "#{pane_pid}").stdout.strip())
 
     def close(self) -> None:
-        from daintree_tui.sessions.tmux import socket_path
-
-        self.tmux("kill-server")
-        socket_path(self.socket).unlink(missing_ok=True)
+        kill_tmux(self.socket)
 
 
 def cpu_ticks(pid: int) -> int:
@@ -126,10 +123,7 @@ def run() -> str:
     finally:
         shutil.rmtree(data_home, ignore_errors=True)
         viewer.close()
-        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
-        from daintree_tui.sessions.tmux import socket_path
-
-        socket_path(socket).unlink(missing_ok=True)
+        kill_tmux(socket)
     hello_ms = statistics.median(hello_times) * 1000
     dash_ms = statistics.median(dash_times) * 1000
     rows = [

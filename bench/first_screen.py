@@ -13,14 +13,13 @@ import os
 import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
-from bench.common import generated_repo, idle_sessions, table
+from bench.common import generated_repo, idle_sessions, kill_tmux, table
 from bench.dashboard import HELLO, Viewer
 
 FILES = 9_000
@@ -67,10 +66,7 @@ def run() -> str:
     finally:
         shutil.rmtree(data_home, ignore_errors=True)
         viewer.close()
-        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
-        from daintree_tui.sessions.tmux import socket_path
-
-        socket_path(socket).unlink(missing_ok=True)
+        kill_tmux(socket)
     hello_ms = statistics.median(hello_times) * 1000
     dash_ms = statistics.median(dash_times) * 1000
     paint_ms = statistics.median(paint_times) * 1000

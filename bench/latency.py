@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.common import small_repo, table
+from bench.common import kill_tmux, small_repo, table
 
 COLS, ROWS = 120, 40
 KEYS_PER_BLOCK = 25
@@ -234,11 +234,8 @@ def run() -> str:
             os.environ["XDG_DATA_HOME"] = str(Path(tmp) / "data")
             samples = measure(Path(tmp), tag, other)
     finally:
-        from daintree_tui.sessions.tmux import socket_path
-
         for side in ("plain", "dashboard", "before"):
-            subprocess.run(["tmux", "-L", f"{tag}-{side}", "kill-server"], capture_output=True)
-            socket_path(f"{tag}-{side}").unlink(missing_ok=True)
+            kill_tmux(f"{tag}-{side}")
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)

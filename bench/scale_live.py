@@ -25,7 +25,7 @@ import time
 import uuid
 from pathlib import Path
 
-from bench.common import small_repo, table
+from bench.common import kill_tmux, small_repo, table
 from bench.dashboard import Viewer, cpu_ticks, descendants
 
 COUNTS = tuple(int(n) for n in os.environ.get("DAINTREE_BENCH_BUSY", "0,10,40,100").split(","))
@@ -198,11 +198,8 @@ def run() -> str:
                     viewer.close()
     finally:
         viewer.close()
-        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
+        kill_tmux(socket)
         time.sleep(0.5)  # the sessions' pipe-pane writers end with the server
-        from daintree_tui.sessions.tmux import socket_path
-
-        socket_path(socket).unlink(missing_ok=True)
     return "\n".join(report(label, rows) for label, rows in results.items())
 
 

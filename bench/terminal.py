@@ -10,14 +10,13 @@ from __future__ import annotations
 import asyncio
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
-from bench.common import git, small_repo, table
+from bench.common import git, kill_tmux, small_repo, table
 
 FLOOD_MB = 5
 FLOOD = (
@@ -148,10 +147,7 @@ def run() -> str:
             os.environ.pop("XDG_DATA_HOME", None)
         else:
             os.environ["XDG_DATA_HOME"] = data_home
-        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
-        from daintree_tui.sessions.tmux import socket_path
-
-        socket_path(socket).unlink(missing_ok=True)
+        kill_tmux(socket)
     latencies.sort()
     p50 = statistics.median(latencies) * 1000
     p95 = latencies[int(len(latencies) * 0.95) - 1] * 1000
