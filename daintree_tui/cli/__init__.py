@@ -13,13 +13,16 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-from daintree_tui.cli import agents, host, mcp, orchestrate, sandbox, session, system, task, worktree
+from daintree_tui.cli import orchestrate, sandbox
 from daintree_tui.cli.common import AddCommand, Handler, Parser, services_for
 from daintree_tui.cli.output import configure_logging, error
 from daintree_tui.core.errors import DaintreeError
-from daintree_tui.services import Services
+
+if TYPE_CHECKING:
+    from daintree_tui.services import Services
 
 __all__ = ["build_parser", "main", "run"]
 
@@ -36,19 +39,25 @@ def _common() -> Parser:
 
 Registrar = Callable[[Any, AddCommand, Parser], None]
 
-# The top-level commands each group registers, in the order `daintree --help` lists them.
-GROUPS: tuple[tuple[tuple[str, ...], Registrar], ...] = (
-    (("task",), task.register),
-    (("worktree", "wt"), worktree.register),
-    (("doctor", "trust"), system.register),
-    (("session",), session.register),
-    (("demo",), system.register_demo),
-    (("bakeoff", "queue", "policy", "approvals", "approve", "reject", "gc"), orchestrate.register),
-    (("host",), host.register),
-    (("mcp",), mcp.register),
-    (("sandbox",), sandbox.register),
-    (("agents", "usage"), agents.register),
+# The top-level commands each group registers (module, function), in the order `daintree --help` lists them.
+# A command imports only its own group's module: the others' imports would be most of a short command's time.
+GROUPS: tuple[tuple[tuple[str, ...], str, str], ...] = (
+    (("task",), "task", "register"),
+    (("worktree", "wt"), "worktree", "register"),
+    (("doctor", "trust"), "system", "register"),
+    (("session",), "session", "register"),
+    (("demo",), "system", "register_demo"),
+    (("bakeoff", "queue", "policy", "approvals", "approve", "reject", "gc"), "orchestrate", "register"),
+    (("host",), "host", "register"),
+    (("mcp",), "mcp", "register"),
+    (("sandbox",), "sandbox", "register"),
+    (("agents", "usage"), "agents", "register"),
 )
+
+
+def _registrar(module: str, function: str) -> Registrar:
+    registrar: Registrar = getattr(import_module(f"daintree_tui.cli.{module}"), function)
+    return registrar
 
 _TOP_OPTIONS_WITH_VALUE = ("--repo", "--host")
 
@@ -72,9 +81,9 @@ def build_parser(argv: Sequence[str] | None = None) -> Parser:
     """The parser; given the arguments to parse, only the groups their command needs (each subparser costs
     about a quarter of a millisecond of argparse and gettext, and a command runs once)."""
     word = command_word(argv) if argv is not None else None
-    groups = [registrar for names, registrar in GROUPS if word is None or word in names]
+    groups = [_registrar(module, fn) for names, module, fn in GROUPS if word is None or word in names]
     if not groups:  # not one of ours: the full parser, whose error lists the choices
-        groups = [registrar for _, registrar in GROUPS]
+        groups = [_registrar(module, fn) for _, module, fn in GROUPS]
     common = _common()
     parser = Parser(prog="daintree", parents=[common],
                     description="Parallel AI coding agents, each in its own git worktree.")
@@ -91,6 +100,11 @@ def build_parser(argv: Sequence[str] | None = None) -> Parser:
     return parser
 
 
+def _handler(module: str, name: str) -> Handler:
+    handler: Handler = getattr(import_module(f"daintree_tui.cli.{module}"), name)
+    return handler
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `daintree` console script."""
     configure_logging()
@@ -103,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv, after = argv[:cut], argv[cut + 1:]
     try:
         args = parser.parse_args(argv)
-        if after and getattr(args, "handler", None) is not worktree.cmd_wt_run:
+        if after and getattr(args, "handler", None) is not _handler("worktree", "cmd_wt_run"):
             parser.error(f"unexpected arguments after --: {' '.join(after)}")
         args.after_dashes = after
     except SystemExit as exc:
@@ -112,12 +126,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     services: Services | None = None
     try:
         if "host" in args:  # one dispatch point: the whole command runs on that host, by its own daintree
-            return host.run_on_host(args, argv, after)
+            from daintree_tui.cli.host import run_on_host
+
+            return run_on_host(args, argv, after)
         services = services_for(args)
         if handler is None:
             if args.command:  # `daintree task` without an action
                 parser.error(f"{args.command} needs an action (see daintree {args.command} --help)")
-            handler = system.cmd_dashboard
+            handler = _handler("system", "cmd_dashboard")
         # Inside a sandbox, state changes go through the session inbox; outside, pending requests are applied.
         stop = sandbox.route(args, services)
         if stop is not None:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from daintree_tui.core.log import on_first_warning
 from daintree_tui.core.validate import escape_controls
 
 
@@ -63,16 +63,20 @@ def table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join(lines)
 
 
-class WarningHandler(logging.Handler):
-    """Warnings from the layers below as `warning: ...` lines on stderr."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        write_line(sys.stderr, f"warning: {record.getMessage()}")
-
-
 def configure_logging() -> None:
+    """Warnings from the layers below as `warning: ...` lines on stderr (the handler is set up by the first)."""
+    on_first_warning(_install_warning_handler)
+
+
+def _install_warning_handler() -> None:
+    import logging
+
+    class WarningHandler(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            write_line(sys.stderr, f"warning: {record.getMessage()}")
+
     logger = logging.getLogger("daintree")
-    if not any(isinstance(h, WarningHandler) for h in logger.handlers):
-        logger.addHandler(WarningHandler())
+    logger.handlers = [h for h in logger.handlers if type(h).__name__ != "WarningHandler"]
+    logger.addHandler(WarningHandler())
     logger.setLevel(logging.WARNING)
     logger.propagate = False

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 import time
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 from daintree_tui.cli.common import AddCommand, task_id
 from daintree_tui.cli.output import emit, table, wants_json, write_line
 from daintree_tui.core.errors import DaintreeError, InputError
+from daintree_tui.core.log import warn
 from daintree_tui.services import Services
 
 
@@ -150,7 +150,7 @@ def cmd_wt_events(args: argparse.Namespace, services: Services) -> int:
     end = log.complete_end() if args.follow else None
     records, skipped = log.read(args.limit, end=end)
     if skipped:
-        logging.getLogger("daintree").warning(f"skipped {skipped} torn or unreadable line(s) in {log.path}")
+        warn(f"skipped {skipped} torn or unreadable line(s) in {log.path}")
     if not args.follow:
         emit(args, records, lambda: "\n".join(_event_line(r) for r in records) or "no events")
         return 0
