@@ -228,3 +228,15 @@ def test_fuzz_config_values(tmp_path_factory: pytest.TempPathFactory, capsys: py
     assert code in (0, 1, 2) and "Traceback" not in err, err  # 1: a valid config whose hook legitimately fails
     if code == 2:
         assert len([ln for ln in err.strip().splitlines() if not ln.startswith("warning:")]) == 1, err
+
+
+def test_an_error_naming_a_config_value_with_a_newline_is_one_line(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    # Found by test_fuzz_config_values: the branch name in the error carried the prefix's newline onto a
+    # second line, and a script reading the one-line error got half of it.
+    repo = make_repo(tmp_path / "repo")
+    (repo / ".daintree.toml").write_text('branch_prefix = "wt/\\nx"\n')
+    code, err = run_cli(capsys, "worktree", "create", "cfgtest", "--repo", str(repo))
+    assert code == 2
+    assert err.strip().splitlines() == ["daintree: invalid worktree name 'cfgtest': wt/\\nxcfgtest is not a valid "
+                                        "branch name"]

@@ -4,11 +4,10 @@ the one factory that builds a command's services."""
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, Protocol
 
-from daintree_tui.cli.output import write_line
+from daintree_tui.cli.output import error
 from daintree_tui.core.errors import InputError
 from daintree_tui.core.project import Project
 from daintree_tui.services import Services
@@ -20,7 +19,7 @@ class Parser(argparse.ArgumentParser):
     """argparse with one-line errors and exit code 2."""
 
     def error(self, message: str) -> NoReturn:
-        write_line(sys.stderr, f"daintree: error: {message}")
+        error(f"error: {message}")
         raise SystemExit(2)
 
 

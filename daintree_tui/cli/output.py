@@ -38,8 +38,9 @@ def emit(args: argparse.Namespace, data: Any, text: str | Callable[[], str]) -> 
 
 
 def error(message: str) -> None:
-    """One line on stderr, the way every failure is reported."""
-    write_line(sys.stderr, f"daintree: {message}")
+    """One line on stderr, the way every failure is reported (a newline inside it, say in a name a config
+    gave, is shown as `\\n`)."""
+    write_line(sys.stderr, f"daintree: {message}".replace("\r", "\\r").replace("\n", "\\n"))
 
 
 def ago(ts: float | None) -> str:
