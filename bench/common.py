@@ -13,6 +13,17 @@ GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@
            "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@daintree.invalid"}
 
 
+def ensure_bytecode() -> None:
+    """Byte-compile our package, as a user's first run leaves it: a start-up bench run where
+    PYTHONDONTWRITEBYTECODE is set (as on this machine) would otherwise compile every module of ours from source
+    in every sample, while the libraries it is compared with were compiled when they were installed."""
+    import compileall
+
+    import daintree_tui
+
+    compileall.compile_dir(str(Path(daintree_tui.__file__).parent), quiet=1)
+
+
 def git(cwd: Path, *args: str) -> None:
     subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True, env=GIT_ENV)
 
