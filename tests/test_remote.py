@@ -419,3 +419,13 @@ def test_create_on_host_makes_task_worktree_and_session_there_or_leaves_its_task
     tasks = host.run_json(["task", "list"])  # type: ignore[attr-defined]
     assert [(t["subject"], t["worktree"], t["owner"]) for t in tasks] == [
         ("Add search", "add-search", ""), ("Add search", "add-search-2", ""), ("Bad base", "", CREATE_FAILED_OWNER)]
+
+
+def test_text_that_starts_with_a_dash_is_text_on_a_host_too(far: str) -> None:
+    from daintree_tui.services.host_queue import create_task_on_host
+
+    host = remote(far)
+    task = create_task_on_host(host, "-v is broken", "--help prints nothing", "shell")  # type: ignore[arg-type]
+    shown = host.run_json(["task", "show", str(task["id"])])  # type: ignore[attr-defined]
+    assert (shown["subject"], shown["description"], shown["agent"]) == ("-v is broken", "--help prints nothing",
+                                                                        "shell")

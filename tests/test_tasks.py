@@ -28,6 +28,12 @@ def test_create_list_show_update(cli: CLI, repo: Path) -> None:
     assert subprocess.run(["git", "status", "--short"], cwd=repo, capture_output=True, text=True).stdout == ""
 
 
+def test_a_subject_that_starts_with_a_dash_goes_after_double_dash(cli: CLI) -> None:
+    assert cli("task", "create", "--", "-v is broken").returncode == 0
+    assert cli.json("task", "show", "1")["subject"] == "-v is broken"
+    assert cli("task", "create", "one", "--", "two").returncode == 2  # one subject, not two
+
+
 def test_unknown_fields_are_kept(cli: CLI, repo: Path) -> None:
     cli.ok("task", "create", "x")
     path = repo / ".tasks" / "task_1.json"

@@ -62,19 +62,26 @@ def _registrar(module: str, function: str) -> Registrar:
 _TOP_OPTIONS_WITH_VALUE = ("--repo", "--host")
 
 
-def command_word(argv: Sequence[str]) -> str | None:
-    """The top-level command in `argv` (skipping our own options and their values), if any."""
+def command_words(argv: Sequence[str]) -> list[str]:
+    """The words of `argv` that are not our options or their values, up to `--` (`worktree`, `run`, `x`)."""
+    words: list[str] = []
     skip = False
     for arg in argv:
         if skip:
             skip = False
         elif arg == "--":
-            return None
+            break
         elif arg in _TOP_OPTIONS_WITH_VALUE:
             skip = True
         elif not arg.startswith("-"):
-            return arg
-    return None
+            words.append(arg)
+    return words
+
+
+def command_word(argv: Sequence[str]) -> str | None:
+    """The top-level command in `argv`, if any."""
+    words = command_words(argv)
+    return words[0] if words else None
 
 
 def build_parser(argv: Sequence[str] | None = None) -> Parser:
@@ -110,15 +117,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging()
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
-    # Everything after the first `--` is a command to run, never options of ours (argparse would mix them).
+    # For `worktree run`, everything after the first `--` is the command to run, never options of ours (argparse
+    # would mix them). For any other command `--` keeps its usual meaning: what follows is positional, so a task's
+    # subject may start with a dash (`daintree task create -- "-v is broken"`).
     after: list[str] = []
     if "--" in argv:
         cut = argv.index("--")
         argv, after = argv[:cut], argv[cut + 1:]
+    if after and command_words(argv)[:2] not in (["worktree", "run"], ["wt", "run"]):
+        argv, after = [*argv, "--", *after], []
     try:
         args = parser.parse_args(argv)
-        if after and getattr(args, "handler", None) is not _handler("worktree", "cmd_wt_run"):
-            parser.error(f"unexpected arguments after --: {' '.join(after)}")
         args.after_dashes = after
     except SystemExit as exc:
         return int(exc.code or 0) if isinstance(exc.code, int) else 2

@@ -57,7 +57,8 @@ def run_on_host(args: argparse.Namespace, argv: Sequence[str], after: Sequence[s
     if "repo" in args:
         raise InputError("--repo does not mix with --host: the host's repo is hosts.<name>.repo in your config")
     remote_args = strip_host_option(argv)
-    if any(w == "--host" or w.startswith("--host=") for w in remote_args if w != "--"):
+    options = remote_args[:remote_args.index("--")] if "--" in remote_args else remote_args
+    if any(w == "--host" or w.startswith("--host=") for w in options):
         raise InputError("write --host NAME once, in full")
     if len(remote_args) == len(argv):
         raise InputError("write the option in full: --host NAME")

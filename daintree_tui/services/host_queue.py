@@ -172,6 +172,19 @@ class RemoteCreated:
         return int(self.task["id"])
 
 
+def create_task_on_host(host: RemoteHost, subject: str, description: str, agent: str) -> dict[str, Any]:
+    """A task made by the host's own CLI. Values go as `--option=value` and the subject after `--`, so text that
+    starts with a dash is text there too, never an option."""
+    remote_task = host.run_json(["task", "create", f"--description={description}", f"--agent={agent}", "--",
+                                 subject])
+    if not isinstance(remote_task, dict) or isinstance(remote_task.get("id"), bool) \
+            or not isinstance(remote_task.get("id"), int) or remote_task["id"] < 1:
+        # Host output is data: a shape we did not ask for is an error the queue handles, never a TypeError that
+        # ends the dashboard's host poller with the claim left behind.
+        raise OperationError(f"host {host.name}: `task create --json` did not print a task")
+    return dict(remote_task)
+
+
 def create_on_host(host: RemoteHost, subject: str, description: str, agent: str, *, base: str | None = None,
                    taken: Collection[str] = ()) -> RemoteCreated:
     """A task, a worktree named from its subject bound to it, and a session running `agent`, all made by the
@@ -180,12 +193,7 @@ def create_on_host(host: RemoteHost, subject: str, description: str, agent: str,
     Args:
         taken: worktree names the host already has (from its last poll): not even tried.
     """
-    remote_task = host.run_json(["task", "create", subject, "--description", description, "--agent", agent])
-    if not isinstance(remote_task, dict) or isinstance(remote_task.get("id"), bool) \
-            or not isinstance(remote_task.get("id"), int) or remote_task["id"] < 1:
-        # Host output is data: a shape we did not ask for is an error the queue handles, never a TypeError that
-        # ends the dashboard's host poller with the claim left behind.
-        raise OperationError(f"host {host.name}: `task create --json` did not print a task")
+    remote_task = create_task_on_host(host, subject, description, agent)
     try:
         worktree = _create_worktree(host, str(remote_task["id"]), slugify(subject, limit=40), agent, base, taken)
     except DaintreeError:

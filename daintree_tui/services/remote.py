@@ -467,7 +467,8 @@ class RemoteHost:
 
     def run_json(self, args: Sequence[str], timeout: float | None = 60.0) -> Any:
         """`daintree ARGS --json` on the host, parsed; a failure is an OperationError with the remote's words."""
-        result = self.run([*args, "--json"], timeout=timeout)
+        cut = list(args).index("--") if "--" in args else len(args)  # after `--` it would be text, not an option
+        result = self.run([*args[:cut], "--json", *args[cut:]], timeout=timeout)
         if result.exit_code != 0:
             error = OperationError if result.exit_code != 2 else InputError
             detail = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else f"exit {result.exit_code}"

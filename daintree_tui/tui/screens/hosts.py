@@ -13,7 +13,7 @@ import asyncio
 
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.worktrees import Facts
-from daintree_tui.services.host_queue import create_on_host
+from daintree_tui.services.host_queue import create_on_host, create_task_on_host
 from daintree_tui.services.hosts_feed import HostState
 from daintree_tui.sessions.manager import SessionInfo
 from daintree_tui.sessions.status import SessionStatus
@@ -140,8 +140,7 @@ class HostsScreen(DashboardActions):
         if host is None:
             return
         if not new.start:
-            task = await asyncio.to_thread(host.run_json, ["task", "create", new.subject, "--description",
-                                                           new.description, "--agent", new.agent])
+            task = await asyncio.to_thread(create_task_on_host, host, new.subject, new.description, new.agent)
             self.notify(f"Created task {task['id']} on host {host_name}")
             return
         state = watch.states.get(host_name)
