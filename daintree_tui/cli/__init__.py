@@ -14,15 +14,13 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from daintree_tui.cli import orchestrate, sandbox
 from daintree_tui.cli.common import AddCommand, Handler, Parser, services_for
 from daintree_tui.cli.output import configure_logging, error
 from daintree_tui.core.errors import DaintreeError
-
-if TYPE_CHECKING:
-    from daintree_tui.services import Services
+from daintree_tui.services import Services
 
 __all__ = ["build_parser", "main", "run"]
 
@@ -36,6 +34,17 @@ def _common() -> Parser:
                         help="run the command on a remote host (see `daintree host list`)")
     return common
 
+
+def _apply_mcp_call(services: Services, owner: str, payload: dict[str, Any]) -> dict[str, Any]:
+    from daintree_tui.mcp.inbox import apply_call
+
+    return apply_call(services, owner, payload)
+
+
+# Every daintree process that applies inbox requests (the dashboard, `session watch`, doctor, the commands that
+# list what requests change) starts here, so a sandboxed session's MCP calls are known to each; the MCP package
+# is imported only when one arrives.
+Services.inbox_kinds["mcp"] = _apply_mcp_call
 
 Registrar = Callable[[Any, AddCommand, Parser], None]
 

@@ -48,17 +48,6 @@ def _mounted_inbox() -> Path | None:
     return mounted_inbox()
 
 
-def _apply_inbox_call(services: Services, owner: str, payload: dict[str, Any]) -> dict[str, Any]:
-    from daintree_tui.mcp.inbox import apply_call
-
-    return apply_call(services, owner, payload)
-
-
-# Every daintree process that applies inbox requests (the dashboard, `session watch`, doctor) starts here, so a
-# sandboxed session's MCP calls are known to each; the MCP package is imported only when one arrives.
-Services.inbox_kinds["mcp"] = _apply_inbox_call
-
-
 def cmd_mcp_config(args: argparse.Namespace, services: Services) -> int:
     from daintree_tui.sessions.presets import mcp_snippet
 
