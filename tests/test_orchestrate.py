@@ -211,7 +211,10 @@ def test_worktree_list_shows_disk_use(cli: CLI, repo: Path) -> None:
     (repo / ".worktrees" / "big" / "blob.bin").write_bytes(b"\0" * 300_000)
     listed = cli.json("worktree", "list")
     assert listed[0]["disk_bytes"] >= 300_000
+    cache = repo / ".worktrees" / ".cache" / "disk.json"
+    written = cache.stat().st_mtime_ns, cache.stat().st_ino
     assert "DISK" in cli.ok("worktree", "list").stdout
+    assert (cache.stat().st_mtime_ns, cache.stat().st_ino) == written  # served from the cache: nothing written
 
 
 def test_wall_clock_limit_stops_an_overrunning_session(cli: CLI, repo: Path) -> None:

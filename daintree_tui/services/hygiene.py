@@ -54,6 +54,7 @@ class DiskUsage:
         cache = self.cached()
         now = time.time()
         out = {}
+        measured = False
         for entry in entries:
             hit = cache.get(entry.name)
             if not (isinstance(hit, dict) and validate.is_number(hit.get("at")) and validate.is_int(hit.get("bytes"))):
@@ -64,8 +65,10 @@ class DiskUsage:
             size = tree_size(Path(entry.path)) if Path(entry.path).is_dir() else 0
             cache[entry.name] = {"bytes": size, "at": now}
             out[entry.name] = size
-        with contextlib.suppress(DaintreeError):
-            write_json(self.path, cache)
+            measured = True
+        if measured:  # a listing served from the cache writes nothing (a write and its fsyncs cost it ~25 ms)
+            with contextlib.suppress(DaintreeError):
+                write_json(self.path, cache)
         return out
 
 
