@@ -24,7 +24,6 @@ import re
 import shutil
 import stat
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,8 +31,8 @@ from typing import Any
 
 from daintree_tui.core.errors import DaintreeError, InputError, OperationError
 from daintree_tui.core.index import Index, find
+from daintree_tui.core.mounts import INBOX_MOUNT
 from daintree_tui.core.project import Project
-from daintree_tui.core.sandbox import INBOX_MOUNT
 from daintree_tui.services.container import Services
 
 MAX_REQUEST_BYTES = 64 * 1024
@@ -82,7 +81,7 @@ def withdraw(inbox: Path, request_id: str) -> bool:
 
 def submit(inbox: Path, kind: str, payload: dict[str, Any]) -> str:
     """Write one request atomically; returns its id."""
-    request_id = uuid.uuid4().hex
+    request_id = os.urandom(16).hex()  # as random as uuid4, without importing uuid
     body = json.dumps({"id": request_id, "kind": kind, "payload": payload, "created_at": time.time()})
     tmp = inbox / f".tmp-{request_id}"
     tmp.write_text(body)
@@ -235,7 +234,7 @@ def _read_request(dir_fd: int, name: str) -> dict[str, Any] | str:
 
 def _write_reply(dir_fd: int, request_id: str, outcome: Outcome) -> None:
     """Write next to the request without following anything the agent may have planted there."""
-    tmp = f".reply-{request_id}-{uuid.uuid4().hex[:8]}"
+    tmp = f".reply-{request_id}-{os.urandom(4).hex()}"
     body = json.dumps(outcome.to_dict()).encode()
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dir_fd)

@@ -10,7 +10,6 @@ the rollout growing again (the observer watches the record file).
 from __future__ import annotations
 
 import json
-import tomllib
 from pathlib import Path
 
 from daintree_tui.sessions.agents.base import (
@@ -37,6 +36,8 @@ class CodexIntegration(AgentIntegration):
 
     def user_notify(self, ctx: SessionContext) -> list[str] | None:
         """The user's own `notify` program, kept working: our script runs it after signalling."""
+        import tomllib  # only when a Codex session starts: every command that lists agents imports this module
+
         try:
             with (self.home(ctx) / "config.toml").open("rb") as fh:
                 value = tomllib.load(fh).get("notify")
