@@ -95,6 +95,9 @@ def test_tasks_work_outside_git(tmp_path: Path) -> None:
     assert cli.json("task", "create", "no git here")["id"] == 1
     proc = cli("worktree", "list")
     assert proc.returncode == 2 and "not a git repository" in proc.stderr
+    for command in (["doctor"], ["session", "list"], ["gc"], ["trust"], []):  # no half-working "all consistent"
+        proc = cli(*command)
+        assert (proc.returncode, proc.stderr.strip()) == (2, f"daintree: not a git repository: {plain}"), command
 
 
 def test_stdout_carries_only_the_json_document(repo: Path) -> None:

@@ -70,6 +70,11 @@ def _registrar(module: str, function: str) -> Registrar:
 
 _TOP_OPTIONS_WITH_VALUE = ("--repo", "--host")
 
+# What works outside a git repository: tasks (by design: a plain folder can hold a task list), and the commands
+# that need no repository. Everything else, the dashboard included, is refused there in one line, rather than
+# half working (doctor said "all consistent", the dashboard opened and could create nothing).
+_NO_REPO_COMMANDS = ("task", "demo", "host", "agents", "usage", "sandbox", "mcp")
+
 
 def command_words(argv: Sequence[str]) -> list[str]:
     """The words of `argv` that are not our options or their values, up to `--` (`worktree`, `run`, `x`)."""
@@ -152,6 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.command:  # `daintree task` without an action
                 parser.error(f"{args.command} needs an action (see daintree {args.command} --help)")
             handler = _handler("system", "cmd_dashboard")
+        if not services.project.is_git and args.command not in _NO_REPO_COMMANDS:
+            services.project.require_git()
         # Inside a sandbox, state changes go through the session inbox; outside, pending requests are applied.
         stop = sandbox.route(args, services)
         if stop is not None:
