@@ -221,3 +221,9 @@ def test_context_injection_reaches_a_real_session(cli: CLI, repo: Path) -> None:
     assert "Task #1: Explain the parser" in text and "focus on tabs" in text
     assert "notes.md:" in text and "```" in text
     assert cli("session", "send", "ctx", "--file", "missing.txt").returncode == 2
+    # A shell takes no context: pasted there, the task's text would run as commands at the next Enter.
+    cli.ok("task", "create", "rm -rf build")
+    cli.ok("worktree", "create", "sh1", "--task", "2", "--agent", "shell")
+    refused = cli("session", "send", "sh1", "--task")
+    assert refused.returncode == 2 and "takes no task or context text" in refused.stderr
+    assert "rm -rf" not in cli.ok("session", "capture", "sh1").stdout

@@ -65,17 +65,13 @@ def _sandbox_cell(record: dict[str, Any] | None) -> str:
 
 
 def cmd_session_send(args: argparse.Namespace, services: Services) -> int:
-    from daintree_tui.sessions.context import build_context
-
     context = args.files or args.task or args.clipboard
     if args.text is None and not context:
         raise InputError("send needs TEXT, or --file PATH..., --task or --clipboard")
     if args.text is not None and context:
         raise InputError("give either TEXT or --file/--task/--clipboard, not both")
     if context:
-        text = build_context(services.project, args.name, files=args.files or [], task=args.task,
-                             clipboard=args.clipboard)
-        services.sessions.send(args.name, text, enter=False, paste=True)
+        text = services.send_context(args.name, files=args.files or [], task=args.task, clipboard=args.clipboard)
     else:
         text = args.text
         services.sessions.send(args.name, text, enter=not args.no_enter, paste=args.paste)

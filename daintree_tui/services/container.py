@@ -7,7 +7,7 @@ the bake-off or queue modules.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -203,7 +203,14 @@ class Services:
 
     def inject_task(self, name: str) -> None:
         """Paste the bound task's subject and description into the session of worktree `name`."""
+        self.send_context(name, task=True)
+
+    def send_context(self, name: str, *, files: Sequence[str] = (), task: bool = False,
+                     clipboard: bool = False) -> str:
+        """Paste the task, files or the clipboard into the agent of worktree `name` as one bracketed paste (never
+        into a shell); returns the text."""
         from daintree_tui.sessions.context import build_context
 
-        text = build_context(self.project, name, files=[], task=True, clipboard=False)
-        self.sessions.send(name, text, enter=False, paste=True)
+        text = build_context(self.project, name, files=list(files), task=task, clipboard=clipboard)
+        self.sessions.paste_context(name, text)
+        return text

@@ -443,6 +443,21 @@ class SessionManager:
         self._require_session(name)
         self.host.send_text(name, text, enter=enter, paste=paste)
 
+    def paste_context(self, name: str, text: str) -> None:
+        """Paste context (a task, files, the clipboard) into the session, never into a shell: there the text would
+        run as commands at the next Enter."""
+        self._require_session(name)
+        record = self.record(name)
+        agent = record.agent if record is not None else None
+        try:
+            takes_text = agent is not None and self.preset(agent).prompt_mode != "none"
+        except InputError:  # an agent no longer in the config: the record's word is all there is
+            takes_text = agent not in (None, "shell")
+        if not takes_text:
+            raise InputError(f"{name} runs {agent or 'no known agent'}, which takes no task or context text (in a "
+                             "shell it would run as commands): start an agent there first")
+        self.host.send_text(name, text, enter=False, paste=True)
+
     def keys(self, name: str, keys: Sequence[str]) -> None:
         self._require_session(name)
         self.host.send_keys(name, keys)
