@@ -196,6 +196,14 @@ def test_exact_match_never_prefix(cli: CLI, repo: Path) -> None:
     assert cli("session", "send", "a", "x").returncode == 2  # `-t a` would have matched dt-ab
 
 
+def test_an_unknown_worktree_is_an_error_a_worktree_without_a_session_is_not(cli: CLI, repo: Path) -> None:
+    cli.ok("worktree", "create", "quiet")
+    assert "no session running for quiet" in cli.ok("session", "stop", "quiet").stdout
+    for command in (["stop", "typo"], ["send", "typo", "hi"], ["capture", "typo"]):
+        proc = cli("session", *command)
+        assert (proc.returncode, proc.stderr) == (2, "daintree: no worktree named 'typo'\n"), command
+
+
 def test_tmux_config_is_private(repo: Path, tmux_socket: str) -> None:
     project = Project.discover(repo)
     configure_agents(repo)

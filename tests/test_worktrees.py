@@ -224,6 +224,9 @@ def test_run_environment_exit_code_and_timeout(cli: CLI, repo: Path) -> None:
     assert env["CLAUDECODE"] is None
     assert env["cwd"] == entry["path"]
     assert cli("worktree", "run", "envy", "--", "sh", "-c", "exit 7").returncode == 7
+    for missing in ("no-such-program", "./no-such-script"):  # as a shell says it, sandboxed or not
+        proc = cli("worktree", "run", "envy", "--", missing)
+        assert (proc.returncode, proc.stderr) == (127, f"command not found: {missing}\n")
     start = time.monotonic()
     proc = cli("worktree", "run", "envy", "--timeout", "1", "--", "sleep", "30")
     assert proc.returncode == 124 and time.monotonic() - start < 10

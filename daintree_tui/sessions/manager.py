@@ -468,7 +468,18 @@ class SessionManager:
 
     def _require_session(self, name: str) -> None:
         if not self.host.exists(name):
+            self.require_known(name)
             raise InputError(f"no session for worktree {name!r} (start one with `daintree session start {name}`)")
+
+    def require_known(self, name: str) -> None:
+        """A name that is no live worktree gets the error every command gives, not a hint to start a session."""
+        if not self.project.is_git:
+            return
+        entry = find(Index(self.project).load(), name)
+        if entry is None:
+            raise InputError(f"no worktree named {name!r}")
+        if not entry.live:
+            raise InputError(f"no live worktree named {name!r} (it was removed)")
 
 
 def status_source_of(meta: Mapping[str, Any]) -> str:
