@@ -144,7 +144,6 @@ def tmux_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     from daintree_tui.sessions.tmux import socket_path
 
     socket_path(name).unlink(missing_ok=True)
-    socket_path(name).with_name(f".{name}.start-lock").unlink(missing_ok=True)
 
 
 def wait_for(predicate: Any, timeout: float = 30.0, interval: float = 0.05) -> Any:

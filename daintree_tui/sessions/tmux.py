@@ -15,7 +15,6 @@ import os
 import shlex
 import signal
 import socket
-import stat
 import subprocess
 import sys
 import tempfile
@@ -137,21 +136,22 @@ class TmuxHost:
 
         A new server's socket exists a moment before it listens: a second process starting its first session
         then (two queue runners, the dashboard and the CLI) took it for a dead server's, removed it and started
-        another server, and the first process's session went to a server nobody could reach any more."""
+        another server, and the first process's session went to a server nobody could reach any more.
+
+        The lock is the socket directory itself (flock on a directory works on Linux): no lock file to leave
+        behind per repository, or for anyone to replace with a link; starts of other servers wait a moment."""
         path = socket_path(self.socket)
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        st = os.lstat(path.parent)
-        if st.st_uid != os.getuid() or st.st_mode & 0o077 or not stat.S_ISDIR(st.st_mode):
-            # What tmux itself refuses: another user could hold our lock or swap the socket.
-            raise OperationError(f"unsafe tmux socket directory {path.parent} (not ours alone)")
-        lock = path.with_name(f".{path.name}.start-lock")
         try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
-        except OSError as exc:  # a symlink (ELOOP) or anything else that is not our lock file
-            raise OperationError(f"cannot open the tmux start lock {lock}: {exc.strerror or exc}") from None
+            fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as exc:
+            raise OperationError(f"cannot open the tmux socket directory {path.parent}: {exc.strerror or exc}") \
+                from None
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise OperationError(f"the tmux start lock {lock} is not a regular file: remove it")
+            st = os.fstat(fd)
+            if st.st_uid != os.getuid() or st.st_mode & 0o077:
+                # What tmux itself refuses: another user could hold our lock or swap the socket.
+                raise OperationError(f"unsafe tmux socket directory {path.parent} (not ours alone)")
             deadline = time.monotonic() + START_LOCK_SECONDS
             while True:  # never wait forever on a lock a stuck (or hostile) process holds
                 try:
@@ -159,8 +159,8 @@ class TmuxHost:
                     break
                 except BlockingIOError:
                     if time.monotonic() > deadline:
-                        raise OperationError(f"another process has held {lock} for {START_LOCK_SECONDS}s: "
-                                             "is a tmux server start stuck?") from None
+                        raise OperationError(f"another process has held the tmux start lock on {path.parent} for "
+                                             f"{START_LOCK_SECONDS}s: is a tmux server start stuck?") from None
                     time.sleep(0.05)
             yield
         finally:
