@@ -110,3 +110,14 @@ def test_stdout_carries_only_the_json_document(repo: Path) -> None:
         proc = cli(*args, "--json")
         assert proc.returncode == 0, proc.stderr
         json.loads(proc.stdout)
+
+
+def test_list_columns_stay_aligned_with_wide_characters(cli: CLI) -> None:
+    from wcwidth import wcswidth
+
+    cli.ok("task", "create", "Émoji 🚀 日本語")
+    cli.ok("task", "create", "plain")
+    lines = cli.ok("task", "list").stdout.splitlines()
+    # The WORKTREE column starts at the same terminal cell on every line (CJK and emoji take two cells).
+    starts = {wcswidth(line[:line.index(" - ") + 1 if " - " in line else line.index("WORKTREE")]) for line in lines}
+    assert len(starts) == 1, lines

@@ -58,10 +58,21 @@ def table(rows: list[list[str]], header: list[str]) -> str:
     if not rows:
         return ""
     rows = [[printable(str(c)) for c in r] for r in rows]  # escaped before measuring, so columns stay aligned
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(header, widths, strict=True)).rstrip()]
-    lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    return "\n".join(lines)
+    width = _display_width if any(not c.isascii() for r in rows for c in r) else len
+    widths = [max(width(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c + " " * (w - width(c)) for c, w in zip(cells, widths, strict=True)).rstrip()
+
+    return "\n".join([line(header), *(line(r) for r in rows)])
+
+
+def _display_width(text: str) -> int:
+    """Terminal cells `text` takes: a CJK character or an emoji takes two."""
+    from wcwidth import wcswidth  # only for a table with text beyond ASCII
+
+    cells = wcswidth(text)
+    return cells if cells >= 0 else len(text)
 
 
 def configure_logging() -> None:
