@@ -325,6 +325,38 @@ def test_live_sessions_record_each_change_once_and_believe_the_hook(repo: Path, 
     assert manager.meta("one")["status"] == "exited"
 
 
+def test_a_session_quiet_before_the_observer_started_is_waiting_at_first_sight(repo: Path, tmux_socket: str) -> None:
+    # Every dashboard start used to date an idle session's last output "now": it showed running for seconds and
+    # recorded a running/waiting pair per session.
+    from daintree_tui.core.project import Project
+    from daintree_tui.core.worktrees import WorktreeService
+    from daintree_tui.sessions.live import LiveSessions
+    from daintree_tui.sessions.manager import SessionManager
+
+    (repo / ".daintree.toml").write_text(
+        "[sessions]\nwaiting_debounce = 0.5\n[agents.idle]\ncommand = \"sh -c 'echo ready; exec cat'\"\n")
+    from daintree_tui.core.hooks import trust
+
+    trust(Project.discover(repo))
+    project = Project.discover(repo)
+    WorktreeService(project).create("one")
+    manager = SessionManager(project)
+    manager.start("one", "idle", size=(80, 10))
+    log = project.log_path("one")
+    wait_for(lambda: log.exists() and "ready" in log.read_text())
+    quiet_since = time.time()
+    wait_for(lambda: time.time() > quiet_since + 2.5)  # tmux dates activity to the second
+    seen: list[StatusChange] = []
+    live = LiveSessions(manager, record=lambda c: None, on_change=seen.append).start()
+    try:
+        live.events.poke()
+        wait_for(lambda: seen)
+        wait_for(lambda: time.time() > quiet_since + 4)  # long enough for a wrong "running" to settle back
+    finally:
+        live.close()
+    assert [(c.old, c.new) for c in seen] == [(None, SessionStatus.WAITING)]
+
+
 # -- the same through the dashboard: every change of busy sessions reaches the worktree table ----------------
 
 DASHBOARD_PHASES = """mark() {{ printf '%s %s\\n' "$1" "$(date +%s.%N)" >> {marks}/"$(basename "$PWD")"; }}

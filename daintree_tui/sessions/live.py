@@ -32,7 +32,6 @@ from daintree_tui.sessions.control import (
     SessionEvent,
     SessionEvents,
     SessionsChanged,
-    output_bound,
 )
 from daintree_tui.sessions.host import SESSION_PREFIX
 from daintree_tui.sessions.manager import SessionInfo, SessionManager, session_record_path, status_source_of
@@ -201,7 +200,10 @@ class LiveStatus:
 
 def _initial_facts(record: PaneRecord) -> _Facts:
     # window_activity starts at the window's creation; in that first second only the cursor tells output.
-    last = output_bound(record.activity, time.time()) if record.printed else None
+    # The server is this machine's, so its clock is ours: a session quiet for an hour was quiet for an hour.
+    # (output_bound would have dated it now, and every dashboard start showed idle agents running, recording a
+    # running/waiting pair for each.) The end of the second tmux recorded, never later than now.
+    last = min(record.activity + 1.0, time.time()) if record.printed else None
     return _Facts(created=record.created, last_output=last, dead=record.dead, exit_code=record.exit_code)
 
 
