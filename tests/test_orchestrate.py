@@ -71,6 +71,10 @@ def test_bakeoff_failing_candidates_rank_last_and_bad_input(cli: CLI, repo: Path
     assert cli("bakeoff", "create", "9", "--agents", "ok").returncode == 2
     assert cli("bakeoff", "score", "b99").returncode == 2
     assert cli("bakeoff", "pick", record["id"], "stranger").returncode == 2
+    cli.ok("task", "create", "done already")
+    cli.ok("task", "update", "2", "--status", "completed")
+    done = cli("bakeoff", "create", "2", "--agents", "ok")
+    assert done.returncode == 2 and "task 2 is completed" in done.stderr
 
 
 def queue_config(repo: Path, max_sessions: int) -> None:

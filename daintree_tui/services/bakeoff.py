@@ -144,9 +144,12 @@ class BakeoffService:
         self.project.require_git()
         if not agents:
             raise InputError("a bake-off needs at least one agent (--agents A,B,C)")
+        task = self.tasks.get(task_id)
+        if task.status == TaskStatus.COMPLETED:
+            raise InputError(f"task {task_id} is completed: reopen it first (daintree task update {task_id} "
+                             "--status pending)")
         if score:
             trust.remember_command(self.project, score)
-        task = self.tasks.get(task_id)
         presets = [resolve_preset(self.project.config, a) for a in agents]
         for preset in presets:
             preset.check_program()
@@ -217,7 +220,8 @@ class BakeoffService:
             trust.require_trusted(self.project.config, "bakeoff.score")
             command = self.project.config.bakeoff_score
         if not command:
-            raise InputError("no score command: give --score CMD or set bakeoff.score in config")
+            raise InputError("no score command: give one when creating the bake-off (--score CMD; in the dashboard, "
+                             "the Score field) or set bakeoff.score in config")
         entries = {e.name: e for e in self.worktrees.entries()}
         live = [n for n in record.candidates if n in entries and Path(entries[n].path).is_dir()]
         if not live:
