@@ -70,6 +70,8 @@ class DashboardFeed(Widget):
         self._today_read_at = float("-inf")
         self._events_offset = 0
         self._stop_watching = threading.Event()
+        self._live_lock = threading.Lock()
+        self._unmounted = False
         self.reads_started = False
 
     # -- the poll chain ----------------------------------------------------------------------------------
@@ -101,6 +103,8 @@ class DashboardFeed(Widget):
     @work(thread=True, exit_on_error=False, group="poll", description="poll sessions")
     def poll_sessions(self, shown: list[str], visible: list[str] | None = None) -> bool:
         backend = self.backend
+        if not self._unmounted and backend.live is None:
+            self._go_live()
         if self.auto_queue:
             report = backend.queue.step()
             if report.started:
@@ -140,11 +144,17 @@ class DashboardFeed(Widget):
 
     # -- loading -----------------------------------------------------------------------------------------
 
+    def first_snapshot(self) -> SnapshotLoaded:
+        """Tasks and worktrees as on disk, read on the event loop before the first frame: the read takes about a
+        millisecond, far less than painting an empty screen first and then the lists (two full renders)."""
+        snapshot = self.backend.snapshot()
+        self.entries = snapshot.entries
+        return SnapshotLoaded(snapshot)
+
     @work(thread=True, exit_on_error=False, exclusive=True, group="startup", description="reconcile and load")
     def startup(self) -> None:
         backend = self.backend
-        # Paint what is on disk first; reconcile after, and show its repairs if it made any.
-        self.post_message(SnapshotLoaded(backend.snapshot()))
+        # What is on disk is painted first (`first_snapshot`); reconcile after, and show its repairs if any.
         fixes = backend.startup()
         if fixes:
             self.post_message(SnapshotLoaded(backend.snapshot()))
@@ -155,13 +165,20 @@ class DashboardFeed(Widget):
         records, self._events_offset = backend.read_events(0)
         self.post_message(EventsAppended(records[-200:]))
 
-    def start_live(self) -> None:
-        """After the first frame: the poll chain. Git facts and the file watcher start once the first poll's
-        status is on screen (`start_reads`)."""
-        # Session status by events from one tmux control client, not by polling each session: a status change
-        # (recorded off the event loop, in batches) asks for a poll, which then reads from memory.
-        self.backend.start_live(on_change=lambda _: self.app.call_from_thread(self.poll_now))
+    def start_polling(self) -> None:
+        """The poll chain, started with the screen: its first poll starts the control client (`_go_live`) and
+        brings the sessions' status, which is what the first useful screen needs; being mostly a wait on tmux,
+        it costs the first frame little. Git facts and the file watcher start once that status is on screen
+        (`start_reads`)."""
         self.poll_now()
+
+    def _go_live(self) -> None:
+        """Session status by events from one tmux control client, not by polling each session: a status change
+        (recorded off the event loop, in batches) asks for a poll, which then reads from memory. Called from the
+        first poll's thread: starting the client (a fork and its first answer) stays off the event loop."""
+        with self._live_lock:
+            if not self._unmounted:
+                self.backend.start_live(on_change=lambda _: self.app.call_from_thread(self.poll_now))
 
     def start_reads(self) -> None:
         """Git facts and the file watcher (once). The sessions' status is what the first useful screen needs;
@@ -243,4 +260,6 @@ class DashboardFeed(Widget):
         self._stop_watching.set()
         if self._timer is not None:
             self._timer.stop()
-        self.backend.stop_live()
+        with self._live_lock:  # a poll starting the control client now sees this and leaves it unstarted
+            self._unmounted = True
+            self.backend.stop_live()

@@ -125,7 +125,9 @@ class MainScreen(CurrentWorktreeScreen):
         self.query_one("#filter", Input).display = False
         self.query_one(WorktreeTable).focus()
         self.feed.rows_on_screen = self.query_one(WorktreeTable).visible_names
+        self.on_snapshot_loaded(self.feed.first_snapshot())
         self.feed.startup()
+        self.feed.start_polling()
 
     # -- what the feed found ---------------------------------------------------------------------------------
 
@@ -138,15 +140,14 @@ class MainScreen(CurrentWorktreeScreen):
         self.entries = self.merged_entries(message.snapshot.entries)
         if not self.started:
             self.started = True
-            # Paint the lists first; the slow facts, the file watcher and the session poll start once that
-            # frame is out, so they do not compete with it for the CPU.
+            # The first frame shows the lists (read before it, see on_mount). The session poll started with the
+            # screen; the slow git facts and the file watcher wait for its status (`start_reads`).
             self.call_after_refresh(self.after_first_paint)
 
     def after_first_paint(self) -> None:
         # Everything built so far lives as long as the app: move it out of the collector's reach so a full
         # collection during an output flood stays short.
         gc.freeze()
-        self.feed.start_live()
 
     def on_facts_loaded(self, message: FactsLoaded) -> None:
         self.facts = {**self.facts, **message.facts}
