@@ -7,12 +7,12 @@ asks or blocks starts a flow from `flows.py` as an async worker.
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
-from textual.widgets import Input, TabbedContent
+from textual.widgets import Input
 
 from daintree_tui.core.models import Task, WorktreeEntry
 from daintree_tui.sessions.manager import SessionInfo
@@ -20,7 +20,6 @@ from daintree_tui.sessions.status import SessionStatus
 from daintree_tui.tui.bindings import KeyRow, key_rows, needs_worktree
 from daintree_tui.tui.feed import DashboardFeed
 from daintree_tui.tui.screens import flows
-from daintree_tui.tui.widgets.diff_view import DiffView
 from daintree_tui.tui.widgets.task_table import TaskTable
 from daintree_tui.tui.widgets.terminal import TerminalView
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
@@ -46,6 +45,21 @@ class DashboardActions(Screen[None]):
     sessions: dict[str, SessionInfo]
     selected: str | None
     auto_queue: bool
+
+    later_mounted = False
+    """Whether the events and diff tabs and the footer are mounted (`MainScreen.mount_later`)."""
+
+    async def mount_later(self) -> None:
+        raise NotImplementedError
+
+    def with_later(self, then: Callable[[], object]) -> None:
+        """Run `then` with the tabs and the footer mounted: now, or once `mount_later` has run on the screen's own
+        message loop (a key's action runs on the app's)."""
+        if self.later_mounted:
+            then()
+            return
+        self.call_later(self.mount_later)
+        self.call_later(then)
 
     def attach_and_focus(self, name: str) -> None:
         raise NotImplementedError
@@ -173,19 +187,30 @@ class DashboardActions(Screen[None]):
 
     @needs_worktree
     def action_diff(self) -> None:
-        self.query_one("#bottom", TabbedContent).active = "diff-tab"
-        self.run_flow(flows.diff(self, str(self.selected)), "diff")
+        self.with_later(self.show_diff_tab)
+
+    def show_diff_tab(self) -> None:
+        from daintree_tui.tui.screens import later  # loaded with the tabs
+
+        if self.selected:
+            later.show_tab(self, "diff-tab")
+            self.run_flow(flows.diff(self, self.selected), "diff")
 
     @needs_worktree
     def action_full_diff(self) -> None:
         if self.has_class("full-diff"):
             self.unzoom()
             return
-        self.action_diff()
+        self.with_later(self.show_full_diff)
+
+    def show_full_diff(self) -> None:
+        from daintree_tui.tui.screens import later  # loaded with the tabs
+
+        self.show_diff_tab()
         self.remove_class("zoomed")
         self.add_class("full-diff")
         # Focus goes where it is useful, not wherever Textual moves it from the hidden lists.
-        self.query_one(DiffView).focus()
+        later.diff_view(self).focus()
 
     def action_zoom(self) -> None:
         if self.has_class("zoomed"):
@@ -204,7 +229,12 @@ class DashboardActions(Screen[None]):
         self.query_one(WorktreeTable).focus()
 
     def action_events(self) -> None:
-        self.query_one("#bottom", TabbedContent).active = "events-tab"
+        self.with_later(self.show_events_tab)
+
+    def show_events_tab(self) -> None:
+        from daintree_tui.tui.screens import later  # loaded with the tabs
+
+        later.show_tab(self, "events-tab")
 
     def action_bakeoff(self) -> None:
         tasks = self.query_one(TaskTable)

@@ -14,7 +14,7 @@ from typing import Any
 
 from textual import on
 from textual.timer import Timer
-from textual.widgets import DataTable, TabbedContent
+from textual.widgets import DataTable
 
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.sessions.pane_size import save_pane_size
@@ -56,8 +56,13 @@ class CurrentWorktreeScreen(HostsScreen):
 
     def watch_selected(self, name: str | None) -> None:
         self.schedule_attach()
-        if name and self.query_one("#bottom", TabbedContent).active == "diff-tab":
+        if name and self.later_mounted and self.diff_tab_shown():
             self.show_diff(name)
+
+    def diff_tab_shown(self) -> bool:
+        from daintree_tui.tui.screens import later  # loaded with the tabs (see `later_mounted`)
+
+        return later.bottom_tab(self) == "diff-tab"
 
     def watch_sessions(self) -> None:
         if self.selected in self.sessions and self.terminal.worktree != self.selected:

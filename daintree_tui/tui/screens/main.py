@@ -18,7 +18,8 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive
-from textual.widgets import DataTable, Footer, Header, Input, Label, TabbedContent, TabPane
+from textual.widget import MountError, Widget
+from textual.widgets import DataTable, Header, Input, Label
 from textual.worker import Worker
 
 from daintree_tui.core.models import Task, WorktreeEntry
@@ -40,12 +41,13 @@ from daintree_tui.tui.messages import (
 )
 from daintree_tui.tui.screens import prompts
 from daintree_tui.tui.screens.current import CurrentWorktreeScreen
-from daintree_tui.tui.widgets.diff_view import DiffView
-from daintree_tui.tui.widgets.events_log import EventsLog
 from daintree_tui.tui.widgets.session_title import SessionTitle
 from daintree_tui.tui.widgets.task_table import TaskTable
 from daintree_tui.tui.widgets.terminal import TerminalView
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
+
+LATER_AT_THE_LATEST = 2.0
+"""Seconds after the first frame by which the tabs and the footer are mounted, however long the status takes."""
 
 
 class MainScreen(CurrentWorktreeScreen):
@@ -83,6 +85,8 @@ class MainScreen(CurrentWorktreeScreen):
         self._seen_requests: set[int] = set()
         self.hysteresis = StatusHysteresis()
         self.budget_alerts = BudgetAlerts(since=time.time())
+        self.early_events: list[dict[str, object]] = []
+        """Event records that came before the events log was mounted (see `mount_later`)."""
 
     def compose(self) -> ComposeResult:
         screen = MainScreen
@@ -102,22 +106,34 @@ class MainScreen(CurrentWorktreeScreen):
                 yield SessionTitle(id="session-title", persistent=self.backend.persistent_sessions).data_bind(
                     screen.entries, screen.sessions, screen.selected, focused=screen.terminal_focused)
                 yield TerminalView(id="terminal")
-                with TabbedContent(id="bottom", initial="events-tab"):
-                    with TabPane("Events", id="events-tab"):
-                        yield EventsLog(id="events", clock_format=self.dashboard.clock_format).data_bind(
-                            screen.selected)
-                    with TabPane("Diff", id="diff-tab"):
-                        yield DiffView(id="diff").data_bind(screen.selected)
-        yield Footer()
+                yield Widget(id="bottom-slot")  # the events and diff tabs come later (see later.py)
+        yield Widget(id="footer-slot")  # and so does the footer
+
+    async def mount_later(self) -> None:
+        """Mount the events and diff tabs and the footer in their slots (once). Run from the screen's own
+        message loop (a timer, `call_later`, `call_after_refresh`): the tabs bind to the screen's `selected`."""
+        if self.later_mounted:
+            return
+        self.later_mounted = True
+        from daintree_tui.tui.screens import later  # not a start-up import: see later.py
+
+        tabs = later.bottom_tabs(MainScreen.selected, self.dashboard.clock_format, self.early_events)
+        self.early_events = []
+        try:
+            mounting = [self.query_one("#main").mount(tabs, after="#terminal"),
+                        self.mount(later.footer(self.size.width))]
+            self.query("#bottom-slot, #footer-slot").remove()
+            for mounted in mounting:
+                await mounted
+        except MountError:
+            return  # the dashboard is closing
+        self.refresh_bindings()  # the footer shows the keys once told they are there
 
     def on_resize(self, event: events.Resize) -> None:
-        # Narrow windows: a compact footer without the palette hint (ctrl+p still works; help lists it).
-        footer = self.query_one(Footer)
-        compact, palette = event.size.width < 120, event.size.width >= 100
-        if (footer.compact, footer.show_command_palette) != (compact, palette):
-            footer.compact = compact
-            footer.show_command_palette = palette
-            footer.refresh(recompose=True)  # the palette hint only changes when the footer composes again
+        if self.later_mounted:
+            from daintree_tui.tui.screens import later  # loaded with the footer
+
+            later.fit_footer(self, event.size.width)
 
     def on_mount(self) -> None:
         self.title = "daintree"
@@ -148,6 +164,13 @@ class MainScreen(CurrentWorktreeScreen):
         # Everything built so far lives as long as the app: move it out of the collector's reach so a full
         # collection during an output flood stays short.
         gc.freeze()
+        # The tabs and the footer come with the first status (`after_first_status`), or by now at the latest.
+        self.set_timer(LATER_AT_THE_LATEST, self.mount_later)
+
+    async def after_first_status(self) -> None:
+        """The first status is on screen: the git facts, the file watcher, the tabs and the footer now."""
+        self.feed.start_reads()
+        await self.mount_later()
 
     def on_facts_loaded(self, message: FactsLoaded) -> None:
         self.facts = {**self.facts, **message.facts}
@@ -156,7 +179,12 @@ class MainScreen(CurrentWorktreeScreen):
         self.disk = {**self.disk, **message.disk}
 
     def on_events_appended(self, message: EventsAppended) -> None:
-        self.query_one(EventsLog).add(message.records)
+        if self.later_mounted:
+            from daintree_tui.tui.screens import later  # loaded with the events log
+
+            later.events_log(self).add(message.records)
+        else:
+            self.early_events.extend(message.records)
         for text, severity in self.budget_alerts.new(message.records):
             self.notify(text, title="Budget", severity=severity, timeout=15)
 
@@ -183,7 +211,9 @@ class MainScreen(CurrentWorktreeScreen):
         for name, info in settled.items():
             self.maybe_announce(name, info)
         if not self.feed.reads_started:
-            self.call_after_refresh(self.feed.start_reads)  # the status first, then git facts and the watcher
+            # The status first: the rest once the worktree table has painted it (it renders on its own loop; a
+            # callback it is asked for runs after its pending render and the next frame).
+            self.query_one(WorktreeTable).call_after_refresh(self.after_first_status)
         for request in message.approvals:
             request_id = int(str(request["id"]))
             if request_id not in self._seen_requests:
