@@ -7,7 +7,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import events
 from textual.app import App
@@ -20,14 +20,15 @@ from daintree_tui.core.config import in_quiet_hours
 from daintree_tui.core.errors import DaintreeError
 from daintree_tui.core.project import Project
 from daintree_tui.core.validate import escape_controls
-from daintree_tui.sessions.manager import SessionInfo
-from daintree_tui.sessions.pty_host import PtyHost
 from daintree_tui.tui.backend import Backend
 from daintree_tui.tui.commands import DashboardCommands
 from daintree_tui.tui.hosts import HostsWatch, is_remote
 from daintree_tui.tui.keymap import leave_keys, user_keymap
 from daintree_tui.tui.screens.main import MainScreen
 from daintree_tui.tui.widgets.terminal import TerminalView
+
+if TYPE_CHECKING:
+    from daintree_tui.sessions.manager import SessionInfo
 
 STYLES = Path(__file__).resolve().parent.parent / "styles" / "app.tcss"
 
@@ -87,6 +88,9 @@ class DaintreeApp(App[None]):
                 terminal.attach_command(name, argv)
             return
         host = self.backend.host
+        from daintree_tui.sessions.pty_host import PtyHost  # pyte and wcwidth: after the first frame
+        from daintree_tui.sessions.tmux import TmuxHost
+
         if isinstance(host, PtyHost):
             view = host.view(name)
             if view is None:
@@ -101,8 +105,6 @@ class DaintreeApp(App[None]):
                                      lambda data: host.write(name, data),
                                      lambda cols, rows: host.resize(name, cols, rows))
             return
-        from daintree_tui.sessions.tmux import TmuxHost
-
         if isinstance(host, TmuxHost):
             terminal.attach_command(name, host.attach_argv(name))
 
@@ -144,6 +146,8 @@ class DaintreeApp(App[None]):
                        f"`daintree --repo {self.backend.project.root}` brings you back")
         else:
             message = "daintree: sessions ended with the dashboard (tmux is not installed)"
+            from daintree_tui.sessions.pty_host import PtyHost
+
             if isinstance(self.backend.host, PtyHost):
                 self.backend.host.stop_all()
         self.exit_message = message

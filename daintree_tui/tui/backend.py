@@ -17,14 +17,11 @@ from daintree_tui.core.project import Project
 from daintree_tui.core.review import MergeResult
 from daintree_tui.core.worktrees import Facts, RemoveResult, slugify
 from daintree_tui.services import Services
-from daintree_tui.services.usage import local_midnight
-from daintree_tui.sessions.host import SessionHost
-from daintree_tui.sessions.manager import SessionInfo
-from daintree_tui.sessions.presets import all_presets, default_agent_name
-from daintree_tui.sessions.usage import Totals
 
 if TYPE_CHECKING:
+    from daintree_tui.sessions.host import SessionHost
     from daintree_tui.sessions.live import LiveSessions, StatusChange
+    from daintree_tui.sessions.manager import SessionInfo
 
 
 @dataclass(frozen=True)
@@ -102,6 +99,9 @@ class Backend(Services):
 
     def usage_today(self) -> dict[str, object]:
         """Tokens and estimated cost of every session run since local midnight (as last read)."""
+        from daintree_tui.services.usage import local_midnight
+        from daintree_tui.sessions.usage import Totals
+
         total = Totals()
         for run in self.sessions.usage.all_runs(since=local_midnight()):
             total = total.merge(run.totals)
@@ -114,14 +114,23 @@ class Backend(Services):
             raise OperationError(run.stderr.strip().splitlines()[-1] if run.stderr.strip() else "failed")
         return run.stdout.strip().splitlines()[-1] if run.stdout.strip() else "done"
 
+    # The session layer's modules (presets, usage, the manager) are imported where used: the first poll, in its
+    # thread, loads them after the first frame.
+
     def agents(self) -> list[str]:
+        from daintree_tui.sessions.presets import all_presets
+
         return sorted(all_presets(self.project.config))
 
     def agent_facts(self) -> dict[str, dict[str, object]]:
         """Every preset with `installed`, `status_source`, `resume`, ... (for pickers and the agents view)."""
+        from daintree_tui.sessions.presets import all_presets
+
         return {name: p.to_dict() for name, p in all_presets(self.project.config).items()}
 
     def default_agent(self) -> str:
+        from daintree_tui.sessions.presets import default_agent_name
+
         return default_agent_name(self.project.config)
 
     def unique_name(self, subject: str) -> str:

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import on, work
@@ -26,12 +26,15 @@ from daintree_tui.core.errors import DaintreeError
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.project import Project
 from daintree_tui.core.worktrees import Facts
-from daintree_tui.services.host_queue import HostQueue, HostStepReport
-from daintree_tui.services.hosts_feed import HostsFeed, HostState
-from daintree_tui.services.remote import RemoteHost, load_hosts
-from daintree_tui.sessions.manager import SessionInfo
 from daintree_tui.sessions.status import SessionStatus
 from daintree_tui.tui.messages import Notice
+
+if TYPE_CHECKING:
+    # Imported by the poller's thread when it starts: not a start-up import of the dashboard.
+    from daintree_tui.services.host_queue import HostQueue, HostStepReport
+    from daintree_tui.services.hosts_feed import HostsFeed, HostState
+    from daintree_tui.services.remote import RemoteHost
+    from daintree_tui.sessions.manager import SessionInfo
 
 SEPARATOR = "@"
 LOCAL = "local"
@@ -114,6 +117,8 @@ def remote_facts_and_disk(entries: Sequence[WorktreeEntry]) -> tuple[dict[str, F
 
 
 def remote_sessions(state: HostState) -> dict[str, SessionInfo]:
+    from daintree_tui.sessions.manager import SessionInfo  # loaded by the first poll long before a host answers
+
     sessions = {}
     for raw in state.sessions:
         try:
@@ -225,9 +230,14 @@ class HostsWatch(Widget):
 
     @work(thread=True, exit_on_error=False, exclusive=True, group="hosts", description="poll remote hosts")
     def watch_hosts(self) -> None:
+        from daintree_tui.services.remote import RemoteHost, load_hosts
+
         configs = load_hosts()
         if not configs:
             return
+        from daintree_tui.services.host_queue import HostQueue
+        from daintree_tui.services.hosts_feed import HostsFeed
+
         self.hosts = {name: RemoteHost(config) for name, config in configs.items()}
         feed = HostsFeed(list(self.hosts.values()), interval=self.interval)
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from textual.message import Message
 
 from daintree_tui.core.worktrees import Facts
-from daintree_tui.sessions.manager import SessionInfo
 from daintree_tui.tui.backend import Snapshot
+
+if TYPE_CHECKING:
+    from daintree_tui.sessions.manager import SessionInfo
 
 
 class SnapshotLoaded(Message):

@@ -15,7 +15,6 @@ from textual.screen import Screen
 from textual.widgets import Input
 
 from daintree_tui.core.models import Task, WorktreeEntry
-from daintree_tui.sessions.manager import SessionInfo
 from daintree_tui.sessions.status import SessionStatus
 from daintree_tui.tui.bindings import KeyRow, key_rows, needs_worktree
 from daintree_tui.tui.feed import DashboardFeed
@@ -25,6 +24,7 @@ from daintree_tui.tui.widgets.terminal import TerminalView
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
 
 if TYPE_CHECKING:
+    from daintree_tui.sessions.manager import SessionInfo
     from daintree_tui.tui.app import DaintreeApp
     from daintree_tui.tui.backend import Backend
 

@@ -10,12 +10,10 @@ with a notice naming the `--host` command. None of them ever reaches a local wor
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.worktrees import Facts
-from daintree_tui.services.host_queue import create_on_host, create_task_on_host
-from daintree_tui.services.hosts_feed import HostState
-from daintree_tui.sessions.manager import SessionInfo
 from daintree_tui.sessions.status import SessionStatus
 from daintree_tui.tui.bindings import needs_worktree
 from daintree_tui.tui.hosts import (
@@ -33,7 +31,12 @@ from daintree_tui.tui.hosts import (
 from daintree_tui.tui.screens import flows
 from daintree_tui.tui.screens.actions import DashboardActions
 from daintree_tui.tui.screens.confirm import ConfirmScreen
-from daintree_tui.tui.screens.new_task import NewTask, NewTaskScreen
+
+if TYPE_CHECKING:
+    # Imported where used: the dialog (a text area, a select) and the host services are not on the first screen.
+    from daintree_tui.services.hosts_feed import HostState
+    from daintree_tui.sessions.manager import SessionInfo
+    from daintree_tui.tui.screens.new_task import NewTask
 
 LOCAL_ONLY = {"commit": "worktree commit", "merge": "worktree merge", "pr": "worktree pr",
               "diff": "worktree diff", "copy_path": "worktree status", "inject_task": "session send",
@@ -113,6 +116,8 @@ class HostsScreen(DashboardActions):
         if not watch.hosts:
             super().action_new_task()
             return
+        from daintree_tui.tui.screens.new_task import NewTaskScreen
+
         choices = [(host_label(name, watch.states.get(name)), name) for name in sorted(watch.hosts)]
         backend = self.backend
         dialog = flows.ask(self, NewTaskScreen(backend.agent_facts(), backend.default_agent(), choices,
@@ -134,6 +139,8 @@ class HostsScreen(DashboardActions):
     async def create_on_host(self, new: NewTask) -> None:
         """The host's own CLI makes the task, worktree and session (as the host queue does); the new row
         becomes the current one and its terminal attaches over ssh."""
+        from daintree_tui.services.host_queue import create_on_host, create_task_on_host
+
         watch = self.hosts_watch
         host_name = str(new.host)
         host = watch.hosts.get(host_name)

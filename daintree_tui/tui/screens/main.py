@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import gc
 import time
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import events, on
 from textual.app import ComposeResult
@@ -24,7 +24,6 @@ from textual.worker import Worker
 
 from daintree_tui.core.models import Task, WorktreeEntry
 from daintree_tui.core.worktrees import Facts
-from daintree_tui.sessions.manager import SessionInfo
 from daintree_tui.sessions.status import SessionStatus, StatusHysteresis
 from daintree_tui.tui.agents_view import BudgetAlerts, usage_text
 from daintree_tui.tui.bindings import DASHBOARD_BINDINGS
@@ -45,6 +44,9 @@ from daintree_tui.tui.widgets.session_title import SessionTitle
 from daintree_tui.tui.widgets.task_table import TaskTable
 from daintree_tui.tui.widgets.terminal import TerminalView
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
+
+if TYPE_CHECKING:
+    from daintree_tui.sessions.manager import SessionInfo
 
 LATER_AT_THE_LATEST = 2.0
 """Seconds after the first frame by which the tabs and the footer are mounted, however long the status takes."""

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
 from daintree_tui.core.models import WorktreeEntry
-from daintree_tui.sessions.manager import SessionInfo
 from daintree_tui.tui.agents_view import STATUS_SOURCE_MEANING, short_count, status_source_glyph
 from daintree_tui.tui.widgets.worktree_table import session_cell
+
+if TYPE_CHECKING:
+    from daintree_tui.sessions.manager import SessionInfo
 
 TYPING_HINT = "ctrl+] leaves; keys go to the agent"  # the key first: a long name cuts the end
 

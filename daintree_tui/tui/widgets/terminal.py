@@ -34,9 +34,7 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.timer import Timer
 
-from daintree_tui.sessions.emulator import TerminalEmulator
 from daintree_tui.sessions.keys import WHEEL_DOWN, WHEEL_UP, encode_key, encode_mouse_sgr, encode_paste
-from daintree_tui.sessions.pty_host import set_winsize
 from daintree_tui.tui.widgets.frame_pacer import FramePacer
 from daintree_tui.tui.widgets.terminal_attach import SessionAttachment
 from daintree_tui.tui.widgets.terminal_render import render_screen_line
@@ -92,7 +90,7 @@ class TerminalView(SessionAttachment, can_focus=True):
 
     def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
-        self.emulator = TerminalEmulator(80, 24, respond=self._write)
+        self._emulator = None  # made when first needed (see `emulator`)
         self._fd: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._flush_timer: Timer | None = None
@@ -250,12 +248,15 @@ class TerminalView(SessionAttachment, can_focus=True):
     def on_resize(self, event: events.Resize) -> None:
         cols, rows = self._grid_size()
         self.post_message(self.Resized(self, cols, rows))
-        with self._locked():
-            self.emulator.resize(cols, rows)
+        if self.has_emulator:  # one made later starts at this size
+            with self._locked():
+                self.emulator.resize(cols, rows)
         self._lines.clear()
         if self._resize_external is not None:
             self._resize_external(cols, rows)
         elif self._fd is not None:
+            from daintree_tui.sessions.pty_host import set_winsize  # loaded by the attach
+
             set_winsize(self._fd, cols, rows)
             if self._proc is not None:
                 with contextlib.suppress(ProcessLookupError):

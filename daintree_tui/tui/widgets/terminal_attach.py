@@ -13,14 +13,14 @@ import os
 import subprocess
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
-from daintree_tui.sessions.emulator import TerminalEmulator
-from daintree_tui.sessions.pty_host import set_winsize
+if TYPE_CHECKING:
+    from daintree_tui.sessions.emulator import TerminalEmulator
 
 
 class SessionAttachment(Widget):
@@ -30,7 +30,7 @@ class SessionAttachment(Widget):
     """The worktree whose session is attached (None: nothing attached)."""
 
     # Set by TerminalView.__init__; declared here for the type checker.
-    emulator: TerminalEmulator
+    _emulator: TerminalEmulator | None
     _fd: int | None
     _proc: subprocess.Popen[bytes] | None
     _lines: dict[int, Strip]
@@ -48,13 +48,30 @@ class SessionAttachment(Widget):
     def _schedule_refresh(self) -> None:
         raise NotImplementedError
 
+    @property
+    def emulator(self) -> TerminalEmulator:
+        """The emulator of the session shown, or a blank one of the grid's size, made when first asked for: pyte
+        and wcwidth are imported then (tens of milliseconds), not before the dashboard's first frame."""
+        if self._emulator is None:
+            from daintree_tui.sessions.emulator import TerminalEmulator
+
+            self._emulator = TerminalEmulator(*self._grid_size(), respond=self._write)
+        return self._emulator
+
+    @property
+    def has_emulator(self) -> bool:
+        return self._emulator is not None
+
     # -- attaching -------------------------------------------------------------------------------------------
 
     def attach_command(self, worktree: str, argv: Sequence[str]) -> None:
         """Show `worktree` by running `argv` (a `tmux attach`) in a PTY of our own."""
+        from daintree_tui.sessions.emulator import TerminalEmulator
+        from daintree_tui.sessions.pty_host import set_winsize
+
         self.detach()
         cols, rows = self._grid_size()
-        self.emulator = TerminalEmulator(cols, rows, respond=self._write)
+        self._emulator = TerminalEmulator(cols, rows, respond=self._write)
         self._lines.clear()
         master, slave = os.openpty()
         set_winsize(slave, cols, rows)
@@ -78,7 +95,7 @@ class SessionAttachment(Widget):
                         write: Callable[[bytes], None], resize: Callable[[int, int], None]) -> None:
         """Show a session whose bytes another owner parses (the PTY fallback host)."""
         self.detach()
-        self.emulator = emulator
+        self._emulator = emulator
         self._external_lock = lock
         self._write_external = write
         self._resize_external = resize
@@ -113,7 +130,7 @@ class SessionAttachment(Widget):
         self._unsubscribe = self._write_external = self._resize_external = None
         self._external_lock = None
         self.set_reactive(SessionAttachment.worktree, None)
-        self.emulator = TerminalEmulator(*self._grid_size(), respond=self._write)
+        self._emulator = None  # a blank one when next asked for
         self._lines.clear()
         self.refresh()
 

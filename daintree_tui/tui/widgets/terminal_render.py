@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from rich.segment import Segment
 from rich.style import Style
 from textual.strip import Strip
 
-from daintree_tui.sessions.emulator import TerminalEmulator
+if TYPE_CHECKING:
+    from daintree_tui.sessions.emulator import TerminalEmulator
 
 # pyte's names for the ANSI colours, as Rich names them ("brown" is yellow; pyte spells 105 "bfightmagenta").
 _COLOR_NAMES = {"brown": "yellow", "brightbrown": "bright_yellow", "bfightmagenta": "bright_magenta"}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import events
@@ -19,7 +20,6 @@ from textual.widgets import DataTable
 
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.worktrees import Facts
-from daintree_tui.sessions.manager import SessionInfo
 from daintree_tui.tui.agents_view import status_source_glyph
 from daintree_tui.tui.hosts import LOCAL, is_remote, matches, remote_cells, row_host, shown_name
 from daintree_tui.tui.widgets.rows import Cell, Row, RowCells, RowTable, sync_rows, window
@@ -76,6 +76,9 @@ COLUMNS = (
     Column("disk", "Disk", 6, 7),
     Column("branch", "Branch", 16, 8),
 )
+
+if TYPE_CHECKING:
+    from daintree_tui.sessions.manager import SessionInfo
 NAME_WIDTH = (8, 24)
 ACTIVITY_WIDTH = (12, 48)
 PADDING = 2  # DataTable's cell padding, one cell each side
