@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import shutil
 import subprocess
 import time
@@ -164,6 +165,9 @@ def make_app(project: Project, clock: Callable[[], float] = time.time,
 
 
 def run_dashboard(project: Project) -> int:
+    # What is imported by now lives as long as the process: out of the collector's reach, a full collection in
+    # the middle of start-up (22 ms here, just before the first frame) walks only what start-up makes.
+    gc.freeze()
     app = make_app(project)
     app.run()
     return app.return_code or 0

@@ -69,6 +69,7 @@ class DashboardFeed(Widget):
         """The worktrees whose rows are on screen (set by the screen): only those are previewed."""
         self._today_read_at = float("-inf")
         self._events_offset = 0
+        self._events_lock = threading.Lock()
         self._stop_watching = threading.Event()
         self._live_lock = threading.Lock()
         self._unmounted = False
@@ -154,7 +155,8 @@ class DashboardFeed(Widget):
     @work(thread=True, exit_on_error=False, exclusive=True, group="startup", description="reconcile and load")
     def startup(self) -> None:
         backend = self.backend
-        # What is on disk is painted first (`first_snapshot`); reconcile after, and show its repairs if any.
+        # What is on disk is painted first (`first_snapshot`); reconcile once the status is out too, and show its
+        # repairs if it made any.
         fixes = backend.startup()
         if fixes:
             self.post_message(SnapshotLoaded(backend.snapshot()))
@@ -162,8 +164,7 @@ class DashboardFeed(Widget):
         untrusted = backend.untrusted_hooks()
         if untrusted:
             self.post_message(TrustNeeded(untrusted))
-        records, self._events_offset = backend.read_events(0)
-        self.post_message(EventsAppended(records[-200:]))
+        self.post_message(EventsAppended(self._new_events()))
 
     def start_polling(self) -> None:
         """The poll chain, started with the screen: its first poll starts the control client (`_go_live`) and
@@ -201,9 +202,17 @@ class DashboardFeed(Widget):
 
     @work(thread=True, exit_on_error=False, exclusive=True, group="events", description="tail events")
     def load_events(self) -> None:
-        records, self._events_offset = self.backend.read_events(self._events_offset)
+        records = self._new_events()
         if records:
             self.post_message(EventsAppended(records))
+
+    def _new_events(self) -> list[dict[str, object]]:
+        """Event records not read yet: the last 200 on the first read. The start-up read and a file change's read
+        run in threads of their own, possibly at once: one at a time, each record is read once."""
+        with self._events_lock:
+            first = self._events_offset == 0
+            records, self._events_offset = self.backend.read_events(self._events_offset)
+        return records[-200:] if first else records
 
     def refresh_all(self) -> None:
         """After an operation: read the project again and poll."""

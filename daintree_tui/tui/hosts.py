@@ -210,7 +210,8 @@ class HostsWatch(Widget):
         self._wake = threading.Event()
         self._stopped = False
 
-    def on_mount(self) -> None:
+    def start(self) -> None:
+        """Load the hosts and poll them (the screen starts this once its first useful frame is out)."""
         self.watch_hosts()
 
     def poll_now(self) -> None:

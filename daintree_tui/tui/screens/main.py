@@ -48,8 +48,8 @@ from daintree_tui.tui.widgets.worktree_table import WorktreeTable
 if TYPE_CHECKING:
     from daintree_tui.sessions.manager import SessionInfo
 
-LATER_AT_THE_LATEST = 2.0
-"""Seconds after the first frame by which the tabs and the footer are mounted, however long the status takes."""
+REST_AT_THE_LATEST = 2.0
+"""Seconds after the first frame by which what waits for the first status starts, however late it is."""
 
 
 class MainScreen(CurrentWorktreeScreen):
@@ -87,6 +87,7 @@ class MainScreen(CurrentWorktreeScreen):
         self._seen_requests: set[int] = set()
         self.hysteresis = StatusHysteresis()
         self.budget_alerts = BudgetAlerts(since=time.time())
+        self.rest_started = False
         self.early_events: list[dict[str, object]] = []
         """Event records that came before the events log was mounted (see `mount_later`)."""
 
@@ -144,7 +145,6 @@ class MainScreen(CurrentWorktreeScreen):
         self.query_one(WorktreeTable).focus()
         self.feed.rows_on_screen = self.query_one(WorktreeTable).visible_names
         self.on_snapshot_loaded(self.feed.first_snapshot())
-        self.feed.startup()
         self.feed.start_polling()
 
     # -- what the feed found ---------------------------------------------------------------------------------
@@ -159,19 +159,26 @@ class MainScreen(CurrentWorktreeScreen):
         if not self.started:
             self.started = True
             # The first frame shows the lists (read before it, see on_mount). The session poll started with the
-            # screen; the slow git facts and the file watcher wait for its status (`start_reads`).
+            # screen; the rest waits for its status (`after_first_status`).
             self.call_after_refresh(self.after_first_paint)
 
     def after_first_paint(self) -> None:
         # Everything built so far lives as long as the app: move it out of the collector's reach so a full
         # collection during an output flood stays short.
         gc.freeze()
-        # The tabs and the footer come with the first status (`after_first_status`), or by now at the latest.
-        self.set_timer(LATER_AT_THE_LATEST, self.mount_later)
+        self.set_timer(REST_AT_THE_LATEST, self.after_first_status)  # should the status be late
 
     async def after_first_status(self) -> None:
-        """The first status is on screen: the git facts, the file watcher, the tabs and the footer now."""
+        """The first useful screen (the lists with each session's status) is out: what it did not need starts
+        now, so that none of it competes with that screen for the CPU: reconciling, the trust check and the
+        events; the git facts and the file watcher (slow on a big repository); the remote hosts' poller; the
+        tabs and the footer."""
+        if self.rest_started:
+            return
+        self.rest_started = True
+        self.feed.startup()
         self.feed.start_reads()
+        self.hosts_watch.start()
         await self.mount_later()
 
     def on_facts_loaded(self, message: FactsLoaded) -> None:
@@ -212,7 +219,7 @@ class MainScreen(CurrentWorktreeScreen):
             self.title = f"daintree · today {spent}" if spent else "daintree"
         for name, info in settled.items():
             self.maybe_announce(name, info)
-        if not self.feed.reads_started:
+        if not self.rest_started:
             # The status first: the rest once the worktree table has painted it (it renders on its own loop; a
             # callback it is asked for runs after its pending render and the next frame).
             self.query_one(WorktreeTable).call_after_refresh(self.after_first_status)

@@ -45,6 +45,16 @@ def session_cell(info: SessionInfo | None) -> Text:
     return cell
 
 
+def disk_text(size: int | None) -> str:
+    if size is None:
+        return "…"
+    # Imported once a size is known: the hygiene module brings the session manager, which the first frame, drawn
+    # before any size is, does without.
+    from daintree_tui.services.hygiene import human
+
+    return human(size)
+
+
 def last_output_line(screen: str, width: int = 48) -> str:
     """The last non-empty line of a session's screen, for the preview column."""
     for line in reversed(screen.splitlines()):
@@ -160,7 +170,7 @@ class WorktreeTable(RowTable):
         self._syncing = True
         self.clear(columns=True)
         for column, width in layout:
-            self.add_column(column.label, key=column.key, width=width)
+            self.add_column(Text(column.label), key=column.key, width=width)  # Text: not parsed as markup
         self._syncing = False
         self.render_rows()
 
@@ -204,8 +214,6 @@ class WorktreeTable(RowTable):
         self._follow_selected()
 
     def _build_cells(self, entry: WorktreeEntry, numbers: dict[str, int], keys: tuple[str, ...]) -> tuple[Cell, ...]:
-        from daintree_tui.services.hygiene import human
-
         fact = self.facts.get(entry.name)
         info = self.sessions.get(entry.name)
         name = Text(shown_name(entry), style="bold" if entry.status == "active" else "italic")
@@ -221,7 +229,7 @@ class WorktreeTable(RowTable):
                 Text("gone", style="red") if not fact.exists else
                 Text(str(fact.dirty), style="yellow" if fact.dirty else "dim")),
             "ab": Text("", style="dim") if fact is None else Text(f"↑{fact.ahead}↓{fact.behind}", style="dim"),
-            "disk": Text(human(self.disk[entry.name]) if entry.name in self.disk else "…", style="dim"),
+            "disk": Text(disk_text(self.disk.get(entry.name)), style="dim"),
             "branch": Text(entry.branch, style="dim"),
             "activity": Text(last_output_line(self.previews.get(entry.name, "")), style="dim"),
             "host": Text(row_host(entry), style="dim" if row_host(entry) == LOCAL else "cyan"),
