@@ -26,7 +26,9 @@ def bottom_tabs(selected: Reactive[str | None], clock_format: Callable[[float], 
     that arrived before it. Called from the screen's own message loop: `data_bind` binds to the screen running."""
     events = EventsLog(id="events", clock_format=clock_format).data_bind(selected)
     events.add(early_events)
-    tabs = TabbedContent(id="bottom", initial="events-tab")
+    # No `initial`: the first pane (events) is shown, as it would be; an initial tab is looked up as the tabs
+    # mount, which fails (an error on screen) when the dashboard quits in the middle of mounting them.
+    tabs = TabbedContent(id="bottom")
     # What `with TabbedContent(): with TabPane(...)` does in a compose method.
     tabs.compose_add_child(TabPane("Events", events, id="events-tab"))
     tabs.compose_add_child(TabPane("Diff", DiffView(id="diff").data_bind(selected), id="diff-tab"))
