@@ -1,0 +1,102 @@
+"""The dashboard's start-up: what its first frame loads, and what it leaves for after the first useful screen."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from daintree_tui.core.project import Project
+from daintree_tui.tui.app import make_app
+from daintree_tui.tui.screens.main import MainScreen
+from tests.conftest import CLI, events
+from tests.test_dashboard import main_screen, until
+
+pytestmark = pytest.mark.usefixtures("tmux_socket")
+
+LATER = ("pyte", "wcwidth", "rich.pretty", "rich._emoji_codes", "attr", "textual.widgets._text_area",
+         "textual.widgets._tabbed_content", "textual.widgets._footer", "textual.widgets._rich_log",
+         "daintree_tui.sessions.manager", "daintree_tui.services.host_queue", "daintree_tui.tui.screens.new_task")
+"""Modules the dashboard loads once they are used (a terminal attached, a poll, a dialog, the tabs): each costs
+the first frame milliseconds (bench 2)."""
+
+FIRST_FRAME = """
+import asyncio, sys
+from daintree_tui.core.project import Project
+from daintree_tui.tui.app import make_app
+from daintree_tui.tui.screens.main import MainScreen
+from daintree_tui.tui.screens.main import MainScreen
+
+loaded = []
+after_first_paint = MainScreen.after_first_paint
+
+def spy(self):
+    loaded.extend(name for name in sys.argv[2:] if name in sys.modules)
+    after_first_paint(self)
+    self.app.exit()
+
+MainScreen.after_first_paint = spy
+
+async def main():
+    app = make_app(Project.discover(sys.argv[1]))
+    async with app.run_test(size=(120, 40)) as pilot:
+        while app.is_running:
+            await pilot.pause(0.05)
+
+asyncio.run(main())
+print(" ".join(loaded) or "none")
+"""
+
+
+def test_the_first_frame_loads_none_of_what_comes_later(repo: Path, cli: CLI) -> None:
+    """Imports and the first frame's own work (a disk size formatted, a str cell parsed as markup) alike."""
+    cli.ok("task", "create", "Something to list")
+    cli.ok("worktree", "create", "listed")
+    run = subprocess.run([sys.executable, "-c", FIRST_FRAME, str(repo), *LATER], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split()[-1:] == ["none"], run.stdout
+
+
+async def test_events_from_before_the_start_are_each_shown_once(repo: Path, cli: CLI) -> None:
+    """The events log is mounted after the first status; the records read before or as it mounts are all in it,
+    each once (the start-up read and a file change's read share one offset)."""
+    cli.ok("worktree", "create", "one")
+    cli.ok("worktree", "create", "two")
+    written = events(repo)
+    assert written
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: screen.later_mounted and screen.query("EventsLog"))
+        from daintree_tui.tui.widgets.events_log import EventsLog
+
+        log = screen.query_one(EventsLog)
+        await until(pilot, lambda: len(log.records) >= len(written))
+        assert [(r["ts"], r["event"]) for r in log.records] == [(r["ts"], r["event"]) for r in written]
+        assert screen.query("Footer") and screen.query("#bottom") and not screen.query("#bottom-slot, #footer-slot")
+
+
+async def test_the_diff_key_mounts_the_tabs_when_they_are_not_there_yet(repo: Path, cli: CLI,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """`d` before the tabs came (the first status not out yet) mounts them and shows the diff."""
+    cli.ok("worktree", "create", "changed")
+    (repo / ".worktrees" / "changed" / "new.txt").write_text("new\n")
+
+    async def status_not_out_yet(self: MainScreen) -> None:
+        return None
+
+    monkeypatch.setattr(MainScreen, "after_first_status", status_not_out_yet)  # nothing mounts the tabs by itself
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: screen.selected == "changed" and screen.sessions == {} and screen.started)
+        assert not screen.later_mounted and screen.query("#bottom-slot")
+        await pilot.press("d")
+        from daintree_tui.tui.widgets.diff_view import DiffView
+
+        diff = await until(pilot, lambda: screen.query(DiffView))
+        await until(pilot, lambda: diff.first(DiffView).worktree == "changed")
+        assert screen.later_mounted and not screen.query("#bottom-slot")
