@@ -161,6 +161,8 @@ class WorktreeTable(RowTable):
         self._changed()  # a taller table shows rows that have no cells yet
 
     def _relayout(self) -> None:
+        if not self.size.width:
+            return  # not laid out yet: the columns (and rows) come with the first size, all built once
         names = [len(shown_name(e)) + (7 if e.status == "kept" else 0) for e in self.entries]
         name_width = max(NAME_WIDTH[0], min(NAME_WIDTH[1], max(names, default=0)))
         layout = fit_columns(max(self.size.width, 30), name_width, any(is_remote(e.name) for e in self.entries))
@@ -192,6 +194,8 @@ class WorktreeTable(RowTable):
         """Show the rows in order; build cells only for those on screen (and only when what they show changed),
         so 200 worktrees cost what 20 do. Scrolling builds the rows that come into view."""
         self._pending = False
+        if not self._layout:
+            return  # no columns before the table has a size (see _relayout)
         numbers = {name: i for i, name in enumerate((e.name for e in self.entries if e.name in self.sessions), 1)}
         keys = tuple(column.key for column, _ in self._layout)
         shown = [e for e in self.entries if not self.filter_text or matches(self.filter_text, e)]
