@@ -102,9 +102,12 @@ def build_parser(argv: Sequence[str] | None = None) -> Parser:
     """The parser; given the arguments to parse, only the groups their command needs (each subparser costs
     about a quarter of a millisecond of argparse and gettext, and a command runs once)."""
     word = command_word(argv) if argv is not None else None
-    groups = [_registrar(module, fn) for names, module, fn in GROUPS if word is None or word in names]
-    if not groups:  # not one of ours: the full parser, whose error lists the choices
-        groups = [_registrar(module, fn) for _, module, fn in GROUPS]
+    if argv is not None and word is None and not {"-h", "--help"} & set(argv):
+        groups = []  # the dashboard (no command): not one group's module to import before Textual's
+    else:
+        groups = [_registrar(module, fn) for names, module, fn in GROUPS if word is None or word in names]
+        if not groups:  # not one of ours: the full parser, whose error lists the choices
+            groups = [_registrar(module, fn) for _, module, fn in GROUPS]
     common = _common()
     parser = Parser(prog="daintree", parents=[common],
                     description="Parallel AI coding agents, each in its own git worktree.")

@@ -97,6 +97,15 @@ class Backend(Services):
         previews = self.sessions.screens([n for n in preview if n in alive]) if self.host is not None else {}
         return infos, previews
 
+    def first_look(self, preview: list[str]) -> tuple[list[SessionInfo], dict[str, str]]:
+        """What `poll_sessions` returns, by one pure look before the live client is up (a listing and one capture
+        for all sessions); it records nothing: the live client, started next, records what changes."""
+        infos = self.sessions.observe(with_screens=True)
+        usage = self.sessions.usage_summary([i.name for i in infos])
+        infos = [replace(i, usage=usage.get(i.name)) for i in infos]
+        alive = {i.name for i in infos}
+        return infos, self.sessions.screens([n for n in preview if n in alive]) if self.host is not None else {}
+
     def usage_today(self) -> dict[str, object]:
         """Tokens and estimated cost of every session run since local midnight (as last read)."""
         from daintree_tui.services.usage import local_midnight

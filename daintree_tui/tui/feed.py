@@ -73,6 +73,7 @@ class DashboardFeed(Widget):
         self._stop_watching = threading.Event()
         self._live_lock = threading.Lock()
         self._unmounted = False
+        self._looked = False
         self.reads_started = False
 
     # -- the poll chain ----------------------------------------------------------------------------------
@@ -104,24 +105,32 @@ class DashboardFeed(Widget):
     @work(thread=True, exit_on_error=False, group="poll", description="poll sessions")
     def poll_sessions(self, shown: list[str], visible: list[str] | None = None) -> bool:
         backend = self.backend
-        if not self._unmounted and backend.live is None:
+        # The first poll takes one pure look (a listing and one capture for all) and the control client starts
+        # after its answer is posted: starting the client (importing it, a fork, its first listing) took ~75 ms
+        # that the first useful screen waited for.
+        first_look = not self._looked and backend.live is None
+        self._looked = True
+        if not first_look and not self._unmounted and backend.live is None:
             self._go_live()
         if self.auto_queue:
             report = backend.queue.step()
             if report.started:
                 self.post_message(Notice(f"Auto: started {', '.join(report.started)}"))
         candidates = self._known if visible is None else [n for n in visible if n in self._known]
-        infos, previews = backend.poll_sessions([n for n in candidates if n not in shown])
+        wanted = [n for n in candidates if n not in shown]
+        infos, previews = backend.first_look(wanted) if first_look else backend.poll_sessions(wanted)
         self._known = [i.name for i in infos]
         approvals = backend.approvals.records("pending")
         state = (infos, previews)
         changed = state != self._last_poll
         self._last_poll = state
         today = None
-        if time.monotonic() - self._today_read_at >= self.today_interval:
+        if not first_look and time.monotonic() - self._today_read_at >= self.today_interval:  # the header's total
             self._today_read_at = time.monotonic()
             today = backend.usage_today()
         self.post_message(SessionsPolled(infos, previews, approvals, today))
+        if first_look and not self._unmounted:
+            self._go_live()
         return changed
 
     @on(Worker.StateChanged)
