@@ -17,7 +17,7 @@ import time
 import uuid
 from pathlib import Path
 
-from bench.common import idle_sessions, kill_tmux, small_repo, table
+from bench.common import ensure_bytecode, idle_sessions, kill_tmux, small_repo, table
 
 WORKTREES = 50
 SESSIONS = 20
@@ -89,6 +89,7 @@ def build(root: Path, socket: str) -> Path:
 
 
 def run() -> str:
+    ensure_bytecode()
     socket = f"daintree-bench-{uuid.uuid4().hex[:6]}"
     viewer = Viewer()
     env = {"DAINTREE_TMUX_SOCKET": socket, "TERM": "xterm-256color"}

@@ -19,7 +19,7 @@ import time
 import uuid
 from pathlib import Path
 
-from bench.common import generated_repo, idle_sessions, kill_tmux, table
+from bench.common import ensure_bytecode, generated_repo, idle_sessions, kill_tmux, table
 from bench.dashboard import HELLO, Viewer
 
 FILES = 9_000
@@ -45,6 +45,7 @@ def wait_for_status(viewer: Viewer, timeout: float = 30.0) -> float:
 
 
 def run() -> str:
+    ensure_bytecode()
     socket = f"daintree-bench-{uuid.uuid4().hex[:6]}"
     viewer = Viewer()
     env = {"DAINTREE_TMUX_SOCKET": socket, "TERM": "xterm-256color"}
