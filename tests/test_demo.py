@@ -84,6 +84,7 @@ def test_quitting_the_demo_stops_its_agents_and_no_one_elses(cli: CLI, repo: Pat
     wait_for(lambda: live_sessions(demo) >= DEMO_WORKTREES, timeout=30)
     subprocess.run(["tmux", "-L", outer_tmux, "send-keys", "q"], check=True)
     wait_for(lambda: "stopped 3 demo agents" in screen(), timeout=60)
+    assert "keep running" not in screen()  # not the dashboard's own farewell, which the demo's contradicted
     assert live_sessions(demo) == set()
     assert live_sessions(repo) == {"mine"}
     assert (demo / ".git" / registry.MARKER).is_file()  # the repository stays until --clean

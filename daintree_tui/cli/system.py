@@ -60,7 +60,7 @@ def cmd_demo(args: argparse.Namespace, services: Services) -> int:
 
     try:
         with registry.showing(path):
-            code = run_dashboard(Project.discover(path))
+            code = run_dashboard(Project.discover(path), demo=True)
     finally:
         # The demo's agents are ours, not the user's: they end with the demo (its repository stays to look at).
         stopped = registry.stop_demo_sessions(path)

@@ -55,6 +55,8 @@ class DaintreeApp(App[None]):
         self.clock_format = clock_format
         self.keymap = user_keymap(backend.project.config.keys)
         self.exit_message = ""
+        self.demo = False
+        """Set by `daintree demo`, whose agents end with the dashboard."""
         self.told_default_agent = False  # the first quick-create names the agent it chose, and how to change it
         TerminalView.leave_keys = leave_keys(backend.project.config.keys)
 
@@ -152,7 +154,8 @@ class DaintreeApp(App[None]):
             if isinstance(self.backend.host, PtyHost):
                 self.backend.host.stop_all()
         self.exit_message = message
-        self.exit(message=message)
+        # The demo's agents end with it, and the demo says so itself when the dashboard has closed.
+        self.exit(message=None if self.demo else message)
 
     def action_quit_dashboard(self) -> None:
         self.quit_dashboard()
@@ -164,10 +167,11 @@ def make_app(project: Project, clock: Callable[[], float] = time.time,
     return DaintreeApp(backend or Backend(project, clock=clock), clock=clock, clock_format=clock_format)
 
 
-def run_dashboard(project: Project) -> int:
+def run_dashboard(project: Project, demo: bool = False) -> int:
     # What is imported by now lives as long as the process: out of the collector's reach, a full collection in
     # the middle of start-up (22 ms here, just before the first frame) walks only what start-up makes.
     gc.freeze()
     app = make_app(project)
+    app.demo = demo
     app.run()
     return app.return_code or 0
