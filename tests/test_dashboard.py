@@ -132,6 +132,20 @@ async def test_quick_create_from_n_then_type_into_terminal_and_leave(repo: Path)
         await until(pilot, lambda: app.screen.query_one(WorktreeTable).has_focus)
 
 
+async def test_a_repository_without_worktrees_says_how_to_make_one(repo: Path, cli: CLI) -> None:
+    # It used to suggest enter and s, which do nothing without a worktree.
+    configure(repo)
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, MainScreen) and main_screen(app).started)
+        terminal = app.screen.query_one(TerminalView)
+        shown = "".join(strip.text for strip in (terminal.render_line(y) for y in range(terminal.size.height)))
+        assert "Press n to create a task and its worktree" in shown and "Press enter" not in shown
+        cli.ok("worktree", "create", "first")
+        await until(pilot, lambda: main_screen(app).selected == "first")
+        await until(pilot, lambda: not terminal.no_worktree)
+
+
 async def test_enter_on_task_without_worktree_starts_one(repo: Path, cli: CLI) -> None:
     configure(repo)
     cli.ok("task", "create", "Write docs")

@@ -55,6 +55,7 @@ class CurrentWorktreeScreen(HostsScreen):
         self.selected = survivors[0] if survivors else (names[0] if names else None)
 
     def watch_selected(self, name: str | None) -> None:
+        self.terminal.no_worktree = name is None
         self.schedule_attach()
         if name and self.later_mounted and self.diff_tab_shown():
             self.show_diff(name)

@@ -157,11 +157,15 @@ class TerminalView(SessionAttachment, can_focus=True):
 
     placeholder: reactive[str] = reactive("No session here. Press enter to start one, s to pick the agent.")
     """What an unattached terminal says."""
+    no_worktree: reactive[bool] = reactive(False)
+    """No worktree is current (none exists yet, or the filter hides them all): enter and s would do nothing."""
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         if not self.attached:
-            lines = textwrap.wrap(self.placeholder, max(width - 2, 10))
+            text = "No worktree yet. Press n to create a task and its worktree." if self.no_worktree \
+                else self.placeholder
+            lines = textwrap.wrap(text, max(width - 2, 10))
             row = y - (self.size.height - len(lines)) // 2
             if 0 <= row < len(lines):
                 return Strip([Segment(lines[row].center(width)[:width], Style(dim=True))])
