@@ -27,6 +27,18 @@ def help_table(rows: list[KeyRow]) -> Table:
     return table
 
 
+def column_legend() -> Text:
+    """What the worktree table's terse columns mean."""
+    from daintree_tui.tui.agents_view import STATUS_SOURCE_GLYPH, STATUS_SOURCE_MEANING
+
+    legend = Text("\nWorktree columns: S, where the status comes from: ")
+    for source, meaning in STATUS_SOURCE_MEANING.items():
+        legend.append_text(STATUS_SOURCE_GLYPH[source])
+        legend.append(f" {meaning}; ")
+    legend.append("± files changed; ↑↓ commits ahead of and behind the base.")
+    return legend
+
+
 class HelpScreen(ModalScreen[None]):
     """Keys and what they do."""
 
@@ -43,6 +55,7 @@ class HelpScreen(ModalScreen[None]):
             yield Label("daintree keys", classes="dialog-title")
             with VerticalScroll(classes="dialog-body"):
                 yield Static(help_table(self.rows))
+                yield Static(column_legend(), classes="dim")
             yield Label("In the terminal every key goes to the agent except the leave key. Esc closes.",
                         classes="dim")
 

@@ -77,7 +77,7 @@ COLUMNS = (
     Column("n", "#", 1, 2),
     Column("name", "Worktree", 0, 0),  # width: the longest name, within NAME_WIDTH
     Column("host", "Host", 10, 2),  # only while remote hosts have rows
-    Column("session", "Agent", 10, 1),
+    Column("session", "Status", 10, 1),  # the agent's status (its name is in the header above the terminal)
     Column("source", "S", 1, 3),  # where status comes from (agents_view.STATUS_SOURCE_GLYPH); before ± on a tie
     Column("dirty", "±", 4, 3),
     Column("ab", "↑↓", 7, 4),
