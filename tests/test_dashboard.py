@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from textual.binding import Binding
-from textual.widgets import Button, Input
+from textual.widgets import Button, Checkbox, Input
 from textual.worker import WorkerState
 
 from daintree_tui.core.project import Project
@@ -746,6 +746,35 @@ async def test_merge_with_remove_clears_the_diff(repo: Path, cli: CLI) -> None:
         await until(pilot, lambda: consistent(screen, "keepme"))
         await until(pilot, lambda: diff.worktree != "feature"
                     and "feature" not in "\n".join(str(line.text) for line in diff.lines))
+
+
+async def test_a_failed_merge_that_was_to_remove_shows_the_session_again(repo: Path, cli: CLI) -> None:
+    # The terminal let go of the session before merging (to remove it after) and said "No session here" when
+    # the merge failed, although the agent was still running.
+    configure(repo)
+    git_commit_config(repo)
+    cli.ok("worktree", "create", "feat", "--agent", "echo")
+    wt = repo / ".worktrees" / "feat"
+    (wt / "feat.txt").write_text("feat\n")
+    subprocess.run(["git", "-C", str(wt), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(wt), "commit", "-qm", "feat"], check=True)
+    (repo / "main.txt").write_text("main moved on\n")  # diverged: a fast-forward merge is refused
+    subprocess.run(["git", "-C", str(repo), "add", "main.txt"], check=True)
+    subprocess.run(["git", "-C", str(repo), "commit", "-qm", "main"], check=True)
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        screen = main_screen(app)
+        terminal = screen.query_one(TerminalView)
+        await until(pilot, lambda: terminal.worktree == "feat")
+        # Settled: no later poll brings a change that would attach the terminal again by itself.
+        await until(pilot, lambda: "feat" in screen.sessions and screen.sessions["feat"].status == "waiting")
+        await pilot.press("m")
+        await on_screen(pilot, app, "MergeScreen")
+        assert app.screen.query_one("#remove", Checkbox).value  # "remove afterwards" is ticked
+        await pilot.click("#merge")
+        await until(pilot, lambda: any("diverged" in str(t.render()) for t in app.screen.query("Toast")))
+        await until(pilot, lambda: terminal.worktree == "feat")
+        assert index(repo)["feat"]["status"] == "active"
 
 
 async def test_external_changes_keep_the_current_worktree_right(repo: Path, cli: CLI) -> None:

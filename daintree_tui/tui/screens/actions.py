@@ -68,7 +68,8 @@ class DashboardActions(Screen[None]):
         raise NotImplementedError
 
     def reattach(self, name: str) -> None:
-        """Show `name` again after a refused restart released it (when it is still the current worktree)."""
+        """Show `name` again after a refused restart, remove or merge released it (when it is still the current
+        worktree)."""
         if self.selected == name and self.terminal.worktree is None and name in self.sessions:
             self.dashboard.attach(self.terminal, name)
             self.feed.shown = self.terminal.worktree

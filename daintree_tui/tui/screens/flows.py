@@ -121,7 +121,11 @@ async def remove(screen: DashboardActions, name: str) -> None:
     if choice is None:
         return
     screen.release(name)
-    result = await asyncio.to_thread(screen.backend.remove, name, choice.force, choice.complete_task)
+    try:
+        result = await asyncio.to_thread(screen.backend.remove, name, choice.force, choice.complete_task)
+    except BaseException:
+        screen.reattach(name)  # refused (a hook, dirty work): the session is still there, show it again
+        raise
     warnings = "; ".join(result.warnings)
     screen.operation_done(result.message + (f" ({warnings})" if warnings else ""), removed=name)
 
@@ -150,8 +154,14 @@ async def merge(screen: DashboardActions, name: str) -> None:
     screen.notify(f"Merging {name} ({choice.strategy})…")
     if choice.remove:
         screen.release(name)
-    result = await asyncio.to_thread(screen.backend.merge, name, choice.strategy, choice.into, choice.remove,
-                                     choice.complete_task)
+    try:
+        result = await asyncio.to_thread(screen.backend.merge, name, choice.strategy, choice.into, choice.remove,
+                                         choice.complete_task)
+    except BaseException:
+        screen.reattach(name)  # the merge failed: nothing was removed, the session is still there
+        raise
+    if not result.removed:
+        screen.reattach(name)
     screen.operation_done(result.message + (f"; removed {name}" if result.removed else ""),
                           removed=name if result.removed else None)
 
