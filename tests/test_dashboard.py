@@ -128,6 +128,9 @@ async def test_quick_create_from_n_then_type_into_terminal_and_leave(repo: Path)
         await pilot.press("ctrl+q")  # goes to the agent, does not quit
         await pilot.pause(0.2)
         assert app.is_running
+        # The footer offers only what works while typing here: the leave key, not the lists' keys.
+        shown = {b.binding.action for b in app.screen.active_bindings.values() if b.binding.show}
+        assert "leave" in shown and "new_task" not in shown and "quit" not in shown, shown
         await pilot.press("ctrl+right_square_bracket")
         await until(pilot, lambda: app.screen.query_one(WorktreeTable).has_focus)
 

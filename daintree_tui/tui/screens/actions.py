@@ -45,6 +45,7 @@ class DashboardActions(Screen[None]):
     sessions: dict[str, SessionInfo]
     selected: str | None
     auto_queue: bool
+    terminal_focused: bool
 
     later_mounted = False
     """Whether the events and diff tabs and the footer are mounted (`MainScreen.mount_later`)."""
@@ -111,6 +112,8 @@ class DashboardActions(Screen[None]):
         self.run_worker(flow, group="ops", exit_on_error=False, description=description)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if self.terminal_focused and self.terminal.attached:
+            return False  # every key goes to the agent: the footer shows only the leave key
         method = getattr(self, f"action_{action}", None)
         if getattr(method, "needs_worktree", False) and not self.selected:
             return None

@@ -65,6 +65,9 @@ class CurrentWorktreeScreen(HostsScreen):
 
         return later.bottom_tab(self) == "diff-tab"
 
+    def watch_terminal_focused(self) -> None:
+        self.refresh_bindings()  # the footer: the lists' keys, or only the leave key while typing to the agent
+
     def watch_sessions(self) -> None:
         if self.selected in self.sessions and self.terminal.worktree != self.selected:
             self.schedule_attach()
