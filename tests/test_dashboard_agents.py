@@ -166,7 +166,8 @@ async def test_quick_create_never_types_the_task_into_a_shell(repo: Path, tmux_s
         await pilot.press("n", *"touch typed-marker", "enter")
         await until(pilot, lambda: "touch-typed-marker" in screen.sessions, timeout=30)
         assert screen.sessions["touch-typed-marker"].agent == "shell"
-        await until(pilot, lambda: any("Quick-create started shell" in t for t in toasts(app)))
+        told = await until(pilot, lambda: [t for t in toasts(app) if "Quick-create started shell" in t])
+        assert "no agent CLI is installed" in told[0] and "first installed" not in told[0]
         worktree = repo / ".worktrees" / "touch-typed-marker"
         # The shell runs what it is given: a command of ours arrives, the subject never did.
         tmux(tmux_socket, "send-keys", "-t", "=dt-touch-typed-marker:", "touch shell-alive", "Enter")

@@ -52,9 +52,12 @@ async def new_task(screen: DashboardActions, dialog: asyncio.Future[NewTask | No
                                                 new.base, size)
     screen.operation_done(f"Task {task.id} → worktree {entry.name}" + (f" with {info.agent}" if info else ""),
                           focus=entry.name)
-    if info is not None and not screen.dashboard.told_default_agent:
+    chose_default = new.agent in (None, "", backend.default_agent())
+    if info is not None and chose_default and not screen.dashboard.told_default_agent:
+        # Said once, and only when the agent was the default, not one picked in the dialog.
         screen.dashboard.told_default_agent = True
         source = "default_agent in config" if backend.project.config.default_agent else \
+            "no agent CLI is installed" if info.agent == "shell" else \
             "the first installed of claude, codex, gemini, opencode, aider"
         screen.notify(f"Quick-create started {info.agent} ({source}). To change it: set default_agent in "
                       ".daintree.toml, or pick an agent in the n dialog; s restarts with another.",
