@@ -175,7 +175,7 @@ class Services:
         name -> the agent they ran."""
         from daintree_tui.sessions.tmux import TmuxHost
 
-        if not isinstance(self.host, TmuxHost) or self.host.server_running():
+        if not isinstance(self.host, TmuxHost) or self.host.serves_sessions():
             return {}
         lost = {}
         live = {e.name for e in self.worktrees.entries()}

@@ -130,6 +130,12 @@ class TmuxHost:
             self._clean_stale_socket(proc.stderr)
         return False
 
+    def serves_sessions(self) -> bool:
+        """Whether a server answers with at least one session. A killed server can still answer for a moment
+        after its sessions are gone, with none (it exits when its last session does)."""
+        proc = self.tmux("list-sessions", "-F", "#{session_name}", check=False)
+        return proc.returncode == 0 and bool(proc.stdout.strip())
+
     @contextlib.contextmanager
     def _starting(self) -> Iterator[None]:
         """Held while the server is started or its stale socket removed, by every process using this socket.
