@@ -125,6 +125,8 @@ async def test_quick_create_from_n_then_type_into_terminal_and_leave(repo: Path)
         log = repo / ".worktrees" / ".logs" / "fix-login-bug.log"
         await until(pilot, lambda: b"echo: hello" in log.read_bytes())
         await until(pilot, lambda: "echo: hello" in terminal.screen_text())
+        # The row of the session on screen follows it too (it is not captured, the terminal shows it).
+        await until(pilot, lambda: "echo: hello" in main_screen(app).previews.get("fix-login-bug", ""))
         await pilot.press("ctrl+q")  # goes to the agent, does not quit
         await pilot.pause(0.2)
         assert app.is_running

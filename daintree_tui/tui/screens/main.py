@@ -212,8 +212,13 @@ class MainScreen(CurrentWorktreeScreen):
             settled[info.name] = info if status == info.status else _with_status(info, status)
         self.hysteresis.forget(set(before) - set(settled))
         self.sessions = self.merged_sessions(settled)
-        if message.previews:
-            self.previews = {**self.previews, **message.previews}
+        previews = dict(message.previews)
+        terminal = self.terminal
+        if terminal.attached and terminal.worktree in settled:
+            # The session on screen is not captured (the terminal shows it): its row follows the terminal.
+            previews[terminal.worktree] = terminal.screen_text()
+        if previews:
+            self.previews = {**self.previews, **previews}
         if message.today is not None:  # the header: what all agents spent today
             spent = usage_text(message.today)
             self.title = f"daintree · today {spent}" if spent else "daintree"
