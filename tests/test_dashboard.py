@@ -782,6 +782,18 @@ async def test_a_failed_merge_that_was_to_remove_shows_the_session_again(repo: P
         assert index(repo)["feat"]["status"] == "active"
 
 
+async def test_commit_on_a_clean_worktree_says_so_instead_of_opening_the_dialog(repo: Path, cli: CLI) -> None:
+    cli.ok("worktree", "create", "clean")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: screen.selected == "clean")
+        await pilot.press("C")
+        await until(pilot, lambda: any("Nothing to commit in clean" in str(t.render())
+                                       for t in app.screen.query("Toast")))
+        assert isinstance(app.screen, MainScreen)
+
+
 async def test_external_changes_keep_the_current_worktree_right(repo: Path, cli: CLI) -> None:
     configure(repo)
     for name in ("first", "second"):

@@ -135,6 +135,9 @@ async def remove(screen: DashboardActions, name: str) -> None:
 
 async def commit(screen: DashboardActions, name: str) -> None:
     dirty = await asyncio.to_thread(screen.backend.dirty_files, name)
+    if not dirty:
+        screen.notify(f"Nothing to commit in {name}: no file changed")
+        return
     entry = screen.entry(name)
     task = next((t for t in screen.tasks if entry and t.id == entry.task_id), None)
     from daintree_tui.tui.screens.commit import CommitScreen  # a dialog: imported when first opened
