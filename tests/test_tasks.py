@@ -121,3 +121,17 @@ def test_list_columns_stay_aligned_with_wide_characters(cli: CLI) -> None:
     # The WORKTREE column starts at the same terminal cell on every line (CJK and emoji take two cells).
     starts = {wcswidth(line[:line.index(" - ") + 1 if " - " in line else line.index("WORKTREE")]) for line in lines}
     assert len(starts) == 1, lines
+
+
+def test_list_rows_cannot_be_forged_by_a_newline_or_tab_in_a_subject(cli: CLI) -> None:
+    # Task text is data (a hostile repo's .tasks/, an agent's task_create): a newline in a subject printed raw
+    # started a line of its own under the table, a forged row (`99  open ...`); a tab pushed the columns after it.
+    cli.ok("task", "create", "fix\n99  open  forged row")
+    cli.ok("task", "create", "tab\there")
+    lines = cli.ok("task", "list").stdout.splitlines()
+    assert len(lines) == 3, lines  # the header and one line per task
+    assert not any(line.startswith("99") for line in lines), lines
+    assert "\t" not in "".join(lines), lines
+    assert "fix\\n99" in lines[1] and "tab\\there" in lines[2], lines
+    starts = {line.index(" - ") for line in lines[1:]}  # WORKTREE starts at one column on every row
+    assert len(starts) == 1, lines

@@ -57,7 +57,9 @@ def table(rows: list[list[str]], header: list[str]) -> str:
     """Left-aligned columns under a header; empty when there are no rows (the caller says "no ...")."""
     if not rows:
         return ""
-    rows = [[printable(str(c)) for c in r] for r in rows]  # escaped before measuring, so columns stay aligned
+    # Escaped before measuring, so columns stay aligned; a cell is one line: a newline or tab in a name or task
+    # text (data, never layout) would start a forged row of its own or push the columns after it.
+    rows = [[_cell(str(c)) for c in r] for r in rows]
     width = _display_width if any(not c.isascii() for r in rows for c in r) else len
     widths = [max(width(r[i]) for r in [header, *rows]) for i in range(len(header))]
 
@@ -65,6 +67,10 @@ def table(rows: list[list[str]], header: list[str]) -> str:
         return "  ".join(c + " " * (w - width(c)) for c, w in zip(cells, widths, strict=True)).rstrip()
 
     return "\n".join([line(header), *(line(r) for r in rows)])
+
+
+def _cell(text: str) -> str:
+    return printable(text).replace("\t", "\\t").replace("\n", "\\n")
 
 
 def _display_width(text: str) -> int:
