@@ -174,6 +174,21 @@ def test_human_approval_requested_inside_approved_outside(cli: CLI, repo: Path) 
     assert kinds.count("policy.requested") == 2 and "policy.approved" in kinds and "policy.rejected" in kinds
 
 
+def test_a_request_for_approval_with_double_dash_is_refused_not_queued_unapprovable(cli: CLI, repo: Path) -> None:
+    # `--` now keeps its usual meaning, so `worktree commit -m msg -- ship` parses; queued for approval, it was
+    # then skipped as malformed by every reader (its NAME is not right after the action), so `approve` said
+    # "no approval request with id 1" while the agent had been told it was queued.
+    write_config(repo, '[roles.careful]\nallow = ["commit"]\napproval = "human"\n')
+    cli.ok("task", "create", "Ship it", "--role", "careful")
+    cli.ok("worktree", "create", "ship", "--task", "1")
+    proc = cli("worktree", "commit", "--json", "--all", "-m", "ship it", "--", "ship",
+               env={"DAINTREE_WORKTREE": "ship"})
+    assert proc.returncode == 2 and "takes no `--`" in proc.stderr, proc.stdout + proc.stderr
+    assert cli.json("approvals", "--all") == []
+    proc = cli("worktree", "commit", "ship", "--json", "--all", "-m", "ship it", env={"DAINTREE_WORKTREE": "ship"})
+    assert proc.returncode == 0 and json.loads(proc.stdout)["queued"] is True, proc.stderr
+
+
 def test_checks_approval_runs_pre_merge_hooks(cli: CLI, repo: Path) -> None:
     write_config(repo, ('default_role = "ci"\n[roles.ci]\nallow = ["commit", "merge"]\napproval = "checks"\n'
                         '[hooks]\npre_merge = ["test -f ok"]\n'))

@@ -167,6 +167,10 @@ def policy_gate(args: argparse.Namespace, services: Services, argv: list[str]) -
         error(f"policy: {decision.reason} (ask a person to run it)")
         return 1
     if decision.approval == "human":
+        if "--" in argv:
+            # A request is replayed as `daintree ARGV --repo ROOT`, and only `worktree ACTION NAME ...` is kept
+            # (validate.approval_problem): one with `--` was queued, then skipped as malformed, never approvable.
+            raise InputError("a request for approval takes no `--`: write the worktree name right after the action")
         record = services.approvals.request(worktree, action, [a for a in argv if a not in ("--json",)],
                                             decision.role)
         emit(args, {"queued": True, "request": record.id},
