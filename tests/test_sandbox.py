@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from daintree_tui.core.sandbox import BwrapSandbox
-from tests.conftest import CLI, events, git, make_repo, wait_for
+from tests.conftest import CLI, events, git, make_repo, trusted_config, wait_for
 
 _OK, _WHY = BwrapSandbox().available()
 pytestmark = pytest.mark.skipif(not _OK, reason=f"bubblewrap cannot run here: {_WHY}")
@@ -501,6 +501,25 @@ def test_the_acting_observer_applies_inbox_requests(repo: Path, sandbox_env: Pat
     cli.ok("session", "watch", "--once")
     assert [e["worktree"]["name"] for e in events(repo) if e["event"] == "session.waiting"] == ["w1"]
     assert not (repo / ".worktrees" / ".inbox" / "w1" / f"req-{request}.json").exists()
+
+
+def test_an_inbox_commit_with_a_dash_message_can_be_approved(repo: Path, sandbox_env: Path) -> None:
+    """A sandboxed agent's commit queued for a person is replayed as `daintree worktree commit NAME -m MESSAGE`:
+    a message starting with a dash was read there as an option, so approving it failed every time."""
+    from daintree_tui.services.inbox import submit
+
+    trusted_config(repo, 'default_role = "careful"\n[roles.careful]\nallow = ["commit"]\napproval = "human"\n')
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "w1")
+    cli.ok("session", "start", "w1", "--agent", "shell")
+    (repo / ".worktrees" / "w1" / "fixed.txt").write_text("yes\n")
+    submit(repo / ".worktrees" / ".inbox" / "w1", "action",
+           {"action": "commit", "worktree": "w1", "message": "-fixup", "all": True})
+    cli.ok("session", "watch", "--once")
+    assert [r["action"] for r in cli.json("approvals")] == ["commit"]
+    proc = cli("approve", "1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert git(repo / ".worktrees" / "w1", "log", "-1", "--format=%s").strip() == "-fixup"
 
 
 # -- red team: git control files an agent could forge to run commands OUTSIDE the sandbox ----------------------

@@ -379,7 +379,8 @@ def _rebuild(services: Services, owner: str, action: str, payload: dict[str, Any
     if action == "commit":
         message = _str_field(payload, "message", 20000, required=True)
         all_changes = _bool_field(payload, "all")
-        argv = ["worktree", "commit", owner, "-m", message, *(["--all"] if all_changes else [])]
+        # `--message=TEXT`, one word: a message starting with a dash is text when the approved request is replayed.
+        argv = ["worktree", "commit", owner, f"--message={message}", *(["--all"] if all_changes else [])]
         return argv, lambda: review.commit(owner, message, all_changes=all_changes)
     if action == "merge":
         strategy = _str_field(payload, "strategy", 10) or "ff"
