@@ -153,9 +153,10 @@ class DaintreeApp(App[None]):
 
             if isinstance(self.backend.host, PtyHost):
                 self.backend.host.stop_all()
+        if self.demo:  # its agents end with it (the demo then says how many it stopped)
+            message = "daintree: closing the demo"
         self.exit_message = message
-        # The demo's agents end with it, and the demo says so itself when the dashboard has closed.
-        self.exit(message=None if self.demo else message)
+        self.exit(message=message)
 
     def action_quit_dashboard(self) -> None:
         self.quit_dashboard()
