@@ -64,9 +64,9 @@ GROUPS: tuple[tuple[tuple[str, ...], str, str], ...] = (
 )
 
 
-def _registrar(module: str, function: str) -> Registrar:
-    registrar: Registrar = getattr(import_module(f"daintree_tui.cli.{module}"), function)
-    return registrar
+def _from_group(module: str, name: str) -> Any:
+    """A function of a command group's module, importing only that module."""
+    return getattr(import_module(f"daintree_tui.cli.{module}"), name)
 
 _TOP_OPTIONS_WITH_VALUE = ("--repo", "--host")
 
@@ -102,12 +102,12 @@ def build_parser(argv: Sequence[str] | None = None) -> Parser:
     """The parser; given the arguments to parse, only the groups their command needs (each subparser costs
     about a quarter of a millisecond of argparse and gettext, and a command runs once)."""
     word = command_word(argv) if argv is not None else None
-    if argv is not None and word is None and not {"-h", "--help"} & set(argv):
-        groups = []  # the dashboard (no command): not one group's module to import before Textual's
-    else:
-        groups = [_registrar(module, fn) for names, module, fn in GROUPS if word is None or word in names]
-        if not groups:  # not one of ours: the full parser, whose error lists the choices
-            groups = [_registrar(module, fn) for _, module, fn in GROUPS]
+    # The dashboard (no command) needs no group: not one group's module is imported before Textual's.
+    dashboard = argv is not None and word is None and not {"-h", "--help"} & set(argv)
+    groups: list[Registrar] = [] if dashboard else [
+        _from_group(module, fn) for names, module, fn in GROUPS if word is None or word in names]
+    if not groups and not dashboard:  # not one of ours: the full parser, whose error lists the choices
+        groups = [_from_group(module, fn) for _, module, fn in GROUPS]
     common = _common()
     parser = Parser(prog="daintree", parents=[common],
                     description="Parallel AI coding agents, each in its own git worktree.")
@@ -122,11 +122,6 @@ def build_parser(argv: Sequence[str] | None = None) -> Parser:
     for registrar in groups:
         registrar(sub, add, common)
     return parser
-
-
-def _handler(module: str, name: str) -> Handler:
-    handler: Handler = getattr(import_module(f"daintree_tui.cli.{module}"), name)
-    return handler
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -159,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if handler is None:
             if args.command:  # `daintree task` without an action
                 parser.error(f"{args.command} needs an action (see daintree {args.command} --help)")
-            handler = _handler("system", "cmd_dashboard")
+            handler = _from_group("system", "cmd_dashboard")
         if not services.project.is_git and args.command not in _NO_REPO_COMMANDS:
             services.project.require_git()
         # Inside a sandbox, state changes go through the session inbox; outside, pending requests are applied.

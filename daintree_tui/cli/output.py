@@ -40,7 +40,7 @@ def emit(args: argparse.Namespace, data: Any, text: str | Callable[[], str]) -> 
 def error(message: str) -> None:
     """One line on stderr, the way every failure is reported (a newline inside it, say in a name a config
     gave, is shown as `\\n`)."""
-    write_line(sys.stderr, f"daintree: {message}".replace("\r", "\\r").replace("\n", "\\n"))
+    write_line(sys.stderr, one_line(f"daintree: {message}"))
 
 
 def ago(ts: float | None) -> str:
@@ -59,7 +59,7 @@ def table(rows: list[list[str]], header: list[str]) -> str:
         return ""
     # Escaped before measuring, so columns stay aligned; a cell is one line: a newline or tab in a name or task
     # text (data, never layout) would start a forged row of its own or push the columns after it.
-    rows = [[_cell(str(c)) for c in r] for r in rows]
+    rows = [[one_line(printable(str(c))) for c in r] for r in rows]
     width = _display_width if any(not c.isascii() for r in rows for c in r) else len
     widths = [max(width(r[i]) for r in [header, *rows]) for i in range(len(header))]
 
@@ -69,8 +69,9 @@ def table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join([line(header), *(line(r) for r in rows)])
 
 
-def _cell(text: str) -> str:
-    return printable(text).replace("\t", "\\t").replace("\n", "\\n")
+def one_line(text: str) -> str:
+    """`text` as one line: a newline or tab in it (from a name, task text or a config value) shown escaped."""
+    return text.replace("\t", "\\t").replace("\n", "\\n")
 
 
 def _display_width(text: str) -> int:

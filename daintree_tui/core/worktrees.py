@@ -525,8 +525,7 @@ class WorktreeService:
         self.project.tmpdir_for(name).mkdir(parents=True, exist_ok=True)
         env = worktree_env(self.project, entry)
         program = argv[0]
-        found = (shutil.which(program, path=env.get("PATH")) if "/" not in program
-                 else (path / program if not program.startswith("/") else Path(program)).exists())
+        found = shutil.which(program, path=env.get("PATH")) if "/" not in program else (path / program).exists()
         if not found:  # said here, as a shell would (127): inside the sandbox it would be bwrap's exit 1
             return RunResult(127, "", f"command not found: {program}\n", 0.0)
         from daintree_tui.core.sandbox import wrap_command  # only commands run in a worktree need it
