@@ -14,14 +14,18 @@ $(BIN)/python:
 # the README's Quick start). It comes from the package index into the venv, so nothing needs installing first.
 # INSTALLER=pip uses pip alone.
 INSTALLER ?= uv
-PIP_INSTALL := PYTHONWARNINGS=ignore::UserWarning $(BIN)/python -m pip install --quiet --disable-pip-version-check -e
+# `editable_mode=compat` puts the source tree on sys.path with a one-line .pth, as an installed package is found.
+# setuptools' default for this flat layout is an import hook that loads pathlib, re and urllib.parse in `site`:
+# 14 ms on every start of every command (`python -c pass`: 26 ms against 12 ms, median of 30).
+EDITABLE := --config-settings editable_mode=compat -e
+PIP_INSTALL := PYTHONWARNINGS=ignore::UserWarning $(BIN)/python -m pip install --quiet --disable-pip-version-check $(EDITABLE)
 ifeq ($(INSTALLER),pip)
 INSTALLER_BIN := $(BIN)/python
 INSTALL = $(PIP_INSTALL) $(1)
 else
 INSTALLER_BIN := $(BIN)/uv
 # Falls back to pip when uv could not be installed or cannot reach the index (uv ignores pip's own config).
-INSTALL = { [ -x $(BIN)/uv ] && $(BIN)/uv pip install --quiet --python $(BIN)/python -e $(1); } || $(PIP_INSTALL) $(1)
+INSTALL = { [ -x $(BIN)/uv ] && $(BIN)/uv pip install --quiet --python $(BIN)/python $(EDITABLE) $(1); } || $(PIP_INSTALL) $(1)
 endif
 
 $(BIN)/uv: | $(BIN)/python

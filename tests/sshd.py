@@ -25,7 +25,9 @@ def free_port() -> int:
 class Sshd:
     """A private sshd on 127.0.0.1 (ours only: started, stopped and killed by pid)."""
 
-    def __init__(self, base: Path, remote_home: Path) -> None:
+    def __init__(self, base: Path, remote_home: Path, login_shell: str | None = None) -> None:
+        """`login_shell`: the shell that reads each command line, as if it were the user's login shell (sshd's
+        ForceCommand hands the line to it unchanged)."""
         self.base = base
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
@@ -41,7 +43,8 @@ class Sshd:
             f"AuthorizedKeysFile {base / 'authorized_keys'}", f"PidFile {base / 'sshd.pid'}",
             "StrictModes no", "UsePAM no", "PermitRootLogin prohibit-password", "PasswordAuthentication no",
             "KbdInteractiveAuthentication no", "PubkeyAuthentication yes", "MaxSessions 64", "LogLevel ERROR",
-            "SetEnv " + " ".join(f"{k}={v}" for k, v in env.items()), "",
+            "SetEnv " + " ".join(f"{k}={v}" for k, v in env.items()),
+            *([f'ForceCommand {login_shell} -c "$SSH_ORIGINAL_COMMAND"'] if login_shell else []), "",
         ]))
         self.client_config = base / "ssh_config"
         self.client_config.write_text("\n".join([

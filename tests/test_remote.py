@@ -34,10 +34,13 @@ DAINTREE = str(Path(sys.executable).parent / "daintree")
 
 
 @pytest.fixture
-def sshd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sshd]:
+def sshd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Iterator[Sshd]:
+    login_shell = getattr(request, "param", None)  # indirect parametrization: the far side's login shell
+    if login_shell and not shutil.which(login_shell):
+        pytest.skip(f"{login_shell} not installed")
     base = tmp_path / "ssh"
     base.mkdir(mode=0o700)
-    server = Sshd(base, tmp_path / "remote-home")
+    server = Sshd(base, tmp_path / "remote-home", shutil.which(login_shell) if login_shell else None)
     # Control sockets need a short path (unix socket paths are limited to about 104 bytes).
     controls = Path(tempfile.mkdtemp(prefix="dt-ssh-"))
     monkeypatch.setenv("DAINTREE_SSH_CONFIG", str(server.client_config))
@@ -153,12 +156,41 @@ def test_argv_quotes_every_word_and_guards_the_target() -> None:
     words = shlex.split(command.replace('"$HOME"', "HOME"))
     assert words[-3:] == hostile
     argv = host.command_argv(command)
-    assert argv[-3:] == ["--", "box", command]
+    assert argv[-3:-1] == ["--", "box"] and unwrapped(argv[-1]) == command
     assert "ControlPath=/tmp/c/%C" in argv and "ControlMaster=auto" in argv
     attach = host.attach_argv("dt-x", "daintree-abc", "/srv/app/.worktrees/tmux.conf")
     assert attach[-4:-2] == ["-t", "--"] and attach[-2] == "box"
-    assert shlex.split(attach[-1]) == ["tmux", "-L", "daintree-abc", "-f", "/srv/app/.worktrees/tmux.conf",
-                                       "attach-session", "-t", "=dt-x"]
+    assert shlex.split(unwrapped(attach[-1])) == ["tmux", "-L", "daintree-abc", "-f",
+                                                  "/srv/app/.worktrees/tmux.conf", "attach-session", "-t", "=dt-x"]
+
+
+def unwrapped(wrapped: str) -> str:
+    """The POSIX command inside a `for_any_login_shell` wrapper, printed by a real sh instead of run."""
+    assert wrapped.startswith("sh -c 'eval ")
+    return subprocess.run(["sh", "-c", wrapped.replace("eval", "printf %s", 1)], capture_output=True, text=True,
+                          check=True).stdout
+
+
+# Text that each shell's quoting treats its own way: fish reads \' and \\ inside single quotes, tcsh reads !,
+# and a word ending in a backslash followed by `'; ...` is how a task subject would break out of its quotes.
+HOSTILE_WORDS = ["a\\", "; touch pwned; echo ", "it's", "\\'", "$(touch pwned)", "`touch pwned`", "!1", "~",
+                 "%s %n", "-n", "line\nbreak", "tab\there", "é ✓ 漢字", '"$HOME"', "\\\\", "*", "{a,b}", "#x", ""]
+
+
+@pytest.mark.parametrize("shell", ["sh", "bash", "dash", "zsh", "fish", "tcsh"])
+def test_remote_command_lines_mean_the_same_to_every_login_shell(shell: str, tmp_path: Path) -> None:
+    """sshd hands the command line to the user's login shell, whatever it is: every argument must arrive as it
+    was, and none may run. (Shells that are not installed are skipped; CI installs fish and tcsh.)"""
+    from daintree_tui.services.remote import for_any_login_shell, remote_command
+
+    if not shutil.which(shell):
+        pytest.skip(f"{shell} not installed")
+    line = for_any_login_shell(remote_command(["printf", "[%s]\\n", *HOSTILE_WORDS]))
+    proc = subprocess.run([shell, "-c", line], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "HOME": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "".join(f"[{word}]\n" for word in HOSTILE_WORDS)
+    assert not (tmp_path / "pwned").exists()
 
 
 def test_control_dir_is_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -209,6 +241,20 @@ def test_hostile_arguments_arrive_unchanged(far: str, cli: CLI, tmp_path: Path) 
     assert [t["subject"] for t in cli.json("task", "list", "--host", far)] == [subject]
     assert not canary.exists()
     assert cli.json("task", "list") == []  # nothing happened here
+
+
+@pytest.mark.parametrize("sshd", ["fish", "tcsh"], indirect=True)
+def test_hostile_arguments_stay_text_under_a_login_shell_that_is_not_posix(sshd: Sshd, far: str, cli: CLI,
+                                                                          tmp_path: Path) -> None:
+    """fish reads `\\'` inside single quotes as a quote: a subject ending in a backslash would close its quotes
+    early and the description would run as commands on the far host."""
+    canary = tmp_path / "pwned"
+    subject, description = "fix the parser \\", f"'; touch {canary}; echo '"
+    created = cli.json("task", "create", subject, "--description", description, "--host", far)
+    assert (created["subject"], created["description"]) == (subject, description)
+    streamed = cli("worktree", "events", "--host", far, "--json")
+    assert streamed.returncode == 0, streamed.stderr
+    assert not canary.exists()
 
 
 def test_unreachable_host_is_one_line_exit_1(far: str, sshd: Sshd, cli: CLI) -> None:

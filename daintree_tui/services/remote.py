@@ -288,6 +288,24 @@ def remote_command(argv: Sequence[str]) -> str:
     return " ".join(shlex.quote(arg) for arg in argv)
 
 
+# Left as they are by `for_any_login_shell`: the same in every shell's single quotes, sh's double quotes and printf.
+_PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789 ,._+:@/=-")
+
+
+def for_any_login_shell(command: str) -> str:
+    """POSIX `command` wrapped so that whatever the remote login shell is, `sh` parses it.
+
+    sshd runs the command string with the user's login shell, and fish or tcsh read POSIX quoting differently:
+    in fish, `\\'` inside single quotes is a quote, so an argument ending in a backslash would end its quotes early
+    and let the next argument run as code. The wrapper is `sh -c 'eval "$(printf "...")"'` whose only
+    characters are letters, digits, a few punctuation marks and octal escapes (`\\ddd`) that no shell reads inside
+    single quotes; sh's printf turns them back into the command, byte for byte.
+    """
+    escaped = "".join(ch if ch in _PLAIN and not (i == 0 and ch == "-") else
+                      "".join(f"\\{byte:03o}" for byte in ch.encode()) for i, ch in enumerate(command))
+    return f"sh -c 'eval \"$(printf \"{escaped}\")\"'"
+
+
 # Runs a command and ends it when our side goes away: sshd closes the channel's stdin when the client or the
 # connection dies, and without a terminal nothing else would tell a `--follow` that nobody reads it any more.
 _WATCHDOG = (
@@ -398,7 +416,7 @@ class RemoteHost:
     def command_argv(self, remote: str, *, tty: bool = False, batch: bool = True, no_stdin: bool = False) -> list[str]:
         """`ssh <options> -T|-t -- <target> <remote command string>`."""
         return [*self.ssh_options(batch=batch), "-t" if tty else "-T", *(["-n"] if no_stdin else []),
-                "--", self.config.ssh, remote]
+                "--", self.config.ssh, for_any_login_shell(remote)]
 
     def daintree_command(self, args: Sequence[str]) -> str:
         """The remote `daintree --repo <repo> ARGS...` as one shell string, every word quoted."""
@@ -414,7 +432,8 @@ class RemoteHost:
         """What an embedded terminal runs (in its own PTY) to show a remote session: `ssh -t host tmux -L socket
         -f conf attach-session -t =session`. `session` and `socket` come from the remote `session list --json`."""
         tmux = ["tmux", "-L", socket, *(["-f", conf] if conf else []), "attach-session", "-t", f"={session}"]
-        return [*self.ssh_options(), "-o", "LogLevel=ERROR", "-t", "--", self.config.ssh, remote_command(tmux)]
+        return [*self.ssh_options(), "-o", "LogLevel=ERROR", "-t", "--", self.config.ssh,
+                for_any_login_shell(remote_command(tmux))]
 
     # -- running -------------------------------------------------------------------------------------------------
 
