@@ -372,3 +372,23 @@ def test_non_git_repo_flag(tmp_path: Path) -> None:
     proc = CLI(plain)("worktree", "create", "x")
     assert proc.returncode == 2 and proc.stderr.strip() == f"daintree: not a git repository: {plain}"
     assert os.listdir(plain) == []
+
+
+def test_looking_at_a_worktree_never_rewrites_its_index(repo: Path, cli: CLI) -> None:
+    """`git status` refreshes a stale index and writes it back under index.lock when it can. The dashboard looks
+    at every worktree while its agent works there, and an agent's `git add` or `git commit` that meets that lock
+    fails ("index.lock: File exists"): our looks take no optional lock."""
+    from daintree_tui.core.git import dirty_files
+
+    cli.ok("worktree", "create", "busy")
+    tree = repo / ".worktrees" / "busy"
+    index = Path(git(tree, "rev-parse", "--path-format=absolute", "--git-path", "index").strip())
+    readme = tree / "README.md"
+    later = time.time() + 5
+    os.utime(readme, (later, later))  # same content, newer stat: the index entry no longer matches
+    before = index.stat()
+    assert dirty_files(tree) == []
+    after = index.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    git(tree, "status", "--porcelain")  # git on its own does write it here: the check above can fail
+    assert index.stat().st_ino != before.st_ino

@@ -17,7 +17,9 @@ from typing import TypeVar
 
 from daintree_tui.core.errors import InputError, OperationError
 
-_GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+# GIT_OPTIONAL_LOCKS=0: our looks (`status` above all) never write a refreshed index back under index.lock while
+# an agent works in that worktree; its `git add` or `git commit` would fail on the lock.
+_GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0"}
 A = TypeVar("A")
 B = TypeVar("B")
 
