@@ -567,6 +567,37 @@ def test_forged_git_pointers_never_run_commands_outside(repo: Path, sandbox_env:
     assert not mark.exists()
 
 
+# A repository the agent makes inside its worktree and stages as a gitlink: git runs `git status` in every
+# checked-out submodule, with that repository's own config (an fsmonitor, or a clean filter on a changed file).
+NESTED_REPO = r"""
+set -e
+mkdir sub && cd sub && git init -q
+git config core.fsmonitor "touch $MARK.fsmonitor; false"
+git config filter.evil.clean "touch $MARK.filter; cat"
+echo '* filter=evil' > .gitattributes && echo a > f && git add -A
+git -c user.name=a -c user.email=a@b.invalid commit -qm nested
+echo changed > f && cd .. && git add sub 2>/dev/null
+echo work > work.txt
+"""
+
+
+def test_a_nested_repository_never_runs_its_config_outside(repo: Path, sandbox_env: Path) -> None:
+    marks = sandbox_env.parent / "nested-ran"
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "n1")
+    proc = cli("worktree", "run", "n1", "--", "env", f"MARK={marks}", "sh", "-c", NESTED_REPO)
+    assert proc.returncode == 0, proc.stderr
+    ran = lambda: sorted(p.name for p in marks.parent.glob(f"{marks.name}.*"))  # noqa: E731
+    assert ran() == []  # inside the sandbox they could not write there
+    for args in (("worktree", "list"), ("worktree", "status", "n1"), ("worktree", "diff", "n1"),
+                 ("worktree", "remove", "n1"), ("worktree", "commit", "n1", "-m", "x", "--all")):
+        cli(*args)
+        assert ran() == [], f"`daintree {' '.join(args)}` ran the nested repository's config outside the sandbox"
+    refused = cli("worktree", "remove", "n1")
+    assert refused.returncode == 1 and "submodules" in refused.stderr and "sub" in refused.stderr
+    assert "work.txt" in git(repo / ".worktrees" / "n1", "show", "--stat", "HEAD")  # commit --all still commits
+
+
 @pytest.mark.parametrize("target", ["main", "wt/other"])
 def test_head_repointed_from_inside_cannot_steer_the_users_commit(repo: Path, sandbox_env: Path, target: str) -> None:
     cli = CLI(repo)

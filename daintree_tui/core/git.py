@@ -20,6 +20,11 @@ from daintree_tui.core.errors import InputError, OperationError
 # GIT_OPTIONAL_LOCKS=0: our looks (`status` above all) never write a refreshed index back under index.lock while
 # an agent works in that worktree; its `git add` or `git commit` would fail on the lock.
 _GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0"}
+# Never start git inside a submodule's folder of an agent's worktree: a repository the agent made there
+# (`sub/.git/config` with `core.fsmonitor` or a clean filter) and staged as a gitlink would run its commands in
+# the `git status`, `diff` or `commit` we run outside the sandbox. `dirty` still compares the submodule's HEAD
+# with the gitlink (read in-process); its uncommitted files are what `populated_submodules` stands for.
+_NO_SUBMODULE_PROCESSES = ("-c", "diff.ignoreSubmodules=dirty")
 A = TypeVar("A")
 B = TypeVar("B")
 
@@ -37,8 +42,8 @@ def git(cwd: Path, *args: str, check: bool = True, input: str | None = None) -> 
     env.pop("GIT_WORK_TREE", None)
     try:
         proc = subprocess.run(
-            ["git", "-C", str(cwd), *args], capture_output=True, text=True, env=env, input=input,
-            stdin=None if input is not None else subprocess.DEVNULL,
+            ["git", *_NO_SUBMODULE_PROCESSES, "-C", str(cwd), *args], capture_output=True, text=True, env=env,
+            input=input, stdin=None if input is not None else subprocess.DEVNULL,
         )
     except FileNotFoundError:
         raise OperationError("git is not installed or not on PATH") from None
@@ -122,9 +127,22 @@ def is_ancestor(root: Path, commit: str, of: str) -> bool:
 
 
 def dirty_files(worktree: Path) -> list[str]:
-    """Files with uncommitted or untracked changes in a worktree (ignored files excluded)."""
-    proc = git(worktree, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules=none")
+    """Files with uncommitted or untracked changes in a worktree (ignored files excluded). A submodule counts
+    when its HEAD moved; what is uncommitted inside one is not looked at (see `populated_submodules`)."""
+    proc = git(worktree, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules=dirty")
     return parse_porcelain_z(proc.stdout)
+
+
+def populated_submodules(worktree: Path) -> list[str]:
+    """Gitlinks of the worktree's index whose folder holds a repository: work there cannot be inspected from
+    outside the sandbox (git would run that repository's own config), so deleting it may lose work."""
+    proc = git(worktree, "ls-files", "--stage", "-z")
+    found = []
+    for record in proc.stdout.split("\0"):
+        meta, _, path = record.partition("\t")
+        if meta.startswith("160000 ") and os.path.lexists(worktree / path / ".git"):
+            found.append(path)
+    return found
 
 
 def parse_porcelain_z(out: str) -> list[str]:

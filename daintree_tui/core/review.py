@@ -93,7 +93,11 @@ class ReviewService:
             raise OperationError(f"{name}: HEAD is {head or 'detached'}, not its branch {entry.branch}: refusing to "
                                  f"commit (check out {entry.branch} in the worktree first)")
         if all_changes:
-            g.git(path, "add", "-A")
+            # `add -A` runs `git status` inside each checked-out submodule, whatever the config says: a repository
+            # the agent made there would run its own config's commands here, outside the sandbox. Submodules are
+            # left as they are staged.
+            nested = [f":(exclude,literal){sub}" for sub in g.populated_submodules(path)]
+            g.git(path, "add", "-A", "--", ".", *nested)
         staged = g.git(path, "diff", "--cached", "--name-only", "-z").stdout
         files = [f for f in staged.split("\0") if f]
         if not files:
