@@ -598,6 +598,24 @@ def test_a_nested_repository_never_runs_its_config_outside(repo: Path, sandbox_e
     assert "work.txt" in git(repo / ".worktrees" / "n1", "show", "--stat", "HEAD")  # commit --all still commits
 
 
+def test_a_bake_off_score_runs_inside_each_candidates_sandbox(repo: Path, sandbox_env: Path) -> None:
+    """The score command runs the candidates' own code (their tests, their package.json, here their score.sh):
+    like a hook or `worktree run`, it runs confined to the candidate's worktree. It ran unconfined, so a
+    candidate's score script wrote into the primary (and a sandboxed lead's MCP `bakeoff_score` with a command
+    of its own ran outside its sandbox)."""
+    mark = repo / "pwned-by-score"
+    agent = f"sh -c 'echo \"echo x > {mark}; echo SCORE: 4\" > score.sh; exec cat'"
+    trusted_config(repo, f"[agents.writer]\ncommand = {json.dumps(agent)}\n")
+    cli = CLI(repo)
+    cli.ok("task", "create", "score me")
+    record = cli.json("bakeoff", "create", "1", "--agents", "writer", "--score", "sh score.sh")
+    name = record["candidates"][0]
+    wait_for(lambda: (repo / ".worktrees" / name / "score.sh").exists())
+    scores = cli.json("bakeoff", "score", record["id"])
+    assert not mark.exists(), "the candidate's score script wrote outside its worktree"
+    assert scores[0]["score"] == 4.0 and scores[0]["exit_code"] == 0
+
+
 @pytest.mark.parametrize("target", ["main", "wt/other"])
 def test_head_repointed_from_inside_cannot_steer_the_users_commit(repo: Path, sandbox_env: Path, target: str) -> None:
     cli = CLI(repo)

@@ -20,6 +20,7 @@ from daintree_tui.core.index import find
 from daintree_tui.core.models import JsonRecord, TaskStatus
 from daintree_tui.core.review import ReviewService
 from daintree_tui.core.runner import run_command
+from daintree_tui.core.sandbox import wrap_command
 from daintree_tui.core.store import read_json, write_json
 from daintree_tui.core.worktrees import WorktreeService, slugify
 from daintree_tui.sessions.manager import SessionManager
@@ -229,7 +230,12 @@ class BakeoffService:
 
         def one(name: str) -> Score:
             entry = entries[name]
-            result = run_command(command, Path(entry.path), worktree_env(self.project, entry), timeout, shell=True)
+            env = worktree_env(self.project, entry)
+            self.project.tmpdir_for(name).mkdir(parents=True, exist_ok=True)
+            # The command runs the candidate's own code (its tests, its scripts): confined to its worktree like a
+            # hook or `worktree run`, never with the user's (or, through MCP, a lead's) full access.
+            argv = wrap_command(self.project, entry, ["sh", "-c", command], env)
+            result = run_command(argv, Path(entry.path), env, timeout)
             return Score(name, result.exit_code, result.duration, parse_score(result.stdout + "\n" + result.stderr))
 
         with ThreadPoolExecutor(max_workers=len(live)) as pool:
