@@ -522,6 +522,33 @@ def test_an_inbox_commit_with_a_dash_message_can_be_approved(repo: Path, sandbox
     assert git(repo / ".worktrees" / "w1", "log", "-1", "--format=%s").strip() == "-fixup"
 
 
+def test_the_users_hooks_run_the_agents_files_only_inside_its_sandbox(repo: Path, sandbox_env: Path) -> None:
+    """The user's own pre-commit hook runs what the worktree holds (as pre-commit, husky's lint-staged or `make
+    lint` do): an agent that wrote that file and asked for a commit through its inbox ran it outside, with the
+    user's access, when the commit request was applied (and so did the user's own `worktree commit`)."""
+    from daintree_tui.services.inbox import submit
+
+    hook = repo / ".git" / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\n[ -f lint.sh ] && sh lint.sh\nexit 0\n")
+    hook.chmod(0o755)
+    mark = repo / "pwned-by-hook"
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "k1")
+    proc = cli("worktree", "run", "k1", "--", "sh", "-c",
+               f"echo 'touch {mark}; echo linted > linted.txt' > lint.sh && echo work > work.txt")
+    assert proc.returncode == 0, proc.stderr
+    submit(repo / ".worktrees" / ".inbox" / "k1", "action",
+           {"action": "commit", "worktree": "k1", "message": "agent work", "all": True})
+    cli.ok("session", "watch", "--once")
+    worktree = repo / ".worktrees" / "k1"
+    assert git(worktree, "log", "-1", "--format=%s").strip() == "agent work"
+    assert (worktree / "linted.txt").exists()  # the hook ran, inside: it could write its worktree
+    assert not mark.exists(), "the user's hook ran the agent's lint.sh outside its sandbox"
+    (worktree / "more.txt").write_text("more\n")
+    cli.ok("worktree", "commit", "k1", "-m", "by the user", "--all")
+    assert not mark.exists(), "`daintree worktree commit` ran the agent's lint.sh outside its sandbox"
+
+
 # -- red team: git control files an agent could forge to run commands OUTSIDE the sandbox ----------------------
 
 # From inside, make every git the user (or daintree, unconfined) runs in this worktree read a config the agent

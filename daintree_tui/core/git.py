@@ -29,22 +29,27 @@ A = TypeVar("A")
 B = TypeVar("B")
 
 
+def command(cwd: Path, *args: str) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment of `git -C cwd args...` as `git()` runs it (for a caller that runs it its own
+    way, e.g. inside a worktree's sandbox)."""
+    if any("\0" in arg for arg in args):
+        raise InputError("invalid input: it contains a NUL byte")
+    env = {**os.environ, **_GIT_ENV}
+    env.pop("GIT_DIR", None)
+    env.pop("GIT_WORK_TREE", None)
+    return ["git", *_NO_SUBMODULE_PROCESSES, "-C", str(cwd), *args], env
+
+
 def git(cwd: Path, *args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run `git -C cwd args...` and capture its output as text.
 
     Raises:
         OperationError: when `check` is set and git exits non-zero; the message is git's last stderr line.
     """
-    if any("\0" in arg for arg in args):
-        raise InputError("invalid input: it contains a NUL byte")
-    env = {**os.environ, **_GIT_ENV}
-    env.pop("GIT_DIR", None)
-    env.pop("GIT_WORK_TREE", None)
+    argv, env = command(cwd, *args)
     try:
-        proc = subprocess.run(
-            ["git", *_NO_SUBMODULE_PROCESSES, "-C", str(cwd), *args], capture_output=True, text=True, env=env,
-            input=input, stdin=None if input is not None else subprocess.DEVNULL,
-        )
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env, input=input,
+                              stdin=None if input is not None else subprocess.DEVNULL)
     except FileNotFoundError:
         raise OperationError("git is not installed or not on PATH") from None
     if check and proc.returncode != 0:

@@ -102,10 +102,26 @@ class ReviewService:
         files = [f for f in staged.split("\0") if f]
         if not files:
             raise OperationError(f"nothing to commit in {name}" + ("" if all_changes else " (use --all)"))
-        g.git(path, *g.pinned_hooks(self.project.root), "commit", "-q", "-m", message)
+        self._commit_confined(entry, message)
         sha = g.git(path, "rev-parse", "HEAD").stdout.strip()
         self.project.events.append("worktree.commit", worktree=entry.brief(), commit=sha, files=files)
         return {"name": name, "commit": sha, "files": files, "message": message}
+
+    def _commit_confined(self, entry: WorktreeEntry, message: str) -> None:
+        """`git commit` in the worktree, inside its sandbox: the user's own hooks run there, and hooks like
+        pre-commit, husky's lint-staged or a `make lint` run what the worktree holds (an agent's
+        `.pre-commit-config.yaml`, package.json, Makefile). Run outside, an agent's own `worktree commit` request
+        (applied from its inbox) ran its code with the user's full access."""
+        from daintree_tui.core.environment import worktree_env
+        from daintree_tui.core.runner import run_command
+        from daintree_tui.core.sandbox import wrap_command
+
+        path = Path(entry.path)
+        argv, env = g.command(path, *g.pinned_hooks(self.project.root), "commit", "-q", "-m", message)
+        env = worktree_env(self.project, entry, env)
+        result = run_command(wrap_command(self.project, entry, argv, env), path, env, None)
+        if result.exit_code != 0:
+            raise OperationError(f"git commit failed: {g.last_line(result.stderr) or f'exit {result.exit_code}'}")
 
     # -- merge -----------------------------------------------------------------------------------------------
 
