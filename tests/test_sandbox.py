@@ -549,6 +549,28 @@ def test_the_users_hooks_run_the_agents_files_only_inside_its_sandbox(repo: Path
     assert not mark.exists(), "`daintree worktree commit` ran the agent's lint.sh outside its sandbox"
 
 
+@pytest.mark.parametrize("strategy", ["ff", "squash", "rebase"])
+def test_a_merge_never_runs_the_agents_files_through_the_users_hooks(repo: Path, sandbox_env: Path,
+                                                                     strategy: str) -> None:
+    """A merge is made in a throwaway worktree of the agent's files: the user's pre-commit (a squash's commit),
+    post-merge (a fast-forward) or post-checkout hook that runs what the tree holds ran the agent's lint.sh there,
+    unconfined."""
+    mark = repo / "pwned-by-merge"
+    for name in ("pre-commit", "post-merge", "post-checkout", "post-rewrite", "commit-msg"):
+        hook = repo / ".git" / "hooks" / name
+        hook.write_text("#!/bin/sh\n[ -f lint.sh ] && sh lint.sh\nexit 0\n")
+        hook.chmod(0o755)
+    git(repo, "branch", "release")  # merged into, not checked out anywhere: only the throwaway worktree runs git
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "m1")
+    proc = cli("worktree", "run", "m1", "--", "sh", "-c",
+               f"echo 'touch {mark}' > lint.sh && git add lint.sh && git -c core.hooksPath=/dev/null commit -qm lint")
+    assert proc.returncode == 0, proc.stderr
+    cli.ok("worktree", "merge", "m1", "--strategy", strategy, "--into", "release")
+    assert "lint.sh" in git(repo, "ls-tree", "--name-only", "release")
+    assert not mark.exists(), f"a {strategy} merge ran the agent's lint.sh outside its sandbox"
+
+
 # -- red team: git control files an agent could forge to run commands OUTSIDE the sandbox ----------------------
 
 # From inside, make every git the user (or daintree, unconfined) runs in this worktree read a config the agent

@@ -8,6 +8,7 @@ leaves every branch and worktree exactly as it was and names the files.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import subprocess
 import tempfile
@@ -25,6 +26,7 @@ from daintree_tui.core.trust import require_outside_session
 from daintree_tui.core.worktrees import WorktreeService
 
 STRATEGIES = ("ff", "squash", "rebase")
+NO_HOOKS = ("-c", f"core.hooksPath={os.devnull}")  # git finds no hook under a path that is not a folder
 
 
 @dataclass
@@ -206,8 +208,15 @@ class ReviewService:
 
     def _merge_in_temp(self, entry: WorktreeEntry, target: str, target_tip: str, strategy: str,
                        hooks: list[str]) -> str:
-        """Produce the new target commit in a throwaway detached worktree; nothing else changes."""
+        """Produce the new target commit in a throwaway detached worktree; nothing else changes.
+
+        No hook runs there (`hooks` applies to the target's own worktree, in `_advance`): that worktree holds the
+        agent's files, and the user's hooks run what the tree holds (pre-commit's config, lint-staged, a
+        post-merge `npm install`), so a squash's pre-commit or a fast-forward's post-merge ran the agent's code
+        outside its sandbox. The pre_merge checks, sandboxed, are where a merge is checked.
+        """
         root = self.project.root
+        hooks = list(NO_HOOKS)
         self.project.tmp_root.mkdir(parents=True, exist_ok=True)
         tmp = self.project.tmp_root / f".merge-{entry.name}-{uuid.uuid4().hex[:8]}"
         start = target_tip if strategy != "rebase" else entry.branch
