@@ -789,6 +789,22 @@ def test_the_users_ssh_identity_is_out_of_reach(repo: Path, sandbox_env: Path) -
     assert "token-secret" in (sandbox_env / ".git-credentials").read_text()
 
 
+def test_the_x_servers_cookie_is_out_of_reach(repo: Path, sandbox_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the network shared, the X server's abstract socket stays reachable from inside; with the cookie
+    (~/.Xauthority, or wherever XAUTHORITY says) an agent could type into the user's terminal (xdotool)."""
+    (sandbox_env / ".Xauthority").write_text("cookie-in-home")
+    elsewhere = sandbox_env / ".config" / "xauth-file"
+    elsewhere.parent.mkdir()
+    elsewhere.write_text("cookie-from-env")
+    monkeypatch.setenv("XAUTHORITY", str(elsewhere))
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "x1")
+    proc = cli("worktree", "run", "x1", "--", "sh", "-c", f'cat {sandbox_env}/.Xauthority "$XAUTHORITY"; true')
+    assert proc.returncode == 0, proc.stderr
+    assert "cookie" not in proc.stdout
+    assert (sandbox_env / ".Xauthority").read_text() == "cookie-in-home"
+
+
 def test_a_venv_under_tmp_keeps_its_packages_inside(repo: Path, sandbox_env: Path, tmp_path: Path) -> None:
     """`make run` in a clone under /tmp: the demo agents ran the venv's python without its pyvenv.cfg (hidden
     with the rest of /tmp) and died at once with `No module named daintree_tui`."""

@@ -510,7 +510,10 @@ def _escape_hatches(project_root: Path, worktree: Path) -> list[Path]:
 # a folder named in `sandbox.writable` is the user's explicit choice and stays (writable) instead.
 CREDENTIAL_DIRS = (".ssh", ".gnupg", ".aws", ".azure", ".config/gcloud", ".config/gh", ".config/hub", ".docker",
                    ".kube", ".password-store")
-CREDENTIAL_FILES = (".git-credentials", ".netrc", ".pgpass", ".npmrc", ".pypirc", ".config/git/credentials")
+CREDENTIAL_FILES = (".git-credentials", ".netrc", ".pgpass", ".npmrc", ".pypirc", ".config/git/credentials",
+                    # The X server's cookie: with the network shared, its abstract socket (@/tmp/.X11-unix/X0)
+                    # stays reachable, and a client holding the cookie types into the user's terminal windows.
+                    ".Xauthority", ".ICEauthority")
 
 
 def _credentials(project_root: Path, worktree: Path, writable: Sequence[Path]) -> tuple[list[Path], list[Path]]:
@@ -528,6 +531,9 @@ def _credentials(project_root: Path, worktree: Path, writable: Sequence[Path]) -
     safe = [d for d in dirs if d not in kept and not project_root.is_relative_to(d) and not worktree.is_relative_to(d)
             and not any(k.is_relative_to(d) for k in kept)]
     files = [home / f for f in CREDENTIAL_FILES if home / f not in kept]
+    xauthority = os.environ.get("XAUTHORITY")
+    if xauthority and Path(xauthority).is_absolute() and Path(xauthority) not in kept:
+        files.append(Path(xauthority))  # wherever it is: under /tmp it may be bound back with the repository
     return safe, files
 
 
