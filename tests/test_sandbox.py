@@ -571,6 +571,34 @@ def test_a_merge_never_runs_the_agents_files_through_the_users_hooks(repo: Path,
     assert not mark.exists(), f"a {strategy} merge ran the agent's lint.sh outside its sandbox"
 
 
+@pytest.mark.parametrize("tool", ["session_start", "bakeoff_create"])
+def test_a_sandboxed_lead_cannot_start_an_unsandboxed_agent(repo: Path, sandbox_env: Path, tool: str) -> None:
+    """The user runs one agent unsandboxed (`[agents.free] sandbox = "off"`, as the README shows for codex). A
+    sandboxed lead's MCP `session_start` (or a bake-off) of that agent, with a prompt of its own, ran it with the
+    user's full access: the lead's sandbox, escaped by delegation."""
+    from daintree_tui.services.inbox import submit
+
+    mark = repo / "pwned-by-delegate"
+    agent = f"sh -c 'touch {mark}; exec cat'"
+    trusted_config(repo, f'default_role = "lead"\n[roles.lead]\nallow = ["commit"]\n'
+                         f"[agents.free]\ncommand = {json.dumps(agent)}\nsandbox = \"off\"\n")
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "boss")
+    cli.ok("session", "start", "boss", "--agent", "shell")
+    cli.ok("task", "create", "delegated")
+    cli.ok("worktree", "create", "victim")
+    arguments = ({"name": "victim", "agent": "free", "prompt": "anything"} if tool == "session_start"
+                 else {"task_id": 1, "agents": ["free"]})
+    inbox = repo / ".worktrees" / ".inbox" / "boss"
+    request = submit(inbox, "mcp", {"tool": tool, "arguments": arguments})
+    cli.ok("session", "watch", "--once")
+    reply = json.loads((inbox / f"reply-{request}.json").read_text())
+    assert reply["ok"] is False and "sandbox" in reply["error"], reply
+    sessions = [s["name"] for s in cli.json("session", "list")]
+    assert sessions == ["boss"], sessions
+    assert not mark.exists()
+
+
 # -- red team: git control files an agent could forge to run commands OUTSIDE the sandbox ----------------------
 
 # From inside, make every git the user (or daintree, unconfined) runs in this worktree read a config the agent

@@ -22,13 +22,15 @@ Why these bwrap options, and what each one closes (tested as an attacker in test
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
@@ -440,6 +442,22 @@ def writable_paths(cfg: Config, extra: Sequence[str] = ()) -> tuple[Path, ...]:
     return tuple(out)
 
 
+# Set while a request from a sandboxed session's inbox is applied: whatever it starts (a session, a bake-off, a
+# `worktree run`, a hook) must be confined too, or a sandboxed lead escapes by delegating to an agent or a role
+# that the user runs unsandboxed.
+_SANDBOXED_CALLER: ContextVar[str | None] = ContextVar("daintree_sandboxed_caller", default=None)
+
+
+@contextlib.contextmanager
+def on_behalf_of_sandboxed(worktree: str) -> Iterator[None]:
+    """Within the block, `choose` refuses (fails closed) every command that would run unconfined."""
+    token = _SANDBOXED_CALLER.set(worktree)
+    try:
+        yield
+    finally:
+        _SANDBOXED_CALLER.reset(token)
+
+
 def choose(cfg: Config, agent: str | None = None, role: str | None = None,
            backend: Sandbox | None = None) -> Choice:
     """The sandbox for a command, by config: `off` never confines, `on` fails closed, `auto` confines where the
@@ -449,14 +467,19 @@ def choose(cfg: Config, agent: str | None = None, role: str | None = None,
         OperationError: mode `on` and the backend cannot work here (one line naming why).
     """
     mode, key = effective_mode(cfg, agent, role)
+    caller = _SANDBOXED_CALLER.get()
     if mode == "off":
+        if caller is not None:
+            raise OperationError(f"refused: {caller} runs in a sandbox and may not start what runs without one "
+                                 f"({key} is \"off\")")
         return Choice(NoSandbox(f"not sandboxed: {key} is \"off\""), mode, f"off ({key})")
     sandbox = backend if backend is not None else BwrapSandbox()
     ok, why = sandbox.available()
     if ok:
         return Choice(sandbox, mode, f"sandboxed: {why}")
-    if mode == "on":
-        raise OperationError(f"sandbox is on ({key}) but cannot work here: {why}")
+    if mode == "on" or caller is not None:
+        raise OperationError(f"sandbox is {'on (' + key + ')' if mode == 'on' else 'required'} but cannot work "
+                             f"here: {why}")
     return Choice(NoSandbox(f"not sandboxed: {why}"), mode, f"not sandboxed: {why}")
 
 

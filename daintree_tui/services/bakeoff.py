@@ -228,14 +228,17 @@ class BakeoffService:
         if not live:
             raise OperationError(f"bake-off {bakeoff_id} has no live candidates left")
 
+        # The command runs the candidates' own code (their tests, their scripts): confined to each worktree like
+        # a hook or `worktree run`, never with the user's (or, through MCP, a lead's) full access. Chosen here,
+        # before the worker threads: a sandboxed caller's request must be refused rather than run unconfined.
+        runs: dict[str, tuple[list[str], dict[str, str]]] = {}
+        for name in live:
+            env = worktree_env(self.project, entries[name])
+            runs[name] = (wrap_command(self.project, entries[name], ["sh", "-c", command], env), env)
+
         def one(name: str) -> Score:
-            entry = entries[name]
-            env = worktree_env(self.project, entry)
-            self.project.tmpdir_for(name).mkdir(parents=True, exist_ok=True)
-            # The command runs the candidate's own code (its tests, its scripts): confined to its worktree like a
-            # hook or `worktree run`, never with the user's (or, through MCP, a lead's) full access.
-            argv = wrap_command(self.project, entry, ["sh", "-c", command], env)
-            result = run_command(argv, Path(entry.path), env, timeout)
+            argv, env = runs[name]
+            result = run_command(argv, Path(entries[name].path), env, timeout)
             return Score(name, result.exit_code, result.duration, parse_score(result.stdout + "\n" + result.stderr))
 
         with ThreadPoolExecutor(max_workers=len(live)) as pool:
