@@ -599,6 +599,55 @@ def test_a_sandboxed_lead_cannot_start_an_unsandboxed_agent(repo: Path, sandbox_
     assert not mark.exists()
 
 
+# A sandboxed agent shares the network: it reaches the user's `daintree mcp --http` on 127.0.0.1, which acts with
+# the user's (lead) access. It tries the token file, then a call without it.
+HTTP_MCP_CLIENT = r"""
+import asyncio, pathlib, sys
+from mcp import Client
+token_file = pathlib.Path(sys.argv[2])
+print("token-readable" if token_file.exists() and token_file.read_text().strip() else "no-token")
+async def main():
+    async with Client(f"http://127.0.0.1:{sys.argv[1]}/mcp") as client:
+        result = await client.call_tool("worktree_remove", {"name": "other", "force": True})
+        print("called", result.is_error)
+try:
+    asyncio.run(main())
+except BaseException as exc:
+    print("refused", type(exc).__name__)
+"""
+
+
+def test_the_users_http_mcp_server_refuses_a_sandboxed_agent(repo: Path, sandbox_env: Path) -> None:
+    import socket
+
+    from daintree_tui.core.config import user_data_dir
+
+    token_file = user_data_dir() / "secrets" / "mcp-http-token"
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "a1")
+    cli.ok("worktree", "create", "other")
+    (repo / ".worktrees" / "other" / "notes.txt").write_text("uncommitted work\n")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "daintree_tui", "mcp", "--repo", str(repo), "--http", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        def listening() -> bool:
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", port)) == 0
+
+        wait_for(listening, timeout=20)
+        (repo / ".worktrees" / "a1" / "client.py").write_text(HTTP_MCP_CLIENT)
+        proc = cli("worktree", "run", "a1", "--", "python", "client.py", str(port), str(token_file))
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    assert "no-token" in proc.stdout and "refused" in proc.stdout, proc.stdout + proc.stderr
+    assert (repo / ".worktrees" / "other" / "notes.txt").exists()
+    assert token_file.read_text().strip()  # outside, the user's clients can read it
+
+
 # -- red team: git control files an agent could forge to run commands OUTSIDE the sandbox ----------------------
 
 # From inside, make every git the user (or daintree, unconfined) runs in this worktree read a config the agent

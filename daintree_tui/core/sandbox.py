@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
-from daintree_tui.core.config import Config
+from daintree_tui.core.config import Config, user_data_dir
 from daintree_tui.core.errors import OperationError
 from daintree_tui.core.index import Index, find
 from daintree_tui.core.log import warn
@@ -560,6 +560,14 @@ def _credentials(project_root: Path, worktree: Path, writable: Sequence[Path]) -
     return safe, files
 
 
+def secrets_dir() -> Path:
+    """daintree's own secrets (the token of `daintree mcp --http`), 0700 in the user's data dir. Created before
+    every sandbox starts, so that it is always hidden there, also when a secret is written into it later."""
+    path = user_data_dir() / "secrets"
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return path
+
+
 def inbox_dir(project: Project, name: str) -> Path:
     """The session inbox of worktree `name` (0700): the only way its sandboxed `daintree` calls reach us."""
     return project.state_dir / ".inbox" / name
@@ -574,7 +582,7 @@ def spec_for(project: Project, entry: WorktreeEntry, *, writable: Sequence[Path]
     worktree = Path(entry.path)
     hidden = _escape_hatches(project.root, worktree)
     secret_dirs, secret_files = _credentials(project.root, worktree, writable)
-    hidden += secret_dirs
+    hidden += [*secret_dirs, secrets_dir()]
     return SandboxSpec(
         worktree=worktree, git_common_dir=common, git_admin_dir=git_admin_dir(common, worktree),
         branch=entry.branch, tmpdir=project.tmpdir_for(entry.name), project_root=project.root,
