@@ -648,6 +648,29 @@ def test_the_users_http_mcp_server_refuses_a_sandboxed_agent(repo: Path, sandbox
     assert token_file.read_text().strip()  # outside, the user's clients can read it
 
 
+def test_a_branch_turned_into_a_symbolic_ref_cannot_steer_a_merge(repo: Path, sandbox_env: Path) -> None:
+    """The agent's own ref file is writable (its commits move it). Written as `ref: refs/heads/release`, the user's
+    rebase merge of the worktree merged release's unreviewed commit into main and then moved release itself."""
+    git(repo, "branch", "release")
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "s1")
+    tree = git(repo, "rev-parse", "release^{tree}").strip()
+    hotfix = git(repo, "commit-tree", "-p", "release", "-m", "unreviewed on release", tree).strip()
+    git(repo, "update-ref", "refs/heads/release", hotfix)
+    (repo / "later.txt").write_text("main moves on\n")
+    git(repo, "add", "later.txt")
+    git(repo, "commit", "-qm", "main moves on")
+    before = {b: git(repo, "rev-parse", b).strip() for b in ("main", "release")}
+    proc = cli("worktree", "run", "s1", "--", "sh", "-c",
+               'echo "ref: refs/heads/release" > "$(git rev-parse --git-common-dir)/refs/heads/wt/s1"')
+    assert proc.returncode == 0, proc.stderr
+    for args in (("worktree", "merge", "s1", "--strategy", "rebase"), ("worktree", "merge", "s1", "--strategy",
+                 "squash"), ("worktree", "commit", "s1", "-m", "x", "--all")):
+        refused = cli(*args)
+        assert refused.returncode == 1 and "symbolic ref" in refused.stderr, (args, refused.stdout, refused.stderr)
+    assert {b: git(repo, "rev-parse", b).strip() for b in before} == before
+
+
 # -- red team: git control files an agent could forge to run commands OUTSIDE the sandbox ----------------------
 
 # From inside, make every git the user (or daintree, unconfined) runs in this worktree read a config the agent

@@ -61,6 +61,14 @@ class ReviewService:
         entry = self.worktrees.get(name, live=True)
         if not Path(entry.path).is_dir():
             raise OperationError(f"worktree {name} has no directory at {entry.path} (run `daintree doctor --fix`)")
+        # The branch's ref file is the agent's to write (its commits move it): written as `ref: refs/heads/release`,
+        # it made every outside merge, commit or PR of this worktree act on `release` (a rebase merge merged
+        # release's commits and then moved release itself).
+        target = g.git(self.project.root, "symbolic-ref", "--quiet", f"refs/heads/{entry.branch}", check=False)
+        if target.returncode == 0:
+            raise OperationError(f"{name}: its branch {entry.branch} is a symbolic ref to {target.stdout.strip()}, "
+                                 f"not a branch of its own: refusing (`git branch -D {entry.branch}` removes the "
+                                 "link, nothing else)")
         return entry
 
     # -- diff ------------------------------------------------------------------------------------------------
