@@ -671,6 +671,35 @@ def test_a_branch_turned_into_a_symbolic_ref_cannot_steer_a_merge(repo: Path, sa
     assert {b: git(repo, "rev-parse", b).strip() for b in before} == before
 
 
+def test_links_an_agent_plants_where_daintree_writes_are_never_followed(repo: Path, sandbox_env: Path,
+                                                                         tmp_path: Path) -> None:
+    """Two files daintree writes, outside the sandbox, into folders the agent can write: a session's MCP wiring
+    (in its TMPDIR) and the loose copy of a packed branch (in refs/heads/wt/). A link planted at either name made
+    daintree overwrite the file it points to (here a file in the user's home, read-only inside)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "claude").write_text("#!/bin/sh\nexec cat\n")
+    (bin_dir / "claude").chmod(0o755)
+    os.environ["PATH"] = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"  # restored by sandbox_env's monkeypatch
+    trusted_config(repo, 'default_role = "lead"\n[roles.lead]\nmcp = "lead"\n')
+    victims = [sandbox_env / "victim-mcp.txt", sandbox_env / "victim-ref.txt"]
+    for victim in victims:
+        victim.write_text("the user's own file\n")
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "p1")
+    cli.ok("worktree", "create", "p2")
+    proc = cli("worktree", "run", "p1", "--", "sh", "-c",
+               f'ln -s {victims[0]} "$TMPDIR/mcp-claude.json"; '
+               f'ln -s {victims[1]} "$(git rev-parse --git-common-dir)/refs/heads/wt/.p2.daintree-tmp"')
+    assert proc.returncode == 0, proc.stderr
+    git(repo, "pack-refs", "--all")  # a gc later: wt/p2 lives in packed-refs only
+    assert not (repo / ".git" / "refs" / "heads" / "wt" / "p2").exists()
+    cli("worktree", "run", "p1", "--", "true")  # the next sandbox start copies packed branches out
+    cli.ok("session", "start", "p1", "--agent", "claude")
+    assert [v.read_text() for v in victims] == ["the user's own file\n"] * 2
+    assert git(repo, "rev-parse", "wt/p2").strip() == git(repo, "rev-parse", "main").strip()
+
+
 # -- red team: git control files an agent could forge to run commands OUTSIDE the sandbox ----------------------
 
 # From inside, make every git the user (or daintree, unconfined) runs in this worktree read a config the agent

@@ -313,9 +313,12 @@ def prepare(spec: SandboxSpec) -> None:
         if not ref.startswith(prefix) or ref == f"refs/heads/{spec.branch}":
             continue
         loose = spec.git_common_dir / ref
-        if not loose.exists() and loose.parent == spec.ref_file.parent:
-            tmp = loose.with_name(f".{loose.name}.daintree-tmp")
-            tmp.write_text(value + "\n")
+        if not os.path.lexists(loose) and loose.parent == spec.ref_file.parent:
+            # This folder is writable by running sandboxes: a fixed temporary name could be a link an agent left
+            # there (to ~/.bashrc), written through; a fresh one (O_EXCL, a random name) cannot.
+            fd, tmp = tempfile.mkstemp(prefix=f".{loose.name}.", suffix=".daintree-tmp", dir=loose.parent)
+            with os.fdopen(fd, "w") as out:
+                out.write(value + "\n")
             os.replace(tmp, loose)
 
 
