@@ -700,6 +700,36 @@ def test_links_an_agent_plants_where_daintree_writes_are_never_followed(repo: Pa
     assert git(repo, "rev-parse", "wt/p2").strip() == git(repo, "rev-parse", "main").strip()
 
 
+FAKE_GPG = """#!/bin/sh
+cat "$HOME/.gnupg/key" >/dev/null || exit 1
+cat >/dev/null
+echo "[GNUPG:] SIG_CREATED D 1 8 00 1700000000 FAKE" >&2
+printf -- '-----BEGIN PGP SIGNATURE-----\\n\\nfake\\n-----END PGP SIGNATURE-----\\n'
+"""
+
+
+def test_a_signed_commit_still_signs_while_its_hooks_run_confined(repo: Path, sandbox_env: Path) -> None:
+    """The hooks run in the sandbox, where the user's keys are hidden; the commit is made outside, signed."""
+    gnupg = sandbox_env / ".gnupg"
+    gnupg.mkdir(mode=0o700)
+    (gnupg / "key").write_text("secret key\n")
+    gpg = sandbox_env / "fake-gpg"
+    gpg.write_text(FAKE_GPG)
+    gpg.chmod(0o755)
+    git(repo, "config", "commit.gpgsign", "true")
+    git(repo, "config", "gpg.program", str(gpg))
+    hook = repo / ".git" / "hooks" / "commit-msg"
+    hook.write_text('#!/bin/sh\necho "Checked-by: hook" >> "$1"\n')
+    hook.chmod(0o755)
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "g1")
+    (repo / ".worktrees" / "g1" / "work.txt").write_text("work\n")
+    cli.ok("worktree", "commit", "g1", "-m", "-signed work", "--all")
+    raw = git(repo, "cat-file", "commit", "wt/g1")
+    assert "gpgsig -----BEGIN PGP SIGNATURE-----" in raw
+    assert raw.rstrip().endswith("-signed work\nChecked-by: hook"), raw
+
+
 # -- red team: git control files an agent could forge to run commands OUTSIDE the sandbox ----------------------
 
 # From inside, make every git the user (or daintree, unconfined) runs in this worktree read a config the agent

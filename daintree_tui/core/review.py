@@ -22,6 +22,7 @@ from daintree_tui.core import git as g
 from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.hooks import run_hooks
 from daintree_tui.core.models import WorktreeEntry
+from daintree_tui.core.store import read_state_file
 from daintree_tui.core.trust import require_outside_session
 from daintree_tui.core.worktrees import WorktreeService
 
@@ -118,20 +119,48 @@ class ReviewService:
         return {"name": name, "commit": sha, "files": files, "message": message}
 
     def _commit_confined(self, entry: WorktreeEntry, message: str) -> None:
-        """`git commit` in the worktree, inside its sandbox: the user's own hooks run there, and hooks like
-        pre-commit, husky's lint-staged or a `make lint` run what the worktree holds (an agent's
-        `.pre-commit-config.yaml`, package.json, Makefile). Run outside, an agent's own `worktree commit` request
-        (applied from its inbox) ran its code with the user's full access."""
+        """Commit in the worktree with the user's hooks run inside its sandbox and the commit itself made here.
+
+        Hooks like pre-commit, husky's lint-staged or a `make lint` run what the worktree holds (an agent's
+        `.pre-commit-config.yaml`, package.json, Makefile): run outside, an agent's own `worktree commit` request
+        (applied from its inbox) ran its code with the user's full access. So pre-commit, prepare-commit-msg and
+        commit-msg run first, confined (`git hook run`), and post-commit after; the commit is made here with no
+        hook at all, so that signing (gpg or ssh keys, hidden in the sandbox) still works.
+        """
         from daintree_tui.core.environment import worktree_env
         from daintree_tui.core.runner import run_command
         from daintree_tui.core.sandbox import wrap_command
 
         path = Path(entry.path)
-        argv, env = g.command(path, *g.pinned_hooks(self.project.root), "commit", "-q", "-m", message)
-        env = worktree_env(self.project, entry, env)
-        result = run_command(wrap_command(self.project, entry, argv, env), path, env, None)
-        if result.exit_code != 0:
-            raise OperationError(f"git commit failed: {g.last_line(result.stderr) or f'exit {result.exit_code}'}")
+        hooks = g.pinned_hooks(self.project.root)
+
+        def hook(name: str, *args: str) -> None:
+            argv, env = g.command(path, *hooks, "hook", "run", "--ignore-missing", name, *(["--", *args] if args
+                                                                                             else []))
+            env = worktree_env(self.project, entry, {**env, "GIT_EDITOR": ":"})
+            result = run_command(wrap_command(self.project, entry, argv, env), path, env, None)
+            if result.exit_code != 0:
+                said = g.last_line(result.stderr) or g.last_line(result.stdout) or f"exit {result.exit_code}"
+                raise OperationError(f"{entry.name}: the {name} hook refused the commit: {said}")
+
+        tmpdir = self.project.tmpdir_for(entry.name)
+        tmpdir.mkdir(parents=True, exist_ok=True)
+        # In the TMPDIR: the confined hooks may edit the message; a name of our own making (O_EXCL), read back
+        # only as a regular file.
+        fd, msg_name = tempfile.mkstemp(prefix="commit-msg-", suffix=".txt", dir=tmpdir)
+        msg_file = Path(msg_name)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(message if message.endswith("\n") else message + "\n")
+            hook("pre-commit")
+            hook("prepare-commit-msg", str(msg_file), "message")
+            hook("commit-msg", str(msg_file))
+            final = read_state_file(msg_file).decode("utf-8", "replace")
+            g.git(path, *NO_HOOKS, "commit", "-q", "--cleanup=whitespace", "-F", "-", input=final)
+        finally:
+            msg_file.unlink(missing_ok=True)
+        with contextlib.suppress(OperationError):
+            hook("post-commit")  # as git does: its failure changes nothing
 
     # -- merge -----------------------------------------------------------------------------------------------
 
