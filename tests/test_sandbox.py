@@ -730,6 +730,25 @@ def test_a_signed_commit_still_signs_while_its_hooks_run_confined(repo: Path, sa
     assert raw.rstrip().endswith("-signed work\nChecked-by: hook"), raw
 
 
+@pytest.mark.parametrize("name", ["HEAD", "gitdir"])
+def test_an_admin_file_linked_to_a_device_cannot_hang_the_worktree_listing(repo: Path, sandbox_env: Path,
+                                                                           name: str) -> None:
+    """The worktree's admin dir is writable inside (git renames HEAD into place there): `HEAD` or `gitdir` made a
+    link to /dev/zero had every `git worktree list` (daintree's listing, the dashboard's, the user's own git) read
+    zeros until memory ran out."""
+    cli = CLI(repo, subprocess=True)
+    cli.ok("worktree", "create", "z1")
+    cli.ok("worktree", "create", "z2")
+    proc = cli("worktree", "run", "z1", "--", "sh", "-c", f'ln -sf /dev/zero "$(git rev-parse --git-dir)/{name}"')
+    assert proc.returncode == 0, proc.stderr
+    run = cli("worktree", "run", "z1", "--", "true", timeout=30)  # its next sandbox start reads its gitdir
+    listed = cli("worktree", "list", "--json", timeout=30)
+    assert listed.returncode == 0, listed.stderr
+    assert {w["name"] for w in json.loads(listed.stdout)} == {"z1", "z2"}
+    assert f"/{name}: not a small regular file" in run.stderr + listed.stderr  # said, naming what it removed
+    subprocess.run(["git", "-C", str(repo), "worktree", "list"], check=True, capture_output=True, timeout=30)
+
+
 # -- red team: git control files an agent could forge to run commands OUTSIDE the sandbox ----------------------
 
 # From inside, make every git the user (or daintree, unconfined) runs in this worktree read a config the agent

@@ -7,7 +7,9 @@ model yet; its import alone costs more than most of these calls.)
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 import subprocess
 import threading
 from collections.abc import Callable, Sequence
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from daintree_tui.core.errors import InputError, OperationError
+from daintree_tui.core.log import warn
 
 # GIT_OPTIONAL_LOCKS=0: our looks (`status` above all) never write a refreshed index back under index.lock while
 # an agent works in that worktree; its `git add` or `git commit` would fail on the lock.
@@ -186,7 +189,40 @@ class GitWorktree:
     prunable: bool = False
 
 
+# The files of a linked worktree's admin dir that `git worktree list` reads. That dir is writable inside the
+# worktree's sandbox (git writes HEAD there by renaming over it), so an agent can put a link to /dev/zero (or a
+# huge file) in their place, and git then reads it until memory runs out: `git worktree list` (ours, the
+# dashboard's, the user's own) hung. Such a file is removed before we ask git, with a warning.
+ADMIN_FILES = ("HEAD", "gitdir", "commondir")
+MAX_ADMIN_FILE = 64 * 1024
+
+
+def drop_unreadable_admin_files(common_dir: Path) -> list[Path]:
+    """Remove every admin-dir file git would read forever (not a regular file, or too large); returns them."""
+    dropped: list[Path] = []
+    try:
+        admins = [Path(e.path) for e in os.scandir(common_dir / "worktrees") if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return dropped
+    for admin in admins:
+        for name in ADMIN_FILES:
+            path = admin / name
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_ADMIN_FILE:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                    dropped.append(path)
+                    warn(f"removed {path}: not a small regular file (git would read it forever); set the worktree's "
+                         f"branch again if it was its HEAD (git -C <worktree> checkout <branch>)")
+    return dropped
+
+
 def list_worktrees(root: Path) -> list[GitWorktree]:
+    if (root / ".git").is_dir():
+        drop_unreadable_admin_files(root / ".git")
     out = git(root, "worktree", "list", "--porcelain").stdout
     result: list[GitWorktree] = []
     for block in out.strip().split("\n\n"):

@@ -42,7 +42,7 @@ from daintree_tui.core.log import warn
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.mounts import INBOX_MOUNT
 from daintree_tui.core.project import Project
-from daintree_tui.core.store import read_json
+from daintree_tui.core.store import read_json, read_state_file
 from daintree_tui.core.tasks import TaskService
 
 SSH_CONTROL_DIR_ENV = "DAINTREE_SSH_CONTROL_DIR"
@@ -370,7 +370,9 @@ def git_admin_dir(common_dir: Path, worktree: Path) -> Path:
         candidates += sorted(p for p in admin_root.iterdir() if p.name != worktree.name)
     for admin in candidates:
         try:
-            if (admin / "gitdir").read_text().strip() == want and admin.parent == admin_root:
+            # A regular file only: the admin dir is the agent's to write, and `gitdir -> /dev/zero` never ends.
+            if read_state_file(admin / "gitdir").decode(errors="replace").strip() == want \
+                    and admin.parent == admin_root:
                 return admin
         except OSError:
             continue
