@@ -124,7 +124,7 @@ class ReviewService:
         Hooks like pre-commit, husky's lint-staged or a `make lint` run what the worktree holds (an agent's
         `.pre-commit-config.yaml`, package.json, Makefile): run outside, an agent's own `worktree commit` request
         (applied from its inbox) ran its code with the user's full access. So pre-commit, prepare-commit-msg and
-        commit-msg run first, confined (`git hook run`), and post-commit after; the commit is made here with no
+        commit-msg run first, confined, and post-commit after; the commit is made here with no
         hook at all, so that signing (gpg or ssh keys, hidden in the sandbox) still works.
         """
         from daintree_tui.core.environment import worktree_env
@@ -132,13 +132,18 @@ class ReviewService:
         from daintree_tui.core.sandbox import wrap_command
 
         path = Path(entry.path)
-        hooks = g.pinned_hooks(self.project.root)
+        pinned = g.pinned_hooks(self.project.root)
+        hooks_dir = Path(pinned[1].split("=", 1)[1]) if pinned else None
 
         def hook(name: str, *args: str) -> None:
-            argv, env = g.command(path, *hooks, "hook", "run", "--ignore-missing", name, *(["--", *args] if args
-                                                                                             else []))
+            # Run as git runs a hook (an executable of that name, in the worktree), by hand: `git hook run` is
+            # git 2.36 and later.
+            script = hooks_dir / name if hooks_dir is not None else None
+            if script is None or not script.is_file() or not os.access(script, os.X_OK):
+                return
+            _, env = g.command(path)
             env = worktree_env(self.project, entry, {**env, "GIT_EDITOR": ":"})
-            result = run_command(wrap_command(self.project, entry, argv, env), path, env, None)
+            result = run_command(wrap_command(self.project, entry, [str(script), *args], env), path, env, None)
             if result.exit_code != 0:
                 said = g.last_line(result.stderr) or g.last_line(result.stdout) or f"exit {result.exit_code}"
                 raise OperationError(f"{entry.name}: the {name} hook refused the commit: {said}")
