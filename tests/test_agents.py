@@ -442,6 +442,40 @@ def test_usage_command_totals_sessions_tasks_and_bakeoffs(cli: CLI, repo: Path, 
     assert proc.returncode == 2 and "--since" in proc.stderr
 
 
+def test_usage_records_an_agent_forges_cannot_crash_or_shrink_the_count(cli: CLI, repo: Path,
+                                                                        fake_bin: Path) -> None:
+    """The agent writes its own records (~/.claude is its folder, writable in its sandbox). `1e999` tokens raised
+    OverflowError out of every observer tick (the dashboard's poll, `session watch`, the queue: budgets stopped
+    for every session), a negative count without an id took tokens off its total, and a record dated in 2001
+    left today's daily budget."""
+    from daintree_tui.sessions.agents import integration_for
+    from daintree_tui.sessions.agents.claude import project_slug
+    from daintree_tui.sessions.manager import SessionManager
+
+    cli.ok("worktree", "create", "forge")
+    manager = SessionManager(Project.discover(repo), host=None)
+    ctx = manager.context("forge", dict(os.environ))
+    claude = integration_for("claude")
+    manager.usage.begin("forge", ctx, claude, "claude", 1, time.time())
+    transcript = (Path(os.environ["HOME"]) / ".claude" / "projects" / project_slug(str(ctx.worktree))
+                  / "s.jsonl")
+    transcript.parent.mkdir(parents=True)
+
+    def line(usage: str, extra: str = "") -> str:
+        return f'{{"type": "assistant"{extra}, "message": {{"id": "m{len(usage)}", "usage": {{{usage}}}}}}}\n'
+
+    transcript.write_text(line('"input_tokens": 1000')
+                          + line('"input_tokens": 500', ', "timestamp": "2001-01-01T00:00:00Z"')
+                          + '{"type": "assistant", "message": {"usage": {"input_tokens": -100000}}}\n'
+                          + line('"input_tokens": 1e999, "output_tokens": NaN', ', "timestamp": 1e999'))
+    manager.usage.update("forge", ctx, claude)  # raised OverflowError
+    tokens = manager.usage_summary(["forge"])["forge"]["tokens"]
+    assert tokens["input"] >= 1500, tokens
+    today = cli.json("usage", "--since", "2h")["total"]["tokens"]["total"]
+    assert today >= 1500, today  # the back-dated record counts today, when it was read
+    assert cli("usage").returncode == 0
+
+
 def test_signal_ignores_a_late_older_signal(cli: CLI, repo: Path) -> None:
     from daintree_tui.sessions.manager import SessionManager
 

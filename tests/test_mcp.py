@@ -303,7 +303,20 @@ async def test_streamable_http_on_loopback(repo: Path, cli: CLI) -> None:
                 return s.connect_ex(("127.0.0.1", port)) == 0
 
         wait_for(listening, timeout=20)
-        async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        from daintree_tui.mcp.server import http_token
+
+        # Any local process reaches a loopback port: without the token (0600, hidden in sandboxes) it gets 401.
+        with pytest.raises(Exception):  # noqa: B017 (the SDK's wrapping of an HTTP error varies)
+            async with Client(f"http://127.0.0.1:{port}/mcp") as stranger:
+                await stranger.call_tool("task_create", {"subject": "planted"})
+        assert [t["subject"] for t in cli.json("task", "list")] == ["over http"]
+        token, path = http_token()
+        assert path.stat().st_mode & 0o777 == 0o600
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+        async with http, Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http)) as client:
             result = await client.call_tool("task_list", {})
             assert not result.is_error
             assert [t["subject"] for t in json.loads(result.content[0].text)] == ["over http"]  # type: ignore[union-attr]

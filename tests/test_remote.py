@@ -174,7 +174,8 @@ def unwrapped(wrapped: str) -> str:
 # Text that each shell's quoting treats its own way: fish reads \' and \\ inside single quotes, tcsh reads !,
 # and a word ending in a backslash followed by `'; ...` is how a task subject would break out of its quotes.
 HOSTILE_WORDS = ["a\\", "; touch pwned; echo ", "it's", "\\'", "$(touch pwned)", "`touch pwned`", "!1", "~",
-                 "%s %n", "-n", "line\nbreak", "tab\there", "é ✓ 漢字", '"$HOME"', "\\\\", "*", "{a,b}", "#x", ""]
+                 "%s %n", "-n", "line\nbreak", "tab\there", "é ✓ 漢字", '"$HOME"', "\\\\", "*", "{a,b}", "#x", "",
+                 "(a)|b&c;d<e>f?g[h]^{}~#", "\u00a0\u2028\u0085\u200f", "漢\\", "é\n", "é'"]
 
 
 @pytest.mark.parametrize("shell", ["sh", "bash", "dash", "zsh", "fish", "tcsh"])
@@ -191,6 +192,34 @@ def test_remote_command_lines_mean_the_same_to_every_login_shell(shell: str, tmp
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "".join(f"[{word}]\n" for word in HOSTILE_WORDS)
     assert not (tmp_path / "pwned").exists()
+
+
+@pytest.mark.parametrize("shell", ["sh", "bash", "dash", "zsh", "fish", "tcsh"])
+def test_bytes_that_are_not_utf8_arrive_as_they_were(shell: str, tmp_path: Path) -> None:
+    """An argument read with surrogateescape (a file name or text that is not UTF-8) is sent as its bytes, in the
+    C locale too; it raised UnicodeEncodeError (an internal error) before."""
+    from daintree_tui.services.remote import for_any_login_shell, remote_command
+
+    if not shutil.which(shell):
+        pytest.skip(f"{shell} not installed")
+    words = [b"\xff\xfe", b"\xc3", b"\xc3'", b"\x81\\", b"caf\xe9 \xe2\x80\xae"]
+    line = for_any_login_shell(remote_command(["printf", "[%s]\\n", *(os.fsdecode(w) for w in words)]))
+    proc = subprocess.run([shell, "-c", os.fsencode(line)], cwd=tmp_path, capture_output=True,
+                          env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), "LC_ALL": "C"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == b"".join(b"[" + w + b"]\n" for w in words)
+
+
+def test_remote_lines_stay_within_one_argument() -> None:
+    """40 KB of UTF-8 text fits in one remote command line (octal escapes made it 160 KB: `Argument list too
+    long`, an internal error); past Linux's 128 KiB for one argument it is one line of bad input."""
+    from daintree_tui.core.errors import InputError
+    from daintree_tui.services.remote import MAX_REMOTE_LINE, for_any_login_shell, remote_command
+
+    line = for_any_login_shell(remote_command(["printf", "%s", "é" * 20_000 + "漢字" * 5_000]))
+    assert len(os.fsencode(line)) < 80_000
+    with pytest.raises(InputError, match="too long"):
+        for_any_login_shell(remote_command(["printf", "%s", "\n" * (MAX_REMOTE_LINE // 4)]))
 
 
 def test_control_dir_is_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -255,6 +284,19 @@ def test_hostile_arguments_stay_text_under_a_login_shell_that_is_not_posix(sshd:
     streamed = cli("worktree", "events", "--host", far, "--json")
     assert streamed.returncode == 0, streamed.stderr
     assert not canary.exists()
+
+
+@pytest.mark.parametrize("sshd", ["fish"], indirect=True)
+def test_long_text_and_raw_bytes_reach_a_host(sshd: Sshd, far: str, cli: CLI) -> None:
+    """A 45 KB task description in UTF-8 arrives whole through a fish login shell; text that is not UTF-8 arrives
+    as its bytes; text too long for one command line is one line, exit 2 (each was an internal error)."""
+    description = "é" * 15_000 + "漢字\n" * 2_000 + "it's a \\ `$(x)`"
+    created = cli.json("task", "create", "long", "--description", description, "--host", far)
+    assert created["description"] == description
+    raw = cli("task", "create", "caf\udce9", "--host", far, "--json")
+    assert raw.returncode == 0 and "internal error" not in raw.stderr, raw.stderr
+    too_long = cli("task", "create", "huge", "--description", "\n" * 40_000, "--host", far)
+    assert too_long.returncode == 2 and too_long.stderr.count("\n") == 1 and "too long" in too_long.stderr
 
 
 def test_unreachable_host_is_one_line_exit_1(far: str, sshd: Sshd, cli: CLI) -> None:

@@ -522,6 +522,233 @@ def test_an_inbox_commit_with_a_dash_message_can_be_approved(repo: Path, sandbox
     assert git(repo / ".worktrees" / "w1", "log", "-1", "--format=%s").strip() == "-fixup"
 
 
+def test_the_users_hooks_run_the_agents_files_only_inside_its_sandbox(repo: Path, sandbox_env: Path) -> None:
+    """The user's own pre-commit hook runs what the worktree holds (as pre-commit, husky's lint-staged or `make
+    lint` do): an agent that wrote that file and asked for a commit through its inbox ran it outside, with the
+    user's access, when the commit request was applied (and so did the user's own `worktree commit`)."""
+    from daintree_tui.services.inbox import submit
+
+    hook = repo / ".git" / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\n[ -f lint.sh ] && sh lint.sh\nexit 0\n")
+    hook.chmod(0o755)
+    mark = repo / "pwned-by-hook"
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "k1")
+    proc = cli("worktree", "run", "k1", "--", "sh", "-c",
+               f"echo 'touch {mark}; echo linted > linted.txt' > lint.sh && echo work > work.txt")
+    assert proc.returncode == 0, proc.stderr
+    submit(repo / ".worktrees" / ".inbox" / "k1", "action",
+           {"action": "commit", "worktree": "k1", "message": "agent work", "all": True})
+    cli.ok("session", "watch", "--once")
+    worktree = repo / ".worktrees" / "k1"
+    assert git(worktree, "log", "-1", "--format=%s").strip() == "agent work"
+    assert (worktree / "linted.txt").exists()  # the hook ran, inside: it could write its worktree
+    assert not mark.exists(), "the user's hook ran the agent's lint.sh outside its sandbox"
+    (worktree / "more.txt").write_text("more\n")
+    cli.ok("worktree", "commit", "k1", "-m", "by the user", "--all")
+    assert not mark.exists(), "`daintree worktree commit` ran the agent's lint.sh outside its sandbox"
+
+
+@pytest.mark.parametrize("strategy", ["ff", "squash", "rebase"])
+def test_a_merge_never_runs_the_agents_files_through_the_users_hooks(repo: Path, sandbox_env: Path,
+                                                                     strategy: str) -> None:
+    """A merge is made in a throwaway worktree of the agent's files: the user's pre-commit (a squash's commit),
+    post-merge (a fast-forward) or post-checkout hook that runs what the tree holds ran the agent's lint.sh there,
+    unconfined."""
+    mark = repo / "pwned-by-merge"
+    for name in ("pre-commit", "post-merge", "post-checkout", "post-rewrite", "commit-msg"):
+        hook = repo / ".git" / "hooks" / name
+        hook.write_text("#!/bin/sh\n[ -f lint.sh ] && sh lint.sh\nexit 0\n")
+        hook.chmod(0o755)
+    git(repo, "branch", "release")  # merged into, not checked out anywhere: only the throwaway worktree runs git
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "m1")
+    proc = cli("worktree", "run", "m1", "--", "sh", "-c",
+               f"echo 'touch {mark}' > lint.sh && git add lint.sh && git -c core.hooksPath=/dev/null commit -qm lint")
+    assert proc.returncode == 0, proc.stderr
+    cli.ok("worktree", "merge", "m1", "--strategy", strategy, "--into", "release")
+    assert "lint.sh" in git(repo, "ls-tree", "--name-only", "release")
+    assert not mark.exists(), f"a {strategy} merge ran the agent's lint.sh outside its sandbox"
+
+
+@pytest.mark.parametrize("tool", ["session_start", "bakeoff_create"])
+def test_a_sandboxed_lead_cannot_start_an_unsandboxed_agent(repo: Path, sandbox_env: Path, tool: str) -> None:
+    """The user runs one agent unsandboxed (`[agents.free] sandbox = "off"`, as the README shows for codex). A
+    sandboxed lead's MCP `session_start` (or a bake-off) of that agent, with a prompt of its own, ran it with the
+    user's full access: the lead's sandbox, escaped by delegation."""
+    from daintree_tui.services.inbox import submit
+
+    mark = repo / "pwned-by-delegate"
+    agent = f"sh -c 'touch {mark}; exec cat'"
+    trusted_config(repo, f'default_role = "lead"\n[roles.lead]\nallow = ["commit"]\n'
+                         f"[agents.free]\ncommand = {json.dumps(agent)}\nsandbox = \"off\"\n")
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "boss")
+    cli.ok("session", "start", "boss", "--agent", "shell")
+    cli.ok("task", "create", "delegated")
+    cli.ok("worktree", "create", "victim")
+    arguments = ({"name": "victim", "agent": "free", "prompt": "anything"} if tool == "session_start"
+                 else {"task_id": 1, "agents": ["free"]})
+    inbox = repo / ".worktrees" / ".inbox" / "boss"
+    request = submit(inbox, "mcp", {"tool": tool, "arguments": arguments})
+    cli.ok("session", "watch", "--once")
+    reply = json.loads((inbox / f"reply-{request}.json").read_text())
+    assert reply["ok"] is False and "sandbox" in reply["error"], reply
+    sessions = [s["name"] for s in cli.json("session", "list")]
+    assert sessions == ["boss"], sessions
+    assert not mark.exists()
+
+
+# A sandboxed agent shares the network: it reaches the user's `daintree mcp --http` on 127.0.0.1, which acts with
+# the user's (lead) access. It tries the token file, then a call without it.
+HTTP_MCP_CLIENT = r"""
+import asyncio, pathlib, sys
+from mcp import Client
+token_file = pathlib.Path(sys.argv[2])
+print("token-readable" if token_file.exists() and token_file.read_text().strip() else "no-token")
+async def main():
+    async with Client(f"http://127.0.0.1:{sys.argv[1]}/mcp") as client:
+        result = await client.call_tool("worktree_remove", {"name": "other", "force": True})
+        print("called", result.is_error)
+try:
+    asyncio.run(main())
+except BaseException as exc:
+    print("refused", type(exc).__name__)
+"""
+
+
+def test_the_users_http_mcp_server_refuses_a_sandboxed_agent(repo: Path, sandbox_env: Path) -> None:
+    import socket
+
+    from daintree_tui.core.config import user_data_dir
+
+    token_file = user_data_dir() / "secrets" / "mcp-http-token"
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "a1")
+    cli.ok("worktree", "create", "other")
+    (repo / ".worktrees" / "other" / "notes.txt").write_text("uncommitted work\n")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "daintree_tui", "mcp", "--repo", str(repo), "--http", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        def listening() -> bool:
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", port)) == 0
+
+        wait_for(listening, timeout=20)
+        (repo / ".worktrees" / "a1" / "client.py").write_text(HTTP_MCP_CLIENT)
+        proc = cli("worktree", "run", "a1", "--", "python", "client.py", str(port), str(token_file))
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    assert "no-token" in proc.stdout and "refused" in proc.stdout, proc.stdout + proc.stderr
+    assert (repo / ".worktrees" / "other" / "notes.txt").exists()
+    assert token_file.read_text().strip()  # outside, the user's clients can read it
+
+
+def test_a_branch_turned_into_a_symbolic_ref_cannot_steer_a_merge(repo: Path, sandbox_env: Path) -> None:
+    """The agent's own ref file is writable (its commits move it). Written as `ref: refs/heads/release`, the user's
+    rebase merge of the worktree merged release's unreviewed commit into main and then moved release itself."""
+    git(repo, "branch", "release")
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "s1")
+    tree = git(repo, "rev-parse", "release^{tree}").strip()
+    hotfix = git(repo, "commit-tree", "-p", "release", "-m", "unreviewed on release", tree).strip()
+    git(repo, "update-ref", "refs/heads/release", hotfix)
+    (repo / "later.txt").write_text("main moves on\n")
+    git(repo, "add", "later.txt")
+    git(repo, "commit", "-qm", "main moves on")
+    before = {b: git(repo, "rev-parse", b).strip() for b in ("main", "release")}
+    proc = cli("worktree", "run", "s1", "--", "sh", "-c",
+               'echo "ref: refs/heads/release" > "$(git rev-parse --git-common-dir)/refs/heads/wt/s1"')
+    assert proc.returncode == 0, proc.stderr
+    for args in (("worktree", "merge", "s1", "--strategy", "rebase"), ("worktree", "merge", "s1", "--strategy",
+                 "squash"), ("worktree", "commit", "s1", "-m", "x", "--all")):
+        refused = cli(*args)
+        assert refused.returncode == 1 and "symbolic ref" in refused.stderr, (args, refused.stdout, refused.stderr)
+    assert {b: git(repo, "rev-parse", b).strip() for b in before} == before
+
+
+def test_links_an_agent_plants_where_daintree_writes_are_never_followed(repo: Path, sandbox_env: Path,
+                                                                         tmp_path: Path) -> None:
+    """Two files daintree writes, outside the sandbox, into folders the agent can write: a session's MCP wiring
+    (in its TMPDIR) and the loose copy of a packed branch (in refs/heads/wt/). A link planted at either name made
+    daintree overwrite the file it points to (here a file in the user's home, read-only inside)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "claude").write_text("#!/bin/sh\nexec cat\n")
+    (bin_dir / "claude").chmod(0o755)
+    os.environ["PATH"] = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"  # restored by sandbox_env's monkeypatch
+    trusted_config(repo, 'default_role = "lead"\n[roles.lead]\nmcp = "lead"\n')
+    victims = [sandbox_env / "victim-mcp.txt", sandbox_env / "victim-ref.txt"]
+    for victim in victims:
+        victim.write_text("the user's own file\n")
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "p1")
+    cli.ok("worktree", "create", "p2")
+    proc = cli("worktree", "run", "p1", "--", "sh", "-c",
+               f'ln -s {victims[0]} "$TMPDIR/mcp-claude.json"; '
+               f'ln -s {victims[1]} "$(git rev-parse --git-common-dir)/refs/heads/wt/.p2.daintree-tmp"')
+    assert proc.returncode == 0, proc.stderr
+    git(repo, "pack-refs", "--all")  # a gc later: wt/p2 lives in packed-refs only
+    assert not (repo / ".git" / "refs" / "heads" / "wt" / "p2").exists()
+    cli("worktree", "run", "p1", "--", "true")  # the next sandbox start copies packed branches out
+    cli.ok("session", "start", "p1", "--agent", "claude")
+    assert [v.read_text() for v in victims] == ["the user's own file\n"] * 2
+    assert git(repo, "rev-parse", "wt/p2").strip() == git(repo, "rev-parse", "main").strip()
+
+
+FAKE_GPG = """#!/bin/sh
+cat "$HOME/.gnupg/key" >/dev/null || exit 1
+cat >/dev/null
+echo "[GNUPG:] SIG_CREATED D 1 8 00 1700000000 FAKE" >&2
+printf -- '-----BEGIN PGP SIGNATURE-----\\n\\nfake\\n-----END PGP SIGNATURE-----\\n'
+"""
+
+
+def test_a_signed_commit_still_signs_while_its_hooks_run_confined(repo: Path, sandbox_env: Path) -> None:
+    """The hooks run in the sandbox, where the user's keys are hidden; the commit is made outside, signed."""
+    gnupg = sandbox_env / ".gnupg"
+    gnupg.mkdir(mode=0o700)
+    (gnupg / "key").write_text("secret key\n")
+    gpg = sandbox_env / "fake-gpg"
+    gpg.write_text(FAKE_GPG)
+    gpg.chmod(0o755)
+    git(repo, "config", "commit.gpgsign", "true")
+    git(repo, "config", "gpg.program", str(gpg))
+    hook = repo / ".git" / "hooks" / "commit-msg"
+    hook.write_text('#!/bin/sh\necho "Checked-by: hook" >> "$1"\n')
+    hook.chmod(0o755)
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "g1")
+    (repo / ".worktrees" / "g1" / "work.txt").write_text("work\n")
+    cli.ok("worktree", "commit", "g1", "-m", "-signed work", "--all")
+    raw = git(repo, "cat-file", "commit", "wt/g1")
+    assert "gpgsig -----BEGIN PGP SIGNATURE-----" in raw
+    assert raw.rstrip().endswith("-signed work\nChecked-by: hook"), raw
+
+
+@pytest.mark.parametrize("name", ["HEAD", "gitdir"])
+def test_an_admin_file_linked_to_a_device_cannot_hang_the_worktree_listing(repo: Path, sandbox_env: Path,
+                                                                           name: str) -> None:
+    """The worktree's admin dir is writable inside (git renames HEAD into place there): `HEAD` or `gitdir` made a
+    link to /dev/zero had every `git worktree list` (daintree's listing, the dashboard's, the user's own git) read
+    zeros until memory ran out."""
+    cli = CLI(repo, subprocess=True)
+    cli.ok("worktree", "create", "z1")
+    cli.ok("worktree", "create", "z2")
+    proc = cli("worktree", "run", "z1", "--", "sh", "-c", f'ln -sf /dev/zero "$(git rev-parse --git-dir)/{name}"')
+    assert proc.returncode == 0, proc.stderr
+    run = cli("worktree", "run", "z1", "--", "true", timeout=30)  # its next sandbox start reads its gitdir
+    listed = cli("worktree", "list", "--json", timeout=30)
+    assert listed.returncode == 0, listed.stderr
+    assert {w["name"] for w in json.loads(listed.stdout)} == {"z1", "z2"}
+    assert f"/{name}: not a small regular file" in run.stderr + listed.stderr  # said, naming what it removed
+    subprocess.run(["git", "-C", str(repo), "worktree", "list"], check=True, capture_output=True, timeout=30)
+
+
 # -- red team: git control files an agent could forge to run commands OUTSIDE the sandbox ----------------------
 
 # From inside, make every git the user (or daintree, unconfined) runs in this worktree read a config the agent
@@ -565,6 +792,55 @@ def test_forged_git_pointers_never_run_commands_outside(repo: Path, sandbox_env:
         assert not mark.exists(), f"`daintree {' '.join(args)}` ran the agent's fsmonitor outside the sandbox"
     git(repo, "status")
     assert not mark.exists()
+
+
+# A repository the agent makes inside its worktree and stages as a gitlink: git runs `git status` in every
+# checked-out submodule, with that repository's own config (an fsmonitor, or a clean filter on a changed file).
+NESTED_REPO = r"""
+set -e
+mkdir sub && cd sub && git init -q
+git config core.fsmonitor "touch $MARK.fsmonitor; false"
+git config filter.evil.clean "touch $MARK.filter; cat"
+echo '* filter=evil' > .gitattributes && echo a > f && git add -A
+git -c user.name=a -c user.email=a@b.invalid commit -qm nested
+echo changed > f && cd .. && git add sub 2>/dev/null
+echo work > work.txt
+"""
+
+
+def test_a_nested_repository_never_runs_its_config_outside(repo: Path, sandbox_env: Path) -> None:
+    marks = sandbox_env.parent / "nested-ran"
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "n1")
+    proc = cli("worktree", "run", "n1", "--", "env", f"MARK={marks}", "sh", "-c", NESTED_REPO)
+    assert proc.returncode == 0, proc.stderr
+    ran = lambda: sorted(p.name for p in marks.parent.glob(f"{marks.name}.*"))  # noqa: E731
+    assert ran() == []  # inside the sandbox they could not write there
+    for args in (("worktree", "list"), ("worktree", "status", "n1"), ("worktree", "diff", "n1"),
+                 ("worktree", "remove", "n1"), ("worktree", "commit", "n1", "-m", "x", "--all")):
+        cli(*args)
+        assert ran() == [], f"`daintree {' '.join(args)}` ran the nested repository's config outside the sandbox"
+    refused = cli("worktree", "remove", "n1")
+    assert refused.returncode == 1 and "submodules" in refused.stderr and "sub" in refused.stderr
+    assert "work.txt" in git(repo / ".worktrees" / "n1", "show", "--stat", "HEAD")  # commit --all still commits
+
+
+def test_a_bake_off_score_runs_inside_each_candidates_sandbox(repo: Path, sandbox_env: Path) -> None:
+    """The score command runs the candidates' own code (their tests, their package.json, here their score.sh):
+    like a hook or `worktree run`, it runs confined to the candidate's worktree. It ran unconfined, so a
+    candidate's score script wrote into the primary (and a sandboxed lead's MCP `bakeoff_score` with a command
+    of its own ran outside its sandbox)."""
+    mark = repo / "pwned-by-score"
+    agent = f"sh -c 'echo \"echo x > {mark}; echo SCORE: 4\" > score.sh; exec cat'"
+    trusted_config(repo, f"[agents.writer]\ncommand = {json.dumps(agent)}\n")
+    cli = CLI(repo)
+    cli.ok("task", "create", "score me")
+    record = cli.json("bakeoff", "create", "1", "--agents", "writer", "--score", "sh score.sh")
+    name = record["candidates"][0]
+    wait_for(lambda: (repo / ".worktrees" / name / "score.sh").exists())
+    scores = cli.json("bakeoff", "score", record["id"])
+    assert not mark.exists(), "the candidate's score script wrote outside its worktree"
+    assert scores[0]["score"] == 4.0 and scores[0]["exit_code"] == 0
 
 
 @pytest.mark.parametrize("target", ["main", "wt/other"])
@@ -689,6 +965,22 @@ def test_the_users_ssh_identity_is_out_of_reach(repo: Path, sandbox_env: Path) -
     # Outside, the user's own files are untouched.
     assert "secret" in (ssh / "id_ed25519").read_text()
     assert "token-secret" in (sandbox_env / ".git-credentials").read_text()
+
+
+def test_the_x_servers_cookie_is_out_of_reach(repo: Path, sandbox_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the network shared, the X server's abstract socket stays reachable from inside; with the cookie
+    (~/.Xauthority, or wherever XAUTHORITY says) an agent could type into the user's terminal (xdotool)."""
+    (sandbox_env / ".Xauthority").write_text("cookie-in-home")
+    elsewhere = sandbox_env / ".config" / "xauth-file"
+    elsewhere.parent.mkdir()
+    elsewhere.write_text("cookie-from-env")
+    monkeypatch.setenv("XAUTHORITY", str(elsewhere))
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "x1")
+    proc = cli("worktree", "run", "x1", "--", "sh", "-c", f'cat {sandbox_env}/.Xauthority "$XAUTHORITY"; true')
+    assert proc.returncode == 0, proc.stderr
+    assert "cookie" not in proc.stdout
+    assert (sandbox_env / ".Xauthority").read_text() == "cookie-in-home"
 
 
 def test_a_venv_under_tmp_keeps_its_packages_inside(repo: Path, sandbox_env: Path, tmp_path: Path) -> None:

@@ -537,6 +537,32 @@ def test_committed_symlinks_in_the_state_dir_lead_nowhere(tmp_path: Path) -> Non
     assert not Path(entry["path"]).exists()
 
 
+def test_committed_state_files_that_are_devices_or_links_are_never_read_forever(tmp_path: Path) -> None:
+    """`.tasks/task_1.json -> /dev/zero` (or `approvals.json`, `bakeoffs.json`, `budget.json`) was read until memory
+    ran out: `task list`, `approvals`, `bakeoff list` and `usage` hung in a fresh clone."""
+    clone = hostile_clone(tmp_path, {}, symlinks={
+        ".tasks/task_1.json": "/dev/zero", ".worktrees/approvals.json": "/dev/zero",
+        ".worktrees/bakeoffs.json": "/dev/zero", ".worktrees/budget.json": "/dev/zero"})
+    cli = CLI(clone, subprocess=True)
+    for args in (("task", "list"), ("approvals",), ("bakeoff", "list"), ("usage",)):
+        proc = cli(*args, timeout=30)
+        assert proc.returncode == 0, (args, proc.stderr)
+
+
+def test_a_committed_tmux_conf_link_is_never_written_through(tmp_path: Path, tmux_socket: str) -> None:
+    """`.worktrees/.tmux.conf -> ~/.bashrc` in a clone: the first session start overwrote the user's file with our
+    tmux config."""
+    victim = tmp_path / "bashrc"
+    victim.write_text("the user's shell setup\n")
+    clone = hostile_clone(tmp_path, {}, symlinks={".worktrees/.tmux.conf": str(victim)})
+    cli = CLI(clone)
+    cli.ok("worktree", "create", "w")
+    cli.ok("session", "start", "w", "--agent", "shell")
+    assert victim.read_text() == "the user's shell setup\n"
+    conf = clone / ".worktrees" / ".tmux.conf"
+    assert not conf.is_symlink() and "daintree" in conf.read_text()
+
+
 def test_a_tampered_index_entry_cannot_steer_branch_deletion_or_git_options(repo: Path, cli: CLI) -> None:
     """An agent rewrites its own index entry: its branch becomes `side`, its base an option for git."""
     git(repo, "branch", "side")

@@ -135,3 +135,14 @@ def test_list_rows_cannot_be_forged_by_a_newline_or_tab_in_a_subject(cli: CLI) -
     assert "fix\\n99" in lines[1] and "tab\\there" in lines[2], lines
     starts = {line.index(" - ") for line in lines[1:]}  # WORKTREE starts at one column on every row
     assert len(starts) == 1, lines
+
+
+def test_list_cells_show_bidi_marks_escaped(cli: CLI) -> None:
+    # A right-to-left mark in a subject reorders the neutral characters of its whole row (the ids and dashes of
+    # the other cells) on the user's terminal: in a one-line cell it is shown, never obeyed.
+    cli.ok("task", "create", "fix \u200f- 42 \u200e\u061c")
+    proc = cli.ok("task", "list")
+    assert not any(mark in proc.stdout for mark in "\u200e\u200f\u061c"), proc.stdout
+    assert "fix \\u200f- 42 \\u200e\\u061c" in proc.stdout
+    bad = cli("task", "show", "7\u200f")
+    assert bad.returncode == 2 and "\u200f" not in bad.stderr and "\\u200f" in bad.stderr

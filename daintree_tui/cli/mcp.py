@@ -31,7 +31,11 @@ def cmd_mcp(args: argparse.Namespace, services: Services) -> int:
     from daintree_tui.mcp import server  # the SDK is imported here, by this command only
 
     if args.http is not None:
-        server.serve_http(tools, args.http)
+        token, path = server.http_token()
+        sys.stderr.write(f"daintree: MCP on http://127.0.0.1:{args.http}/mcp; clients send `Authorization: Bearer "
+                         f"TOKEN`, the token in {path}\n")
+        sys.stderr.flush()
+        server.serve_http(tools, args.http, token)
     else:
         server.serve_stdio(tools)
     return 0

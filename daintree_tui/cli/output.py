@@ -69,9 +69,17 @@ def table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join([line(header), *(line(r) for r in rows)])
 
 
+# The bidi marks that `escape_controls` leaves in free text (Arabic and Hebrew text uses them): on a line that
+# other cells share, an RLM turns the neutral characters around it (spaces, digits, `-`) right to left, so a
+# subject's mark moves the ID, STATUS or WORKTREE cells of its row to where another value's should be.
+_LINE_MARKS = str.maketrans({"\t": "\\t", "\n": "\\n", "\u200e": "\\u200e", "\u200f": "\\u200f",
+                             "\u061c": "\\u061c"})
+
+
 def one_line(text: str) -> str:
-    """`text` as one line: a newline or tab in it (from a name, task text or a config value) shown escaped."""
-    return text.replace("\t", "\\t").replace("\n", "\\n")
+    """`text` as one line: a newline or tab in it (from a name, task text or a config value) shown escaped, and
+    the bidi marks too."""
+    return text.translate(_LINE_MARKS)
 
 
 def _display_width(text: str) -> int:

@@ -7,7 +7,9 @@ model yet; its import alone costs more than most of these calls.)
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 import subprocess
 import threading
 from collections.abc import Callable, Sequence
@@ -16,12 +18,29 @@ from pathlib import Path
 from typing import TypeVar
 
 from daintree_tui.core.errors import InputError, OperationError
+from daintree_tui.core.log import warn
 
 # GIT_OPTIONAL_LOCKS=0: our looks (`status` above all) never write a refreshed index back under index.lock while
 # an agent works in that worktree; its `git add` or `git commit` would fail on the lock.
 _GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0"}
+# Never start git inside a submodule's folder of an agent's worktree: a repository the agent made there
+# (`sub/.git/config` with `core.fsmonitor` or a clean filter) and staged as a gitlink would run its commands in
+# the `git status`, `diff` or `commit` we run outside the sandbox. `dirty` still compares the submodule's HEAD
+# with the gitlink (read in-process); its uncommitted files are what `populated_submodules` stands for.
+_NO_SUBMODULE_PROCESSES = ("-c", "diff.ignoreSubmodules=dirty")
 A = TypeVar("A")
 B = TypeVar("B")
+
+
+def command(cwd: Path, *args: str) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment of `git -C cwd args...` as `git()` runs it (for a caller that runs it its own
+    way, e.g. inside a worktree's sandbox)."""
+    if any("\0" in arg for arg in args):
+        raise InputError("invalid input: it contains a NUL byte")
+    env = {**os.environ, **_GIT_ENV}
+    env.pop("GIT_DIR", None)
+    env.pop("GIT_WORK_TREE", None)
+    return ["git", *_NO_SUBMODULE_PROCESSES, "-C", str(cwd), *args], env
 
 
 def git(cwd: Path, *args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -30,16 +49,10 @@ def git(cwd: Path, *args: str, check: bool = True, input: str | None = None) -> 
     Raises:
         OperationError: when `check` is set and git exits non-zero; the message is git's last stderr line.
     """
-    if any("\0" in arg for arg in args):
-        raise InputError("invalid input: it contains a NUL byte")
-    env = {**os.environ, **_GIT_ENV}
-    env.pop("GIT_DIR", None)
-    env.pop("GIT_WORK_TREE", None)
+    argv, env = command(cwd, *args)
     try:
-        proc = subprocess.run(
-            ["git", "-C", str(cwd), *args], capture_output=True, text=True, env=env, input=input,
-            stdin=None if input is not None else subprocess.DEVNULL,
-        )
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env, input=input,
+                              stdin=None if input is not None else subprocess.DEVNULL)
     except FileNotFoundError:
         raise OperationError("git is not installed or not on PATH") from None
     if check and proc.returncode != 0:
@@ -122,9 +135,22 @@ def is_ancestor(root: Path, commit: str, of: str) -> bool:
 
 
 def dirty_files(worktree: Path) -> list[str]:
-    """Files with uncommitted or untracked changes in a worktree (ignored files excluded)."""
-    proc = git(worktree, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules=none")
+    """Files with uncommitted or untracked changes in a worktree (ignored files excluded). A submodule counts
+    when its HEAD moved; what is uncommitted inside one is not looked at (see `populated_submodules`)."""
+    proc = git(worktree, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules=dirty")
     return parse_porcelain_z(proc.stdout)
+
+
+def populated_submodules(worktree: Path) -> list[str]:
+    """Gitlinks of the worktree's index whose folder holds a repository: work there cannot be inspected from
+    outside the sandbox (git would run that repository's own config), so deleting it may lose work."""
+    proc = git(worktree, "ls-files", "--stage", "-z")
+    found = []
+    for record in proc.stdout.split("\0"):
+        meta, _, path = record.partition("\t")
+        if meta.startswith("160000 ") and os.path.lexists(worktree / path / ".git"):
+            found.append(path)
+    return found
 
 
 def parse_porcelain_z(out: str) -> list[str]:
@@ -163,7 +189,40 @@ class GitWorktree:
     prunable: bool = False
 
 
+# The files of a linked worktree's admin dir that `git worktree list` reads. That dir is writable inside the
+# worktree's sandbox (git writes HEAD there by renaming over it), so an agent can put a link to /dev/zero (or a
+# huge file) in their place, and git then reads it until memory runs out: `git worktree list` (ours, the
+# dashboard's, the user's own) hung. Such a file is removed before we ask git, with a warning.
+ADMIN_FILES = ("HEAD", "gitdir", "commondir")
+MAX_ADMIN_FILE = 64 * 1024
+
+
+def drop_unreadable_admin_files(common_dir: Path) -> list[Path]:
+    """Remove every admin-dir file git would read forever (not a regular file, or too large); returns them."""
+    dropped: list[Path] = []
+    try:
+        admins = [Path(e.path) for e in os.scandir(common_dir / "worktrees") if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return dropped
+    for admin in admins:
+        for name in ADMIN_FILES:
+            path = admin / name
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_ADMIN_FILE:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                    dropped.append(path)
+                    warn(f"removed {path}: not a small regular file (git would read it forever); set the worktree's "
+                         f"branch again if it was its HEAD (git -C <worktree> checkout <branch>)")
+    return dropped
+
+
 def list_worktrees(root: Path) -> list[GitWorktree]:
+    if (root / ".git").is_dir():
+        drop_unreadable_admin_files(root / ".git")
     out = git(root, "worktree", "list", "--porcelain").stdout
     result: list[GitWorktree] = []
     for block in out.strip().split("\n\n"):

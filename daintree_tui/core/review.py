@@ -8,6 +8,7 @@ leaves every branch and worktree exactly as it was and names the files.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import subprocess
 import tempfile
@@ -21,10 +22,12 @@ from daintree_tui.core import git as g
 from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.hooks import run_hooks
 from daintree_tui.core.models import WorktreeEntry
+from daintree_tui.core.store import read_state_file
 from daintree_tui.core.trust import require_outside_session
 from daintree_tui.core.worktrees import WorktreeService
 
 STRATEGIES = ("ff", "squash", "rebase")
+NO_HOOKS = ("-c", f"core.hooksPath={os.devnull}")  # git finds no hook under a path that is not a folder
 
 
 @dataclass
@@ -59,6 +62,14 @@ class ReviewService:
         entry = self.worktrees.get(name, live=True)
         if not Path(entry.path).is_dir():
             raise OperationError(f"worktree {name} has no directory at {entry.path} (run `daintree doctor --fix`)")
+        # The branch's ref file is the agent's to write (its commits move it): written as `ref: refs/heads/release`,
+        # it made every outside merge, commit or PR of this worktree act on `release` (a rebase merge merged
+        # release's commits and then moved release itself).
+        target = g.git(self.project.root, "symbolic-ref", "--quiet", f"refs/heads/{entry.branch}", check=False)
+        if target.returncode == 0:
+            raise OperationError(f"{name}: its branch {entry.branch} is a symbolic ref to {target.stdout.strip()}, "
+                                 f"not a branch of its own: refusing (`git branch -D {entry.branch}` removes the "
+                                 "link, nothing else)")
         return entry
 
     # -- diff ------------------------------------------------------------------------------------------------
@@ -93,15 +104,68 @@ class ReviewService:
             raise OperationError(f"{name}: HEAD is {head or 'detached'}, not its branch {entry.branch}: refusing to "
                                  f"commit (check out {entry.branch} in the worktree first)")
         if all_changes:
-            g.git(path, "add", "-A")
+            # `add -A` runs `git status` inside each checked-out submodule, whatever the config says: a repository
+            # the agent made there would run its own config's commands here, outside the sandbox. Submodules are
+            # left as they are staged.
+            nested = [f":(exclude,literal){sub}" for sub in g.populated_submodules(path)]
+            g.git(path, "add", "-A", "--", ".", *nested)
         staged = g.git(path, "diff", "--cached", "--name-only", "-z").stdout
         files = [f for f in staged.split("\0") if f]
         if not files:
             raise OperationError(f"nothing to commit in {name}" + ("" if all_changes else " (use --all)"))
-        g.git(path, *g.pinned_hooks(self.project.root), "commit", "-q", "-m", message)
+        self._commit_confined(entry, message)
         sha = g.git(path, "rev-parse", "HEAD").stdout.strip()
         self.project.events.append("worktree.commit", worktree=entry.brief(), commit=sha, files=files)
         return {"name": name, "commit": sha, "files": files, "message": message}
+
+    def _commit_confined(self, entry: WorktreeEntry, message: str) -> None:
+        """Commit in the worktree with the user's hooks run inside its sandbox and the commit itself made here.
+
+        Hooks like pre-commit, husky's lint-staged or a `make lint` run what the worktree holds (an agent's
+        `.pre-commit-config.yaml`, package.json, Makefile): run outside, an agent's own `worktree commit` request
+        (applied from its inbox) ran its code with the user's full access. So pre-commit, prepare-commit-msg and
+        commit-msg run first, confined, and post-commit after; the commit is made here with no
+        hook at all, so that signing (gpg or ssh keys, hidden in the sandbox) still works.
+        """
+        from daintree_tui.core.environment import worktree_env
+        from daintree_tui.core.runner import run_command
+        from daintree_tui.core.sandbox import wrap_command
+
+        path = Path(entry.path)
+        pinned = g.pinned_hooks(self.project.root)
+        hooks_dir = Path(pinned[1].split("=", 1)[1]) if pinned else None
+
+        def hook(name: str, *args: str) -> None:
+            # Run as git runs a hook (an executable of that name, in the worktree), by hand: `git hook run` is
+            # git 2.36 and later.
+            script = hooks_dir / name if hooks_dir is not None else None
+            if script is None or not script.is_file() or not os.access(script, os.X_OK):
+                return
+            _, env = g.command(path)
+            env = worktree_env(self.project, entry, {**env, "GIT_EDITOR": ":"})
+            result = run_command(wrap_command(self.project, entry, [str(script), *args], env), path, env, None)
+            if result.exit_code != 0:
+                said = g.last_line(result.stderr) or g.last_line(result.stdout) or f"exit {result.exit_code}"
+                raise OperationError(f"{entry.name}: the {name} hook refused the commit: {said}")
+
+        tmpdir = self.project.tmpdir_for(entry.name)
+        tmpdir.mkdir(parents=True, exist_ok=True)
+        # In the TMPDIR: the confined hooks may edit the message; a name of our own making (O_EXCL), read back
+        # only as a regular file.
+        fd, msg_name = tempfile.mkstemp(prefix="commit-msg-", suffix=".txt", dir=tmpdir)
+        msg_file = Path(msg_name)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(message if message.endswith("\n") else message + "\n")
+            hook("pre-commit")
+            hook("prepare-commit-msg", str(msg_file), "message")
+            hook("commit-msg", str(msg_file))
+            final = read_state_file(msg_file).decode("utf-8", "replace")
+            g.git(path, *NO_HOOKS, "commit", "-q", "--cleanup=whitespace", "-F", "-", input=final)
+        finally:
+            msg_file.unlink(missing_ok=True)
+        with contextlib.suppress(OperationError):
+            hook("post-commit")  # as git does: its failure changes nothing
 
     # -- merge -----------------------------------------------------------------------------------------------
 
@@ -186,8 +250,15 @@ class ReviewService:
 
     def _merge_in_temp(self, entry: WorktreeEntry, target: str, target_tip: str, strategy: str,
                        hooks: list[str]) -> str:
-        """Produce the new target commit in a throwaway detached worktree; nothing else changes."""
+        """Produce the new target commit in a throwaway detached worktree; nothing else changes.
+
+        No hook runs there (`hooks` applies to the target's own worktree, in `_advance`): that worktree holds the
+        agent's files, and the user's hooks run what the tree holds (pre-commit's config, lint-staged, a
+        post-merge `npm install`), so a squash's pre-commit or a fast-forward's post-merge ran the agent's code
+        outside its sandbox. The pre_merge checks, sandboxed, are where a merge is checked.
+        """
         root = self.project.root
+        hooks = list(NO_HOOKS)
         self.project.tmp_root.mkdir(parents=True, exist_ok=True)
         tmp = self.project.tmp_root / f".merge-{entry.name}-{uuid.uuid4().hex[:8]}"
         start = target_tip if strategy != "rebase" else entry.branch

@@ -22,25 +22,27 @@ Why these bwrap options, and what each one closes (tested as an attacker in test
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
-from daintree_tui.core.config import Config
+from daintree_tui.core.config import Config, user_data_dir
 from daintree_tui.core.errors import OperationError
 from daintree_tui.core.index import Index, find
 from daintree_tui.core.log import warn
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.mounts import INBOX_MOUNT
 from daintree_tui.core.project import Project
-from daintree_tui.core.store import read_json
+from daintree_tui.core.store import read_json, read_state_file
 from daintree_tui.core.tasks import TaskService
 
 SSH_CONTROL_DIR_ENV = "DAINTREE_SSH_CONTROL_DIR"
@@ -311,9 +313,12 @@ def prepare(spec: SandboxSpec) -> None:
         if not ref.startswith(prefix) or ref == f"refs/heads/{spec.branch}":
             continue
         loose = spec.git_common_dir / ref
-        if not loose.exists() and loose.parent == spec.ref_file.parent:
-            tmp = loose.with_name(f".{loose.name}.daintree-tmp")
-            tmp.write_text(value + "\n")
+        if not os.path.lexists(loose) and loose.parent == spec.ref_file.parent:
+            # This folder is writable by running sandboxes: a fixed temporary name could be a link an agent left
+            # there (to ~/.bashrc), written through; a fresh one (O_EXCL, a random name) cannot.
+            fd, tmp = tempfile.mkstemp(prefix=f".{loose.name}.", suffix=".daintree-tmp", dir=loose.parent)
+            with os.fdopen(fd, "w") as out:
+                out.write(value + "\n")
             os.replace(tmp, loose)
 
 
@@ -365,7 +370,9 @@ def git_admin_dir(common_dir: Path, worktree: Path) -> Path:
         candidates += sorted(p for p in admin_root.iterdir() if p.name != worktree.name)
     for admin in candidates:
         try:
-            if (admin / "gitdir").read_text().strip() == want and admin.parent == admin_root:
+            # A regular file only: the admin dir is the agent's to write, and `gitdir -> /dev/zero` never ends.
+            if read_state_file(admin / "gitdir").decode(errors="replace").strip() == want \
+                    and admin.parent == admin_root:
                 return admin
         except OSError:
             continue
@@ -440,6 +447,22 @@ def writable_paths(cfg: Config, extra: Sequence[str] = ()) -> tuple[Path, ...]:
     return tuple(out)
 
 
+# Set while a request from a sandboxed session's inbox is applied: whatever it starts (a session, a bake-off, a
+# `worktree run`, a hook) must be confined too, or a sandboxed lead escapes by delegating to an agent or a role
+# that the user runs unsandboxed.
+_SANDBOXED_CALLER: ContextVar[str | None] = ContextVar("daintree_sandboxed_caller", default=None)
+
+
+@contextlib.contextmanager
+def on_behalf_of_sandboxed(worktree: str) -> Iterator[None]:
+    """Within the block, `choose` refuses (fails closed) every command that would run unconfined."""
+    token = _SANDBOXED_CALLER.set(worktree)
+    try:
+        yield
+    finally:
+        _SANDBOXED_CALLER.reset(token)
+
+
 def choose(cfg: Config, agent: str | None = None, role: str | None = None,
            backend: Sandbox | None = None) -> Choice:
     """The sandbox for a command, by config: `off` never confines, `on` fails closed, `auto` confines where the
@@ -449,14 +472,19 @@ def choose(cfg: Config, agent: str | None = None, role: str | None = None,
         OperationError: mode `on` and the backend cannot work here (one line naming why).
     """
     mode, key = effective_mode(cfg, agent, role)
+    caller = _SANDBOXED_CALLER.get()
     if mode == "off":
+        if caller is not None:
+            raise OperationError(f"refused: {caller} runs in a sandbox and may not start what runs without one "
+                                 f"({key} is \"off\")")
         return Choice(NoSandbox(f"not sandboxed: {key} is \"off\""), mode, f"off ({key})")
     sandbox = backend if backend is not None else BwrapSandbox()
     ok, why = sandbox.available()
     if ok:
         return Choice(sandbox, mode, f"sandboxed: {why}")
-    if mode == "on":
-        raise OperationError(f"sandbox is on ({key}) but cannot work here: {why}")
+    if mode == "on" or caller is not None:
+        raise OperationError(f"sandbox is {'on (' + key + ')' if mode == 'on' else 'required'} but cannot work "
+                             f"here: {why}")
     return Choice(NoSandbox(f"not sandboxed: {why}"), mode, f"not sandboxed: {why}")
 
 
@@ -510,7 +538,10 @@ def _escape_hatches(project_root: Path, worktree: Path) -> list[Path]:
 # a folder named in `sandbox.writable` is the user's explicit choice and stays (writable) instead.
 CREDENTIAL_DIRS = (".ssh", ".gnupg", ".aws", ".azure", ".config/gcloud", ".config/gh", ".config/hub", ".docker",
                    ".kube", ".password-store")
-CREDENTIAL_FILES = (".git-credentials", ".netrc", ".pgpass", ".npmrc", ".pypirc", ".config/git/credentials")
+CREDENTIAL_FILES = (".git-credentials", ".netrc", ".pgpass", ".npmrc", ".pypirc", ".config/git/credentials",
+                    # The X server's cookie: with the network shared, its abstract socket (@/tmp/.X11-unix/X0)
+                    # stays reachable, and a client holding the cookie types into the user's terminal windows.
+                    ".Xauthority", ".ICEauthority")
 
 
 def _credentials(project_root: Path, worktree: Path, writable: Sequence[Path]) -> tuple[list[Path], list[Path]]:
@@ -528,7 +559,18 @@ def _credentials(project_root: Path, worktree: Path, writable: Sequence[Path]) -
     safe = [d for d in dirs if d not in kept and not project_root.is_relative_to(d) and not worktree.is_relative_to(d)
             and not any(k.is_relative_to(d) for k in kept)]
     files = [home / f for f in CREDENTIAL_FILES if home / f not in kept]
+    xauthority = os.environ.get("XAUTHORITY")
+    if xauthority and Path(xauthority).is_absolute() and Path(xauthority) not in kept:
+        files.append(Path(xauthority))  # wherever it is: under /tmp it may be bound back with the repository
     return safe, files
+
+
+def secrets_dir() -> Path:
+    """daintree's own secrets (the token of `daintree mcp --http`), 0700 in the user's data dir. Created before
+    every sandbox starts, so that it is always hidden there, also when a secret is written into it later."""
+    path = user_data_dir() / "secrets"
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return path
 
 
 def inbox_dir(project: Project, name: str) -> Path:
@@ -545,7 +587,7 @@ def spec_for(project: Project, entry: WorktreeEntry, *, writable: Sequence[Path]
     worktree = Path(entry.path)
     hidden = _escape_hatches(project.root, worktree)
     secret_dirs, secret_files = _credentials(project.root, worktree, writable)
-    hidden += secret_dirs
+    hidden += [*secret_dirs, secrets_dir()]
     return SandboxSpec(
         worktree=worktree, git_common_dir=common, git_admin_dir=git_admin_dir(common, worktree),
         branch=entry.branch, tmpdir=project.tmpdir_for(entry.name), project_root=project.root,

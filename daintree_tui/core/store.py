@@ -63,6 +63,27 @@ def write_json(path: Path, data: Any) -> None:
         raise OperationError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
+MAX_STATE_BYTES = 64 * 1024 * 1024
+
+
+def read_state_file(path: Path) -> bytes:
+    """A state file's bytes: a regular file of sane size, never through a symbolic link. State comes with clones
+    (`.tasks/`, `.worktrees/`): a committed `.tasks/task_1.json -> /dev/zero` was read until memory ran out, and
+    `task list`, `approvals`, `usage` and the dashboard hung on it.
+
+    Raises:
+        FileNotFoundError: there is no file; OSError: a link, not a regular file, or too large.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        raw = fh.read(MAX_STATE_BYTES + 1)
+    if len(raw) > MAX_STATE_BYTES:
+        raise OSError(errno.EFBIG, f"larger than {MAX_STATE_BYTES // (1024 * 1024)} MB", str(path))
+    return raw
+
+
 def read_json(path: Path, what: str) -> tuple[Any, str | None]:
     """Read a JSON file, falling back to its `.bak`.
 
@@ -71,7 +92,7 @@ def read_json(path: Path, what: str) -> tuple[Any, str | None]:
         recovered or lost (None when the file was fine or simply absent).
     """
     try:
-        return json.loads(path.read_text(encoding="utf-8")), None
+        return json.loads(read_state_file(path)), None
     except FileNotFoundError:
         problem = f"{what} {path} is missing"
         if not backup_path(path).exists():
@@ -79,7 +100,7 @@ def read_json(path: Path, what: str) -> tuple[Any, str | None]:
     except (OSError, ValueError, RecursionError) as exc:
         problem = f"{what} {path} is corrupt ({type(exc).__name__})"
     try:
-        data = json.loads(backup_path(path).read_text(encoding="utf-8"))
+        data = json.loads(read_state_file(backup_path(path)))
     except (OSError, ValueError, RecursionError):
         return None, f"{problem}; no usable backup"
     return data, f"{problem}; recovered from {backup_path(path).name}"

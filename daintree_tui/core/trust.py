@@ -210,7 +210,8 @@ def require_ours(project: Project, path: Path, what: str) -> None:
 
 def work_at_risk(project: Project, path: Path) -> list[str]:
     """What deleting the worktree at `path` would lose, each as a reason: a tree git cannot inspect (its `.git`
-    file is gone), uncommitted or untracked files, commits on a detached HEAD that no branch contains."""
+    file is gone), uncommitted or untracked files, checked-out submodules, commits on a detached HEAD that no
+    branch contains."""
     if not path.is_dir():
         return []
     if not (path / ".git").is_file() and not (path / ".git").is_dir():
@@ -224,6 +225,9 @@ def work_at_risk(project: Project, path: Path) -> list[str]:
     if dirty:
         shown = ", ".join(dirty[:10]) + (f" and {len(dirty) - 10} more" if len(dirty) > 10 else "")
         reasons.append(f"uncommitted changes: {shown}")
+    nested = g.populated_submodules(path)
+    if nested:
+        reasons.append(f"submodules whose own uncommitted work is not inspected: {', '.join(nested[:10])}")
     unreachable = commits_on_no_branch(path)
     if unreachable:
         reasons.append(f"HEAD has {unreachable} commit(s) that no branch contains (detached HEAD work)")

@@ -9,7 +9,10 @@ event loop must keep answering.
 
 from __future__ import annotations
 
+import hmac
 import os
+import secrets
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -18,9 +21,11 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from mcp.types.jsonrpc import INVALID_PARAMS
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from daintree_tui import __version__
 from daintree_tui.core.errors import DaintreeError
+from daintree_tui.core.sandbox import secrets_dir
 from daintree_tui.mcp.tools import ToolBackend, to_json
 
 INSTRUCTIONS = (
@@ -92,10 +97,48 @@ def serve_stdio(tools: ToolBackend) -> None:
     anyio.run(main)
 
 
-def serve_http(tools: ToolBackend, port: int) -> None:
-    """Serve streamable HTTP on 127.0.0.1:`port` at /mcp (DNS-rebinding protection on, as the SDK does for
-    loopback hosts)."""
+TOKEN_FILE = "mcp-http-token"
+
+
+def http_token() -> tuple[str, Path]:
+    """The bearer token HTTP clients must send, and the 0600 file that keeps it (made once, then reused so that a
+    client's config stays valid). It lives in daintree's secrets folder, which every sandbox hides."""
+    path = secrets_dir() / TOKEN_FILE
+    try:
+        token = path.read_text().strip()
+    except FileNotFoundError:
+        token = ""
+    if len(token) < 32:
+        token = secrets.token_urlsafe(32)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(token + "\n")
+    return token, path
+
+
+def require_token(app: ASGIApp, token: str) -> ASGIApp:
+    """`app` answering 401 to an HTTP request without `Authorization: Bearer <token>`. A port on 127.0.0.1 is
+    open to every local process: other users' and every sandboxed agent's (they share the network), and this
+    server acts with the access of the person who started it."""
+    expected = f"Bearer {token}".encode()
+
+    async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(given, expected):
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"text/plain"), (b"www-authenticate", b"Bearer")]})
+                await send({"type": "http.response.body", "body": b"daintree: missing or wrong bearer token\n"})
+                return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+def serve_http(tools: ToolBackend, port: int, token: str) -> None:
+    """Serve streamable HTTP on 127.0.0.1:`port` at /mcp to clients that send the bearer `token`
+    (DNS-rebinding protection on, as the SDK does for loopback hosts)."""
     import uvicorn
 
     app = build_server(tools).streamable_http_app(host="127.0.0.1")
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+    uvicorn.run(require_token(app, token), host="127.0.0.1", port=port, log_level="warning")

@@ -20,6 +20,7 @@ from daintree_tui.core.index import find
 from daintree_tui.core.models import JsonRecord, TaskStatus
 from daintree_tui.core.review import ReviewService
 from daintree_tui.core.runner import run_command
+from daintree_tui.core.sandbox import wrap_command
 from daintree_tui.core.store import read_json, write_json
 from daintree_tui.core.worktrees import WorktreeService, slugify
 from daintree_tui.sessions.manager import SessionManager
@@ -227,9 +228,17 @@ class BakeoffService:
         if not live:
             raise OperationError(f"bake-off {bakeoff_id} has no live candidates left")
 
+        # The command runs the candidates' own code (their tests, their scripts): confined to each worktree like
+        # a hook or `worktree run`, never with the user's (or, through MCP, a lead's) full access. Chosen here,
+        # before the worker threads: a sandboxed caller's request must be refused rather than run unconfined.
+        runs: dict[str, tuple[list[str], dict[str, str]]] = {}
+        for name in live:
+            env = worktree_env(self.project, entries[name])
+            runs[name] = (wrap_command(self.project, entries[name], ["sh", "-c", command], env), env)
+
         def one(name: str) -> Score:
-            entry = entries[name]
-            result = run_command(command, Path(entry.path), worktree_env(self.project, entry), timeout, shell=True)
+            argv, env = runs[name]
+            result = run_command(argv, Path(entries[name].path), env, timeout)
             return Score(name, result.exit_code, result.duration, parse_score(result.stdout + "\n" + result.stderr))
 
         with ThreadPoolExecutor(max_workers=len(live)) as pool:

@@ -33,6 +33,7 @@ from daintree_tui.core.errors import DaintreeError, InputError, OperationError
 from daintree_tui.core.index import Index, find
 from daintree_tui.core.mounts import INBOX_MOUNT
 from daintree_tui.core.project import Project
+from daintree_tui.core.sandbox import on_behalf_of_sandboxed
 from daintree_tui.services.container import Services
 
 MAX_REQUEST_BYTES = 64 * 1024
@@ -276,14 +277,16 @@ def _apply(services: Services, owner: str, request_id: str, request: dict[str, A
         payload = request.get("payload")
         if kind == "?" or not isinstance(payload, dict):
             raise InputError(f"bad request: kind must be one of {', '.join(known)} with a payload object")
-        if kind in services.inbox_kinds:
-            result = services.inbox_kinds[kind](services, owner, payload)
-        elif kind == "signal":
-            result = _signal(services, owner, payload)
-        elif kind == "task_create":
-            result = _task_create(services, owner, payload)
-        else:
-            result = _action(services, owner, payload)
+        # Whatever the request starts runs sandboxed too (or is refused): the sender is confined.
+        with on_behalf_of_sandboxed(owner):
+            if kind in services.inbox_kinds:
+                result = services.inbox_kinds[kind](services, owner, payload)
+            elif kind == "signal":
+                result = _signal(services, owner, payload)
+            elif kind == "task_create":
+                result = _task_create(services, owner, payload)
+            else:
+                result = _action(services, owner, payload)
         return Outcome(owner, request_id, kind, True, result)
     except DaintreeError as exc:
         return Outcome(owner, request_id, kind, False, error=str(exc), exit_code=exc.exit_code)

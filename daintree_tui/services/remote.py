@@ -288,8 +288,14 @@ def remote_command(argv: Sequence[str]) -> str:
     return " ".join(shlex.quote(arg) for arg in argv)
 
 
-# Left as they are by `for_any_login_shell`: the same in every shell's single quotes, sh's double quotes and printf.
-_PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789 ,._+:@/=-")
+# Bytes left as they are by `for_any_login_shell`: the same inside every shell's single quotes (fish reads a
+# backslash there, tcsh `!` and a newline), sh's double quotes (`$`, backquote, `"`, backslash) and printf's format
+# (backslash, `%`). Bytes of non-ASCII text (0x80 and up) are none of these in any shell, so they pass too: UTF-8 text
+# costs one byte a byte, not four.
+_PLAIN = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789 ,._+:@/=-()[]{};&|<>*?#~^")
+# Linux takes one argument of at most 128 KiB (MAX_ARG_STRLEN), and sshd hands the whole line to the login shell
+# as one argument: a longer line fails there (and in our own exec of ssh) with "Argument list too long".
+MAX_REMOTE_LINE = 128 * 1024 - 1
 
 
 def for_any_login_shell(command: str) -> str:
@@ -297,13 +303,31 @@ def for_any_login_shell(command: str) -> str:
 
     sshd runs the command string with the user's login shell, and fish or tcsh read POSIX quoting differently:
     in fish, `\\'` inside single quotes is a quote, so an argument ending in a backslash would end its quotes early
-    and let the next argument run as code. The wrapper is `sh -c 'eval "$(printf "...")"'` whose only
-    characters are letters, digits, a few punctuation marks and octal escapes (`\\ddd`) that no shell reads inside
-    single quotes; sh's printf turns them back into the command, byte for byte.
+    and let the next argument run as code. The wrapper is `sh -c 'eval "$(printf "...")"'` whose only ASCII
+    characters are letters, digits, punctuation no shell reads inside single quotes, and octal escapes (`\\ddd`);
+    sh's printf turns them back into the command, byte for byte. Non-ASCII bytes pass as they are (UTF-8 text
+    would otherwise grow fourfold and a 40 KB description would no longer fit in one command line), and text
+    that is not UTF-8 (arguments read with surrogateescape) is sent as the bytes it was.
+
+    Raises:
+        InputError: the line would pass Linux's limit of one argument (MAX_REMOTE_LINE).
     """
-    escaped = "".join(ch if ch in _PLAIN and not (i == 0 and ch == "-") else
-                      "".join(f"\\{byte:03o}" for byte in ch.encode()) for i, ch in enumerate(command))
-    return f"sh -c 'eval \"$(printf \"{escaped}\")\"'"
+    parts: list[bytes] = []
+    previous_raw_high = False
+    for i, byte in enumerate(command.encode("utf-8", "surrogateescape")):
+        if byte >= 0x80 or (byte in _PLAIN and not (i == 0 and byte == ord("-"))):
+            parts.append(bytes([byte]))
+            previous_raw_high = byte >= 0x80
+            continue
+        # In a double-byte locale (GBK, Big5, Shift_JIS) a lead byte followed by a backslash is one character and would
+        # swallow the escape: an empty "" between them changes nothing for sh and keeps them apart.
+        parts.append(b'""\\%03o' % byte if previous_raw_high else b"\\%03o" % byte)
+        previous_raw_high = False
+    line = b"sh -c 'eval \"$(printf \"" + b"".join(parts) + b"\")\"'"
+    if len(line) > MAX_REMOTE_LINE:
+        raise InputError(f"command too long for a remote host: {len(line)} bytes once quoted, the limit of one "
+                         f"command line is {MAX_REMOTE_LINE} (send less text)")
+    return line.decode("utf-8", "surrogateescape")
 
 
 # Runs a command and ends it when our side goes away: sshd closes the channel's stdin when the client or the

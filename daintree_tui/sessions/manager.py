@@ -232,7 +232,14 @@ class SessionManager:
         if wiring is None:
             return argv
         for path, text in wiring.files.items():
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            # The TMPDIR is the agent's to write: whatever it left at this name (a link to ~/.bashrc) goes, and
+            # the file is made new, never opened through a link.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            except OSError as exc:
+                raise OperationError(f"cannot write {path}: {exc.strerror or exc}") from None
             with os.fdopen(fd, "w", encoding="utf-8") as out:
                 out.write(text)
         env.update(wiring.env)

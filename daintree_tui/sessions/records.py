@@ -16,7 +16,7 @@ import fcntl
 import os
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,6 @@ from daintree_tui.sessions.usage import (
     hour_key,
     parser_for,
     read_new_lines,
-    with_ts,
 )
 
 START_SLACK = 5.0  # a record file touched this long before the start still belongs to the run
@@ -172,6 +171,7 @@ class UsageTracker:
                         if path.stat().st_mtime >= float(run["started_at"]) - START_SLACK:
                             files[key] = {"tail": {}, "parser": {}}
             changed = False
+            started = float(run["started_at"])
             for key, entry in files.items():
                 tail = TailState.from_dict(entry.get("tail") or {})
                 before = (tail.inode, tail.offset)
@@ -184,7 +184,10 @@ class UsageTracker:
                     changed = True
                     entry["tail"], entry["parser"] = tail.to_dict(), parser.state
                 for record in records:
-                    self._add(run, with_ts(record, now))
+                    # A record's own time is the agent's word: one before this run (or in the future) would
+                    # leave today's budget, so it counts when it was read.
+                    fair = started - START_SLACK <= record.ts <= now + START_SLACK
+                    self._add(run, record if fair else replace(record, ts=now))
             if changed:
                 write_json(self.path(name), data)
 

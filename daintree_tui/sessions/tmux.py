@@ -24,6 +24,7 @@ from pathlib import Path
 
 from daintree_tui.core.errors import OperationError
 from daintree_tui.core.project import Project
+from daintree_tui.core.store import atomic_write_text, read_state_file
 from daintree_tui.core.trust import open_private_append, private_dir
 from daintree_tui.sessions.host import PaneState, pane_exit, session_name, worktree_of_session
 
@@ -118,9 +119,15 @@ class TmuxHost:
         return proc
 
     def _write_conf(self) -> None:
+        """Our config, replaced whole when it is anything else. `.worktrees/` may come with a clone: a committed
+        `.tmux.conf -> ~/.bashrc` was written through (the user's file overwritten by the first session start)."""
         self.conf.parent.mkdir(parents=True, exist_ok=True)
-        if not self.conf.exists() or self.conf.read_text() != TMUX_CONF:
-            self.conf.write_text(TMUX_CONF)
+        try:
+            current = read_state_file(self.conf).decode("utf-8", "replace")
+        except OSError:
+            current = None  # missing, a link, a device: never read through, replaced
+        if current != TMUX_CONF:
+            atomic_write_text(self.conf, TMUX_CONF)
 
     def server_running(self) -> bool:
         proc = self.tmux("list-sessions", "-F", "#{session_name}", check=False)

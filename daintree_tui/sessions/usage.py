@@ -20,10 +20,11 @@ Each agent writes its records differently; a parser turns one record (one JSON l
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -125,21 +126,30 @@ def read_new_lines(path: Path, state: TailState) -> list[str]:
     return [line.decode("utf-8", "replace") for line in data[:cut].split(b"\n") if line.strip()]
 
 
+# The agent writes its records (its state folder is writable in its sandbox): a count is a finite number of at
+# least 0 (`1e999` raised OverflowError out of every observer tick, a negative count took tokens off the total),
+# and a time outside 2001..2100 is no time (0: the record counts when it is read).
+_LATEST_TS = 4102444800.0  # 2100-01-01
+
+
 def _iso_ts(value: Any) -> float:
-    if isinstance(value, int | float):
-        return float(value) / (1000.0 if value > 1e11 else 1.0)
-    if isinstance(value, str) and value:
+    ts = 0.0
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        ts = float(value) / (1000.0 if value > 1e11 else 1.0)
+    elif isinstance(value, str) and value:
         from datetime import datetime
 
         try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        except ValueError:
+            ts = datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except (ValueError, OverflowError):
             return 0.0
-    return 0.0
+    return ts if 978307200.0 <= ts < _LATEST_TS else 0.0
 
 
 def _int(value: Any) -> int:
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return 0
+    return max(0, int(value))
 
 
 # -- parsers ---------------------------------------------------------------------------------------------------
@@ -384,10 +394,6 @@ def record_cost(record: UsageRecord, prices: Mapping[str, Price], unpriced: set[
 def hour_key(ts: float) -> str:
     """The UTC hour a record belongs to (`2026-11-30T10`): usage is kept in hourly buckets for `--since`."""
     return time.strftime("%Y-%m-%dT%H", time.gmtime(ts or time.time()))
-
-
-def with_ts(record: UsageRecord, fallback: float) -> UsageRecord:
-    return record if record.ts else replace(record, ts=fallback)
 
 
 def file_identity(path: Path) -> tuple[int, int] | None:
