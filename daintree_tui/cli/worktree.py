@@ -155,7 +155,7 @@ def cmd_wt_events(args: argparse.Namespace, services: Services) -> int:
         emit(args, records, lambda: "\n".join(_event_line(r) for r in records) or "no events")
         return 0
     for rec in records:
-        write_line(sys.stdout, json.dumps(rec) if args.json else _event_line(rec))
+        write_line(sys.stdout, json.dumps(rec) if wants_json(args) else _event_line(rec))
     sys.stdout.flush()
     from daintree_tui.core.follow import follow_lines
 
@@ -164,7 +164,7 @@ def cmd_wt_events(args: argparse.Namespace, services: Services) -> int:
             rec = json.loads(line)
         except ValueError:
             continue
-        write_line(sys.stdout, json.dumps(rec) if args.json else _event_line(rec))
+        write_line(sys.stdout, json.dumps(rec) if wants_json(args) else _event_line(rec))
         sys.stdout.flush()
     return 0
 
