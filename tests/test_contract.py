@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import CLI, Lines
+from tests.conftest import CLI, Lines, trusted_config, wait_for
 
 
 def events(repo: Path) -> list[dict[str, object]]:
@@ -32,3 +32,19 @@ def test_events_follow_prints_readable_lines_without_json(cli: CLI, repo: Path) 
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_session_log_with_json_is_one_document(cli: CLI, repo: Path, tmux_socket: str) -> None:
+    """"With `--json`, stdout is one JSON document and nothing else": `session log` printed the raw log bytes;
+    `-n N` kept one line too many when the log's last line was unfinished (a prompt)."""
+    trusted_config(repo, "[agents.lines]\ncommand = \"sh -c 'echo first; echo second; printf prompt; sleep 60'\"\n")
+    cli.ok("worktree", "create", "talk", "--agent", "lines")
+    log = repo / ".worktrees" / ".logs" / "talk.log"
+    wait_for(lambda: log.exists() and b"prompt" in log.read_bytes())
+    doc = cli.json("session", "log", "talk")
+    assert doc["name"] == "talk" and doc["path"] == str(log)
+    assert "first" in doc["text"] and doc["text"].endswith("prompt")
+    assert cli.json("session", "log", "talk", "-n", "1")["text"] == "prompt"
+    assert cli.ok("session", "log", "talk", "-n", "2").stdout == "second\r\nprompt"
+    bad = cli("session", "log", "talk", "-n", "-1")
+    assert bad.returncode == 2 and bad.stdout == ""

@@ -103,23 +103,36 @@ def cmd_session_capture(args: argparse.Namespace, services: Services) -> int:
 def cmd_session_log(args: argparse.Namespace, services: Services) -> int:
     from daintree_tui.core.follow import follow_lines
 
+    if args.lines < 0:
+        raise InputError("--lines must be zero or more")
     project = services.project
     project.require_git()
     path = project.log_path(args.name)
     if not path.exists() and not args.follow:
         raise InputError(f"no log for worktree {args.name!r} ({path})")
     read = 0
+    data = b""
     if path.exists():
         data = path.read_bytes()
         read = len(data)
         if args.lines:
-            data = b"\n".join(data.split(b"\n")[-args.lines - 1:])
+            parts = data.split(b"\n")
+            keep = args.lines + 1 if data.endswith(b"\n") else args.lines  # a last line may be unfinished
+            data = b"\n".join(parts[-keep:])
+    as_json = wants_json(args)
+    if as_json and not args.follow:  # one document: the log is the agent's raw terminal output, as text
+        emit(args, {"name": args.name, "path": str(path), "text": data.decode("utf-8", errors="replace")}, "")
+        return 0
+    if as_json:  # following streams one JSON object a line, as `worktree events --follow --json` does
+        for line in data.decode("utf-8", errors="replace").splitlines():
+            sys.stdout.write(json.dumps({"name": args.name, "line": line}) + "\n")
+    else:
         sys.stdout.buffer.write(data)
-        sys.stdout.flush()
+    sys.stdout.flush()
     if args.follow:
         # Follow from where the read above stopped: a line written in between is not lost.
         for line in follow_lines(path, offset=read):
-            sys.stdout.write(line + "\n")
+            sys.stdout.write((json.dumps({"name": args.name, "line": line}) if as_json else line) + "\n")
             sys.stdout.flush()
     return 0
 
