@@ -48,3 +48,11 @@ def test_session_log_with_json_is_one_document(cli: CLI, repo: Path, tmux_socket
     assert cli.ok("session", "log", "talk", "-n", "2").stdout == "second\r\nprompt"
     bad = cli("session", "log", "talk", "-n", "-1")
     assert bad.returncode == 2 and bad.stdout == ""
+
+
+def test_create_after_event_shows_the_task_bound(cli: CLI, repo: Path) -> None:
+    """`create` binds the task (pending -> in_progress) before `create.after`; the event showed it still pending."""
+    cli.ok("task", "create", "Bind me")
+    cli.ok("worktree", "create", "bound", "--task", "1")
+    after = [e for e in events(repo) if e["event"] == "worktree.create.after"]
+    assert after[-1]["task"] == {"id": 1, "subject": "Bind me", "status": "in_progress"}

@@ -273,11 +273,14 @@ class WorktreeService:
             entries = self.index.load(heal=True)
             task, base_commit, reset_branch = self._validate_create(entries, name, task_id, base_ref)
             entry, provided = self._create_locked(entries, name, task, base_ref, base_commit, reset_branch, hooks)
+            if task is not None:  # the events after this point show the task as the create left it: bound
+                task = self.tasks.find(task.id) or task
         try:
             run_hooks(project, "post_create", entry)
         except DaintreeError as exc:
             with project.lock.hold():
                 self._rollback_created(entry, reset_branch)
+            task = self.tasks.find(task.id) if task is not None else None  # unbound again by the rollback
             project.events.append("worktree.create.failed", worktree=entry.brief(), error=str(exc),
                                   task=task.brief() if task else None)
             raise OperationError(f"create {name} rolled back: {exc}") from None
