@@ -56,3 +56,20 @@ def test_create_after_event_shows_the_task_bound(cli: CLI, repo: Path) -> None:
     cli.ok("worktree", "create", "bound", "--task", "1")
     after = [e for e in events(repo) if e["event"] == "worktree.create.after"]
     assert after[-1]["task"] == {"id": 1, "subject": "Bind me", "status": "in_progress"}
+
+
+def test_every_state_changing_command_first_recovers_a_torn_index(cli: CLI, repo: Path) -> None:
+    """"every state-changing CLI command first recovers a torn index from its `.bak`" (create, keep and remove
+    did; `task create`, `session stop`, `worktree run`... left it torn); a read only reports it."""
+    cli.ok("worktree", "create", "kept-safe")
+    index = repo / ".worktrees" / "index.json"
+    torn = index.read_text()[:20]
+    for command in (["worktree", "list"], ["worktree", "status", "kept-safe"], ["task", "list"]):
+        index.write_text(torn)
+        cli.ok(*command)
+        assert index.read_text() == torn  # reads report, and leave the repair to doctor --fix
+    for command in (["task", "create", "After the crash"], ["worktree", "run", "kept-safe", "--", "true"],
+                    ["session", "stop", "kept-safe"]):
+        index.write_text(torn)
+        cli.ok(*command)
+        assert [e["name"] for e in json.loads(index.read_text())["worktrees"]] == ["kept-safe"], command
