@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import CLI, Lines, trusted_config, wait_for
+from tests.conftest import CLI, Lines, git, trusted_config, wait_for
 
 
 def events(repo: Path) -> list[dict[str, object]]:
@@ -73,3 +73,19 @@ def test_every_state_changing_command_first_recovers_a_torn_index(cli: CLI, repo
         index.write_text(torn)
         cli.ok(*command)
         assert [e["name"] for e in json.loads(index.read_text())["worktrees"]] == ["kept-safe"], command
+
+
+async def test_mcp_worktree_create_returns_what_the_cli_prints(cli: CLI, repo: Path, tmux_socket: str) -> None:
+    """The MCP tools return "the same JSON data the CLI prints with --json": `worktree_create` left out what the
+    create copied and linked (`copied`, `linked`), which `worktree create --json` prints."""
+    from tests.test_mcp import call, mcp_client
+
+    (repo / ".gitignore").write_text(".env\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-qm", "ignore .env")
+    (repo / ".env").write_text("SECRET=1\n")
+    by_cli = cli.json("worktree", "create", "by-cli")
+    async with mcp_client(repo) as mcp:
+        by_mcp = await call(mcp, "worktree_create", name="by-mcp")
+    assert set(by_mcp) == set(by_cli)
+    assert by_mcp["copied"] == by_cli["copied"] == [".env"] and by_mcp["linked"] == by_cli["linked"] == []
