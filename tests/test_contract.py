@@ -4,6 +4,7 @@ that the product once broke (names, flags, `--json` shapes, files written, event
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -89,3 +90,22 @@ async def test_mcp_worktree_create_returns_what_the_cli_prints(cli: CLI, repo: P
         by_mcp = await call(mcp, "worktree_create", name="by-mcp")
     assert set(by_mcp) == set(by_cli)
     assert by_mcp["copied"] == by_cli["copied"] == [".env"] and by_mcp["linked"] == by_cli["linked"] == []
+
+
+def test_approve_with_json_prints_one_document(cli: CLI, repo: Path) -> None:
+    """`approve ID --json` printed "approved request 1: running ..." and then the command's JSON on stdout (two
+    documents' worth); `reject x` called the request id a task id."""
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "daintree" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('default_role = "careful"\n[roles.careful]\nallow = ["commit", "merge", "remove"]\n'
+                      'approval = "human"\n')
+    cli.ok("worktree", "create", "asks")
+    inside = repo / ".worktrees" / "asks"
+    queued = cli("worktree", "remove", "asks", "--json", cwd=inside, env={"DAINTREE_WORKTREE": "asks"})
+    request = json.loads(queued.stdout)["request"]
+    approved = cli("approve", str(request), "--json")
+    assert approved.returncode == 0, approved.stderr
+    assert json.loads(approved.stdout)["removed"] is True
+    assert f"approved request {request}" in approved.stderr
+    bad = cli("reject", "x")
+    assert bad.returncode == 2 and "invalid request id 'x'" in bad.stderr
