@@ -109,3 +109,19 @@ def test_approve_with_json_prints_one_document(cli: CLI, repo: Path) -> None:
     assert f"approved request {request}" in approved.stderr
     bad = cli("reject", "x")
     assert bad.returncode == 2 and "invalid request id 'x'" in bad.stderr
+
+
+def test_session_send_takes_several_files_after_one_flag(cli: CLI, repo: Path, tmux_socket: str) -> None:
+    """`daintree session send NAME --file PATH...`: several paths after one `--file` were an argparse error (only
+    `--file A --file B` worked; both do now)."""
+    trusted_config(repo, "[agents.cat]\ncommand = \"cat\"\n")
+    cli.ok("worktree", "create", "ctx", "--agent", "cat")
+    inside = repo / ".worktrees" / "ctx"
+    (inside / "one.txt").write_text("first file\n")
+    (inside / "two.txt").write_text("second file\n")
+    sent = cli("session", "send", "ctx", "--file", "one.txt", "two.txt", "--json", cwd=inside)
+    assert sent.returncode == 0, sent.stderr
+    log = repo / ".worktrees" / ".logs" / "ctx.log"
+    wait_for(lambda: b"first file" in log.read_bytes() and b"second file" in log.read_bytes())
+    repeated = cli("session", "send", "ctx", "--file", "one.txt", "--file", "two.txt", "--json", cwd=inside)
+    assert json.loads(repeated.stdout)["sent"] == json.loads(sent.stdout)["sent"]

@@ -188,8 +188,8 @@ def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None
     p.add_argument("text", nargs="?")
     p.add_argument("--no-enter", action="store_true", help="do not press Enter after the text")
     p.add_argument("--paste", action="store_true", help="send as one bracketed paste")
-    p.add_argument("--file", dest="files", action="append", metavar="PATH",
-                   help="send a file (path and content, as a fenced block); repeatable")
+    p.add_argument("--file", dest="files", action="extend", nargs="+", metavar="PATH",
+                   help="send files (path and content, as fenced blocks): --file A B, or --file A --file B")
     p.add_argument("--task", action="store_true", help="send the bound task's subject and description")
     p.add_argument("--clipboard", action="store_true", help="send the clipboard's text")
     p = add(ssub, "keys", cmd_session_keys, "send tmux key names (Enter, C-c, Up) to a session")
