@@ -125,3 +125,19 @@ def test_session_send_takes_several_files_after_one_flag(cli: CLI, repo: Path, t
     wait_for(lambda: b"first file" in log.read_bytes() and b"second file" in log.read_bytes())
     repeated = cli("session", "send", "ctx", "--file", "one.txt", "--file", "two.txt", "--json", cwd=inside)
     assert json.loads(repeated.stdout)["sent"] == json.loads(sent.stdout)["sent"]
+
+
+def test_run_says_not_executable_as_a_shell_would(cli: CLI, repo: Path) -> None:
+    """`worktree run` returns the exit code of CMD, with a shell's codes when it cannot start: 127 not found
+    (it was), and 126 for a file or folder that cannot be executed (it was the sandbox's own exit 1)."""
+    cli.ok("worktree", "create", "runs")
+    inside = repo / ".worktrees" / "runs"
+    (inside / "script.sh").write_text("#!/bin/sh\necho ran\n")
+    (inside / "folder").mkdir()
+    for program in ("./script.sh", "./folder"):
+        proc = cli("worktree", "run", "runs", "--", program)
+        assert (proc.returncode, proc.stderr) == (126, f"permission denied: {program}\n")
+    assert cli("worktree", "run", "runs", "--", "./missing.sh").returncode == 127
+    (inside / "script.sh").chmod(0o755)
+    ran = cli("worktree", "run", "runs", "--", "./script.sh")
+    assert (ran.returncode, ran.stdout) == (0, "ran\n")

@@ -528,9 +528,14 @@ class WorktreeService:
         self.project.tmpdir_for(name).mkdir(parents=True, exist_ok=True)
         env = worktree_env(self.project, entry)
         program = argv[0]
-        found = shutil.which(program, path=env.get("PATH")) if "/" not in program else (path / program).exists()
-        if not found:  # said here, as a shell would (127): inside the sandbox it would be bwrap's exit 1
+        # Said here, as a shell would (127 not found, 126 not executable): inside the sandbox either would be
+        # bwrap's own exit 1, which a caller cannot tell from the command's.
+        target = path / program
+        found = shutil.which(program, path=env.get("PATH")) if "/" not in program else target.exists()
+        if not found:
             return RunResult(127, "", f"command not found: {program}\n", 0.0)
+        if "/" in program and (target.is_dir() or not os.access(target, os.X_OK)):
+            return RunResult(126, "", f"permission denied: {program}\n", 0.0)
         from daintree_tui.core.sandbox import wrap_command  # only commands run in a worktree need it
 
         return run_command(wrap_command(self.project, entry, argv, env), path, env, timeout)
