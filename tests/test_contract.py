@@ -141,3 +141,20 @@ def test_run_says_not_executable_as_a_shell_would(cli: CLI, repo: Path) -> None:
     (inside / "script.sh").chmod(0o755)
     ran = cli("worktree", "run", "runs", "--", "./script.sh")
     assert (ran.returncode, ran.stdout) == (0, "ran\n")
+
+
+def test_doctor_reports_what_doctor_fix_then_fixes(cli: CLI, repo: Path) -> None:
+    """`doctor` without `--fix` "only reports" what `--fix` would fix. With the index lost, it predicted that
+    the bound task would be unbound and its worktree's temp dir deleted, while `--fix` adopts the worktree and
+    keeps both: the report did not see the adoption it had just reported."""
+    cli.ok("task", "create", "Survive a lost index")
+    cli.ok("worktree", "create", "orphaned", "--task", "1")
+    for name in ("index.json", "index.json.bak"):
+        (repo / ".worktrees" / name).unlink()
+    report = cli("doctor", "--json")
+    assert report.returncode == 1
+    predicted = json.loads(report.stdout)["findings"]
+    assert cli.json("doctor", "--fix")["findings"] == predicted
+    assert cli.json("doctor")["findings"] == []
+    assert cli.json("task", "show", "1")["worktree"] == "orphaned"
+    assert (repo / ".worktrees" / ".tmp" / "orphaned").is_dir()
