@@ -158,3 +158,18 @@ def test_doctor_reports_what_doctor_fix_then_fixes(cli: CLI, repo: Path) -> None
     assert cli.json("doctor")["findings"] == []
     assert cli.json("task", "show", "1")["worktree"] == "orphaned"
     assert (repo / ".worktrees" / ".tmp" / "orphaned").is_dir()
+
+
+def test_an_untrusted_agent_is_refused_before_create_makes_anything(cli: CLI, repo: Path, tmux_socket: str) -> None:
+    """`worktree create NAME --agent P` and `bakeoff create` with an agent whose command the untrusted repo config
+    sets: refused (exit 1, naming `daintree trust`) as the session start was, but after the worktrees were made,
+    so a retry found "already exists" and a half-made bake-off stayed listed."""
+    (repo / ".daintree.toml").write_text('[agents.repo-agent]\ncommand = "sh -c \'sleep 60\'"\n')
+    cli.ok("task", "create", "Race")
+    for command in (["worktree", "create", "half", "--agent", "repo-agent"],
+                    ["bakeoff", "create", "1", "--agents", "shell,repo-agent"]):
+        proc = cli(*command)
+        assert proc.returncode == 1 and "daintree trust" in proc.stderr, proc.stderr
+    assert cli.json("worktree", "list", "--all") == [] and cli.json("bakeoff", "list") == []
+    assert git(repo, "branch", "--list", "wt/*") == ""
+    assert not (repo / ".worktrees" / "events.jsonl").read_text().count("worktree.create")
