@@ -55,8 +55,11 @@ class Index:
         data, problem = read_json(self.path, "index")
         if problem is None and data is not None and self._parse(data) is not None:
             return
-        with self.project.lock.hold():
-            self.load(heal=True)
+        try:
+            with self.project.lock.hold():
+                self.load(heal=True)
+        except OSError:
+            pass  # state this process may not write (a sandbox's read-only view): reported, left to doctor --fix
 
     def _parse(self, data: object) -> list[WorktreeEntry] | None:
         if not isinstance(data, dict) or not isinstance(data.get("worktrees"), list):
