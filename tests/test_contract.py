@@ -173,3 +173,21 @@ def test_an_untrusted_agent_is_refused_before_create_makes_anything(cli: CLI, re
     assert cli.json("worktree", "list", "--all") == [] and cli.json("bakeoff", "list") == []
     assert git(repo, "branch", "--list", "wt/*") == ""
     assert not (repo / ".worktrees" / "events.jsonl").read_text().count("worktree.create")
+
+
+def test_create_logs_its_steps_in_the_order_it_takes_them(cli: CLI, repo: Path) -> None:
+    """DESIGN 3: create.before -> add -> copy included files -> link dependencies -> assign ports -> write index ->
+    bind task -> create.after. The log said the task was bound (task.updated) before the files were copied and
+    the ports assigned, which were logged last."""
+    (repo / ".gitignore").write_text(".env\nnode_modules/\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-qm", "ignore")
+    (repo / ".env").write_text("A=1\n")
+    (repo / "node_modules").mkdir()
+    cli.ok("task", "create", "In order")
+    cli.ok("worktree", "create", "ordered", "--task", "1")
+    kinds = [e["event"] for e in events(repo) if e["event"] != "task.created"]
+    assert kinds == ["worktree.create.before", "deps.linked", "port.assigned", "task.updated",
+                     "worktree.create.after"]
+    assigned = next(e for e in events(repo) if e["event"] == "port.assigned")
+    assert assigned["task"] == {"id": 1, "subject": "In order", "status": "pending"}

@@ -316,6 +316,10 @@ class WorktreeService:
             assert project.common_dir is not None
             provided = deps.provide(root, path, self.cfg, project.common_dir, skip, scan)
             copied, linked = provided.copied, provided.linked
+            # Each step's event as it happens, in the order DESIGN 3 gives the steps (a rollback logs its own
+            # create.failed after them).
+            if copied or linked:
+                project.events.append("deps.linked", worktree=brief, copied=copied, linked=linked)
             tmpdir = project.tmpdir_for(name)
             if tmpdir.is_symlink():
                 tmpdir.unlink()  # TMPDIR must be a folder of ours, not wherever a committed link points
@@ -326,6 +330,8 @@ class WorktreeService:
             entry = WorktreeEntry(name=name, path=str(path), branch=branch, base_ref=base_ref,
                                   base_commit=base_commit, task_id=task.id if task else None, ports=ports,
                                   created_at=time.time())
+            project.events.append("port.assigned", worktree=entry.brief(), ports=ports,
+                                  task=task.brief() if task else None)
             previous = list(entries)
             self.index.save([e for e in entries if e.name != name] + [entry])
             undo.push("restore the index", lambda: self.index.save(previous))
@@ -345,9 +351,6 @@ class WorktreeService:
                 raise OperationError(f"create {name} failed and was rolled back: {exc}") from None
             raise
         self.journal_clear(name)
-        if copied or linked:
-            project.events.append("deps.linked", worktree=entry.brief(), copied=copied, linked=linked)
-        project.events.append("port.assigned", worktree=entry.brief(), ports=ports)
         return entry, provided
 
     def _delete_new_branch(self, branch: str) -> None:
