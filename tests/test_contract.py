@@ -191,3 +191,18 @@ def test_create_logs_its_steps_in_the_order_it_takes_them(cli: CLI, repo: Path) 
                      "worktree.create.after"]
     assigned = next(e for e in events(repo) if e["event"] == "port.assigned")
     assert assigned["task"] == {"id": 1, "subject": "In order", "status": "pending"}
+
+
+def test_trust_is_refused_from_inside_a_session(cli: CLI, repo: Path) -> None:
+    """DESIGN 2a: what is trusted is "the user's own command line outside a session". An unsandboxed agent could
+    run `daintree trust` itself and let the repository's commands run (approve and --no-verify were refused
+    there already); `trust --show` still works."""
+    (repo / ".daintree.toml").write_text('[hooks]\npost_create = ["true"]\n')
+    cli.ok("worktree", "create", "agent-side")
+    inside = repo / ".worktrees" / "agent-side"
+    for cwd, env in ((inside, {}), (repo, {"DAINTREE_WORKTREE": "agent-side"})):
+        proc = cli("trust", cwd=cwd, env=env)
+        assert proc.returncode == 1 and "refused from inside a session" in proc.stderr
+        assert cli.json("trust", "--show", cwd=cwd)["trusted"] is False
+    cli.ok("trust")
+    assert cli.json("trust", "--show")["trusted"] is True
