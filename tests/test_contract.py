@@ -206,3 +206,15 @@ def test_trust_is_refused_from_inside_a_session(cli: CLI, repo: Path) -> None:
         assert cli.json("trust", "--show", cwd=cwd)["trusted"] is False
     cli.ok("trust")
     assert cli.json("trust", "--show")["trusted"] is True
+
+
+def test_queue_refuses_an_untrusted_agent_before_making_its_worktree(cli: CLI, repo: Path, tmux_socket: str) -> None:
+    """`queue run` said "task N: ... not trusted" only after it had created the task's worktree and bound the
+    task to it (a worktree with no session, and a task in_progress that nobody works on)."""
+    (repo / ".daintree.toml").write_text('[agents.repo-agent]\ncommand = "sh -c \'sleep 60\'"\n')
+    cli.ok("task", "create", "Queued", "--agent", "repo-agent")
+    proc = cli("queue", "run", "--once")
+    assert proc.returncode == 1 and "task 1:" in proc.stderr and "daintree trust" in proc.stderr
+    assert cli.json("worktree", "list", "--all") == []
+    task = cli.json("task", "show", "1")
+    assert (task["status"], task["worktree"]) == ("pending", "")
