@@ -218,3 +218,15 @@ def test_queue_refuses_an_untrusted_agent_before_making_its_worktree(cli: CLI, r
     assert cli.json("worktree", "list", "--all") == []
     task = cli.json("task", "show", "1")
     assert (task["status"], task["worktree"]) == ("pending", "")
+
+
+def test_a_worktree_dir_inside_the_repo_keeps_the_primarys_status_clean(cli: CLI, repo: Path) -> None:
+    """"the primary workspace's `git status` stays clean": with the repository's `worktree_dir = "trees"`, every
+    worktree showed as `?? trees/` in the primary; that folder is excluded like `/.worktrees/`."""
+    (repo / ".daintree.toml").write_text('worktree_dir = "trees"\n')
+    git(repo, "add", ".daintree.toml")
+    git(repo, "commit", "-qm", "worktrees in trees/")
+    cli.ok("worktree", "create", "inside")
+    assert (repo / "trees" / "inside" / "app.py").exists()
+    assert git(repo, "status", "--short") == ""
+    assert "/trees/" in (repo / ".git" / "info" / "exclude").read_text().splitlines()
