@@ -230,3 +230,11 @@ def test_a_worktree_dir_inside_the_repo_keeps_the_primarys_status_clean(cli: CLI
     assert (repo / "trees" / "inside" / "app.py").exists()
     assert git(repo, "status", "--short") == ""
     assert "/trees/" in (repo / ".git" / "info" / "exclude").read_text().splitlines()
+
+
+def test_create_with_a_prompt_but_no_agent_is_bad_input(cli: CLI, repo: Path) -> None:
+    """`worktree create NAME --prompt TEXT` without `--agent` created the worktree and dropped the prompt without
+    a word; it is rejected before anything (exit 2)."""
+    proc = cli("worktree", "create", "quiet", "--prompt", "do the thing")
+    assert proc.returncode == 2 and "--agent" in proc.stderr
+    assert cli.json("worktree", "list", "--all") == []

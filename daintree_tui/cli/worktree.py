@@ -21,6 +21,8 @@ def cmd_wt_create(args: argparse.Namespace, services: Services) -> int:
 
     validate_name(args.name)
     the_task = task_id(args.task) if args.task is not None else None
+    if args.prompt is not None and not args.agent:
+        raise InputError("--prompt is the first prompt of the session --agent starts: give --agent PRESET too")
     agent = None
     if args.agent:
         from daintree_tui.sessions.presets import resolve_preset
