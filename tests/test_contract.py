@@ -238,3 +238,15 @@ def test_create_with_a_prompt_but_no_agent_is_bad_input(cli: CLI, repo: Path) ->
     proc = cli("worktree", "create", "quiet", "--prompt", "do the thing")
     assert proc.returncode == 2 and "--agent" in proc.stderr
     assert cli.json("worktree", "list", "--all") == []
+
+
+def test_a_first_prompt_for_the_shell_is_bad_input(cli: CLI, repo: Path, tmux_socket: str) -> None:
+    """The shell never gets a first prompt (DESIGN 5, 2a.3); `--prompt` with `--agent shell` was dropped without a
+    word, where `session send --task` to a shell is refused: both commands now reject it (exit 2)."""
+    proc = cli("worktree", "create", "sh-prompt", "--agent", "shell", "--prompt", "rm -rf ~")
+    assert proc.returncode == 2 and "takes no first prompt" in proc.stderr
+    assert cli.json("worktree", "list", "--all") == []
+    cli.ok("worktree", "create", "sh-later")
+    proc = cli("session", "start", "sh-later", "--agent", "shell", "--prompt", "rm -rf ~")
+    assert proc.returncode == 2 and "takes no first prompt" in proc.stderr
+    assert cli.json("session", "list") == []

@@ -8,7 +8,7 @@ import sys
 import time
 from typing import Any
 
-from daintree_tui.cli.common import AddCommand, task_id
+from daintree_tui.cli.common import AddCommand, refuse_prompt_for, task_id
 from daintree_tui.cli.output import emit, table, wants_json, write_line
 from daintree_tui.core import trust
 from daintree_tui.core.errors import DaintreeError, InputError
@@ -29,6 +29,7 @@ def cmd_wt_create(args: argparse.Namespace, services: Services) -> int:
 
         agent = resolve_preset(services.project.config, args.agent)  # a bad preset is rejected before anything
         agent.check_program()
+        refuse_prompt_for(agent, args.prompt)
         trust.require_agent_trusted(services.project.config, agent.name)  # as is an untrusted one (exit 1)
         services.sessions.host  # noqa: B018 - raises the clear "tmux is not installed" error
     entry, provided = services.worktrees.create_reporting(args.name, task_id=the_task, base=args.base)
