@@ -250,3 +250,15 @@ def test_a_first_prompt_for_the_shell_is_bad_input(cli: CLI, repo: Path, tmux_so
     proc = cli("session", "start", "sh-later", "--agent", "shell", "--prompt", "rm -rf ~")
     assert proc.returncode == 2 and "takes no first prompt" in proc.stderr
     assert cli.json("session", "list") == []
+
+
+async def test_mcp_session_start_refuses_a_prompt_for_the_shell(cli: CLI, repo: Path, tmux_socket: str) -> None:
+    """MCP `session_start(name, agent="shell", prompt=...)` dropped the prompt without a word; it gets the CLI's
+    error, and no session starts."""
+    from tests.test_mcp import fails, mcp_client
+
+    cli.ok("worktree", "create", "mcp-shell")
+    async with mcp_client(repo) as mcp:
+        message = await fails(mcp, "session_start", name="mcp-shell", agent="shell", prompt="rm -rf ~")
+    assert "takes no first prompt" in message
+    assert cli.json("session", "list") == []

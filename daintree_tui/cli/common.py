@@ -56,10 +56,3 @@ def task_id(text: str) -> int:
     if value <= 0:
         raise InputError(f"invalid task id {text!r}: expected a positive integer")
     return value
-
-
-def refuse_prompt_for(preset: Any, prompt: str | None) -> None:
-    """A first prompt for an agent that takes none (the shell) is bad input, never dropped without a word."""
-    if prompt is not None and preset.prompt_mode == "none":
-        raise InputError(f"agent {preset.name} takes no first prompt (in a shell it would run as commands): "
-                         "start an agent, or leave out --prompt")

@@ -8,7 +8,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from daintree_tui.cli.common import AddCommand, refuse_prompt_for
+from daintree_tui.cli.common import AddCommand
 from daintree_tui.cli.output import emit, table, wants_json, write_line
 from daintree_tui.core.errors import InputError
 from daintree_tui.services import Services
@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 
 def cmd_session_start(args: argparse.Namespace, services: Services) -> int:
     if args.prompt is not None and not args.resume:
+        from daintree_tui.sessions.presets import refuse_prompt_for
+
         refuse_prompt_for(services.sessions.preset(args.agent), args.prompt)
     info = services.sessions.start(args.name, args.agent, prompt=args.prompt, resume=args.resume)
     verb = "resumed" if args.resume else "started"

@@ -8,7 +8,7 @@ import sys
 import time
 from typing import Any
 
-from daintree_tui.cli.common import AddCommand, refuse_prompt_for, task_id
+from daintree_tui.cli.common import AddCommand, task_id
 from daintree_tui.cli.output import emit, table, wants_json, write_line
 from daintree_tui.core import trust
 from daintree_tui.core.errors import DaintreeError, InputError
@@ -25,7 +25,7 @@ def cmd_wt_create(args: argparse.Namespace, services: Services) -> int:
         raise InputError("--prompt is the first prompt of the session --agent starts: give --agent PRESET too")
     agent = None
     if args.agent:
-        from daintree_tui.sessions.presets import resolve_preset
+        from daintree_tui.sessions.presets import refuse_prompt_for, resolve_preset
 
         agent = resolve_preset(services.project.config, args.agent)  # a bad preset is rejected before anything
         agent.check_program()

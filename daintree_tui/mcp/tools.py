@@ -314,6 +314,10 @@ class DaintreeTools:
     # -- sessions --------------------------------------------------------------------------------------------
 
     def session_start(self, name: str, agent: str | None = None, prompt: str | None = None) -> dict[str, Any]:
+        from daintree_tui.sessions.presets import refuse_prompt_for  # the CLI's own check and message
+
+        if prompt is not None:
+            refuse_prompt_for(self.services.sessions.preset(agent), prompt)
         return self.services.sessions.start(name, agent, prompt=prompt).to_dict()
 
     def session_send(self, name: str, text: str) -> dict[str, Any]:
