@@ -76,6 +76,16 @@ _TOP_OPTIONS_WITH_VALUE = ("--repo", "--host")
 _NO_REPO_COMMANDS = ("task", "demo", "host", "agents", "usage", "sandbox", "mcp")
 
 
+# The commands that change state (tasks, worktrees, sessions): each first recovers a torn index from its `.bak`.
+# Reads only report it (and `doctor` reports it, then `doctor --fix` repairs it).
+_STATE_CHANGING = frozenset({
+    "cmd_task_create", "cmd_task_update", "cmd_wt_create", "cmd_wt_keep", "cmd_wt_remove", "cmd_wt_run",
+    "cmd_wt_commit", "cmd_wt_merge", "cmd_wt_pr", "cmd_session_start", "cmd_session_send", "cmd_session_keys",
+    "cmd_session_stop", "cmd_session_signal", "cmd_bakeoff_create", "cmd_bakeoff_score", "cmd_bakeoff_pick",
+    "cmd_queue_run", "cmd_approve", "cmd_reject", "cmd_gc",
+})
+
+
 def command_words(argv: Sequence[str]) -> list[str]:
     """The words of `argv` that are not our options or their values, up to `--` (`worktree`, `run`, `x`)."""
     words: list[str] = []
@@ -164,6 +174,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         stop = orchestrate.policy_gate(args, services, [*argv, *(["--", *after] if after else [])])
         if stop is not None:
             return stop
+        if handler.__name__ in _STATE_CHANGING and services.project.is_git and not getattr(args, "dry_run", False):
+            from daintree_tui.core.index import Index
+
+            Index(services.project).heal_if_torn()  # DESIGN 3: a torn index is recovered before any change
         return handler(args, services)
     except DaintreeError as exc:
         error(str(exc))

@@ -110,10 +110,18 @@ def cmd_approvals(args: argparse.Namespace, services: Services) -> int:
     return 0
 
 
+def request_id(text: str) -> int:
+    if not text.isdecimal() or int(text) <= 0:
+        raise InputError(f"invalid request id {text!r}: expected a positive integer")
+    return int(text)
+
+
 def cmd_approve(args: argparse.Namespace, services: Services) -> int:
-    record = services.approvals.resolve(task_id(args.id), approve=True)
-    write_line(sys.stdout, f"approved request {record.id}: running daintree {' '.join(record.argv)}")
-    sys.stdout.flush()
+    record = services.approvals.resolve(request_id(args.id), approve=True)
+    # With --json, stdout is the approved command's one JSON document; what is being run is said on stderr.
+    said = sys.stderr if wants_json(args) else sys.stdout
+    write_line(said, f"approved request {record.id}: running daintree {' '.join(record.argv)}")
+    said.flush()
     run = services.approvals.run(record, ("--json",) if wants_json(args) else ())
     sys.stdout.write(run.stdout)
     sys.stdout.flush()
@@ -122,7 +130,7 @@ def cmd_approve(args: argparse.Namespace, services: Services) -> int:
 
 
 def cmd_reject(args: argparse.Namespace, services: Services) -> int:
-    record = services.approvals.resolve(task_id(args.id), approve=False)
+    record = services.approvals.resolve(request_id(args.id), approve=False)
     emit(args, record.to_dict(), f"rejected request {record.id} ({record.action} from {record.worktree})")
     return 0
 

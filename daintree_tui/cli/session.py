@@ -18,6 +18,10 @@ if TYPE_CHECKING:
 
 
 def cmd_session_start(args: argparse.Namespace, services: Services) -> int:
+    if args.prompt is not None and not args.resume:
+        from daintree_tui.sessions.presets import refuse_prompt_for
+
+        refuse_prompt_for(services.sessions.preset(args.agent), args.prompt)
     info = services.sessions.start(args.name, args.agent, prompt=args.prompt, resume=args.resume)
     verb = "resumed" if args.resume else "started"
     emit(args, info.to_dict(), f"{verb} session {info.session} ({info.agent}) in worktree {info.name}\n"
@@ -103,23 +107,36 @@ def cmd_session_capture(args: argparse.Namespace, services: Services) -> int:
 def cmd_session_log(args: argparse.Namespace, services: Services) -> int:
     from daintree_tui.core.follow import follow_lines
 
+    if args.lines < 0:
+        raise InputError("--lines must be zero or more")
     project = services.project
     project.require_git()
     path = project.log_path(args.name)
     if not path.exists() and not args.follow:
         raise InputError(f"no log for worktree {args.name!r} ({path})")
     read = 0
+    data = b""
     if path.exists():
         data = path.read_bytes()
         read = len(data)
         if args.lines:
-            data = b"\n".join(data.split(b"\n")[-args.lines - 1:])
+            parts = data.split(b"\n")
+            keep = args.lines + 1 if data.endswith(b"\n") else args.lines  # a last line may be unfinished
+            data = b"\n".join(parts[-keep:])
+    as_json = wants_json(args)
+    if as_json and not args.follow:  # one document: the log is the agent's raw terminal output, as text
+        emit(args, {"name": args.name, "path": str(path), "text": data.decode("utf-8", errors="replace")}, "")
+        return 0
+    if as_json:  # following streams one JSON object a line, as `worktree events --follow --json` does
+        for line in data.decode("utf-8", errors="replace").splitlines():
+            sys.stdout.write(json.dumps({"name": args.name, "line": line}) + "\n")
+    else:
         sys.stdout.buffer.write(data)
-        sys.stdout.flush()
+    sys.stdout.flush()
     if args.follow:
         # Follow from where the read above stopped: a line written in between is not lost.
         for line in follow_lines(path, offset=read):
-            sys.stdout.write(line + "\n")
+            sys.stdout.write((json.dumps({"name": args.name, "line": line}) if as_json else line) + "\n")
             sys.stdout.flush()
     return 0
 
@@ -175,8 +192,8 @@ def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None
     p.add_argument("text", nargs="?")
     p.add_argument("--no-enter", action="store_true", help="do not press Enter after the text")
     p.add_argument("--paste", action="store_true", help="send as one bracketed paste")
-    p.add_argument("--file", dest="files", action="append", metavar="PATH",
-                   help="send a file (path and content, as a fenced block); repeatable")
+    p.add_argument("--file", dest="files", action="extend", nargs="+", metavar="PATH",
+                   help="send files (path and content, as fenced blocks): --file A B, or --file A --file B")
     p.add_argument("--task", action="store_true", help="send the bound task's subject and description")
     p.add_argument("--clipboard", action="store_true", help="send the clipboard's text")
     p = add(ssub, "keys", cmd_session_keys, "send tmux key names (Enter, C-c, Up) to a session")

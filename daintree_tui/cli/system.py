@@ -8,7 +8,7 @@ from typing import Any
 
 from daintree_tui.cli.common import AddCommand
 from daintree_tui.cli.output import emit
-from daintree_tui.core.errors import InputError
+from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.services import Services
 
 
@@ -25,7 +25,7 @@ def cmd_doctor(args: argparse.Namespace, services: Services) -> int:
 
 
 def cmd_trust(args: argparse.Namespace, services: Services) -> int:
-    from daintree_tui.core.trust import trust, trust_status
+    from daintree_tui.core.trust import inside_session, trust, trust_status
 
     if args.show:
         status = trust_status(services.project)
@@ -34,6 +34,9 @@ def cmd_trust(args: argparse.Namespace, services: Services) -> int:
                  *(f"  {key} = {command!r}" for key, command in commands.items())]
         emit(args, status, "\n".join(lines))
         return 0
+    if inside_session(services.project):  # DESIGN 2a: trust comes from the user's own command line outside one
+        raise OperationError("daintree trust is refused from inside a session: only a person outside it may let "
+                             "the repository's commands run")
     record = trust(services.project)
     emit(args, record, f"trusted {record['path']} (sha256 {record['sha256'][:12]})")
     return 0

@@ -10,6 +10,7 @@ from typing import Any
 
 from daintree_tui.cli.common import AddCommand, task_id
 from daintree_tui.cli.output import emit, table, wants_json, write_line
+from daintree_tui.core import trust
 from daintree_tui.core.errors import DaintreeError, InputError
 from daintree_tui.core.log import warn
 from daintree_tui.services import Services
@@ -20,12 +21,16 @@ def cmd_wt_create(args: argparse.Namespace, services: Services) -> int:
 
     validate_name(args.name)
     the_task = task_id(args.task) if args.task is not None else None
+    if args.prompt is not None and not args.agent:
+        raise InputError("--prompt is the first prompt of the session --agent starts: give --agent PRESET too")
     agent = None
     if args.agent:
-        from daintree_tui.sessions.presets import resolve_preset
+        from daintree_tui.sessions.presets import refuse_prompt_for, resolve_preset
 
         agent = resolve_preset(services.project.config, args.agent)  # a bad preset is rejected before anything
         agent.check_program()
+        refuse_prompt_for(agent, args.prompt)
+        trust.require_agent_trusted(services.project.config, agent.name)  # as is an untrusted one (exit 1)
         services.sessions.host  # noqa: B018 - raises the clear "tmux is not installed" error
     entry, provided = services.worktrees.create_reporting(args.name, task_id=the_task, base=args.base)
     data = {**entry.to_dict(), **provided.to_dict()}
@@ -155,7 +160,7 @@ def cmd_wt_events(args: argparse.Namespace, services: Services) -> int:
         emit(args, records, lambda: "\n".join(_event_line(r) for r in records) or "no events")
         return 0
     for rec in records:
-        write_line(sys.stdout, json.dumps(rec) if args.json else _event_line(rec))
+        write_line(sys.stdout, json.dumps(rec) if wants_json(args) else _event_line(rec))
     sys.stdout.flush()
     from daintree_tui.core.follow import follow_lines
 
@@ -164,7 +169,7 @@ def cmd_wt_events(args: argparse.Namespace, services: Services) -> int:
             rec = json.loads(line)
         except ValueError:
             continue
-        write_line(sys.stdout, json.dumps(rec) if args.json else _event_line(rec))
+        write_line(sys.stdout, json.dumps(rec) if wants_json(args) else _event_line(rec))
         sys.stdout.flush()
     return 0
 

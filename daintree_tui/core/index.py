@@ -10,7 +10,7 @@ from daintree_tui.core import validate
 from daintree_tui.core.log import warn
 from daintree_tui.core.models import WorktreeEntry, WorktreeStatus
 from daintree_tui.core.project import Project
-from daintree_tui.core.store import read_json, write_json
+from daintree_tui.core.store import backup_path, read_json, write_json
 
 
 class Index:
@@ -46,6 +46,20 @@ class Index:
             if heal and entries is not None:
                 self.save(entries)
         return entries or []
+
+    def heal_if_torn(self) -> None:
+        """Recover a torn or unreadable index from its `.bak` (or from git) and write it back, as every
+        state-changing command does first; a sound index costs one read and is left alone."""
+        if not self.path.exists() and not backup_path(self.path).exists():
+            return
+        data, problem = read_json(self.path, "index")
+        if problem is None and data is not None and self._parse(data) is not None:
+            return
+        try:
+            with self.project.lock.hold():
+                self.load(heal=True)
+        except OSError:
+            pass  # state this process may not write (a sandbox's read-only view): reported, left to doctor --fix
 
     def _parse(self, data: object) -> list[WorktreeEntry] | None:
         if not isinstance(data, dict) or not isinstance(data.get("worktrees"), list):

@@ -127,5 +127,14 @@ class Project:
 
     def ensure_excluded(self) -> None:
         """Keep the primary's `git status` clean: exclude our state dirs in `.git/info/exclude`."""
-        if self.common_dir is not None:
-            add_exclude(self.common_dir, STATE_EXCLUDES)
+        if self.common_dir is None:
+            return
+        patterns = list(STATE_EXCLUDES)
+        try:
+            inside = self.worktrees_root.relative_to(self.root.resolve())
+        except (ValueError, ConfigError):
+            inside = None  # beside the repository (the user's `../wt`), or a config error said elsewhere
+        if inside is not None and not inside.is_relative_to(".worktrees"):
+            # A `worktree_dir` of the repository's own (say `trees`): its worktrees would show as untracked.
+            patterns.append(f"/{inside.as_posix()}/")
+        add_exclude(self.common_dir, patterns)

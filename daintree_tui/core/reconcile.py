@@ -127,16 +127,19 @@ class Reconciler:
         for entry in entries:
             path = Path(entry.path)
             problem = trust.ownership_problem(self.project, path, listed) if entry.live and path.is_dir() else None
+            # The entries are changed in memory even in a report (only `fix` saves them), so the checks after
+            # this one report what `--fix` would find after this fix, not what it makes moot.
             if problem:
-                if self._found(f"index entry {entry.name} is not one of our worktrees ({problem}); dropped it from "
-                               "the live list, deleted nothing"):
-                    entry.status, entry.removed_at, entry.ports = WorktreeStatus.REMOVED, time.time(), []
+                self._found(f"index entry {entry.name} is not one of our worktrees ({problem}); dropped it from "
+                            "the live list, deleted nothing")
+                entry.status, entry.removed_at, entry.ports = WorktreeStatus.REMOVED, time.time(), []
                 continue
             gone = entry.live and not path.is_dir()
-            if gone and self._found(f"worktree {entry.name}: its directory is gone; marked removed"):
+            if gone:
+                fixing = self._found(f"worktree {entry.name}: its directory is gone; marked removed")
                 released = entry.ports
                 entry.status, entry.removed_at, entry.ports = WorktreeStatus.REMOVED, time.time(), []
-                if released:
+                if released and fixing:
                     self.project.events.append("port.released", worktree=entry.brief(), ports=released)
 
     def _adopt_orphans(self, entries: list[WorktreeEntry]) -> None:
@@ -145,12 +148,12 @@ class Reconciler:
         for wt in self.worktrees.index.ours_in_git():
             if wt.path in live_paths or trust.ownership_problem(self.project, wt.path, listed):
                 continue
-            if self._found(f"git worktree {wt.path} is not in the index; adopted it as {wt.path.name}"):
-                entry = self.worktrees.index.entry_from_git(wt)
-                old = find(entries, entry.name)
-                if old is not None:
-                    entries.remove(old)
-                entries.append(entry)
+            self._found(f"git worktree {wt.path} is not in the index; adopted it as {wt.path.name}")
+            entry = self.worktrees.index.entry_from_git(wt)  # in memory in a report too (see _check_dirs)
+            old = find(entries, entry.name)
+            if old is not None:
+                entries.remove(old)
+            entries.append(entry)
 
     def _check_ports(self, entries: list[WorktreeEntry]) -> None:
         cfg = self.project.config
@@ -159,10 +162,12 @@ class Reconciler:
             if not entry.live:
                 continue
             clash = not entry.ports or any(p in seen for p in entry.ports)
-            if clash and self._found(f"worktree {entry.name}: ports missing or shared; leased a new block"):
+            if clash:
+                fixing = self._found(f"worktree {entry.name}: ports missing or shared; leased a new block")
                 entry.ports = lease_block(seen | {p for e in entries if e.live for p in e.ports
                                                   if e is not entry}, cfg.ports_range, cfg.ports_per_worktree)
-                self.project.events.append("port.assigned", worktree=entry.brief(), ports=entry.ports)
+                if fixing:
+                    self.project.events.append("port.assigned", worktree=entry.brief(), ports=entry.ports)
             seen.update(entry.ports)
 
     def _check_bindings(self, entries: list[WorktreeEntry]) -> None:

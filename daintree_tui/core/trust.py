@@ -120,6 +120,13 @@ def require_trusted(cfg: Config, key: str) -> None:
         raise OperationError(untrusted_message(key, cfg.repo_commands[key]))
 
 
+def require_agent_trusted(cfg: Config, agent: str) -> None:
+    """Refuse (exit 1) an agent whose command (or first-prompt flag) the repository's untrusted file sets: said
+    before a create that would start it, so a refusal leaves no worktree behind."""
+    for key in ("command", "prompt_mode"):
+        require_trusted(cfg, f"agents.{agent}.{key}")
+
+
 def inside_session(project: Project, cwd: Path | None = None) -> bool:
     """Whether this process runs inside an agent's session: its environment names a worktree, or its working
     directory is inside one. An agent must not waive a gate (`--no-verify`) for itself."""

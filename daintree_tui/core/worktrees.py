@@ -273,11 +273,14 @@ class WorktreeService:
             entries = self.index.load(heal=True)
             task, base_commit, reset_branch = self._validate_create(entries, name, task_id, base_ref)
             entry, provided = self._create_locked(entries, name, task, base_ref, base_commit, reset_branch, hooks)
+            if task is not None:  # the events after this point show the task as the create left it: bound
+                task = self.tasks.find(task.id) or task
         try:
             run_hooks(project, "post_create", entry)
         except DaintreeError as exc:
             with project.lock.hold():
                 self._rollback_created(entry, reset_branch)
+            task = self.tasks.find(task.id) if task is not None else None  # unbound again by the rollback
             project.events.append("worktree.create.failed", worktree=entry.brief(), error=str(exc),
                                   task=task.brief() if task else None)
             raise OperationError(f"create {name} rolled back: {exc}") from None
@@ -313,6 +316,10 @@ class WorktreeService:
             assert project.common_dir is not None
             provided = deps.provide(root, path, self.cfg, project.common_dir, skip, scan)
             copied, linked = provided.copied, provided.linked
+            # Each step's event as it happens, in the order DESIGN 3 gives the steps (a rollback logs its own
+            # create.failed after them).
+            if copied or linked:
+                project.events.append("deps.linked", worktree=brief, copied=copied, linked=linked)
             tmpdir = project.tmpdir_for(name)
             if tmpdir.is_symlink():
                 tmpdir.unlink()  # TMPDIR must be a folder of ours, not wherever a committed link points
@@ -323,6 +330,8 @@ class WorktreeService:
             entry = WorktreeEntry(name=name, path=str(path), branch=branch, base_ref=base_ref,
                                   base_commit=base_commit, task_id=task.id if task else None, ports=ports,
                                   created_at=time.time())
+            project.events.append("port.assigned", worktree=entry.brief(), ports=ports,
+                                  task=task.brief() if task else None)
             previous = list(entries)
             self.index.save([e for e in entries if e.name != name] + [entry])
             undo.push("restore the index", lambda: self.index.save(previous))
@@ -342,9 +351,6 @@ class WorktreeService:
                 raise OperationError(f"create {name} failed and was rolled back: {exc}") from None
             raise
         self.journal_clear(name)
-        if copied or linked:
-            project.events.append("deps.linked", worktree=entry.brief(), copied=copied, linked=linked)
-        project.events.append("port.assigned", worktree=entry.brief(), ports=ports)
         return entry, provided
 
     def _delete_new_branch(self, branch: str) -> None:
@@ -525,9 +531,14 @@ class WorktreeService:
         self.project.tmpdir_for(name).mkdir(parents=True, exist_ok=True)
         env = worktree_env(self.project, entry)
         program = argv[0]
-        found = shutil.which(program, path=env.get("PATH")) if "/" not in program else (path / program).exists()
-        if not found:  # said here, as a shell would (127): inside the sandbox it would be bwrap's exit 1
+        # Said here, as a shell would (127 not found, 126 not executable): inside the sandbox either would be
+        # bwrap's own exit 1, which a caller cannot tell from the command's.
+        target = path / program
+        found = shutil.which(program, path=env.get("PATH")) if "/" not in program else target.exists()
+        if not found:
             return RunResult(127, "", f"command not found: {program}\n", 0.0)
+        if "/" in program and (target.is_dir() or not os.access(target, os.X_OK)):
+            return RunResult(126, "", f"permission denied: {program}\n", 0.0)
         from daintree_tui.core.sandbox import wrap_command  # only commands run in a worktree need it
 
         return run_command(wrap_command(self.project, entry, argv, env), path, env, timeout)

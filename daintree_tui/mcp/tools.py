@@ -60,7 +60,7 @@ TOOLS: tuple[ToolSpec, ...] = (
              {"status": _arg({"type": "string", "enum": ["pending", "in_progress", "completed"]}, "new status"),
               "owner": _arg(_STRING, "who works on it")}, worker=True),
     ToolSpec("worktree_create", "Create a git worktree on branch wt/NAME, optionally bound to a task (which becomes "
-             "in_progress). Returns the index entry (path, branch, ports).",
+             "in_progress). Returns the index entry (path, branch, ports) and what it copied and linked.",
              {"name": _arg(_STRING, "letters, digits, '.', '_' or '-'; becomes branch wt/NAME")},
              {"task_id": _TASK_ID, "base_ref": _arg(_STRING, "branch, tag or commit to start from (default HEAD)")}),
     ToolSpec("worktree_list", "List active and kept worktrees with live git facts, session and disk use."),
@@ -235,7 +235,8 @@ class DaintreeTools:
         from daintree_tui.core.worktrees import validate_name
 
         validate_name(name)
-        return self.services.worktrees.create(name, task_id=task_id, base=base_ref).to_dict()
+        entry, provided = self.services.worktrees.create_reporting(name, task_id=task_id, base=base_ref)
+        return {**entry.to_dict(), **provided.to_dict()}  # what `worktree create --json` prints
 
     def _session_states(self) -> dict[str, dict[str, Any]]:
         try:
@@ -313,6 +314,10 @@ class DaintreeTools:
     # -- sessions --------------------------------------------------------------------------------------------
 
     def session_start(self, name: str, agent: str | None = None, prompt: str | None = None) -> dict[str, Any]:
+        from daintree_tui.sessions.presets import refuse_prompt_for  # the CLI's own check and message
+
+        if prompt is not None:
+            refuse_prompt_for(self.services.sessions.preset(agent), prompt)
         return self.services.sessions.start(name, agent, prompt=prompt).to_dict()
 
     def session_send(self, name: str, text: str) -> dict[str, Any]:

@@ -154,6 +154,8 @@ class BakeoffService:
         presets = [resolve_preset(self.project.config, a) for a in agents]
         for preset in presets:
             preset.check_program()
+            if start_sessions:  # an untrusted agent is refused before any candidate exists
+                trust.require_agent_trusted(self.project.config, preset.name)
         base_ref = base or self.project.config.base
         base_commit = g.rev_parse_commit(self.project.root, base_ref)
         if base_commit is None:

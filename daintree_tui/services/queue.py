@@ -16,13 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from daintree_tui.core import validate
+from daintree_tui.core import trust, validate
 from daintree_tui.core.errors import DaintreeError
 from daintree_tui.core.models import Task, TaskStatus
 from daintree_tui.core.worktrees import WorktreeService, slugify
 from daintree_tui.services.observer import SessionObserver
 from daintree_tui.sessions.manager import SessionInfo, SessionManager
-from daintree_tui.sessions.presets import all_presets
+from daintree_tui.sessions.presets import all_presets, resolve_preset
 
 QUEUE_OWNER = "queue"
 
@@ -112,9 +112,13 @@ class QueueRunner:
         return report
 
     def _start(self, task: Task, report: StepReport) -> None:
+        # An agent that cannot start (unknown, not installed, untrusted) is said before its worktree exists.
+        preset = resolve_preset(self.project.config, str(task.extra["agent"]))
+        preset.check_program()
+        trust.require_agent_trusted(self.project.config, preset.name)
         name = self._name_for(task)
         self.worktrees.create(name, task_id=task.id)
-        self.sessions.start(name, str(task.extra["agent"]))
+        self.sessions.start(name, preset.name)
         report.started.append(name)
 
     def _name_for(self, task: Task) -> str:

@@ -325,3 +325,10 @@ def session_mcp_wiring(cfg: Config, preset: Preset, role: str | None, server: Se
         return None
     kind = mcp_agent_kind(preset)
     return mcp_wiring(kind, server, state_dir, env) if kind is not None else None
+
+
+def refuse_prompt_for(preset: Preset, prompt: str | None) -> None:
+    """A first prompt for an agent that takes none (the shell) is bad input, never dropped without a word."""
+    if prompt is not None and preset.prompt_mode == "none":
+        raise InputError(f"agent {preset.name} takes no first prompt (in a shell it would run as commands): "
+                         "start an agent, or leave out --prompt")
