@@ -10,7 +10,7 @@ from textual.widgets import Checkbox, SelectionList
 
 from daintree_tui.tui.screens.bakeoff_new import BakeoffNewScreen
 from daintree_tui.tui.screens.commit import CommitScreen
-from daintree_tui.tui.screens.merge import MergeScreen
+from daintree_tui.tui.screens.merge import MergeChoice, MergeScreen
 from daintree_tui.tui.screens.remove import RemoveScreen
 
 
@@ -64,3 +64,23 @@ async def test_dialog_checkboxes_all_tick() -> None:
             await pilot.pause()
             for box in app.screen.query(Checkbox):
                 assert "X" not in box_of(box)
+
+
+async def test_enter_in_the_merge_dialog_merges() -> None:
+    """Enter opened the strategy list (the Select had the focus) instead of confirming the merge."""
+    app = Host(MergeScreen("feature", "main"))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.results == [MergeChoice("ff", "main", remove=True, complete_task=True)]
+
+
+async def test_enter_in_the_merge_target_merges() -> None:
+    app = Host(MergeScreen("feature", "main"))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        app.screen.query_one("#into").focus()
+        await pilot.press("end", "backspace", "backspace", "backspace", "backspace", *"dev", "enter")
+        await pilot.pause()
+        assert app.results == [MergeChoice("ff", "dev", remove=True, complete_task=True)]

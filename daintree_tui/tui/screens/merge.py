@@ -49,6 +49,11 @@ class MergeScreen(ModalScreen[MergeChoice | None]):
                 yield Button("Merge", variant="primary", id="merge")
                 yield Button("Cancel", id="cancel")
 
+    def on_mount(self) -> None:
+        # The defaults are the usual choice: Enter merges. On the strategy Select, Enter opened its list instead.
+        self.query_one("#merge", Button).focus()
+
+    @on(Input.Submitted, "#into")
     @on(Button.Pressed, "#merge")
     def merge(self) -> None:
         strategy = self.query_one("#strategy", Select).value
