@@ -17,7 +17,7 @@ from daintree_tui.core.project import Project
 from daintree_tui.sessions.manager import SessionManager
 from daintree_tui.sessions.presets import resolve_preset
 from daintree_tui.sessions.tmux import TmuxHost
-from tests.conftest import CLI, Lines, events, trusted_config, wait_for
+from tests.conftest import CLI, Lines, events, make_repo, trusted_config, wait_for
 
 pytestmark = pytest.mark.usefixtures("tmux_socket")
 
@@ -365,3 +365,19 @@ def test_racing_observers_record_each_transition_once(cli: CLI, repo: Path, tmp_
     reported = [line for out, _ in outputs for line in out.splitlines()]
     assert sum(": waiting" in line for line in reported) == 1 and sum(": exited" in line for line in reported) == 1
 
+
+
+def test_a_shared_tmux_socket_keeps_each_repositorys_sessions_apart(tmp_path: Path, tmux_socket: str) -> None:
+    """DAINTREE_TMUX_SOCKET (the tests' setting) puts two repositories on one tmux server: the second listed the
+    first one's sessions as its own, and stopping its own `feat` would have killed the first one's agent."""
+    first, second = CLI(make_repo(tmp_path / "first")), CLI(make_repo(tmp_path / "second"))
+    first.ok("worktree", "create", "feat", "--agent", "shell")
+    first.ok("worktree", "create", "only-first", "--agent", "shell")
+    assert second.json("session", "list") == []
+    proc = second("worktree", "create", "feat", "--agent", "shell")
+    assert proc.returncode == 1 and str(tmp_path / "first") in proc.stderr and "DAINTREE_TMUX_SOCKET" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert second.json("worktree", "list") == []  # rolled back
+    assert second("session", "stop", "only-first").returncode == 2  # not its worktree, not its session
+    assert {s["name"] for s in first.json("session", "list")} == {"feat", "only-first"}
+    assert all(s["status"] != "exited" for s in first.json("session", "list"))
