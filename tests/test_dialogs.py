@@ -8,6 +8,7 @@ from textual.app import App
 from textual.screen import ModalScreen
 from textual.widgets import Checkbox, SelectionList
 
+from daintree_tui.tui.app import STYLES
 from daintree_tui.tui.screens.bakeoff_new import BakeoffNewScreen
 from daintree_tui.tui.screens.commit import CommitScreen
 from daintree_tui.tui.screens.merge import MergeChoice, MergeScreen
@@ -15,7 +16,9 @@ from daintree_tui.tui.screens.remove import RemoveScreen
 
 
 class Host(App[None]):
-    """Pushes one dialog and keeps what it was dismissed with."""
+    """Pushes one dialog, styled as the dashboard styles it, and keeps what it was dismissed with."""
+
+    CSS_PATH = STYLES
 
     def __init__(self, dialog: ModalScreen[Any]) -> None:
         super().__init__()
@@ -84,3 +87,21 @@ async def test_enter_in_the_merge_target_merges() -> None:
         await pilot.press("end", "backspace", "backspace", "backspace", "backspace", *"dev", "enter")
         await pilot.pause()
         assert app.results == [MergeChoice("ff", "dev", remove=True, complete_task=True)]
+
+
+async def test_a_long_worktree_name_does_not_cut_the_dialog_title() -> None:
+    """The agent picker's title read "Restart a session in add-a-logout-endpoint w" (the rest cut by the narrow
+    dialog), even at 160 columns."""
+    from textual.widgets import Label
+
+    from daintree_tui.tui.screens.agent_picker import AgentPickerScreen
+
+    facts = {"claude": {"installed": True, "resume": True}}
+    app = Host(AgentPickerScreen("add-a-logout-endpoint-for-the-admin-area", facts, "claude", restart=True))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        title = app.screen.query_one(".dialog-title", Label)
+        shown = " ".join(title.render_line(y).text.strip() for y in range(title.size.height))
+        assert "add-a-logout-endpoint-for-the-admin-area with:" in shown, shown
+        dialog = app.screen.query_one("#dialog")
+        assert dialog.content_region.contains_region(title.region), (title.region, dialog.content_region)
