@@ -825,21 +825,23 @@ async def test_typing_hint_leaves_with_focus(repo: Path, cli: CLI) -> None:
         await until(pilot, lambda: TYPING_HINT not in title_text(screen))
 
 
-async def test_typing_hint_shows_the_leave_key_beside_a_long_name(repo: Path, cli: CLI) -> None:
-    """At 120 columns a quick-created worktree's name pushed "ctrl+] leaves" past the title's edge."""
+@pytest.mark.parametrize("size", [(120, 40), (100, 30)], ids=["120x40", "100x30"])
+async def test_typing_hint_shows_the_leave_key_beside_a_long_name(repo: Path, cli: CLI, size: tuple[int, int]) -> None:
+    """At 120 columns a quick-created worktree's name pushed "ctrl+] leaves" past the title's edge; at 100 the
+    agent's name and status did."""
     from daintree_tui.tui.widgets.session_title import SessionTitle
 
     configure(repo)
     cli.ok("worktree", "create", "add-a-logout-endpoint", "--agent", "echo")
     app = make_app(Project.discover(repo))
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with app.run_test(size=size) as pilot:
         screen = main_screen(app)
         await until(pilot, lambda: "add-a-logout-endpoint" in screen.sessions)
         await pilot.press("enter")
         await until(pilot, lambda: TYPING_HINT in title_text(screen))
         title = screen.query_one(SessionTitle)
         await until(pilot, lambda: "⌨" in title.render_line(0).text)
-        assert "ctrl+]" in title.render_line(0).text
+        assert "ctrl+] leaves" in title.render_line(0).text
 
 
 async def test_sessions_start_at_the_size_the_dashboard_shows(repo: Path, cli: CLI, tmux_socket: str) -> None:
