@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from daintree_tui.core.project import Project
+from daintree_tui.core.store import write_json
 from daintree_tui.sessions.manager import SessionManager
 from daintree_tui.sessions.presets import resolve_preset
 from daintree_tui.sessions.tmux import TmuxHost
@@ -381,3 +383,34 @@ def test_a_shared_tmux_socket_keeps_each_repositorys_sessions_apart(tmp_path: Pa
     assert second("session", "stop", "only-first").returncode == 2  # not its worktree, not its session
     assert {s["name"] for s in first.json("session", "list")} == {"feat", "only-first"}
     assert all(s["status"] != "exited" for s in first.json("session", "list"))
+
+
+def test_a_new_sessions_record_survives_an_observers_transition_of_the_old_one(cli: CLI, repo: Path) -> None:
+    """Seen in the dashboard: `s` -> shell on a worktree whose codex session had been stopped left a record saying
+    codex (hooks, its old start time) for the shell's session. The observer saw the new pane, read the old record
+    under the lock, and wrote it back with its new status after start() had written the new one without it."""
+    import threading
+
+    configure_agents(repo)
+    cli.ok("worktree", "create", "w", "--agent", "shell")
+    cli.ok("session", "stop", "w")
+    manager = SessionManager(Project.discover(repo))
+
+    def observer() -> None:
+        with manager.project.lock.hold():
+            stale = manager.meta("w")
+            assert stale["agent"] == "shell"
+            wait_for(lambda: (repo / ".worktrees" / ".logs" / "w.log").exists() and manager.host.exists("w"))
+            # Give start() every chance to write its record now (it cannot while the lock is held).
+            with contextlib.suppress(AssertionError):
+                wait_for(lambda: manager.meta("w").get("agent") == "echo", timeout=3)
+            stale["status"] = "waiting"
+            write_json(manager.meta_path("w"), stale)
+
+    watcher = threading.Thread(target=observer)
+    watcher.start()
+    try:
+        manager.start("w", "echo")
+    finally:
+        watcher.join()
+    assert manager.meta("w")["agent"] == "echo"
