@@ -46,8 +46,10 @@ def test_a_subject_that_looks_like_an_option_is_told_to_go_after_double_dash(rep
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
         assert hint in proc.stderr, (args, proc.stderr)
     assert cli.json("task", "list") == []
-    # an error with no such word carries no such hint
+    # an error with no such word carries no such hint, nor does a mistyped long option (an option, not text)
     assert "--" not in cli("task", "create").stderr.replace("--help", "")
+    mistyped = cli("task", "create", "x", "--restart")
+    assert mistyped.returncode == 2 and "goes after" not in mistyped.stderr, mistyped.stderr
 
 
 def test_unknown_fields_are_kept(cli: CLI, repo: Path) -> None:

@@ -51,8 +51,9 @@ class Parser(argparse.ArgumentParser):
             return ""
         if "required" not in message and "unrecognized arguments" not in message:
             return ""
-        at = next((i for i, w in enumerate(words) if _dashed(w) and w.split("=")[0] not in self._option_string_actions),
-                  None)
+        # A word like `-v` may be text; `--restart` is a mistyped option, which `--` would turn into text.
+        at = next((i for i, w in enumerate(words) if _dashed(w) and not w.startswith("--")
+                   and w not in self._option_string_actions), None)
         if at is None:
             return ""
         before = shlex.join(words[:at])
