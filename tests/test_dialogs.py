@@ -105,3 +105,22 @@ async def test_a_long_worktree_name_does_not_cut_the_dialog_title() -> None:
         assert "add-a-logout-endpoint-for-the-admin-area with:" in shown, shown
         dialog = app.screen.query_one("#dialog")
         assert dialog.content_region.contains_region(title.region), (title.region, dialog.content_region)
+
+
+async def test_after_a_failed_session_the_picker_offers_a_fresh_start_first() -> None:
+    """claude died at launch (`exited 1`, never a conversation); `s` offered "resume claude" first, which only
+    fails again ("no conversation to continue"). Resume stays offered, just not first."""
+    from textual.widgets import OptionList
+
+    from daintree_tui.tui.screens.agent_picker import AgentPickerScreen
+
+    facts = {"claude": {"installed": True, "resume": True}, "codex": {"installed": True, "resume": True}}
+    for failed, expected in ((True, "claude"), (False, "resume:claude")):
+        app = Host(AgentPickerScreen("w", facts, "codex", restart=True, current="claude", failed=failed))
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.pause()
+            options = app.screen.query_one(OptionList)
+            assert options.highlighted is not None
+            highlighted = options.get_option_at_index(options.highlighted).id
+            assert any(str(options.get_option_at_index(i).id).startswith("resume") for i in range(options.option_count))
+            assert str(highlighted).replace(":", "") == expected.replace(":", ""), (failed, highlighted)
