@@ -825,21 +825,23 @@ async def test_typing_hint_leaves_with_focus(repo: Path, cli: CLI) -> None:
         await until(pilot, lambda: TYPING_HINT not in title_text(screen))
 
 
-async def test_typing_hint_shows_the_leave_key_beside_a_long_name(repo: Path, cli: CLI) -> None:
-    """At 120 columns a quick-created worktree's name pushed "ctrl+] leaves" past the title's edge."""
+@pytest.mark.parametrize("size", [(120, 40), (100, 30)], ids=["120x40", "100x30"])
+async def test_typing_hint_shows_the_leave_key_beside_a_long_name(repo: Path, cli: CLI, size: tuple[int, int]) -> None:
+    """At 120 columns a quick-created worktree's name pushed "ctrl+] leaves" past the title's edge; at 100 the
+    agent's name and status did."""
     from daintree_tui.tui.widgets.session_title import SessionTitle
 
     configure(repo)
     cli.ok("worktree", "create", "add-a-logout-endpoint", "--agent", "echo")
     app = make_app(Project.discover(repo))
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with app.run_test(size=size) as pilot:
         screen = main_screen(app)
         await until(pilot, lambda: "add-a-logout-endpoint" in screen.sessions)
         await pilot.press("enter")
         await until(pilot, lambda: TYPING_HINT in title_text(screen))
         title = screen.query_one(SessionTitle)
         await until(pilot, lambda: "⌨" in title.render_line(0).text)
-        assert "ctrl+]" in title.render_line(0).text
+        assert "ctrl+] leaves" in title.render_line(0).text
 
 
 async def test_sessions_start_at_the_size_the_dashboard_shows(repo: Path, cli: CLI, tmux_socket: str) -> None:
@@ -994,3 +996,26 @@ async def test_notifications_show_terminal_controls_never_send_them(repo: Path) 
         toasts = await until(pilot, lambda: app.screen.query("Toast"))
         shown = " ".join(str(toast.render()) for toast in toasts)
         assert "PWNED" in shown and "hello" in shown and "\x1b" not in shown and "\x07" not in shown
+
+
+async def test_the_last_worktree_gone_the_terminal_says_how_to_make_one(repo: Path, cli: CLI) -> None:
+    """Started a session with `s`, then merged the worktree away: the title said "no worktree selected" but the
+    dashboard kept the gone worktree current (it was still "arriving" from the session start), so the terminal
+    said "No session here. Press enter to start one" and every key aimed at a worktree that no longer existed."""
+    configure(repo)
+    cli.ok("worktree", "create", "only")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = main_screen(app)
+        terminal = screen.query_one(TerminalView)
+        await until(pilot, lambda: screen.selected == "only")
+        await pilot.press("s")
+        await on_screen(pilot, app, "AgentPickerScreen")
+        await pilot.press("enter")  # the default agent (echo)
+        await until(pilot, lambda: "only" in screen.sessions and terminal.worktree == "only")
+        await pilot.press("ctrl+right_square_bracket")
+        await asyncio.to_thread(cli.ok, "worktree", "remove", "only", "--force")
+        await until(pilot, lambda: not screen.entries)
+        await until(pilot, lambda: screen.selected is None)
+        await until(pilot, lambda: any("No worktree yet" in terminal.render_line(y).text
+                                       for y in range(terminal.size.height)), timeout=5)

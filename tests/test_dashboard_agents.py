@@ -5,6 +5,7 @@ socket."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -231,3 +232,20 @@ def test_usage_text_and_budget_notice_keys() -> None:
     raised = budget_notice({"event": "budget.warning", "budget": {"scope": "daily", "limit": 9}, "message": "m"})
     assert first and raised and first[0] != raised[0]  # a raised limit warns again
     assert budget_notice({"event": "session.running"}) is None
+
+
+async def test_an_agent_that_dies_at_once_says_why(repo: Path, cli: CLI) -> None:
+    """An agent that could not start (`bwrap: execvp claude: No such file or directory`) left a blank pane: tmux's
+    "Pane is dead" line scrolled its only line out of view, and the toast said just "claude exited (1)"."""
+    from tests.conftest import trusted_config
+
+    trusted_config(repo, "[agents.broken]\ncommand = \"sh -c 'echo broken: cannot reach the service; exit 3'\"\n"
+                         "[notifications]\nbell = false\n")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: screen.started)
+        await asyncio.to_thread(cli.ok, "worktree", "create", "dies", "--agent", "broken")
+        await until(pilot, lambda: any("exited (3)" in str(t.render()) for t in app.screen.query("Toast")))
+        toast = next(str(t.render()) for t in app.screen.query("Toast") if "exited (3)" in str(t.render()))
+        assert "broken: cannot reach the service" in toast

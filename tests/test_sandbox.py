@@ -995,3 +995,25 @@ def test_a_venv_under_tmp_keeps_its_packages_inside(repo: Path, sandbox_env: Pat
     proc = cli("worktree", "run", "v1", "--", str(venv / "bin" / "python"), "-c",
                "import only_in_the_venv; print(only_in_the_venv.WHERE)")
     assert proc.returncode == 0 and proc.stdout.strip() == "venv", proc.stderr
+
+
+def test_an_npm_agent_under_tmp_runs_inside(repo: Path, sandbox_env: Path, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """`npm install --prefix /tmp/x @anthropic-ai/claude-code`: PATH holds node_modules/.bin, whose `claude` is a
+    symlink into the package, which runs a binary from a sibling platform package. Only .bin was bound back, so
+    the session died at once with `bwrap: execvp claude: No such file or directory`."""
+    modules = tmp_path / "npm" / "node_modules"
+    platform = modules / "@vendor" / "agent-linux-x64"
+    platform.mkdir(parents=True)
+    (platform / "payload.txt").write_text("from the platform package\n")
+    entry = modules / "@vendor" / "agent" / "bin" / "agent"
+    entry.parent.mkdir(parents=True)
+    entry.write_text(f"#!/bin/sh\ncat {platform / 'payload.txt'}\n")
+    entry.chmod(0o755)
+    (modules / ".bin").mkdir()
+    (modules / ".bin" / "npm-agent").symlink_to("../@vendor/agent/bin/agent")
+    monkeypatch.setenv("PATH", f"{modules / '.bin'}{os.pathsep}{os.environ['PATH']}")
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "n1")
+    proc = cli("worktree", "run", "n1", "--", "npm-agent")
+    assert proc.returncode == 0 and proc.stdout.strip() == "from the platform package", proc.stderr

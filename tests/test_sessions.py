@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -14,10 +15,11 @@ from typing import Any
 import pytest
 
 from daintree_tui.core.project import Project
+from daintree_tui.core.store import write_json
 from daintree_tui.sessions.manager import SessionManager
 from daintree_tui.sessions.presets import resolve_preset
 from daintree_tui.sessions.tmux import TmuxHost
-from tests.conftest import CLI, Lines, events, trusted_config, wait_for
+from tests.conftest import CLI, Lines, events, make_repo, trusted_config, wait_for
 
 pytestmark = pytest.mark.usefixtures("tmux_socket")
 
@@ -365,3 +367,50 @@ def test_racing_observers_record_each_transition_once(cli: CLI, repo: Path, tmp_
     reported = [line for out, _ in outputs for line in out.splitlines()]
     assert sum(": waiting" in line for line in reported) == 1 and sum(": exited" in line for line in reported) == 1
 
+
+
+def test_a_shared_tmux_socket_keeps_each_repositorys_sessions_apart(tmp_path: Path, tmux_socket: str) -> None:
+    """DAINTREE_TMUX_SOCKET (the tests' setting) puts two repositories on one tmux server: the second listed the
+    first one's sessions as its own, and stopping its own `feat` would have killed the first one's agent."""
+    first, second = CLI(make_repo(tmp_path / "first")), CLI(make_repo(tmp_path / "second"))
+    first.ok("worktree", "create", "feat", "--agent", "shell")
+    first.ok("worktree", "create", "only-first", "--agent", "shell")
+    assert second.json("session", "list") == []
+    proc = second("worktree", "create", "feat", "--agent", "shell")
+    assert proc.returncode == 1 and str(tmp_path / "first") in proc.stderr and "DAINTREE_TMUX_SOCKET" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert second.json("worktree", "list") == []  # rolled back
+    assert second("session", "stop", "only-first").returncode == 2  # not its worktree, not its session
+    assert {s["name"] for s in first.json("session", "list")} == {"feat", "only-first"}
+    assert all(s["status"] != "exited" for s in first.json("session", "list"))
+
+
+def test_a_new_sessions_record_survives_an_observers_transition_of_the_old_one(cli: CLI, repo: Path) -> None:
+    """Seen in the dashboard: `s` -> shell on a worktree whose codex session had been stopped left a record saying
+    codex (hooks, its old start time) for the shell's session. The observer saw the new pane, read the old record
+    under the lock, and wrote it back with its new status after start() had written the new one without it."""
+    import threading
+
+    configure_agents(repo)
+    cli.ok("worktree", "create", "w", "--agent", "shell")
+    cli.ok("session", "stop", "w")
+    manager = SessionManager(Project.discover(repo))
+
+    def observer() -> None:
+        with manager.project.lock.hold():
+            stale = manager.meta("w")
+            assert stale["agent"] == "shell"
+            wait_for(lambda: (repo / ".worktrees" / ".logs" / "w.log").exists() and manager.host.exists("w"))
+            # Give start() every chance to write its record now (it cannot while the lock is held).
+            with contextlib.suppress(AssertionError):
+                wait_for(lambda: manager.meta("w").get("agent") == "echo", timeout=3)
+            stale["status"] = "waiting"
+            write_json(manager.meta_path("w"), stale)
+
+    watcher = threading.Thread(target=observer)
+    watcher.start()
+    try:
+        manager.start("w", "echo")
+    finally:
+        watcher.join()
+    assert manager.meta("w")["agent"] == "echo"

@@ -12,6 +12,7 @@ import pytest
 from daintree_tui.core.project import Project
 from daintree_tui.tui.app import DaintreeApp, make_app
 from daintree_tui.tui.screens.main import MainScreen
+from daintree_tui.tui.widgets.ticks import TickBox
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
 from tests.conftest import CLI, git, make_repo
 
@@ -133,3 +134,22 @@ def test_full_screen_diff(snap_compare: Any, tmp_path: Path) -> None:
         await pilot.pause(0.3)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_merge_dialog(snap_compare: Any, tmp_path: Path) -> None:
+    """Its boxes read ✓ when on, blank when off (Textual's own box drew the same X in both states)."""
+    app = app_for(build_repo(tmp_path))
+
+    async def run_before(pilot: Any) -> None:
+        await settled(app)(pilot)
+        screen = app.screen
+        assert isinstance(screen, MainScreen)
+        screen.query_one(WorktreeTable).select_name("auth-refactor")
+        while screen.selected != "auth-refactor":
+            await pilot.pause(0.05)
+        await pilot.press("m")
+        await pilot.pause(0.5)
+        app.screen.query_one("#complete", TickBox).value = False  # one box of each kind
+        await pilot.pause(0.2)
+
+    assert snap_compare(app, terminal_size=(100, 30), run_before=run_before)

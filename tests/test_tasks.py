@@ -34,6 +34,24 @@ def test_a_subject_that_starts_with_a_dash_goes_after_double_dash(cli: CLI) -> N
     assert cli("task", "create", "one", "--", "two").returncode == 2  # one subject, not two
 
 
+def test_a_subject_that_looks_like_an_option_is_told_to_go_after_double_dash(repo: Path) -> None:
+    """`daintree task create -v` said only "the following arguments are required: subject": nothing told the
+    user that text starting with a dash goes after `--`. Still one line on stderr, exit 2, nothing created."""
+    cli = CLI(repo, subprocess=True)
+    for args, hint in ((["task", "create", "-v"], "daintree task create -- -v"),
+                       (["task", "create", "x", "-y"], "daintree task create x -- -y"),
+                       (["task", "create", "x", "--description", "-z"], "--description=-z")):
+        proc = cli(*args)
+        assert proc.returncode == 2, args
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert hint in proc.stderr, (args, proc.stderr)
+    assert cli.json("task", "list") == []
+    # an error with no such word carries no such hint, nor does a mistyped long option (an option, not text)
+    assert "--" not in cli("task", "create").stderr.replace("--help", "")
+    mistyped = cli("task", "create", "x", "--restart")
+    assert mistyped.returncode == 2 and "goes after" not in mistyped.stderr, mistyped.stderr
+
+
 def test_unknown_fields_are_kept(cli: CLI, repo: Path) -> None:
     cli.ok("task", "create", "x")
     path = repo / ".tasks" / "task_1.json"

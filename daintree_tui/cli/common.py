@@ -4,6 +4,8 @@ the one factory that builds a command's services."""
 from __future__ import annotations
 
 import argparse
+import itertools
+import shlex
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, Protocol
 
@@ -16,11 +18,58 @@ Handler = Callable[[argparse.Namespace, Services], int]
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with one-line errors and exit code 2."""
+    """argparse with one-line errors and exit code 2; an error caused by a word that starts with a dash says
+    where such text goes (`daintree task create -v` only said that a subject was required)."""
+
+    given: Sequence[str] = ()
+    """The words this parser was handed (a command's parser gets what follows its command words)."""
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        self.given = list(args) if args is not None else []
+        parsed, extras = super().parse_known_args(args, namespace)
+        strays = [word for word in extras if _dashed(word)]
+        if strays and self._is_command():  # here, not in the top parser: this one knows the command's name
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
 
     def error(self, message: str) -> NoReturn:
-        error(f"error: {message}")
+        error(f"error: {message}{self._dash_hint(message)}")
         raise SystemExit(2)
+
+    def _is_command(self) -> bool:
+        return not any(isinstance(a, argparse._SubParsersAction) for a in self._actions)
+
+    def _dash_hint(self, message: str) -> str:
+        if not self._is_command():
+            return ""
+        words = list(self.given)
+        if "expected one argument" in message:
+            for option, value in itertools.pairwise(words):
+                if option in self._option_string_actions and _dashed(value):
+                    return f" (a value that starts with a dash takes =: {option}={value})"
+            return ""
+        if "required" not in message and "unrecognized arguments" not in message:
+            return ""
+        # A word like `-v` may be text; `--restart` is a mistyped option, which `--` would turn into text.
+        at = next((i for i, w in enumerate(words) if _dashed(w) and not w.startswith("--")
+                   and w not in self._option_string_actions), None)
+        if at is None:
+            return ""
+        before = shlex.join(words[:at])
+        example = " ".join(part for part in (self.prog, before, "--", shlex.quote(words[at])) if part)
+        return f" (text that starts with a dash goes after --: {example})"
+
+
+def _dashed(word: str) -> bool:
+    """Looks like an option to argparse: a dash, then not a number (`-1` is a value)."""
+    if not word.startswith("-") or word == "--" or " " in word:
+        return False
+    try:
+        float(word)
+    except ValueError:
+        return True
+    return False
 
 
 class AddCommand(Protocol):

@@ -608,6 +608,7 @@ def program_dirs(argv: Sequence[str], env: Mapping[str, str]) -> tuple[Path, ...
     candidates = [Path(p) for p in env.get("PATH", "").split(os.pathsep) if p]
     if argv and os.sep in argv[0]:
         candidates.append(Path(argv[0]).parent)
+    candidates += _installed_package_dirs(argv, env)
     # daintree itself runs inside every sandbox: an agent's hooks call `daintree session signal`, the demo agent
     # and `daintree mcp` are its code, and its own calls go through the inbox. Its environment and (installed
     # editable) its source folder stay readable wherever the program is.
@@ -616,6 +617,20 @@ def program_dirs(argv: Sequence[str], env: Mapping[str, str]) -> tuple[Path, ...
     # bind the whole environment.
     candidates += [p.parent for p in candidates if (p.parent / "pyvenv.cfg").is_file()]
     return tuple(dict.fromkeys(p for p in candidates if p.is_absolute() and _under_tmp(p) and p.is_dir()))
+
+
+def _installed_package_dirs(argv: Sequence[str], env: Mapping[str, str]) -> list[Path]:
+    """Where the program really lives: npm's node_modules/.bin/claude is a symlink into its package, which runs
+    a binary from a sibling package (@anthropic-ai/claude-code-linux-x64). Binding only the PATH folder left the
+    symlink dangling inside; the whole node_modules folder is what the program reads."""
+    found = shutil.which(argv[0], path=env.get("PATH")) if argv else None
+    if found is None:
+        return []
+    real = Path(found).resolve()
+    parts = real.parts
+    if "node_modules" in parts:
+        return [Path(*parts[:parts.index("node_modules") + 1])]
+    return [real.parent]
 
 
 def wrap_command(project: Project, entry: WorktreeEntry, argv: Sequence[str], env: dict[str, str], *,

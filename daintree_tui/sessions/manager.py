@@ -209,7 +209,10 @@ class SessionManager:
                 "exit_code": None, "signal": None, "host": "tmux" if host.persistent else "pty", "role": role,
                 "sandbox": sandbox.record(), "program": preset.program, "status_source": preset.status_source,
                 "resumed": resume, "task_id": entry.task_id}
-        write_json(self.meta_path(name), meta)
+        # Under the lock, as every read-modify-write of the record: an observer that saw the new pane already may
+        # be recording a transition on the old record, and its write must not land after this one.
+        with self.project.lock.hold():
+            write_json(self.meta_path(name), meta)
         if prompt and preset.prompt_mode == "type" and preset.name != "shell":
             self._type_first_prompt(name, prompt, log)
         self.project.events.append("session.started", worktree=entry.brief(), agent=preset.name,

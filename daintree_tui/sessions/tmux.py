@@ -48,12 +48,19 @@ set -g focus-events on
 set -s exit-empty off
 """
 
+# Which repository a session belongs to, on the session itself: one server can hold several repositories'
+# sessions when DAINTREE_TMUX_SOCKET names the same socket for all of them (tests, benches).
+OWNER_OPTION = "@daintree_root"
 _LIST_FORMAT = "\t".join(["#{session_name}", "#{pane_dead}", "#{pane_dead_status}", "#{pane_pid}",
-                          "#{session_created}", "#{pane_dead_signal}", "#{pid}"])
+                          "#{session_created}", "#{pane_dead_signal}", "#{pid}", "#{" + OWNER_OPTION + "}"])
 
 
 def socket_name(project: Project) -> str:
-    """`daintree-<short hash of the repo path>`; DAINTREE_TMUX_SOCKET overrides it (tests use a unique one)."""
+    """`daintree-<short hash of the repo path>`; DAINTREE_TMUX_SOCKET overrides it (tests use a unique one).
+
+    With the override several repositories can share one server: each session carries its repository
+    (OWNER_OPTION) and a repository sees, stops and replaces only its own; a worktree name another repository
+    runs there cannot start a session (tmux names are per server)."""
     override = os.environ.get("DAINTREE_TMUX_SOCKET")
     if override:
         return override
@@ -214,6 +221,7 @@ class TmuxHost:
                     # that forked it, and the new-session call below carries the session's environment.
                     self._clean_stale_socket("refused")
                     self.tmux("start-server")
+        self.refuse_foreign(worktree)
         name = session_name(worktree)
         # The log holds everything the agent printed: the user's only, from its first byte.
         open_private_append(log).close()
@@ -221,6 +229,7 @@ class TmuxHost:
         cols, rows = size
         args = ["new-session", "-d", "-s", name, "-c", tmux_arg(str(cwd)), "-x", str(cols), "-y", str(rows),
                 "--", sys.executable, "-I", "-m", "daintree_tui.sessions.launch", launch,
+                ";", "set-option", "-t", f"={name}:", OWNER_OPTION, tmux_arg(self._root),
                 ";", "pipe-pane", "-o", "-t", f"={name}:", tmux_arg(f"cat >> {shlex.quote(str(log))}")]
         proc = self.tmux(*args, check=False)
         if proc.returncode != 0:
@@ -263,10 +272,12 @@ class TmuxHost:
         server_pid: int | None = None
         for line in proc.stdout.splitlines():
             parts = line.split("\t")
-            worktree = worktree_of_session(parts[0]) if len(parts) == 7 else None
+            worktree = worktree_of_session(parts[0]) if len(parts) == 8 else None
             if worktree is None:
                 continue
-            name, dead, status, pid, created, signal_number, server = parts
+            name, dead, status, pid, created, signal_number, server, owner = parts
+            if owner and owner != self._root:
+                continue  # another repository's, on a server DAINTREE_TMUX_SOCKET shares
             server_pid = int(server) if server.isdigit() else server_pid
             if name in states:
                 continue  # first pane only: a session is one agent
@@ -286,7 +297,28 @@ class TmuxHost:
         return None
 
     def exists(self, worktree: str) -> bool:
-        return self.tmux("has-session", "-t", f"={session_name(worktree)}", check=False).returncode == 0
+        """This repository's session of `worktree` is on the server (one without an owner counts as ours)."""
+        return self._owner(session_name(worktree)) in ("", self._root)
+
+    def refuse_foreign(self, worktree: str) -> None:
+        """Raise when another repository runs a session of that name on this (shared) server."""
+        name = session_name(worktree)
+        owner = self._owner(name)
+        if owner and owner != self._root:
+            raise OperationError(f"tmux server {self.socket} (DAINTREE_TMUX_SOCKET) already runs {name} for {owner}: "
+                                 "a session name is one per server; unset DAINTREE_TMUX_SOCKET or pick another name")
+
+    @property
+    def _root(self) -> str:
+        return str(self.project.root)
+
+    def _owner(self, name: str) -> str | None:
+        """The repository session `name` belongs to ("" when it carries none); None when there is no such
+        session."""
+        # has-session first: display-message answers 0 (and prints nothing) for a session that does not exist.
+        proc = self.tmux("has-session", "-t", f"={name}", ";",
+                         "display-message", "-p", "-t", f"={name}:", "#{" + OWNER_OPTION + "}", check=False)
+        return proc.stdout.strip() if proc.returncode == 0 else None
 
     def send_text(self, worktree: str, text: str, *, enter: bool = False, paste: bool = False) -> None:
         """Type text into the pane (literally), or paste it as one bracketed paste when the pane asks for it."""

@@ -152,8 +152,9 @@ class DashboardActions(Screen[None]):
 
         name, backend = str(self.selected), self.backend
         info = self.sessions.get(name)
+        failed = info is not None and info.status == SessionStatus.EXITED and info.exit_code not in (None, 0)
         picker = AgentPickerScreen(name, backend.agent_facts(), backend.default_agent(), restart=info is not None,
-                                   current=info.agent if info else None)
+                                   current=info.agent if info else None, failed=failed)
         restart = info is not None
         dialog = flows.ask(self, picker)
         self.run_flow(flows.pick_agent(self, name, restart, dialog), "start session")

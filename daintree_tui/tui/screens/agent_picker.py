@@ -36,7 +36,7 @@ class AgentPickerScreen(ModalScreen[AgentChoice | None]):
     ]
 
     def __init__(self, worktree: str, facts: AgentFacts, default: str, restart: bool,
-                 current: str | None = None) -> None:
+                 current: str | None = None, failed: bool = False) -> None:
         super().__init__()
         self.worktree = worktree
         self.facts = facts
@@ -45,6 +45,8 @@ class AgentPickerScreen(ModalScreen[AgentChoice | None]):
         self.restart = restart
         self.current = current
         """The agent the worktree ran last (offered to resume when it can)."""
+        self.failed = failed
+        """Its last session died with an error (maybe at launch, with no conversation): a fresh start comes first."""
 
     def options(self) -> list[Option]:
         options = []
@@ -65,7 +67,13 @@ class AgentPickerScreen(ModalScreen[AgentChoice | None]):
     def on_mount(self) -> None:
         options = self.query_one(OptionList)
         ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
-        first = RESUME_PREFIX + str(self.current) if RESUME_PREFIX + str(self.current) in ids else self.default
+        resume = RESUME_PREFIX + str(self.current)
+        if resume in ids and not self.failed:
+            first = resume
+        elif self.failed and self.current is not None and self.current in ids:
+            first = self.current
+        else:
+            first = self.default
         if first in ids and not options.get_option(first).disabled:
             options.highlighted = ids.index(first)
         options.focus()

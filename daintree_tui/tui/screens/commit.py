@@ -10,7 +10,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Checkbox, Input, Label, Static
+from textual.widgets import Button, Input, Label, Static
+
+from daintree_tui.tui.widgets.ticks import TickBox
 
 
 @dataclass(frozen=True)
@@ -36,7 +38,7 @@ class CommitScreen(ModalScreen[CommitChoice | None]):
             yield Input(value=self.suggestion, placeholder="commit message", id="message")
             with VerticalScroll(id="dirty-files"):
                 yield Static("\n".join(f"  {f}" for f in self.dirty[:200]) or "  (nothing changed)")
-            yield Checkbox("Stage everything (untracked files too)", value=True, id="all")
+            yield TickBox("Stage everything (untracked files too)", value=True, id="all")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Commit", variant="primary", id="commit")
                 yield Button("Cancel", id="cancel")
@@ -51,7 +53,7 @@ class CommitScreen(ModalScreen[CommitChoice | None]):
         if not message:
             self.notify("A commit needs a message", severity="warning")
             return
-        self.dismiss(CommitChoice(message, self.query_one("#all", Checkbox).value))
+        self.dismiss(CommitChoice(message, self.query_one("#all", TickBox).value))
 
     @on(Button.Pressed, "#cancel")
     def action_cancel(self) -> None:

@@ -146,7 +146,10 @@ class CurrentWorktreeScreen(HostsScreen):
             self.entries = tuple(e for e in self.entries if e.name != removed)
         self.feed.refresh_all()
         if focus:
-            self._arriving = focus
+            # Only a worktree not listed yet is arriving: one already listed (a session started on it) stayed
+            # "arriving" until it went away, and then stayed current though gone.
+            if focus not in {e.name for e in self.entries}:
+                self._arriving = focus
             self.attach_and_focus(focus)
 
     @on(TerminalView.Left)

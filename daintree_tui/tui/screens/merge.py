@@ -10,7 +10,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, Checkbox, Input, Label, Select
+from textual.widgets import Button, Input, Label, Select
+
+from daintree_tui.tui.widgets.ticks import TickBox
 
 
 @dataclass(frozen=True)
@@ -40,19 +42,24 @@ class MergeScreen(ModalScreen[MergeChoice | None]):
                              allow_blank=False, id="strategy")
                 yield Label("Into", classes="field-label")
                 yield Input(value=self.target, id="into")
-            yield Checkbox("Remove the worktree afterwards", value=True, id="remove")
-            yield Checkbox("Mark its task completed", value=True, id="complete")
+            yield TickBox("Remove the worktree afterwards", value=True, id="remove")
+            yield TickBox("Mark its task completed", value=True, id="complete")
             yield Label("pre_merge hooks run first; a conflict changes nothing.", classes="dim")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Merge", variant="primary", id="merge")
                 yield Button("Cancel", id="cancel")
 
+    def on_mount(self) -> None:
+        # The defaults are the usual choice: Enter merges. On the strategy Select, Enter opened its list instead.
+        self.query_one("#merge", Button).focus()
+
+    @on(Input.Submitted, "#into")
     @on(Button.Pressed, "#merge")
     def merge(self) -> None:
         strategy = self.query_one("#strategy", Select).value
         into = self.query_one("#into", Input).value.strip() or None
-        self.dismiss(MergeChoice(str(strategy), into, self.query_one("#remove", Checkbox).value,
-                                 self.query_one("#complete", Checkbox).value))
+        self.dismiss(MergeChoice(str(strategy), into, self.query_one("#remove", TickBox).value,
+                                 self.query_one("#complete", TickBox).value))
 
     @on(Button.Pressed, "#cancel")
     def action_cancel(self) -> None:

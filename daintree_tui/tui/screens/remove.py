@@ -11,7 +11,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Checkbox, Label, Static
+from textual.widgets import Button, Label, Static
+
+from daintree_tui.tui.widgets.ticks import TickBox
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,7 @@ class RemoveScreen(ModalScreen[RemoveChoice | None]):
                     yield Static("\n".join(f"  {f}" for f in self.dirty[:200]))
             else:
                 yield Static(Text("The worktree is clean; its branch stays.", style="dim"))
-            yield Checkbox("Mark its task completed", value=False, id="complete", disabled=not self.has_task)
+            yield TickBox("Mark its task completed", value=False, id="complete", disabled=not self.has_task)
             with Horizontal(classes="dialog-buttons"):
                 label = "Discard changes and remove" if self.dirty else "Remove"
                 yield Button(label, variant="error", id="remove")
@@ -55,7 +57,7 @@ class RemoveScreen(ModalScreen[RemoveChoice | None]):
 
     @on(Button.Pressed, "#remove")
     def confirm(self) -> None:
-        complete = self.query_one("#complete", Checkbox).value
+        complete = self.query_one("#complete", TickBox).value
         if not self.dirty:
             self.dismiss(RemoveChoice(force=False, complete_task=complete))
             return

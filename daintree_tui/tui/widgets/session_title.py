@@ -61,6 +61,8 @@ class SessionTitle(Static):
             text.append(" no worktree selected", style="dim")
         else:
             text.append(f" {entry.name} ", style="bold reverse")
+            if self.focused:  # right after the name: a narrow pane cuts the end of the line, never the way out
+                text.append(f" ⌨ {TYPING_HINT} ", style="italic")
             text.append(f" {info.agent if info else 'no session'} ", style="bold")
             text.append_text(session_cell(info))
             tokens = int(((info.usage or {}).get("tokens") or {}).get("total") or 0) if info else 0
@@ -68,8 +70,6 @@ class SessionTitle(Static):
                 text.append(f" {short_count(tokens)} tok", style="dim")  # the cost is in the status cell
             if info is not None:
                 text.append(" ").append_text(status_source_glyph(info.status_source))
-            if self.focused:  # first, so a narrow pane still shows it
-                text.append(f"  ⌨ {TYPING_HINT}", style="italic")
             if entry.ports:
                 text.append(f"  port {entry.ports[0]}", style="cyan")
             text.append(f"  {entry.branch}", style="dim")

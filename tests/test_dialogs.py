@@ -1,0 +1,126 @@
+"""The dialogs on their own, in a bare App: how their boxes read and what Enter does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.app import App
+from textual.screen import ModalScreen
+from textual.widgets import Checkbox, SelectionList
+
+from daintree_tui.tui.app import STYLES
+from daintree_tui.tui.screens.bakeoff_new import BakeoffNewScreen
+from daintree_tui.tui.screens.commit import CommitScreen
+from daintree_tui.tui.screens.merge import MergeChoice, MergeScreen
+from daintree_tui.tui.screens.remove import RemoveScreen
+
+
+class Host(App[None]):
+    """Pushes one dialog, styled as the dashboard styles it, and keeps what it was dismissed with."""
+
+    CSS_PATH = STYLES
+
+    def __init__(self, dialog: ModalScreen[Any]) -> None:
+        super().__init__()
+        self.dialog = dialog
+        self.results: list[Any] = []
+
+    def on_mount(self) -> None:
+        self.push_screen(self.dialog, self.results.append)
+
+
+def box_of(widget: Checkbox) -> str:
+    """The three cells of the box, as drawn."""
+    return widget.render_line(0).text[:3]
+
+
+async def test_a_checkbox_reads_differently_on_and_off() -> None:
+    """Both states drew `▐X▌` (only the colour changed): "Remove the worktree afterwards" read as on either way."""
+    app = Host(MergeScreen("feature", "main"))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        box = app.screen.query_one("#remove", Checkbox)
+        on = box_of(box)
+        box.value = False
+        await pilot.pause()
+        off = box_of(box)
+        assert on != off
+        assert "✓" in on and "✓" not in off and "X" not in off
+
+
+async def test_a_selection_list_reads_differently_on_and_off() -> None:
+    """The bake-off's agent list drew the same `X` for a picked and an unpicked agent."""
+    facts = {"claude": {"installed": True}, "codex": {"installed": True}}
+    app = Host(BakeoffNewScreen("Refactor auth", facts, default="claude"))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        agents = app.screen.query_one(SelectionList)
+        picked, unpicked = agents.render_line(0).text, agents.render_line(1).text
+        assert "✓" in picked and "claude" in picked
+        assert "✓" not in unpicked and "X" not in unpicked and "codex" in unpicked
+
+
+async def test_dialog_checkboxes_all_tick() -> None:
+    for dialog in (CommitScreen("feature", ["a.py"], "msg"), RemoveScreen("feature", [], has_task=True)):
+        app = Host(dialog)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.pause()
+            for box in app.screen.query(Checkbox):
+                assert "X" not in box_of(box)
+
+
+async def test_enter_in_the_merge_dialog_merges() -> None:
+    """Enter opened the strategy list (the Select had the focus) instead of confirming the merge."""
+    app = Host(MergeScreen("feature", "main"))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.results == [MergeChoice("ff", "main", remove=True, complete_task=True)]
+
+
+async def test_enter_in_the_merge_target_merges() -> None:
+    app = Host(MergeScreen("feature", "main"))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        app.screen.query_one("#into").focus()
+        await pilot.press("end", "backspace", "backspace", "backspace", "backspace", *"dev", "enter")
+        await pilot.pause()
+        assert app.results == [MergeChoice("ff", "dev", remove=True, complete_task=True)]
+
+
+async def test_a_long_worktree_name_does_not_cut_the_dialog_title() -> None:
+    """The agent picker's title read "Restart a session in add-a-logout-endpoint w" (the rest cut by the narrow
+    dialog), even at 160 columns."""
+    from textual.widgets import Label
+
+    from daintree_tui.tui.screens.agent_picker import AgentPickerScreen
+
+    facts = {"claude": {"installed": True, "resume": True}}
+    app = Host(AgentPickerScreen("add-a-logout-endpoint-for-the-admin-area", facts, "claude", restart=True))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        title = app.screen.query_one(".dialog-title", Label)
+        shown = " ".join(title.render_line(y).text.strip() for y in range(title.size.height))
+        assert "add-a-logout-endpoint-for-the-admin-area with:" in shown, shown
+        dialog = app.screen.query_one("#dialog")
+        assert dialog.content_region.contains_region(title.region), (title.region, dialog.content_region)
+
+
+async def test_after_a_failed_session_the_picker_offers_a_fresh_start_first() -> None:
+    """claude died at launch (`exited 1`, never a conversation); `s` offered "resume claude" first, which only
+    fails again ("no conversation to continue"). Resume stays offered, just not first."""
+    from textual.widgets import OptionList
+
+    from daintree_tui.tui.screens.agent_picker import AgentPickerScreen
+
+    facts = {"claude": {"installed": True, "resume": True}, "codex": {"installed": True, "resume": True}}
+    for failed, expected in ((True, "claude"), (False, "resume:claude")):
+        app = Host(AgentPickerScreen("w", facts, "codex", restart=True, current="claude", failed=failed))
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.pause()
+            options = app.screen.query_one(OptionList)
+            assert options.highlighted is not None
+            highlighted = options.get_option_at_index(options.highlighted).id
+            assert any(str(options.get_option_at_index(i).id).startswith("resume") for i in range(options.option_count))
+            assert str(highlighted).replace(":", "") == expected.replace(":", ""), (failed, highlighted)
