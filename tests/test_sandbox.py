@@ -244,6 +244,32 @@ post_create = ["touch hook-ran; touch ../../hook-escaped || true"]
     assert int(proc.stdout.split()[-1]) <= 5  # its own pid namespace: the host's processes are not there
 
 
+def test_each_worktree_has_its_own_caches(repo: Path, sandbox_env: Path) -> None:
+    """The user's own tools run what ~/.cache and ~/.npm hold (pre-commit's hook environments, npx's packages):
+    an agent that wrote there would run code outside its sandbox at the user's next commit. Inside, those paths
+    are the worktree's own folders: builds still cache, across runs of that worktree only."""
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "c1")
+    cli.ok("worktree", "create", "c2")
+    (sandbox_env / ".cache" / "pre-commit").mkdir(parents=True)
+    hook = sandbox_env / ".cache" / "pre-commit" / "hook.sh"
+    hook.write_text("echo the user's\n")
+    poison = ("cat ~/.cache/pre-commit/hook.sh 2>/dev/null; mkdir -p ~/.cache/pre-commit ~/.npm/_npx && "
+              "echo 'touch ~/pwned' > ~/.cache/pre-commit/hook.sh && echo x > ~/.npm/_npx/pkg")
+    proc = cli("worktree", "run", "c1", "--", "sh", "-c", poison)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""  # the user's cache is not even readable there
+    assert hook.read_text() == "echo the user's\n" and not (sandbox_env / ".npm" / "_npx").exists()
+    again = cli("worktree", "run", "c1", "--", "cat", f"{sandbox_env}/.cache/pre-commit/hook.sh")
+    assert again.stdout == "touch ~/pwned\n"  # the worktree's own cache keeps what it wrote
+    other = cli("worktree", "run", "c2", "--", "sh", "-c", "ls ~/.cache ~/.npm")
+    assert other.returncode == 0 and other.stdout.split() == [f"{sandbox_env}/.cache:", f"{sandbox_env}/.npm:"]
+    home = repo / ".worktrees" / ".sandbox-home" / "c1"
+    assert (home / ".cache" / "pre-commit" / "hook.sh").exists()
+    cli.ok("worktree", "remove", "c1", "--force")
+    assert not home.exists()
+
+
 def test_tmux_server_unreachable_from_inside(repo: Path, sandbox_env: Path, tmux_socket: str) -> None:
     cli = CLI(repo)
     cli.ok("worktree", "create", "t1")

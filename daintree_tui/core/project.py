@@ -107,6 +107,14 @@ class Project:
     def tmpdir_for(self, name: str) -> Path:
         return self.tmp_root / _checked(name)
 
+    @property
+    def sandbox_homes(self) -> Path:
+        return self.state_dir / ".sandbox-home"
+
+    def sandbox_home_for(self, name: str) -> Path:
+        """The folders a sandbox of worktree `name` sees in place of ~/.cache and ~/.npm (see core/sandbox)."""
+        return self.sandbox_homes / _checked(name)
+
     def log_path(self, name: str) -> Path:
         return self.logs_dir / f"{_checked(name)}.log"
 

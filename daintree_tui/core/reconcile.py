@@ -100,6 +100,7 @@ class Reconciler:
                 and not (path.exists() or path.is_symlink()) and trust.branch_safe_to_delete(root, branch)):
             g.git(root, "branch", "-D", branch, check=False)
         shutil.rmtree(project.tmpdir_for(name), ignore_errors=True)
+        shutil.rmtree(project.sandbox_home_for(name), ignore_errors=True)
         self.worktrees.journal_clear(name)
 
     def _finish_remove(self, entries: list[WorktreeEntry], entry: WorktreeEntry, complete_task: bool) -> None:
@@ -218,6 +219,12 @@ class Reconciler:
                         g.git(self.project.root, "worktree", "prune", check=False)
                 elif tmp.name not in live and self._found(f"temp dir of removed worktree {tmp.name}; deleted it"):
                     shutil.rmtree(tmp, ignore_errors=True)
+        homes = self.project.sandbox_homes
+        if homes.is_dir() and not homes.is_symlink():
+            for home in homes.iterdir():
+                if home.name not in live and self._found(f"sandbox caches of removed worktree {home.name}; "
+                                                         "deleted them"):
+                    shutil.rmtree(home, ignore_errors=True)
 
 
 def _age(path: Path) -> float:

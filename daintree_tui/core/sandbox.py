@@ -68,6 +68,7 @@ class SandboxSpec:
     tmpdir: Path
     project_root: Path | None = None  # the primary worktree: readable (read-only) also when it lives in /tmp
     writable: tuple[Path, ...] = ()  # agent state folders, sandbox.writable
+    home_caches: Path | None = None  # this worktree's own ~/.cache and ~/.npm (see PRIVATE_CACHES)
     inbox: Path | None = None
     network: bool = True
     interactive: bool = False  # runs in a terminal pane: keep the controlling terminal
@@ -235,6 +236,10 @@ def _writable_mounts(spec: SandboxSpec) -> list[str]:
             args += ["--ro-bind", str(objects / sub), str(objects / sub)]
     args += _branch_mounts(spec)
     args += _git_pointer_mounts(spec)
+    if spec.home_caches is not None:  # before the agent's folders: one of them may live under ~/.cache
+        for name in PRIVATE_CACHES:
+            if (Path.home() / name).is_dir():
+                args += ["--bind", str(spec.home_caches / name), str(Path.home() / name)]
     for path in spec.writable:
         if path.exists():
             args += ["--bind", str(path), str(path)]
@@ -290,14 +295,21 @@ def prepare(spec: SandboxSpec) -> None:
                              "under refs/heads an agent could write main")
     # bwrap follows a symlinked source: a worktree, TMPDIR or inbox swapped for a link (by anything that ran
     # unconfined) would bind its target writable. Every writable source must be what it says it is.
+    caches = spec.home_caches
     for path in (spec.worktree, spec.git_admin_dir, spec.tmpdir, spec.tmpdir.parent, spec.ref_file.parent,
-                 *((spec.inbox, spec.inbox.parent) if spec.inbox is not None else ())):
+                 *((spec.inbox, spec.inbox.parent) if spec.inbox is not None else ()),
+                 *((caches.parent, caches, *(caches / name for name in PRIVATE_CACHES)) if caches else ())):
         if path.is_symlink():
             raise OperationError(f"sandbox: {path} is a symlink: refusing to bind it writable")
     dot_git = spec.worktree / ".git"
     if dot_git.is_symlink() or not dot_git.is_file():
         raise OperationError(f"sandbox: {dot_git} is not git's worktree file: refusing to start")
     spec.tmpdir.mkdir(parents=True, exist_ok=True)
+    if caches is not None:
+        for name in PRIVATE_CACHES:
+            (caches / name).mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(OSError):
+                (Path.home() / name).mkdir(exist_ok=True)  # the mount point: inside, $HOME is read-only
     spec.ref_file.parent.mkdir(parents=True, exist_ok=True)
     spec.reflog_file.parent.mkdir(parents=True, exist_ok=True)
     spec.reflog_file.touch(exist_ok=True)
@@ -381,8 +393,11 @@ def git_admin_dir(common_dir: Path, worktree: Path) -> Path:
 
 # -- choosing a backend for one command ------------------------------------------------------------------------
 
-# What builds and test runs (hooks, `run`) write besides the worktree; ~/.cache is created when missing.
-BASE_WRITABLE = ("~/.cache", "~/.npm")
+# What builds and test runs (hooks, `run`) write besides the worktree. Each worktree's sandbox gets its own, in
+# `.worktrees/.sandbox-home/<name>/`: the user's own tools run what these hold (pre-commit's hook environments in
+# ~/.cache/pre-commit, npx's packages in ~/.npm/_npx, uvx, pip's wheels), so an agent that could write the user's
+# would run code outside its sandbox the next time the user commits.
+PRIVATE_CACHES = (".cache", ".npm")
 
 
 @dataclass(frozen=True)
@@ -431,7 +446,7 @@ def effective_mode(cfg: Config, agent: str | None = None, role: str | None = Non
 
 
 def writable_paths(cfg: Config, extra: Sequence[str] = ()) -> tuple[Path, ...]:
-    """`~/.cache`, `~/.npm`, the caller's extra folders and `sandbox.writable` (the last only from a trusted
+    """The caller's extra folders (an agent's own state) and `sandbox.writable` (the latter only from a trusted
     repo config when the repo set it)."""
     configured = list(cfg.sandbox_writable)
     if configured and "sandbox.writable" in cfg.sandbox_repo_keys and not _repo_trusted(cfg.repo_config_path):
@@ -439,10 +454,10 @@ def writable_paths(cfg: Config, extra: Sequence[str] = ()) -> tuple[Path, ...]:
              "(run `daintree trust`)")
         configured = []
     out: dict[Path, None] = {}
-    for raw in (*BASE_WRITABLE, *extra, *configured):
+    for raw in (*extra, *configured):
         path = Path(raw).expanduser()
-        if raw.endswith("/") or raw in BASE_WRITABLE[:1]:
-            path.mkdir(parents=True, exist_ok=True)  # a folder the user named (or ~/.cache): bind it even if new
+        if raw.endswith("/"):
+            path.mkdir(parents=True, exist_ok=True)  # a folder the user named: bind it even if new
         out[path] = None
     return tuple(out)
 
@@ -591,7 +606,8 @@ def spec_for(project: Project, entry: WorktreeEntry, *, writable: Sequence[Path]
     return SandboxSpec(
         worktree=worktree, git_common_dir=common, git_admin_dir=git_admin_dir(common, worktree),
         branch=entry.branch, tmpdir=project.tmpdir_for(entry.name), project_root=project.root,
-        writable=tuple(writable), inbox=inbox_dir(project, entry.name),
+        writable=tuple(writable), home_caches=project.sandbox_home_for(entry.name),
+        inbox=inbox_dir(project, entry.name),
         network=project.config.sandbox_network if network is None else network, interactive=interactive,
         cwd=cwd, hidden=tuple(hidden), hidden_files=tuple(secret_files), background=background,
     )

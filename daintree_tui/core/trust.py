@@ -354,8 +354,8 @@ def private_dir(path: Path) -> Path:
     return path
 
 
-STATE_ENTRIES = (".trash", ".tmp", ".journal", ".logs", ".sessions", ".run", ".cache", ".lock", "events.jsonl",
-                 "events.jsonl.1", "index.json", "index.json.bak")
+STATE_ENTRIES = (".trash", ".tmp", ".journal", ".logs", ".sessions", ".run", ".cache", ".lock", ".sandbox-home",
+                 "events.jsonl", "events.jsonl.1", "index.json", "index.json.bak")
 
 
 def state_dir_problem(project: Project) -> str | None:

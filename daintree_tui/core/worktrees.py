@@ -369,6 +369,7 @@ class WorktreeService:
         if not reset_branch:
             g.git(self.project.root, "branch", "-D", entry.branch, check=False)
         shutil.rmtree(self.project.tmpdir_for(entry.name), ignore_errors=True)
+        shutil.rmtree(self.project.sandbox_home_for(entry.name), ignore_errors=True)
         entries = [e for e in self.index.load(heal=True) if e.name != entry.name]
         self.index.save(entries)
         if entry.task_id is not None:
@@ -458,6 +459,7 @@ class WorktreeService:
         tmpdir = project.tmpdir_for(entry.name)
         if tmpdir.exists():
             self._move_to_trash(tmpdir)
+        shutil.rmtree(project.sandbox_home_for(entry.name), ignore_errors=True)  # caches: nothing to keep
         released = entry.ports
         entry.status = WorktreeStatus.REMOVED
         entry.removed_at = time.time()

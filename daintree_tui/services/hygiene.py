@@ -106,7 +106,8 @@ def collect(worktrees: WorktreeService, older_than_days: float = 14.0, dry_run: 
     removed = [e for e in entries if e.status == WorktreeStatus.REMOVED and e.name not in live]
     for entry in removed:
         for path in (project.log_path(entry.name), project.logs_dir / f"{entry.name}.hooks.log",
-                     session_record_path(project, entry.name), project.tmpdir_for(entry.name)):
+                     session_record_path(project, entry.name), project.tmpdir_for(entry.name),
+                     project.sandbox_home_for(entry.name)):
             if path.exists():
                 size = tree_size(path) if path.is_dir() else path.stat().st_size
                 report.actions.append(f"delete {path.relative_to(project.state_dir)} ({human(size)})")
