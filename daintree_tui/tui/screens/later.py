@@ -69,5 +69,6 @@ def diff_view(screen: Screen[Any]) -> DiffView:
     return screen.query_one(DiffView)
 
 
-def events_log(screen: Screen[Any]) -> EventsLog:
-    return screen.query_one(EventsLog)
+def events_log(screen: Screen[Any]) -> EventsLog | None:
+    """The events log; None while the screen is being torn down (its children go before its last messages)."""
+    return next(iter(screen.query(EventsLog)), None)

@@ -191,7 +191,9 @@ class MainScreen(CurrentWorktreeScreen):
         if self.later_mounted:
             from daintree_tui.tui.screens import later  # loaded with the events log
 
-            later.events_log(self).add(message.records)
+            log = later.events_log(self)
+            if log is not None:
+                log.add(message.records)
         else:
             self.early_events.extend(message.records)
         for text, severity in self.budget_alerts.new(message.records):

@@ -11,7 +11,6 @@ from rich.segment import Segment
 from textual.content import Content
 from textual.strip import Strip
 from textual.widgets import Checkbox, SelectionList
-from textual.widgets._toggle_button import ToggleButton
 
 TICK = "✓"
 NO_TICK = " "
@@ -37,7 +36,7 @@ class TickList(SelectionList[str]):
         strip = super().render_line(y)
         segments = list(strip)
         index = self.scroll_offset.y + y
-        if len(segments) < 2 or segments[1].text != ToggleButton.BUTTON_INNER or index >= self.option_count:
+        if len(segments) < 2 or segments[1].text != Checkbox.BUTTON_INNER or index >= self.option_count:
             return strip  # a line without a box (past the last option)
         selected = self.get_option_at_index(index).value in self.selected
         segments[1] = Segment(tick_glyph(selected), segments[1].style)
