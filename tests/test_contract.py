@@ -262,3 +262,18 @@ async def test_mcp_session_start_refuses_a_prompt_for_the_shell(cli: CLI, repo: 
         message = await fails(mcp, "session_start", name="mcp-shell", agent="shell", prompt="rm -rf ~")
     assert "takes no first prompt" in message
     assert cli.json("session", "list") == []
+
+
+def test_hosts_are_changed_only_from_outside_a_session(cli: CLI, repo: Path) -> None:
+    """Hosts live in the user's own config: an agent in an unsandboxed session must not add a machine of its
+    choosing (where the queue would then place sessions) or remove the user's."""
+    cli.ok("worktree", "create", "agent-side")
+    inside = repo / ".worktrees" / "agent-side"
+    for cwd, env in ((inside, {}), (repo, {"DAINTREE_WORKTREE": "agent-side"})):
+        added = cli("host", "add", "evil", "--ssh", "attacker.example", "--repo", "/srv", cwd=cwd, env=env)
+        assert added.returncode == 1 and "refused from inside a session" in added.stderr
+    assert cli.json("host", "list") == []
+    cli.ok("host", "add", "mine", "--ssh", "box.example", "--repo", "/srv")
+    removed = cli("host", "remove", "mine", env={"DAINTREE_WORKTREE": "agent-side"})
+    assert removed.returncode == 1 and [h["name"] for h in cli.json("host", "list")] == ["mine"]
+    cli.ok("host", "remove", "mine")

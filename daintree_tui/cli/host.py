@@ -91,8 +91,20 @@ def run_host_queue(args: argparse.Namespace, services: Services) -> int:
 # -- host commands ----------------------------------------------------------------------------------------------
 
 
+def _refuse_inside_session(services: Services, action: str) -> None:
+    """Hosts live in the user's own config (DESIGN 2a trusts it, and the user's command line outside a session):
+    an agent must not point daintree, and the sessions it places, at a machine of its choosing."""
+    from daintree_tui.core.trust import inside_session
+
+    if inside_session(services.project):
+        raise OperationError(f"daintree host {action} is refused from inside a session: only a person outside it may "
+                             "change your hosts")
+
+
 def cmd_host_add(args: argparse.Namespace, services: Services) -> int:
     from daintree_tui.services.remote import DEFAULT_MAX_SESSIONS, HostConfig, save_host
+
+    _refuse_inside_session(services, "add")
 
     host = HostConfig(name=args.name, ssh=args.ssh, repo=args.remote_repo,
                       max_sessions=args.max_sessions if args.max_sessions is not None else DEFAULT_MAX_SESSIONS,
@@ -134,6 +146,7 @@ def cmd_host_check(args: argparse.Namespace, services: Services) -> int:
 def cmd_host_remove(args: argparse.Namespace, services: Services) -> int:
     from daintree_tui.services.remote import delete_host
 
+    _refuse_inside_session(services, "remove")
     removed = delete_host(args.name)
     emit(args, {"name": args.name, "removed": removed},
           f"removed host {args.name}" if removed else f"no host named {args.name} (nothing to do)")
