@@ -66,7 +66,8 @@ DASHBOARD_BINDINGS: list[BindingType] = [
     Binding("a", "toggle_auto", "Auto", id="auto_queue", show=False,
             tooltip="Auto queue: start ready tasks by themselves (max_sessions at a time)"),
     Binding("question_mark", "help", "Help", id="help", tooltip="This help"),
-    Binding("q", "quit_dashboard", "Quit", id="quit", tooltip="Quit (agents keep running)"),
+    Binding("q", "quit_dashboard", "Quit", id="quit",
+            tooltip="Quit (agents keep running; a demo's agents stop with it)"),
 ]
 
 
