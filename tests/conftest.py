@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -200,3 +202,24 @@ def trusted_config(repo: Path, text: str) -> None:
 
     (repo / ".daintree.toml").write_text(text)
     trust(Project.discover(repo))
+
+
+@contextlib.contextmanager
+def mcp_http_server(repo: Path) -> Iterator[int]:
+    """`daintree mcp --http PORT` for `repo` on a free port of 127.0.0.1, listening when the block starts, stopped
+    (ours only) when it ends. Yields the port."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    server = subprocess.Popen([sys.executable, "-m", "daintree_tui", "mcp", "--repo", str(repo), "--http", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        def listening() -> bool:
+            with socket.socket() as sock:
+                return sock.connect_ex(("127.0.0.1", port)) == 0
+
+        wait_for(listening, timeout=20)
+        yield port
+    finally:
+        server.terminate()
+        server.wait(timeout=10)

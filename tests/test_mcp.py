@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from tests.conftest import CLI, wait_for
+from tests.conftest import CLI, mcp_http_server, wait_for
 
 pytestmark = pytest.mark.usefixtures("tmux_socket")
 
@@ -287,27 +287,14 @@ def test_mcp_config_command_and_lazy_sdk(repo: Path, cli: CLI) -> None:
 
 
 async def test_streamable_http_on_loopback(repo: Path, cli: CLI) -> None:
-    import socket
-
     from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    from daintree_tui.mcp.server import http_token
 
     cli.ok("task", "create", "over http")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "daintree_tui", "mcp", "--repo", str(repo), "--http", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        def listening() -> bool:
-            with socket.socket() as s:
-                return s.connect_ex(("127.0.0.1", port)) == 0
-
-        wait_for(listening, timeout=20)
-        from mcp.client.streamable_http import streamable_http_client
-        from mcp.shared._httpx_utils import create_mcp_http_client
-
-        from daintree_tui.mcp.server import http_token
-
+    with mcp_http_server(repo) as port:
         # Any local process reaches a loopback port: without the token (0600, hidden in sandboxes) it gets 401.
         with pytest.raises(Exception):  # noqa: B017 (the SDK's wrapping of an HTTP error varies)
             async with Client(f"http://127.0.0.1:{port}/mcp") as stranger:
@@ -320,9 +307,6 @@ async def test_streamable_http_on_loopback(repo: Path, cli: CLI) -> None:
             result = await client.call_tool("task_list", {})
             assert not result.is_error
             assert [t["subject"] for t in json.loads(result.content[0].text)] == ["over http"]  # type: ignore[union-attr]
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
 
 
 def test_role_mcp_key_is_checked(repo: Path, cli: CLI) -> None:

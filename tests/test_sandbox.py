@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from daintree_tui.core.sandbox import BwrapSandbox
-from tests.conftest import CLI, events, git, make_repo, trusted_config, wait_for
+from tests.conftest import CLI, events, git, make_repo, mcp_http_server, trusted_config, wait_for
 
 _OK, _WHY = BwrapSandbox().available()
 pytestmark = pytest.mark.skipif(not _OK, reason=f"bubblewrap cannot run here: {_WHY}")
@@ -644,8 +644,6 @@ except BaseException as exc:
 
 
 def test_the_users_http_mcp_server_refuses_a_sandboxed_agent(repo: Path, sandbox_env: Path) -> None:
-    import socket
-
     from daintree_tui.core.config import user_data_dir
 
     token_file = user_data_dir() / "secrets" / "mcp-http-token"
@@ -653,22 +651,9 @@ def test_the_users_http_mcp_server_refuses_a_sandboxed_agent(repo: Path, sandbox
     cli.ok("worktree", "create", "a1")
     cli.ok("worktree", "create", "other")
     (repo / ".worktrees" / "other" / "notes.txt").write_text("uncommitted work\n")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "daintree_tui", "mcp", "--repo", str(repo), "--http", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        def listening() -> bool:
-            with socket.socket() as s:
-                return s.connect_ex(("127.0.0.1", port)) == 0
-
-        wait_for(listening, timeout=20)
+    with mcp_http_server(repo) as port:
         (repo / ".worktrees" / "a1" / "client.py").write_text(HTTP_MCP_CLIENT)
         proc = cli("worktree", "run", "a1", "--", "python", "client.py", str(port), str(token_file))
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
     assert "no-token" in proc.stdout and "refused" in proc.stdout, proc.stdout + proc.stderr
     assert (repo / ".worktrees" / "other" / "notes.txt").exists()
     assert token_file.read_text().strip()  # outside, the user's clients can read it
