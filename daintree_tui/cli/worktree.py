@@ -26,15 +26,14 @@ def cmd_wt_create(args: argparse.Namespace, services: Services) -> int:
     agent = None
     if args.agent:
         from daintree_tui.sessions.presets import refuse_prompt_for, resolve_preset
-        from daintree_tui.sessions.tmux import TmuxHost
 
         agent = resolve_preset(services.project.config, args.agent)  # a bad preset is rejected before anything
         agent.check_program()
         refuse_prompt_for(agent, args.prompt)
         trust.require_agent_trusted(services.project.config, agent.name)  # as is an untrusted one (exit 1)
-        host = services.sessions.host  # raises the clear "tmux is not installed" error
-        if isinstance(host, TmuxHost):
-            host.refuse_foreign(args.name)  # before the worktree exists: create validates everything first
+        # The host raises the clear "tmux is not installed" error; a name another repository runs on a shared
+        # server is refused before the worktree exists: create validates everything first.
+        services.sessions.host.refuse_foreign(args.name)
     entry, provided = services.worktrees.create_reporting(args.name, task_id=the_task, base=args.base)
     data = {**entry.to_dict(), **provided.to_dict()}
     text = f"created worktree {entry.name} at {entry.path} (branch {entry.branch}, port {entry.ports[0]})"

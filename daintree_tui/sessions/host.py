@@ -89,6 +89,10 @@ class SessionHost(Protocol):
 
     def stop(self, worktree: str) -> bool: ...
 
+    def refuse_foreign(self, worktree: str) -> None:
+        """Raise OperationError when the session name is taken by another repository (a shared server)."""
+        ...
+
 
 def tmux_available() -> bool:
     """tmux is on PATH and not switched off (DAINTREE_NO_TMUX=1 forces the PTY fallback)."""

@@ -185,6 +185,9 @@ class PtyHost:
                     os.kill(session.pid, signal.SIGKILL)
         return True
 
+    def refuse_foreign(self, worktree: str) -> None:
+        """Nothing to refuse: this host's sessions are this process's own."""
+
     def stop_all(self) -> None:
         for name in list(self._sessions):
             self.stop(name)
