@@ -270,6 +270,35 @@ def test_each_worktree_has_its_own_caches(repo: Path, sandbox_env: Path) -> None
     assert not home.exists()
 
 
+# Saves its config as Claude Code does: a temporary file beside ${CLAUDE_CONFIG_DIR:-$HOME}/.claude.json, renamed.
+CLAUDE_LIKE = """#!/bin/sh
+conf="${CLAUDE_CONFIG_DIR:-$HOME}/.claude.json"
+{ cat "$conf" 2>/dev/null; echo saved; } > "$conf.tmp.$$" && mv "$conf.tmp.$$" "$conf" && r=saved || r=failed
+echo "$r" > "$HOME/.claude/result"
+exec cat
+"""
+
+
+def test_claude_keeps_its_config_inside_the_sandbox(repo: Path, sandbox_env: Path) -> None:
+    """Claude Code renames a temporary file over ~/.claude.json; in a read-only $HOME that failed, and its
+    onboarding, folder trust and settings were lost at every session. Inside, its config lives in ~/.claude/
+    (CLAUDE_CONFIG_DIR), starting as a copy of the user's ~/.claude.json, which stays as it was."""
+    script = sandbox_env / "claude-like.sh"  # visible (read-only) inside: /tmp itself is not
+    script.write_text(CLAUDE_LIKE)
+    _write_user_config(f'[agents.claude]\ncommand = "sh {script}"\nprompt_mode = "none"\n')
+    (sandbox_env / ".claude.json").write_text('{"hasCompletedOnboarding": true}\n')
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "c1")
+    started = cli.json("session", "start", "c1", "--agent", "claude")
+    assert started["sandbox"]["active"] is True
+    result = sandbox_env / ".claude" / "result"
+    wait_for(result.exists, timeout=30)
+    assert result.read_text() == "saved\n"
+    assert (sandbox_env / ".claude" / ".claude.json").read_text() == '{"hasCompletedOnboarding": true}\nsaved\n'
+    assert (sandbox_env / ".claude.json").read_text() == '{"hasCompletedOnboarding": true}\n'
+    cli.ok("session", "stop", "c1")
+
+
 def test_tmux_server_unreachable_from_inside(repo: Path, sandbox_env: Path, tmux_socket: str) -> None:
     cli = CLI(repo)
     cli.ok("worktree", "create", "t1")

@@ -7,7 +7,9 @@ has is here: the preset's state folders, the role that decides the mode, the rec
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import contextlib
+import os
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from daintree_tui.core.models import WorktreeEntry
@@ -62,11 +64,13 @@ class SessionSandbox:
 
     choice: Choice
     spec: SandboxSpec | None
+    agent_env: dict[str, str] = field(default_factory=dict)  # what its agent needs to keep its state inside
 
     def wrap(self, argv: list[str], env: dict[str, str]) -> list[str]:
         """The pane's command; adds the inbox hint to `env` (a hint: identity is the mounted inbox)."""
         if self.spec is None:
             return argv
+        env.update(self.agent_env)
         env[INBOX_ENV] = str(INBOX_MOUNT)
         spec = replace(self.spec, readable=program_dirs(argv, env))
         return self.choice.backend.wrap(argv, spec)
@@ -96,4 +100,34 @@ def session_sandbox(project: Project, entry: WorktreeEntry, preset: Preset, back
     if not choice.active:
         return SessionSandbox(choice, None)
     writable = writable_paths(project.config, [str(p) for p in agent_state_paths(preset)])
-    return SessionSandbox(choice, spec_for(project, entry, writable=writable, interactive=True))
+    return SessionSandbox(choice, spec_for(project, entry, writable=writable, interactive=True),
+                          agent_environment(preset))
+
+
+# Claude Code saves ~/.claude.json by writing a temporary file beside it and renaming that over it: with $HOME
+# read-only in the sandbox the write fails (EROFS), and nothing it keeps there (onboarding, folder trust, settings,
+# the account) outlives the session. CLAUDE_CONFIG_DIR moves that file into ~/.claude/, which the sandbox binds
+# writable; it starts as a copy of ~/.claude.json, so what the user had comes along.
+CLAUDE_CONFIG_ENV = "CLAUDE_CONFIG_DIR"
+
+
+def agent_environment(preset: Preset) -> dict[str, str]:
+    """What a sandboxed session of `preset` adds to its environment so that its agent can keep its state."""
+    if "claude" not in (preset.name, Path(preset.argv()[0]).name) or os.environ.get(CLAUDE_CONFIG_ENV):
+        return {}  # not claude, or the user chose the folder
+    folder = Path.home() / ".claude"
+    folder.mkdir(parents=True, exist_ok=True)
+    _seed(Path.home() / ".claude.json", folder / ".claude.json")
+    return {CLAUDE_CONFIG_ENV: str(folder)}
+
+
+def _seed(source: Path, target: Path) -> None:
+    """`target` as a copy of `source`, unless it exists: never over a file or through a link the agent left in its
+    writable folder."""
+    if os.path.lexists(target) or source.is_symlink() or not source.is_file():
+        return
+    with contextlib.suppress(OSError):
+        data = source.read_bytes()
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
