@@ -299,6 +299,20 @@ def test_claude_keeps_its_config_inside_the_sandbox(repo: Path, sandbox_env: Pat
     cli.ok("session", "stop", "c1")
 
 
+def test_a_session_that_cannot_start_after_create_says_the_worktree_is_there(repo: Path, sandbox_env: Path) -> None:
+    """A link planted where the sandbox's caches go makes the session refuse to start, after the worktree was
+    made: the one line says both, and how to go on."""
+    homes = repo / ".worktrees" / ".sandbox-home"
+    homes.mkdir(parents=True)
+    (homes / "c9").symlink_to(sandbox_env)
+    cli = CLI(repo)
+    proc = cli("worktree", "create", "c9", "--agent", "shell")
+    assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "created worktree c9, but its session did not start" in proc.stderr and "symlink" in proc.stderr
+    assert "daintree session start c9 --agent shell" in proc.stderr
+    assert [w["name"] for w in cli.json("worktree", "list")] == ["c9"]
+
+
 def test_tmux_server_unreachable_from_inside(repo: Path, sandbox_env: Path, tmux_socket: str) -> None:
     cli = CLI(repo)
     cli.ok("worktree", "create", "t1")

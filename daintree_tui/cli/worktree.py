@@ -44,7 +44,11 @@ def cmd_wt_create(args: argparse.Namespace, services: Services) -> int:
         if paths:
             text += f"\n{'linked' if mode == 'symlink' else 'copied'} {', '.join(paths)} ({mode})"
     if agent is not None:
-        info = services.sessions.start(entry.name, agent.name, prompt=args.prompt)
+        try:
+            info = services.sessions.start(entry.name, agent.name, prompt=args.prompt)
+        except DaintreeError as exc:  # the worktree stays (it may hold copied files): say so, and how to go on
+            raise type(exc)(f"created worktree {entry.name}, but its session did not start: {exc} "
+                            f"(retry: daintree session start {entry.name} --agent {agent.name})") from None
         data["session"] = info.to_dict()
         text += f"\nstarted session {info.session} with agent {agent.name}"
     emit(args, data, text)
