@@ -1071,3 +1071,28 @@ def test_an_npm_agent_under_tmp_runs_inside(repo: Path, sandbox_env: Path, tmp_p
     cli.ok("worktree", "create", "n1")
     proc = cli("worktree", "run", "n1", "--", "npm-agent")
     assert proc.returncode == 0 and proc.stdout.strip() == "from the platform package", proc.stderr
+
+
+def test_packing_waits_out_a_worktree_another_process_is_adding(repo: Path) -> None:
+    """While `git worktree add` runs (another queue runner, the dashboard), the new admin dir's HEAD holds the null
+    id for a moment and `git repack` fails on it ("bad object worktrees/x/HEAD"): a session start then failed.
+    The pack is tried again while the add finishes."""
+    import threading
+
+    from daintree_tui.core.sandbox import pack_loose_objects
+
+    (repo / "loose.txt").write_text("loose\n")
+    git(repo, "add", "loose.txt")
+    git(repo, "commit", "-q", "-m", "a loose object or three")
+    admin = repo / ".git" / "worktrees" / "half-made"
+    admin.mkdir(parents=True)
+    (admin / "HEAD").write_text("0" * 40 + "\n")  # what the add writes first
+    (admin / "commondir").write_text("../..\n")
+    (admin / "gitdir").write_text(str(repo.parent / "half-made" / ".git") + "\n")
+    finished = threading.Timer(0.3, lambda: (admin / "HEAD").write_text(git(repo, "rev-parse", "HEAD")))
+    finished.start()
+    try:
+        pack_loose_objects(repo / ".git")
+    finally:
+        finished.join()
+    assert not any(p.is_dir() and len(p.name) == 2 and any(p.iterdir()) for p in (repo / ".git" / "objects").iterdir())

@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
@@ -37,6 +38,7 @@ from typing import Protocol
 
 from daintree_tui.core.config import Config, user_data_dir
 from daintree_tui.core.errors import OperationError
+from daintree_tui.core.git import last_line
 from daintree_tui.core.index import Index, find
 from daintree_tui.core.log import warn
 from daintree_tui.core.models import WorktreeEntry
@@ -352,10 +354,17 @@ def pack_loose_objects(common_dir: Path) -> None:
     """
     if not _has_loose_objects(common_dir / "objects"):
         return
-    proc = subprocess.run(["git", "--git-dir", str(common_dir), "repack", "-d", "-q", "--no-write-bitmap-index"],
-                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
-    if proc.returncode != 0:
-        raise OperationError(f"sandbox: could not pack loose objects: {proc.stderr.strip()}")
+    # repack walks every worktree's HEAD: while another daintree (a second queue runner, the dashboard) is in the
+    # middle of `git worktree add`, that HEAD or its commondir is not written yet ("bad object worktrees/x/HEAD").
+    # The add takes a moment, so a failure is tried again before the session is refused.
+    for delay in (0.2, 0.5, 1.0, None):
+        proc = subprocess.run(["git", "--git-dir", str(common_dir), "repack", "-d", "-q", "--no-write-bitmap-index"],
+                              capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        if proc.returncode == 0:
+            return
+        if delay is not None:
+            time.sleep(delay)
+    raise OperationError(f"sandbox: could not pack loose objects: {last_line(proc.stderr) or proc.returncode}")
 
 
 def packed_refs(common_dir: Path) -> dict[str, str]:
