@@ -79,11 +79,29 @@ def test_new_task_dialog(snap_compare: Any, tmp_path: Path, size: tuple[int, int
 
     async def run_before(pilot: Any) -> None:
         await settled(app)(pilot)
-        await pilot.press("n")
-        await pilot.pause(0.3)
+        await press_for_screen(app, pilot, "n")
         await pilot.press(*"Fix the flaky test")
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+async def open_dialog(app: DaintreeApp, pilot: Any, name: str, key: str) -> None:
+    """Select worktree `name` and press `key`; back once the dialog it opens is on screen and settled."""
+    screen = app.screen
+    assert isinstance(screen, MainScreen)
+    screen.query_one(WorktreeTable).select_name(name)
+    while screen.selected != name:
+        await pilot.pause(0.05)
+    await press_for_screen(app, pilot, key)
+
+
+async def press_for_screen(app: DaintreeApp, pilot: Any, key: str) -> None:
+    """Press `key`; back once the screen it opens is on top and settled."""
+    before = app.screen
+    await pilot.press(key)
+    while app.screen is before:
+        await pilot.pause(0.05)
+    await pilot.wait_for_scheduled_animations()
 
 
 def test_remove_dialog(snap_compare: Any, tmp_path: Path) -> None:
@@ -91,13 +109,7 @@ def test_remove_dialog(snap_compare: Any, tmp_path: Path) -> None:
 
     async def run_before(pilot: Any) -> None:
         await settled(app)(pilot)
-        screen = app.screen
-        assert isinstance(screen, MainScreen)
-        screen.query_one(WorktreeTable).select_name("cart-discount")
-        while screen.selected != "cart-discount":
-            await pilot.pause(0.05)
-        await pilot.press("x")
-        await pilot.pause(0.5)
+        await open_dialog(app, pilot, "cart-discount", "x")
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
 
@@ -109,8 +121,7 @@ def test_help(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -> None:
 
     async def run_before(pilot: Any) -> None:
         await settled(app)(pilot)
-        await pilot.press("question_mark")
-        await pilot.pause(0.3)
+        await press_for_screen(app, pilot, "question_mark")
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)
 
@@ -142,14 +153,8 @@ def test_merge_dialog(snap_compare: Any, tmp_path: Path) -> None:
 
     async def run_before(pilot: Any) -> None:
         await settled(app)(pilot)
-        screen = app.screen
-        assert isinstance(screen, MainScreen)
-        screen.query_one(WorktreeTable).select_name("auth-refactor")
-        while screen.selected != "auth-refactor":
-            await pilot.pause(0.05)
-        await pilot.press("m")
-        await pilot.pause(0.5)
+        await open_dialog(app, pilot, "auth-refactor", "m")
         app.screen.query_one("#complete", TickBox).value = False  # one box of each kind
-        await pilot.pause(0.2)
+        await pilot.pause()
 
     assert snap_compare(app, terminal_size=(100, 30), run_before=run_before)
