@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 from daintree_tui.core.store import EventLog, read_json, write_json
@@ -63,3 +65,44 @@ def test_read_up_to_the_follow_point_then_follow_misses_and_repeats_nothing(tmp_
     assert [r["event"] for r in log.read(5, end=end)[0]] == ["one"]
     followed = follow_lines(log.path, offset=end)
     assert [json.loads(next(followed))["event"] for _ in range(2)] == ["half-written", "two"]
+
+
+LEAK_PROBE = r"""
+import fcntl, os, signal, sys
+from pathlib import Path
+from daintree_tui.core.errors import OperationError
+from daintree_tui.core.store import StateLock
+
+real_flock = fcntl.flock
+fired = []
+
+def flock_then_ctrl_c(fd, operation):
+    result = real_flock(fd, operation)
+    if operation & fcntl.LOCK_EX and not fired:
+        fired.append(1)
+        os.kill(os.getpid(), signal.SIGINT)  # the user's Ctrl-C, the instant the lock is taken
+    return result
+
+fcntl.flock = flock_then_ctrl_c
+lock = StateLock(Path(sys.argv[1]), timeout=2)
+try:
+    with lock.hold():
+        pass
+except KeyboardInterrupt:
+    pass
+fcntl.flock = real_flock
+other = StateLock(Path(sys.argv[1]), timeout=2)  # another thread's or command's turn
+try:
+    with other.hold():
+        print("free")
+except OperationError:
+    print("leaked")
+"""
+
+
+def test_a_ctrl_c_as_the_lock_is_taken_never_leaves_it_taken(tmp_path: Path) -> None:
+    """A KeyboardInterrupt raised between `flock` and the `try` that releases it left the lock held by this
+    process: exiting then waited on a hook thread that waited up to 60 s for that lock (`session watch` hung)."""
+    proc = subprocess.run([sys.executable, "-c", LEAK_PROBE, str(tmp_path / ".lock")], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.stdout.strip() == "free", proc.stdout + proc.stderr

@@ -11,6 +11,7 @@ import errno
 import fcntl
 import json
 import os
+import signal
 import stat
 import tempfile
 import threading
@@ -106,6 +107,23 @@ def read_json(path: Path, what: str) -> tuple[Any, str | None]:
     return data, f"{problem}; recovered from {backup_path(path).name}"
 
 
+_DEFERRED = {signal.SIGINT, signal.SIGTERM}
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM are held back until the block ends (in the main thread, the one Python's handlers run
+    in; other threads' masks do not matter to them)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 class StateLock:
     """The one inter-process lock (`.worktrees/.lock`) around every read-modify-write of the state.
 
@@ -129,16 +147,19 @@ class StateLock:
             finally:
                 self._local.depth -= 1
             return
-        fd = self._acquire()
-        self._local.depth = 1
+        held: list[int] = []
         try:
+            self._acquire(held)
+            self._local.depth = 1
             yield
         finally:
-            self._local.depth = 0
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+            if held:
+                self._local.depth = 0
+                fcntl.flock(held[0], fcntl.LOCK_UN)
+                os.close(held[0])
 
-    def _acquire(self) -> int:
+    def _acquire(self, held: list[int]) -> None:
+        """Take the lock and put its descriptor in `held`, which the caller's `finally` releases."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
@@ -147,16 +168,23 @@ class StateLock:
         deadline = time.monotonic() + self.timeout
         delay = 0.001
         while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return fd
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    os.close(fd)
-                    raise OperationError(
-                        f"another daintree process holds {self.path} (waited {self.timeout:.0f}s)") from None
-                time.sleep(delay)
-                delay = min(delay * 2, 0.02)
+            # Ctrl-C (or SIGTERM) between taking the lock and recording it would leave it taken for the rest of the
+            # process: a `session watch` then waited on a hook thread that waited for this lock. The signal waits
+            # for those two steps; while the lock is someone else's, it interrupts as usual.
+            with _signals_deferred():
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    pass
+                else:
+                    held.append(fd)
+                    return
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                raise OperationError(
+                    f"another daintree process holds {self.path} (waited {self.timeout:.0f}s)") from None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.02)
 
 
 DEFAULT_EVENTS_MAX_BYTES = 20 * 1024 * 1024
