@@ -410,20 +410,10 @@ def test_budget_evaluate_scopes_and_units() -> None:
 
 
 def test_usage_command_totals_sessions_tasks_and_bakeoffs(cli: CLI, repo: Path, fake_bin: Path) -> None:
-    from daintree_tui.sessions.agents import integration_for
-    from daintree_tui.sessions.agents.claude import project_slug
-    from daintree_tui.sessions.manager import SessionManager
 
     cli.ok("task", "create", "login")
     cli.ok("worktree", "create", "fix", "--task", "1")
-    project = Project.discover(repo)
-    manager = SessionManager(project, host=None)
-    ctx = manager.context("fix", dict(os.environ))
-    claude = integration_for("claude")
-    manager.usage.begin("fix", ctx, claude, "claude", 1, time.time())
-    transcript = (Path(os.environ["HOME"]) / ".claude" / "projects" / project_slug(str(ctx.worktree))
-                  / "s.jsonl")
-    transcript.parent.mkdir(parents=True)
+    manager, ctx, claude, transcript = claude_usage_watched(repo, "fix")
     now = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
     text = (FIXTURES / "claude" / "transcript.jsonl").read_text().replace("2026-11-30T09:00", now[:16])
     transcript.write_text(text)
@@ -448,18 +438,9 @@ def test_usage_records_an_agent_forges_cannot_crash_or_shrink_the_count(cli: CLI
     OverflowError out of every observer tick (the dashboard's poll, `session watch`, the queue: budgets stopped
     for every session), a negative count without an id took tokens off its total, and a record dated in 2001
     left today's daily budget."""
-    from daintree_tui.sessions.agents import integration_for
-    from daintree_tui.sessions.agents.claude import project_slug
-    from daintree_tui.sessions.manager import SessionManager
 
     cli.ok("worktree", "create", "forge")
-    manager = SessionManager(Project.discover(repo), host=None)
-    ctx = manager.context("forge", dict(os.environ))
-    claude = integration_for("claude")
-    manager.usage.begin("forge", ctx, claude, "claude", 1, time.time())
-    transcript = (Path(os.environ["HOME"]) / ".claude" / "projects" / project_slug(str(ctx.worktree))
-                  / "s.jsonl")
-    transcript.parent.mkdir(parents=True)
+    manager, ctx, claude, transcript = claude_usage_watched(repo, "forge")
 
     def line(usage: str, extra: str = "") -> str:
         return f'{{"type": "assistant"{extra}, "message": {{"id": "m{len(usage)}", "usage": {{{usage}}}}}}}\n'
@@ -524,3 +505,20 @@ def test_wiring_inherited_from_a_parent_session_is_not_taken_for_the_users(tmp_p
     commands = [h["command"] for entries in settings["hooks"].values() for e in entries for h in e["hooks"]]
     assert commands and all("child" in c and "parent" not in c for c in commands)
     assert opencode.wire(child, ["opencode"]).env == {"OPENCODE_CONFIG": str(child_dir / "opencode.json")}
+
+
+def claude_usage_watched(repo: Path, name: str) -> tuple[Any, Any, Any, Path]:
+    """A claude session's usage followed for worktree `name` (no tmux): the manager, its context, the claude
+    integration and the transcript file the agent would write (its folder made)."""
+    from daintree_tui.sessions.agents import integration_for
+    from daintree_tui.sessions.agents.claude import project_slug
+    from daintree_tui.sessions.manager import SessionManager
+
+    manager = SessionManager(Project.discover(repo), host=None)
+    ctx = manager.context(name, dict(os.environ))
+    claude = integration_for("claude")
+    manager.usage.begin(name, ctx, claude, "claude", 1, time.time())
+    transcript = (Path(os.environ["HOME"]) / ".claude" / "projects" / project_slug(str(ctx.worktree))
+                  / "s.jsonl")
+    transcript.parent.mkdir(parents=True)
+    return manager, ctx, claude, transcript
