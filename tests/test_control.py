@@ -413,7 +413,7 @@ async def test_dashboard_shows_every_status_change_of_eight_busy_sessions(repo: 
         for name in names:
             manager.start(name, "phases", size=(100, 30))
         await until(pilot, lambda: all(s and s[-1][1] == "exited" for s in shown.values()), timeout=60)
-        await until(pilot, lambda: all("exited 3" in str(table.get_cell(n, "session")) for n in names))
+        await until(pilot, lambda: all("exited 3" in table.cell_text(n, "session") for n in names))
     hold = screen.hysteresis.hold
     slack = 1.0 + 1.5  # a second, as the issue asks, plus time for a loaded machine (tests run in parallel)
     for name in names:

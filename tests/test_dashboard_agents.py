@@ -187,10 +187,10 @@ async def test_status_source_tokens_and_todays_total(repo: Path, cli: CLI, tmux_
         await until(pilot, lambda: "w" in screen.sessions)
         await select(pilot, screen, "w")
         table = screen.query_one(WorktreeTable)
-        assert "source" in [str(c.key.value) for c in table.ordered_columns]
+        assert "source" in table.column_keys
 
         def source_glyph() -> str:
-            return str(table.get_cell("w", "source"))
+            return table.cell_text("w", "source")
 
         await until(pilot, lambda: source_glyph() in ("◆", "◇"), timeout=15)  # hooks, not output quiet
         tmux(tmux_socket, "send-keys", "-t", "=dt-w:", "do the thing", "Enter")  # one turn: the fake spends

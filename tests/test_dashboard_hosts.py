@@ -42,12 +42,11 @@ async def eventually(pilot: Any, predicate: Callable[[], Any], timeout: float = 
 
 
 def row(table: WorktreeTable, key: str) -> dict[str, str]:
-    cells = table.get_row(key)
-    return {str(column.value): str(cell) for column, cell in zip(table.columns, cells, strict=False)}
+    return {column: str(cell) for column, cell in table.row_cells(key).items()}
 
 
 def greyed(table: WorktreeTable, key: str) -> bool:
-    cells = [c for c in table.get_row(key) if str(c)]
+    cells = [c for c in table.row_cells(key).values() if str(c)]
     return all(isinstance(c, Text) and any("grey42" in str(span.style) for span in c.spans) for c in cells)
 
 

@@ -62,18 +62,18 @@ async def test_two_hundred_rows_build_and_repaint_only_what_is_on_screen() -> No
         entries = tuple(entry(i) for i in range(ROWS))
         table.entries = entries
         table.sessions = {e.name: session(e.name, SessionStatus.RUNNING) for e in entries}
-        await until(pilot, lambda: table.row_count == ROWS and "running" in str(table.get_cell("wt-000", "session")))
+        await until(pilot, lambda: table.row_count == ROWS and "running" in table.cell_text("wt-000", "session"))
         await pilot.pause()
         on_screen = table.scrollable_content_region.height
         assert len(set(table.rows_built)) <= on_screen + 4, "cells were built for rows off screen"
-        assert str(table.get_cell("wt-199", "session")) == ""  # a placeholder until it is on screen
+        assert table.cell_text("wt-199", "session") == ""  # a placeholder until it is on screen
 
         # A poll that changes one visible row's status rebuilds that row only and repaints only its line.
         table.rows_built.clear()
         table.lines_rendered.clear()
         table.sessions = {**table.sessions, "wt-003": replace(table.sessions["wt-003"],
                                                              status=SessionStatus.WAITING)}
-        await until(pilot, lambda: "WAITING" in str(table.get_cell("wt-003", "session")))
+        await until(pilot, lambda: "WAITING" in table.cell_text("wt-003", "session"))
         await until(pilot, lambda: bool(table.lines_rendered))
         await pilot.pause()
         assert table.rows_built == ["wt-003"]
@@ -97,10 +97,10 @@ async def test_two_hundred_rows_build_and_repaint_only_what_is_on_screen() -> No
 
         # Rows that scroll into view get their cells (the cursor, filter and order are the table's own).
         table.select_name("wt-199")
-        await until(pilot, lambda: "running" in str(table.get_cell("wt-199", "session")))
-        assert "off screen output" in str(table.get_cell("wt-190", "activity"))
+        await until(pilot, lambda: "running" in table.cell_text("wt-199", "session"))
+        assert "off screen output" in table.cell_text("wt-190", "activity")
         assert table.cursor_name() == "wt-199"
         table.filter_text = "19"
         await until(pilot, lambda: table.row_count == 12)  # wt-019, wt-119 and wt-190..199, in order
         assert [str(k.value) for k in table.rows][:3] == ["wt-019", "wt-119", "wt-190"]
-        assert all("running" in str(table.get_cell(str(k.value), "session")) for k in table.rows)
+        assert all("running" in table.cell_text(str(k.value), "session") for k in table.rows)

@@ -11,7 +11,7 @@ from textual.reactive import reactive
 
 from daintree_tui.core.models import Task
 from daintree_tui.tui.hosts import task_filter
-from daintree_tui.tui.widgets.rows import Cell, Row, RowCells, RowTable, sync_rows, window
+from daintree_tui.tui.widgets.rows import Cell, Row, RowTable, window
 
 STATUS_GLYPH = {
     "pending": Text("○", style="dim"),
@@ -31,10 +31,6 @@ class TaskTable(RowTable):
     tasks: reactive[tuple[Task, ...]] = reactive(tuple, init=False, repaint=False)
     filter_text: reactive[str] = reactive("", init=False, repaint=False)
 
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id, cursor_type="row", zebra_stripes=False)
-        self._cells = RowCells()
-
     def on_mount(self) -> None:
         self.add_columns_for_width()
 
@@ -51,17 +47,14 @@ class TaskTable(RowTable):
         subject = max(12, min(60, width - 9 - (worktree + 2 if worktree else 0) - 1))
         if (subject, worktree) != (self.subject_width, self.worktree_width):
             self.subject_width, self.worktree_width = subject, worktree
-            self.clear(columns=True)
             self.add_columns_for_width()
         self.show(self.tasks, self.filter_text)  # new widths, or a taller table with rows not built yet
 
     def add_columns_for_width(self) -> None:
-        # Labels as Text: a str label is parsed as markup, and that loads Rich's emoji table (~6 ms of start-up).
-        self.add_column(Text(" "), key="status", width=1)
-        self.add_column(Text("#"), key="id", width=3)
-        self.add_column(Text("Task"), key="subject", width=self.subject_width)
+        columns = [("status", " ", 1), ("id", "#", 3), ("subject", "Task", self.subject_width)]
         if self.worktree_width:
-            self.add_column(Text("Worktree"), key="worktree", width=self.worktree_width)
+            columns.append(("worktree", "Worktree", self.worktree_width))
+        self.set_columns(columns)
 
     def watch_tasks(self) -> None:
         self.show(self.tasks, self.filter_text)
@@ -76,7 +69,6 @@ class TaskTable(RowTable):
         open_ids = {t.id for t in tasks if str(t.status) != "completed"}
         shown = [t for t in tasks if not needle or needle in f"{t.subject} {t.worktree} {t.id}".lower()]
         on_screen = window(self, len(shown))
-        widths = (self.subject_width, self.worktree_width)
         rows: list[Row] = []
         for index, task in enumerate(shown):
             key = str(task.id)
@@ -84,10 +76,8 @@ class TaskTable(RowTable):
                 rows.append((key, None))
                 continue
             blockers = tuple(b for b in task.blockedBy if b in open_ids)
-            rows.append((key, self._cells.get(key, (task, blockers, widths),
-                                              partial(self._build_cells, task, blockers))))
-        self._cells.forget({str(t.id) for t in shown})
-        sync_rows(self, rows, self._placeholder)
+            rows.append((key, self.row_line(key, (task, blockers), partial(self._build_cells, task, blockers))))
+        self.show_rows(rows, self._placeholder)
 
     def _build_cells(self, task: Task, blockers: tuple[int, ...]) -> tuple[Cell, ...]:
         label = task.subject

@@ -22,7 +22,7 @@ from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.worktrees import Facts
 from daintree_tui.tui.agents_view import status_source_glyph
 from daintree_tui.tui.hosts import LOCAL, is_remote, matches, remote_cells, row_host, shown_name
-from daintree_tui.tui.widgets.rows import Cell, Row, RowCells, RowTable, sync_rows, window
+from daintree_tui.tui.widgets.rows import GAP, Cell, Row, RowTable, window
 
 SESSION_GLYPH = {
     "starting": Text("◌ starting", style="dim"),
@@ -91,7 +91,7 @@ if TYPE_CHECKING:
     from daintree_tui.sessions.manager import SessionInfo
 NAME_WIDTH = (8, 24)
 ACTIVITY_WIDTH = (12, 48)
-PADDING = 2  # DataTable's cell padding, one cell each side
+PADDING = GAP  # between two columns (and at the table's edges, DataTable's padding of one cell a side)
 
 
 def fit_columns(available: int, name_width: int, hosts: bool = False) -> list[tuple[Column, int]]:
@@ -147,11 +147,9 @@ class WorktreeTable(RowTable):
             return self.table
 
     def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id, cursor_type="row")
-        self._layout: list[tuple[Column, int]] = []
+        super().__init__(id=id, zebra_stripes=False)
         self._pending = False
         self._syncing = False
-        self._cells = RowCells()
 
     def on_mount(self) -> None:
         self._relayout()
@@ -166,15 +164,13 @@ class WorktreeTable(RowTable):
         names = [len(shown_name(e)) + (7 if e.status == "kept" else 0) for e in self.entries]
         name_width = max(NAME_WIDTH[0], min(NAME_WIDTH[1], max(names, default=0)))
         layout = fit_columns(max(self.size.width, 30), name_width, any(is_remote(e.name) for e in self.entries))
-        if layout == self._layout:
-            return
-        self._layout = layout
         self._syncing = True
-        self.clear(columns=True)
-        for column, width in layout:
-            self.add_column(Text(column.label), key=column.key, width=width)  # Text: not parsed as markup
-        self._syncing = False
-        self.render_rows()
+        try:
+            changed = self.set_columns([(column.key, column.label, width) for column, width in layout])
+        finally:
+            self._syncing = False
+        if changed:
+            self.render_rows()
 
     def _changed(self) -> None:
         if not self._pending:
@@ -194,10 +190,10 @@ class WorktreeTable(RowTable):
         """Show the rows in order; build cells only for those on screen (and only when what they show changed),
         so 200 worktrees cost what 20 do. Scrolling builds the rows that come into view."""
         self._pending = False
-        if not self._layout:
+        if not self.column_keys:
             return  # no columns before the table has a size (see _relayout)
         numbers = {name: i for i, name in enumerate((e.name for e in self.entries if e.name in self.sessions), 1)}
-        keys = tuple(column.key for column, _ in self._layout)
+        keys = self.column_keys
         shown = [e for e in self.entries if not self.filter_text or matches(self.filter_text, e)]
         on_screen = window(self, len(shown))
         rows: list[Row] = []
@@ -208,11 +204,10 @@ class WorktreeTable(RowTable):
             name = entry.name
             inputs = (entry, self.facts.get(name), self.sessions.get(name), self.previews.get(name),
                       self.disk.get(name), numbers.get(name), keys)
-            rows.append((name, self._cells.get(name, inputs, partial(self._build_cells, entry, numbers, keys))))
-        self._cells.forget({e.name for e in shown})
+            rows.append((name, self.row_line(name, inputs, partial(self._build_cells, entry, numbers, keys))))
         self._syncing = True
         try:
-            sync_rows(self, rows, self._placeholder)
+            self.show_rows(rows, self._placeholder)
         finally:
             self._syncing = False
         self._follow_selected()
@@ -244,7 +239,7 @@ class WorktreeTable(RowTable):
 
     def _placeholder(self, name: str) -> tuple[Cell, ...]:
         """A row not yet on screen: its name only, until it scrolls into view."""
-        return tuple(name if column.key == "name" else "" for column, _ in self._layout)
+        return tuple(name if key == "name" else "" for key in self.column_keys)
 
     def watch_scroll_y(self, old: float, new: float) -> None:
         super().watch_scroll_y(old, new)
