@@ -12,6 +12,7 @@ from textual.strip import Strip
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.sessions.manager import SessionInfo
 from daintree_tui.sessions.status import SessionStatus
+from daintree_tui.tui.widgets.rows import compose_line
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
 from tests.test_dashboard import until
 
@@ -104,3 +105,14 @@ async def test_two_hundred_rows_build_and_repaint_only_what_is_on_screen() -> No
         await until(pilot, lambda: table.row_count == 12)  # wt-019, wt-119 and wt-190..199, in order
         assert [str(k.value) for k in table.rows][:3] == ["wt-019", "wt-119", "wt-190"]
         assert all("running" in table.cell_text(str(k.value), "session") for k in table.rows)
+
+
+def test_a_row_is_one_line_of_columns_cut_and_padded_to_their_widths() -> None:
+    badge = Text("● WAITING", style="bold black on yellow")
+    cells = ["7", "a-name-far-too-long", badge, "日本語のブランチ", "two\nlines\tand a tab"]
+    line = compose_line(cells, [2, 8, 10, 7, 30])
+    assert line.plain == "7   a-name-…  ● WAITING   日本語…  two lines and a tab           "
+    assert line.cell_len == 2 + 8 + 10 + 7 + 30 + 2 * 4  # every column exactly its width, two cells apart
+    # A cell's style covers its own text, not the padding after it (the badge is as wide as its word).
+    styled = [line.plain[span.start:span.end] for span in line.spans if "yellow" in str(span.style)]
+    assert styled == ["● WAITING"]
