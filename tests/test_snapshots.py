@@ -51,18 +51,28 @@ def app_for(repo: Path) -> DaintreeApp:
 
 def settled(app: DaintreeApp) -> Callable[[Any], Any]:
     async def run_before(pilot: Any) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 10
-        while loop.time() < deadline:
-            screen = app.screen
-            if isinstance(screen, MainScreen) and screen.started and len(screen.facts) == 2:
-                break
-            await pilot.pause(0.05)
+        await until_still(app, pilot, lambda: isinstance(app.screen, MainScreen) and app.screen.later_mounted
+                          and len(app.screen.facts) == 2)
         screen = app.screen
         assert isinstance(screen, MainScreen)
         screen.sub_title = SHOWN_PATH
-        await pilot.pause(0.3)
+        await until_still(app, pilot, lambda: True)
     return run_before
+
+
+async def until_still(app: DaintreeApp, pilot: Any, condition: Callable[[], bool], timeout: float = 30) -> None:
+    """Wait until `condition` holds and the screen shows the same in three looks in a row (what workers load
+    has landed), however busy the machine is."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    looks: list[str] = []
+    while loop.time() < deadline:
+        await pilot.wait_for_scheduled_animations()
+        await pilot.pause(0.05)
+        looks = [*looks[-2:], app.export_screenshot()] if condition() else []
+        if len(looks) == 3 and len(set(looks)) == 1:
+            return
+    raise AssertionError(f"the screen did not settle within {timeout} s")
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
@@ -140,9 +150,7 @@ def test_full_screen_diff(snap_compare: Any, tmp_path: Path) -> None:
             await pilot.pause(0.05)
         await pilot.press("D")
         diff = screen.query_one(DiffView)
-        while diff.worktree != "cart-discount":
-            await pilot.pause(0.05)
-        await pilot.pause(0.3)
+        await until_still(app, pilot, lambda: diff.worktree == "cart-discount")
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
 
