@@ -129,6 +129,25 @@ def test_two_queue_runners_never_start_a_task_twice(cli: CLI, repo: Path) -> Non
     assert len(worktrees) == 6
 
 
+def test_queue_run_ends_on_ctrl_c_between_passes_and_leaves_its_sessions_running(cli: CLI, repo: Path) -> None:
+    import signal
+    import subprocess
+
+    write_config(repo, "[agents.long]\ncommand = \"sh -c 'exec cat'\"\n")
+    cli.ok("task", "create", "long job", "--agent", "long")
+    runner = subprocess.Popen([PY, "-m", "daintree_tui", "queue", "run", "--interval", "0.2"], cwd=repo,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: any(e["event"] == "session.started" for e in events(repo)), timeout=30)
+    finally:
+        runner.send_signal(signal.SIGINT)
+        out, err = runner.communicate(timeout=30)
+    assert runner.returncode == 130, (out, err)
+    assert err.strip().splitlines()[-1] == "daintree: interrupted" and "Traceback" not in err, err
+    assert "started: long-job" in out, out  # the last pass's summary
+    assert [s["status"] for s in cli.json("session", "list")] in (["starting"], ["running"], ["waiting"])
+
+
 def test_role_denial_from_inside_a_real_session(cli: CLI, repo: Path) -> None:
     write_config(repo, (
         'default_role = "worker"\n[roles.worker]\nallow = ["commit"]\napproval = "none"\n'

@@ -6,13 +6,17 @@ from __future__ import annotations
 import argparse
 import itertools
 import shlex
-from collections.abc import Callable, Sequence
-from typing import Any, NoReturn, Protocol
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from daintree_tui.cli.output import error
 from daintree_tui.core.errors import InputError
 from daintree_tui.core.project import Project
 from daintree_tui.services import Services
+
+if TYPE_CHECKING:
+    import threading
 
 Handler = Callable[[argparse.Namespace, Services], int]
 
@@ -105,3 +109,24 @@ def task_id(text: str) -> int:
     if value <= 0:
         raise InputError(f"invalid task id {text!r}: expected a positive integer")
     return value
+
+
+@contextmanager
+def ctrl_c_stops() -> Iterator[threading.Event]:
+    """For a command that loops until interrupted: Ctrl-C sets the event, and the loop ends between two steps
+    (a KeyboardInterrupt raised anywhere inside one could leave a lock taken or an operation half done). A second
+    Ctrl-C interrupts at once."""
+    import signal
+    import threading
+
+    stop = threading.Event()
+
+    def interrupted(signum: int, frame: object) -> None:
+        stop.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    previous = signal.signal(signal.SIGINT, interrupted)
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, previous)

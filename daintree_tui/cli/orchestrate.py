@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from daintree_tui.cli.common import AddCommand, task_id
+from daintree_tui.cli.common import AddCommand, ctrl_c_stops, task_id
 from daintree_tui.cli.output import emit, error, table, wants_json, write_line
 from daintree_tui.core.errors import InputError
 from daintree_tui.services import Services
@@ -82,11 +82,15 @@ def cmd_queue_run(args: argparse.Namespace, services: Services) -> int:
             error(message)
         failed.extend(step.errors)
 
-    report = services.queue.run(once=args.once, interval=args.interval, on_step=report_errors)
+    with ctrl_c_stops() as stop:
+        report = services.queue.run(once=args.once, interval=args.interval, on_step=report_errors, stop=stop)
     text = (f"started: {', '.join(report.started) or '-'}; completed: {report.completed or '-'}; "
             f"running: {report.running}; ready or blocked: {report.waiting_tasks}"
             + (f"\nnothing new starts: {report.blocked} (raise the limit in [budget])" if report.blocked else ""))
     emit(args, report.to_dict(), text)
+    if stop.is_set():
+        error("interrupted")  # what the last pass left is above
+        return 130
     return 1 if failed else 0  # a task that could not start (its error is above)
 
 

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
-import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from daintree_tui.cli.common import AddCommand
+from daintree_tui.cli.common import AddCommand, ctrl_c_stops
 from daintree_tui.cli.output import emit, error, table, wants_json, write_line
 from daintree_tui.core.errors import InputError
 from daintree_tui.services import Services
@@ -173,23 +171,13 @@ def cmd_session_watch(args: argparse.Namespace, services: Services) -> int:
         write_line(sys.stdout, line)
         sys.stdout.flush()
 
-    # Ctrl-C ends the loop between two ticks: a KeyboardInterrupt raised anywhere inside one could leave a lock
-    # taken, and exiting (which waits for the hooks the tick started) then hung (seen once in 20-odd CI runs).
-    # A second Ctrl-C interrupts at once.
-    stop = threading.Event()
-
-    def interrupted(signum: int, frame: object) -> None:
-        stop.set()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-
-    previous = signal.signal(signal.SIGINT, interrupted)
-    try:
+    # Ctrl-C ends the loop between two ticks: inside one it could leave a lock taken, and exiting (which waits for
+    # the hooks the tick started) then hung (seen once in 20-odd CI runs).
+    with ctrl_c_stops() as stop:
         while not stop.is_set():
             for transition in services.observe_tick().transitions:
                 report(transition)
             stop.wait(args.interval)
-    finally:
-        signal.signal(signal.SIGINT, previous)
     error("interrupted")
     return 130
 

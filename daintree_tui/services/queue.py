@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -169,10 +170,13 @@ class QueueRunner:
                             self.tasks.save(task)
 
     def run(self, once: bool = False, interval: float = 2.0,
-            on_step: Callable[[StepReport], None] | None = None) -> StepReport:
-        """Step until nothing is left to start or running (or once); returns the last pass's report.
-        `on_step` sees every pass (the CLI prints each pass's errors as they happen)."""
+            on_step: Callable[[StepReport], None] | None = None,
+            stop: threading.Event | None = None) -> StepReport:
+        """Step until nothing is left to start or running (or once, or until `stop` is set: between two passes,
+        never inside one); returns the last pass's report. `on_step` sees every pass (the CLI prints each pass's
+        errors as they happen)."""
         interval = validate.finite_number(interval, "--interval", minimum=0.05, maximum=3600)
+        stop = stop or threading.Event()
         while True:
             report = self.step()
             if on_step is not None:
@@ -180,4 +184,5 @@ class QueueRunner:
             if once or (report.running == 0 and (report.waiting_tasks == 0 or report.blocked)
                         and not report.started):
                 return report
-            time.sleep(interval)
+            if stop.wait(interval):
+                return report
