@@ -413,6 +413,27 @@ async def test_keys_remap_from_config_and_previews(repo: Path, cli: CLI) -> None
         await until(pilot, lambda: "agent ready" in screen.previews.get("two", ""))
 
 
+async def test_warnings_are_toasts_not_lines_over_the_screen(repo: Path, cli: CLI,
+                                                             capfd: pytest.CaptureFixture[str]) -> None:
+    """A warning written to stderr lands on top of the dashboard (seen over its footer). The config's unknown
+    key and a `keys.<id>` that no binding has (a typo remaps nothing) are toasts, each once."""
+    configure(repo)
+    with (repo / ".daintree.toml").open("a") as fh:
+        fh.write('bogus_key = 1\n[keys]\nkeep = "K"\nnew_taks = "N"\ndialog_cancel = "ctrl+x"\n')
+    cli.ok("trust")
+    capfd.readouterr()
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        def toasts() -> list[str]:
+            return [str(t.render()) for t in app.screen.query("Toast")]
+
+        await until(pilot, lambda: any("keys.new_taks remaps nothing" in t for t in toasts()))
+        await until(pilot, lambda: any("unknown keys ignored: notifications.bogus_key" in t for t in toasts()))
+        assert not any("keep" in t or "dialog_cancel" in t for t in toasts()), toasts()  # ids that exist
+        assert len(toasts()) == 2, toasts()
+    assert "warning" not in capfd.readouterr().err
+
+
 async def test_tmux_server_killed_under_the_dashboard(repo: Path, cli: CLI, tmux_socket: str) -> None:
     configure(repo)
     cli.ok("worktree", "create", "victim", "--agent", "echo")

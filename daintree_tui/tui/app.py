@@ -27,6 +27,7 @@ from daintree_tui.tui.commands import DashboardCommands
 from daintree_tui.tui.hosts import HostsWatch, is_remote
 from daintree_tui.tui.keymap import leave_keys, user_keymap
 from daintree_tui.tui.screens.main import MainScreen
+from daintree_tui.tui.toast_warnings import WarningToasts
 from daintree_tui.tui.widgets.terminal import TerminalView
 
 if TYPE_CHECKING:
@@ -51,6 +52,7 @@ class DaintreeApp(App[None]):
         # ANSI colours reach the user's terminal as ANSI (not converted to Textual's palette), so the agent's
         # output inside the embedded terminal takes the user's own theme.
         super().__init__(ansi_color=True)
+        self.warnings = WarningToasts(self)
         self.backend = backend
         self.clock = clock
         self.clock_format = clock_format
@@ -62,6 +64,7 @@ class DaintreeApp(App[None]):
         TerminalView.leave_keys = leave_keys(backend.project.config.keys)
 
     def on_mount(self) -> None:
+        self.warnings.show_pending()
         if self.keymap:
             self.set_keymap(self.keymap)
         self.push_screen(MainScreen())

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+
+from textual.binding import Binding, BindingType
 
 LEAVE_TERMINAL = "leave_terminal"
 
@@ -25,3 +27,25 @@ def leave_keys(keys: Mapping[str, str]) -> set[str]:
     if not value:
         return {"ctrl+right_square_bracket"}
     return {normalize(k.strip()) for k in value.split(",")}
+
+
+def unknown_ids(keymap: Mapping[str, str], bindings: Iterable[BindingType]) -> list[str]:
+    """The ids the user remapped that no binding has (a typo in `keys.<id>` would remap nothing, silently)."""
+    known = {b.id for b in bindings if isinstance(b, Binding) and b.id} | {LEAVE_TERMINAL}
+    return sorted(set(keymap) - known)
+
+
+def dialog_bindings() -> list[BindingType]:
+    """The bindings of every screen the dashboard may open (their modules are imported: not a start-up call)."""
+    import importlib
+    import pkgutil
+
+    from daintree_tui.tui import screens
+
+    found: list[BindingType] = []
+    for module_info in pkgutil.iter_modules(screens.__path__):
+        module = importlib.import_module(f"{screens.__name__}.{module_info.name}")
+        for value in vars(module).values():
+            if isinstance(value, type) and value.__module__ == module.__name__:
+                found.extend(getattr(value, "BINDINGS", ()))
+    return found

@@ -10,14 +10,17 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
+from textual import work
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Input
 
+from daintree_tui.core.log import warn
 from daintree_tui.core.models import Task, WorktreeEntry
 from daintree_tui.sessions.status import SessionStatus
 from daintree_tui.tui.bindings import KeyRow, key_rows, needs_worktree
 from daintree_tui.tui.feed import DashboardFeed
+from daintree_tui.tui.keymap import dialog_bindings, unknown_ids
 from daintree_tui.tui.screens import flows
 from daintree_tui.tui.widgets.task_table import TaskTable
 from daintree_tui.tui.widgets.terminal import TerminalView
@@ -296,6 +299,16 @@ class DashboardActions(Screen[None]):
         app = self.dashboard
         bindings = every_binding(self.BINDINGS, app.BINDINGS, app.COMMAND_PALETTE_BINDING)
         return key_rows(bindings, app.keymap, self, app.get_key_display)
+
+    @work(thread=True, group="keymap", description="keys in the config")
+    def check_keymap(self) -> None:
+        """Warn (a toast) of `keys.<id>` entries that remap nothing."""
+        app = self.dashboard
+        bindings = [*every_binding(self.BINDINGS, app.BINDINGS, app.COMMAND_PALETTE_BINDING), *dialog_bindings()]
+        unknown = unknown_ids(app.keymap, bindings)
+        if unknown:
+            warn(f"config: {', '.join(f'keys.{i}' for i in unknown)} remaps nothing: no key has that id "
+                 "(the README's key table lists them)")
 
     def action_quit_dashboard(self) -> None:
         self.dashboard.quit_dashboard()

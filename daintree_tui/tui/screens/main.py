@@ -179,6 +179,8 @@ class MainScreen(CurrentWorktreeScreen):
         self.feed.startup()
         self.feed.start_reads()
         self.hosts_watch.start()
+        if self.dashboard.keymap:
+            self.check_keymap()
         await self.mount_later()
 
     def on_facts_loaded(self, message: FactsLoaded) -> None:
