@@ -40,7 +40,8 @@ def test_a_subject_that_looks_like_an_option_is_told_to_go_after_double_dash(rep
     cli = CLI(repo, subprocess=True)
     for args, hint in ((["task", "create", "-v"], "daintree task create -- -v"),
                        (["task", "create", "x", "-y"], "daintree task create x -- -y"),
-                       (["task", "create", "x", "--description", "-z"], "--description=-z")):
+                       (["task", "create", "x", "--description", "-z"], "--description=-z"),
+                       (["task", "create", "x", "--repo", "-r"], "--repo=-r")):  # a common option too
         proc = cli(*args)
         assert proc.returncode == 2, args
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr

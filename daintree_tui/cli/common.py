@@ -28,6 +28,22 @@ class Parser(argparse.ArgumentParser):
     given: Sequence[str] = ()
     """The words this parser was handed (a command's parser gets what follows its command words)."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.has_commands = False
+        self.option_words: set[str] = set()  # its options' words (`-m`, `--message`), read by the dash hint
+        for parent in kwargs.get("parents", ()):  # options taken from parents are not added one by one
+            self.option_words |= getattr(parent, "option_words", set())
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        action = super().add_argument(*args, **kwargs)
+        self.option_words.update(action.option_strings)
+        return action
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        self.has_commands = True
+        return super().add_subparsers(**kwargs)
+
     def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
                          namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
         self.given = list(args) if args is not None else []
@@ -42,7 +58,7 @@ class Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
     def _is_command(self) -> bool:
-        return not any(isinstance(a, argparse._SubParsersAction) for a in self._actions)
+        return not self.has_commands
 
     def _dash_hint(self, message: str) -> str:
         if not self._is_command():
@@ -50,14 +66,14 @@ class Parser(argparse.ArgumentParser):
         words = list(self.given)
         if "expected one argument" in message:
             for option, value in itertools.pairwise(words):
-                if option in self._option_string_actions and _dashed(value):
+                if option in self.option_words and _dashed(value):
                     return f" (a value that starts with a dash takes =: {option}={value})"
             return ""
         if "required" not in message and "unrecognized arguments" not in message:
             return ""
         # A word like `-v` may be text; `--restart` is a mistyped option, which `--` would turn into text.
         at = next((i for i, w in enumerate(words) if _dashed(w) and not w.startswith("--")
-                   and w not in self._option_string_actions), None)
+                   and w not in self.option_words), None)
         if at is None:
             return ""
         before = shlex.join(words[:at])
