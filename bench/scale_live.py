@@ -206,8 +206,6 @@ def run() -> str:
 def report(label: str, results: list[dict[str, float]]) -> str:
     base = results[0]
     busy_rows = [r for r in results if r["busy"]]
-    dash_slope = slope([r["busy"] for r in busy_rows], [r["dash"] for r in busy_rows])
-    server_slope = slope([r["busy"] for r in busy_rows], [r["server"] for r in busy_rows])
     targets = {40: ("< 5%", "", ""), 100: ("< 10%", "<= 1.5x", "< 150 MB")}
     rows = []
     for r in results:
@@ -215,7 +213,11 @@ def report(label: str, results: list[dict[str, float]]) -> str:
         rows.append([str(int(r["busy"])), f"{r['dash']:.1f}%", cpu_target, f"{r['server']:.1f}%",
                      f"{r['rss']:.0f} MB", rss_target, f"{r['echo']:.1f} ms",
                      f"{r['echo'] / base['echo']:.2f}x" if base["echo"] else "", echo_target])
-    rows.append(["slope per busy session", f"{dash_slope:+.3f}%", "", f"{server_slope:+.3f}%", "", "", "", "", ""])
+    if len(busy_rows) >= 2:  # a slope needs two counts (DAINTREE_BENCH_BUSY=0 or =40 alone has none)
+        dash_slope = slope([r["busy"] for r in busy_rows], [r["dash"] for r in busy_rows])
+        server_slope = slope([r["busy"] for r in busy_rows], [r["server"] for r in busy_rows])
+        rows.append(["slope per busy session", f"{dash_slope:+.3f}%", "", f"{server_slope:+.3f}%", "", "", "", "",
+                     ""])
     return table(f"8. Busy agents (1 line/s each), dashboard at 200x50 in an outer tmux pane, {WINDOW:.0f} s "
                  f"window ({label})", rows,
                  ["busy", "dashboard CPU", "target", "tmux server CPU", "RSS", "target", "echo p95",
