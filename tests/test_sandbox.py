@@ -38,6 +38,10 @@ attempt agent_cache sh -c 'echo cached > "$HOME/.claude/agent-state"'
 attempt primary_file sh -c 'echo pwned > "$PRIMARY/pwned.txt"'
 attempt other_worktree sh -c 'echo pwned > "$OTHER/pwned.txt"'
 attempt home_file sh -c 'echo pwned > "$HOME/pwned.txt"'
+attempt settings_hook sh -c 'echo "{\"hooks\": {}}" > "$HOME/.claude/settings.json"'
+attempt settings_swap sh -c 'cd "$HOME/.claude" && echo "{}" > s.tmp && mv -f s.tmp settings.json'
+attempt settings_rm rm "$HOME/.claude/settings.json"
+attempt plugin_plant sh -c 'mkdir "$HOME/.claude/plugins/evil" && echo x > "$HOME/.claude/plugins/evil/x.sh"'
 attempt main_update_ref git -C "$PRIMARY" update-ref refs/heads/main "$(git rev-parse HEAD)"
 attempt main_merge git -C "$PRIMARY" merge --ff-only wt/me
 attempt hooks_write sh -c 'printf "#!/bin/sh\necho pwned\n" > "$GITDIR/hooks/pre-commit"'
@@ -157,7 +161,8 @@ prompt_mode = "none"
     results = _processed_until_done(project, home / ".claude")
     log = (home / ".claude" / "attack.log").read_text()
 
-    must_fail = ["primary_file", "other_worktree", "home_file", "main_update_ref", "main_merge", "hooks_write",
+    must_fail = ["primary_file", "other_worktree", "home_file", "settings_hook", "settings_swap", "settings_rm",
+                 "plugin_plant", "main_update_ref", "main_merge", "hooks_write",
                  "config_write", "config_git", "other_branch", "other_branch_f", "other_branch_rm", "remount",
                  "merge_cleared", "merge_forged", "merge_other"]
     must_pass = ["commit", "tests_with_tmpdir", "agent_cache", "signal", "approval"]
@@ -167,6 +172,10 @@ prompt_mode = "none"
     # Nothing outside its grant changed.
     assert not (repo / "pwned.txt").exists() and not (other / "pwned.txt").exists()
     assert not (home / "pwned.txt").exists()
+    # Its agent's settings and plugins (hooks, MCP servers: what the user's own `claude` would run unconfined
+    # later) were made empty before it started and stayed so.
+    assert (home / ".claude" / "settings.json").read_text() == "{}\n"
+    assert list((home / ".claude" / "plugins").iterdir()) == []
     assert not (repo / ".git" / "hooks" / "pre-commit").exists()
     assert (repo / ".git" / "config").read_bytes() == config_before
     assert git(repo, "rev-parse", "main").strip() == main_head

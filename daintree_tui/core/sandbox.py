@@ -70,6 +70,7 @@ class SandboxSpec:
     tmpdir: Path
     project_root: Path | None = None  # the primary worktree: readable (read-only) also when it lives in /tmp
     writable: tuple[Path, ...] = ()  # agent state folders, sandbox.writable
+    read_only: tuple[Path, ...] = ()  # inside those: what would run code outside the sandbox later (agent hooks)
     home_caches: Path | None = None  # this worktree's own ~/.cache and ~/.npm (see PRIVATE_CACHES)
     inbox: Path | None = None
     network: bool = True
@@ -245,6 +246,9 @@ def _writable_mounts(spec: SandboxSpec) -> list[str]:
     for path in spec.writable:
         if path.exists():
             args += ["--bind", str(path), str(path)]
+    for path in spec.read_only:  # after the folders that hold them
+        if path.exists():
+            args += ["--ro-bind", str(path), str(path)]
     if spec.inbox is not None:
         args += ["--bind", str(spec.inbox), str(INBOX_MOUNT)]
     return args
@@ -602,8 +606,9 @@ def inbox_dir(project: Project, name: str) -> Path:
     return project.state_dir / ".inbox" / name
 
 
-def spec_for(project: Project, entry: WorktreeEntry, *, writable: Sequence[Path] = (), interactive: bool = False,
-             network: bool | None = None, cwd: Path | None = None, background: bool = False) -> SandboxSpec:
+def spec_for(project: Project, entry: WorktreeEntry, *, writable: Sequence[Path] = (), read_only: Sequence[Path] = (),
+             interactive: bool = False, network: bool | None = None, cwd: Path | None = None,
+             background: bool = False) -> SandboxSpec:
     """The mount table of one worktree's commands (session, hook, `run`)."""
     common = project.common_dir
     if common is None:
@@ -615,7 +620,7 @@ def spec_for(project: Project, entry: WorktreeEntry, *, writable: Sequence[Path]
     return SandboxSpec(
         worktree=worktree, git_common_dir=common, git_admin_dir=git_admin_dir(common, worktree),
         branch=entry.branch, tmpdir=project.tmpdir_for(entry.name), project_root=project.root,
-        writable=tuple(writable), home_caches=project.sandbox_home_for(entry.name),
+        writable=tuple(writable), read_only=tuple(read_only), home_caches=project.sandbox_home_for(entry.name),
         inbox=inbox_dir(project, entry.name),
         network=project.config.sandbox_network if network is None else network, interactive=interactive,
         cwd=cwd, hidden=tuple(hidden), hidden_files=tuple(secret_files), background=background,

@@ -44,6 +44,53 @@ AGENT_STATE: dict[str, tuple[str, ...]] = {
 }
 
 
+# What in those folders makes the agent run a program when it next starts, sandboxed or not (the user's own
+# `claude` outside daintree): settings with hooks, a status line or MCP servers, plugins and extensions. A sandboxed
+# agent keeps its login, history and caches, never a way to run code outside the sandbox later: these are bound
+# read-only. One that is missing is made first, empty (`{}`, an empty file or folder), so that the agent cannot
+# add it either. Each group names one thing, in the forms the agent reads (the first is the one made).
+AGENT_AUTORUN: dict[str, tuple[tuple[str, ...], ...]] = {
+    "claude": (("~/.claude/settings.json",), ("~/.claude/settings.local.json",), ("~/.claude/plugins/",),
+               ("~/.claude/hooks/",), ("~/.config/claude/settings.json",)),
+    "codex": (("~/.codex/config.toml",),),
+    "gemini": (("~/.gemini/settings.json",), ("~/.gemini/extensions/",)),
+    "opencode": (("~/.config/opencode/opencode.json", "~/.config/opencode/opencode.jsonc",
+                  "~/.config/opencode/config.json"), ("~/.config/opencode/plugin/",),
+                 ("~/.config/opencode/plugins/",)),
+}
+
+
+def agent_autorun_paths(preset: Preset) -> list[Path]:
+    """The preset's settings, plugins and hooks folders to bind read-only (made empty when missing)."""
+    program = Path(preset.argv()[0]).name
+    paths: list[Path] = []
+    for group in AGENT_AUTORUN.get(preset.name, AGENT_AUTORUN.get(program, ())):
+        forms = [Path(raw).expanduser() for raw in group]
+        present = [path for path in forms if os.path.lexists(path)]
+        if not present and _make_empty(forms[0], folder=group[0].endswith("/")):
+            present = [forms[0]]
+        paths += present
+    return paths
+
+
+def _make_empty(path: Path, folder: bool) -> bool:
+    """An empty `path` (a folder, or a file that reads as empty settings), made where the agent's state folder
+    is; never through a link (the parent must be a real folder)."""
+    parent = path.parent
+    if parent.is_symlink() or not parent.is_dir():
+        return False
+    try:
+        if folder:
+            path.mkdir(mode=0o700)
+        else:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write("{}\n" if path.suffix in (".json", ".jsonc") else "")
+    except OSError:
+        return False
+    return True
+
+
 def agent_state_paths(preset: Preset) -> list[Path]:
     """The preset's state folders (created when missing) and files (when they exist)."""
     program = Path(preset.argv()[0]).name
@@ -100,7 +147,8 @@ def session_sandbox(project: Project, entry: WorktreeEntry, preset: Preset, back
     if not choice.active:
         return SessionSandbox(choice, None)
     writable = writable_paths(project.config, [str(p) for p in agent_state_paths(preset)])
-    return SessionSandbox(choice, spec_for(project, entry, writable=writable, interactive=True),
+    read_only = agent_autorun_paths(preset)
+    return SessionSandbox(choice, spec_for(project, entry, writable=writable, read_only=read_only, interactive=True),
                           agent_environment(preset))
 
 
