@@ -491,6 +491,11 @@ def on_behalf_of_sandboxed(worktree: str) -> Iterator[None]:
         _SANDBOXED_CALLER.reset(token)
 
 
+def sandboxed_caller() -> str | None:
+    """The worktree of the sandboxed session whose inbox request is being applied, if any (on_behalf_of_sandboxed)."""
+    return _SANDBOXED_CALLER.get()
+
+
 def choose(cfg: Config, agent: str | None = None, role: str | None = None,
            backend: Sandbox | None = None) -> Choice:
     """The sandbox for a command, by config: `off` never confines, `on` fails closed, `auto` confines where the

@@ -272,6 +272,13 @@ class DaintreeTools:
         return self.services.worktrees.keep(name).to_dict()
 
     def worktree_remove(self, name: str, force: bool = False, complete_task: bool = False) -> dict[str, Any]:
+        from daintree_tui.core.sandbox import sandboxed_caller
+
+        if force and sandboxed_caller() is not None:
+            # As for the session's own CLI calls through its inbox: discarding work is a person's choice, and a
+            # sandboxed lead may not make it for the worktrees of other agents.
+            raise OperationError("worktree_remove: force is not available from inside a sandbox (a person may run "
+                                 f"`daintree worktree remove {name} --force`)")
         queued = self._remove_policy(name, force, complete_task)
         if queued is not None:
             return queued
