@@ -821,3 +821,27 @@ def test_session_log_replays_colours_but_never_a_clipboard_write_or_a_terminal_q
     assert "\x1b[31mred\x1b[0m" in shown and "done" in shown
     for obeyed in ("\x1b]", "\x1bP", "\x1b[6n", "\x1b[?1000h", "\x07"):
         assert obeyed not in shown, (obeyed, shown)
+
+
+@pytest.mark.usefixtures("tmux_socket")
+def test_session_send_file_never_follows_an_agents_link_out_of_its_worktree(cli: CLI, repo: Path,
+                                                                             tmp_path: Path) -> None:
+    """An agent plants `notes.md -> <a file its sandbox hides>` and asks to be sent its notes: `session send NAME
+    --file notes.md` read the link's target outside the sandbox and pasted the secret into the agent's session."""
+    secret = tmp_path / "id_ed25519"
+    secret.write_text("PRIVATE KEY MATERIAL\n")
+    trusted_config(repo, "[agents.cat]\ncommand = \"sh -c 'stty -echo; cat'\"\n")
+    cli.ok("worktree", "create", "ctx", "--agent", "cat")
+    worktree = repo / ".worktrees" / "ctx"
+    (worktree / "notes.md").symlink_to(secret)
+    (worktree / "docs").mkdir()
+    (worktree / "docs" / "real.md").write_text("inside the worktree\n")
+    (worktree / "readme-link.md").symlink_to("docs/real.md")  # a link that stays inside is fine
+    refused = cli("session", "send", "ctx", "--file", "notes.md")
+    assert refused.returncode == 1 and "links outside it" in refused.stderr, refused.stderr
+    cli.ok("session", "send", "ctx", "--file", "readme-link.md")
+    log = repo / ".worktrees" / ".logs" / "ctx.log"
+    wait_for(lambda: log.exists() and "inside the worktree" in log.read_text())
+    assert "PRIVATE KEY" not in log.read_text()
+    cli.ok("session", "send", "ctx", "--file", str(secret))  # the user's own path to it: their choice
+    wait_for(lambda: "PRIVATE KEY" in log.read_text())
