@@ -1105,3 +1105,24 @@ def test_packing_waits_out_a_worktree_another_process_is_adding(repo: Path) -> N
     finally:
         finished.join()
     assert not any(p.is_dir() and len(p.name) == 2 and any(p.iterdir()) for p in (repo / ".git" / "objects").iterdir())
+
+
+def test_a_deeply_nested_request_cannot_stop_everyones_inbox(repo: Path, sandbox_env: Path) -> None:
+    """One request of `[[[[...` (60 KB, under the size cap) raised RecursionError out of the processor: `session
+    list`, `doctor` and `session watch` ended with an internal error at every run, and no session's request was
+    applied again (the request was never answered, so never removed)."""
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "w1")
+    cli.ok("worktree", "create", "w2")
+    cli.ok("session", "start", "w1", "--agent", "shell")
+    cli.ok("session", "start", "w2", "--agent", "shell")
+    nested = "open('/run/daintree/inbox/req-' + 'a' * 32 + '.json', 'w').write('[' * 60000)\n"
+    assert cli("worktree", "run", "w1", "--", "python", "-c", nested).returncode == 0
+    signal = ("import json\nopen('/run/daintree/inbox/req-' + 'b' * 32 + '.json', 'w').write(json.dumps("
+              "{'kind': 'signal', 'payload': {'state': 'waiting'}}))\n")
+    assert cli("worktree", "run", "w2", "--", "python", "-c", signal).returncode == 0
+    listed = cli("session", "list")
+    assert listed.returncode == 0, listed.stderr
+    reply = json.loads((repo / ".worktrees" / ".inbox" / "w1" / f"reply-{'a' * 32}.json").read_text())
+    assert reply["ok"] is False and "not valid JSON" in reply["error"]
+    assert json.loads((repo / ".worktrees" / ".inbox" / "w2" / f"reply-{'b' * 32}.json").read_text())["ok"] is True

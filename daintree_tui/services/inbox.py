@@ -228,7 +228,7 @@ def _read_request(dir_fd: int, name: str) -> dict[str, Any] | str:
         os.close(fd)
     try:
         data = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # `[[[[...` 60 KB deep is a RecursionError, not a ValueError
         return "not valid JSON"
     return data if isinstance(data, dict) else "not a JSON object"
 
