@@ -457,6 +457,31 @@ def test_usage_records_an_agent_forges_cannot_crash_or_shrink_the_count(cli: CLI
     assert cli("usage").returncode == 0
 
 
+def test_usage_records_nested_too_deep_or_never_ending_cannot_stop_or_swell_the_count(cli: CLI, repo: Path) -> None:
+    """The agent writes its own transcript. A line of `[[[[...` raised RecursionError out of every observer tick (as
+    `1e999` did), and a line that never ends (a sparse file of zeros) grew the kept unfinished line by 8 MB at
+    every look, in memory and in the session's usage.json (48 MB of JSON after one look, rewritten at each)."""
+    cli.ok("worktree", "create", "forge")
+    manager, ctx, claude, transcript = claude_usage_watched(repo, "forge")
+
+    def line(message: str, tokens: int) -> str:
+        return f'{{"type": "assistant", "message": {{"id": "{message}", "usage": {{"input_tokens": {tokens}}}}}}}\n'
+
+    transcript.write_text(line("m1", 100) + "[" * 100_000 + "\n" + line("m2", 20))
+    manager.usage.update("forge", ctx, claude)  # raised RecursionError
+    assert manager.usage_summary(["forge"])["forge"]["tokens"]["input"] == 120
+    with transcript.open("ab") as fh:
+        fh.truncate(transcript.stat().st_size + 30 * 1024 * 1024)  # 30 MB of zeros, no newline, no disk
+    usage_file = manager.usage.path("forge")
+    for _ in range(5):
+        manager.usage.update("forge", ctx, claude)
+        assert usage_file.stat().st_size < 4 * 1024 * 1024, usage_file.stat().st_size
+    with transcript.open("a") as fh:
+        fh.write("\n" + line("m3", 3))
+    manager.usage.update("forge", ctx, claude)
+    assert manager.usage_summary(["forge"])["forge"]["tokens"]["input"] == 123
+
+
 def test_signal_ignores_a_late_older_signal(cli: CLI, repo: Path) -> None:
     from daintree_tui.sessions.manager import SessionManager
 

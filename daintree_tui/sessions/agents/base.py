@@ -12,6 +12,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from daintree_tui.sessions.usage import MAX_LINE
+
 SIGNAL_SCRIPT = "signal"
 
 
@@ -96,8 +98,9 @@ def recent_records(paths: Iterable[Path]) -> Iterator[tuple[Path, object]]:
             if path.stat().st_mtime < horizon:
                 continue
             with path.open("rb") as fh:
-                first = json.loads(fh.readline() or b"{}")
-        except (OSError, ValueError):
+                # At most MAX_LINE: the agent writes these files, and a first line that never ends was read whole.
+                first = json.loads(fh.readline(MAX_LINE) or b"{}")
+        except (OSError, ValueError, RecursionError):
             continue
         yield path, first
 
