@@ -517,3 +517,22 @@ def test_text_that_starts_with_a_dash_is_text_on_a_host_too(far: str) -> None:
     shown = host.run_json(["task", "show", str(task["id"])])  # type: ignore[attr-defined]
     assert (shown["subject"], shown["description"], shown["agent"]) == ("-v is broken", "--help prints nothing",
                                                                         "shell")
+
+
+def test_a_host_answering_json_nested_too_deep_is_one_error_not_the_end_of_polling(sshd: Sshd, tmp_path: Path,
+                                                                                  cli: CLI) -> None:
+    """A hostile host printed `[[[[...` for `worktree list --json`: RecursionError (not a ValueError) came out of
+    the poll, ending the dashboard's host poller for every host and `queue run --hosts` with an internal error."""
+    from daintree_tui.services.hosts_feed import HostsFeed
+    from daintree_tui.services.remote import HostConfig, RemoteHost, save_host
+
+    hostile = tmp_path / "hostile-daintree"
+    hostile.write_text("#!/bin/sh\nexec python3 -c 'import sys; sys.stdout.write(\"[\" * 200000)'\n")
+    hostile.chmod(0o755)
+    save_host(HostConfig("evil", "dt-far", str(tmp_path), max_sessions=1, daintree=str(hostile)))
+    feed = HostsFeed([RemoteHost(HostConfig("evil", "dt-far", str(tmp_path), max_sessions=1,
+                                            daintree=str(hostile)))])
+    state = feed.poll()["evil"]  # raised RecursionError
+    assert state.reachable and "did not print JSON" in (state.error or ""), state
+    proc = cli("queue", "run", "--once", "--hosts", "evil", timeout=60)
+    assert "internal error" not in proc.stderr, proc.stderr
