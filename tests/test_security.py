@@ -845,3 +845,18 @@ def test_session_send_file_never_follows_an_agents_link_out_of_its_worktree(cli:
     assert "PRIVATE KEY" not in log.read_text()
     cli.ok("session", "send", "ctx", "--file", str(secret))  # the user's own path to it: their choice
     wait_for(lambda: "PRIVATE KEY" in log.read_text())
+
+
+@pytest.mark.usefixtures("tmux_socket")
+@pytest.mark.parametrize("ui_state", ["/dev/zero", "fifo"])
+def test_a_committed_pane_size_file_that_never_ends_cannot_hang_a_session_start(tmp_path: Path,
+                                                                                ui_state: str) -> None:
+    """`.worktrees/.ui.json` (the dashboard's last pane size) came with the clone as a link to /dev/zero (or a
+    FIFO nobody writes): every session start read it until memory ran out (or forever)."""
+    clone = hostile_clone(tmp_path, {"notes.txt": "hello\n"},
+                          {".worktrees/.ui.json": "/dev/zero"} if ui_state == "/dev/zero" else {})
+    if ui_state == "fifo":  # git cannot commit one; a tool of the user's could leave one there
+        (clone / ".worktrees").mkdir(exist_ok=True)
+        os.mkfifo(clone / ".worktrees" / ".ui.json")
+    proc = CLI(clone, subprocess=True)("worktree", "create", "x", "--agent", "shell", timeout=60)
+    assert proc.returncode == 0, proc.stderr
