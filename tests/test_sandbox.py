@@ -1126,3 +1126,30 @@ def test_a_deeply_nested_request_cannot_stop_everyones_inbox(repo: Path, sandbox
     reply = json.loads((repo / ".worktrees" / ".inbox" / "w1" / f"reply-{'a' * 32}.json").read_text())
     assert reply["ok"] is False and "not valid JSON" in reply["error"]
     assert json.loads((repo / ".worktrees" / ".inbox" / "w2" / f"reply-{'b' * 32}.json").read_text())["ok"] is True
+
+
+def test_a_request_merged_into_another_sessions_inbox_is_not_that_sessions_word(repo: Path,
+                                                                                 sandbox_env: Path) -> None:
+    """A worker commits `.worktrees/.inbox/boss/req-*.json` on its branch; once merged, the primary's checkout
+    wrote it into the lead's inbox, and the next poll ran it with the lead's access (`worktree_run` anywhere)."""
+    config_home = Path(os.environ["XDG_CONFIG_HOME"]) / "daintree"
+    config_home.mkdir(parents=True, exist_ok=True)
+    (config_home / "config.toml").write_text(
+        'default_role = "worker"\n[roles.worker]\nmcp = "worker"\nallow = ["commit", "merge"]\n'
+        '[roles.lead]\nmcp = "lead"\nallow = ["commit", "merge"]\n[agents.boss]\ncommand = "sh"\nrole = "lead"\n')
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "boss")
+    cli.ok("worktree", "create", "w")
+    cli.ok("session", "start", "boss", "--agent", "boss")
+    cli.ok("session", "start", "w", "--agent", "shell")
+    request = json.dumps({"kind": "mcp", "payload": {"tool": "worktree_run", "arguments": {
+        "name": "boss", "command": "echo escalated > proof.txt"}}})
+    plant = (f"mkdir -p .worktrees/.inbox/boss && printf '%s' '{request}' > .worktrees/.inbox/boss/req-{'c' * 32}.json"
+             " && git add -f .worktrees && git commit -q -m docs")
+    assert cli("worktree", "run", "w", "--", "sh", "-c", plant).returncode == 0
+    cli.ok("worktree", "merge", "w")
+    assert (repo / ".worktrees" / ".inbox" / "boss" / f"req-{'c' * 32}.json").is_file()  # the checkout put it there
+    cli.ok("session", "list")  # applies pending requests
+    reply = json.loads((repo / ".worktrees" / ".inbox" / "boss" / f"reply-{'c' * 32}.json").read_text())
+    assert reply["ok"] is False and "tracked by git" in reply["error"], reply
+    assert not (repo / ".worktrees" / "boss" / "proof.txt").exists()

@@ -860,3 +860,15 @@ def test_a_committed_pane_size_file_that_never_ends_cannot_hang_a_session_start(
         os.mkfifo(clone / ".worktrees" / ".ui.json")
     proc = CLI(clone, subprocess=True)("worktree", "create", "x", "--agent", "shell", timeout=60)
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.usefixtures("tmux_socket")
+def test_a_request_committed_in_a_clones_inbox_is_never_applied(tmp_path: Path) -> None:
+    """A clone commits `.worktrees/.inbox/feat/req-*.json`: once the user made worktree `feat` and started its
+    session, the next poll applied it as that session's own request (a task here; a lead's tools for a lead)."""
+    planted = {"kind": "task_create", "payload": {"subject": "planted by the clone"}}
+    clone = hostile_clone(tmp_path, {f".worktrees/.inbox/feat/req-{'d' * 32}.json": json.dumps(planted)})
+    cli = CLI(clone)
+    cli.ok("worktree", "create", "feat", "--agent", "shell")
+    cli.ok("session", "list")
+    assert cli.ok("task", "list").stdout.strip() == "no tasks"

@@ -608,7 +608,7 @@ def secrets_dir() -> Path:
 
 def inbox_dir(project: Project, name: str) -> Path:
     """The session inbox of worktree `name` (0700): the only way its sandboxed `daintree` calls reach us."""
-    return project.state_dir / ".inbox" / name
+    return project.inbox_for(name)
 
 
 def spec_for(project: Project, entry: WorktreeEntry, *, writable: Sequence[Path] = (), read_only: Sequence[Path] = (),
