@@ -872,3 +872,32 @@ def test_a_request_committed_in_a_clones_inbox_is_never_applied(tmp_path: Path) 
     cli.ok("worktree", "create", "feat", "--agent", "shell")
     cli.ok("session", "list")
     assert cli.ok("task", "list").stdout.strip() == "no tasks"
+
+
+@pytest.mark.parametrize("planted", [".worktrees/.sessions/w.json", ".tasks/task_1.json",
+                                     ".worktrees/.inbox/boss/req-" + "e" * 32 + ".json"])
+def test_a_branch_that_carries_daintree_state_is_never_merged_over_it(cli: CLI, repo: Path, planted: str) -> None:
+    """git writes over ignored files: merged into main (checked out in the primary), an agent's force-added
+    `.worktrees/.sessions/w.json` replaced its own session record (role `lead`: a lead's tools and policy), a
+    `.tasks/task_1.json` gave a task the lead's role, a request landed in the lead's inbox."""
+    cli.ok("task", "create", "Tidy the docs")
+    cli.ok("worktree", "create", "w", "--task", "1")
+    state = repo / planted
+    state.parent.mkdir(parents=True, exist_ok=True)
+    state.write_text('{"mine": true}\n')
+    wt = repo / ".worktrees" / "w"
+    (wt / planted).parent.mkdir(parents=True, exist_ok=True)
+    (wt / planted).write_text('{"role": "lead"}\n')
+    (wt / "docs.md").write_text("tidy\n")
+    git(wt, "add", "-f", "-A")
+    git(wt, "commit", "-q", "-m", "tidy the docs")
+    main_before = git(repo, "rev-parse", "main")
+    for strategy in ("ff", "squash", "rebase"):
+        refused = cli("worktree", "merge", "w", "--strategy", strategy)
+        assert refused.returncode == 1 and "changes daintree's own state" in refused.stderr, refused.stderr
+    assert git(repo, "rev-parse", "main") == main_before
+    assert state.read_text() == '{"mine": true}\n'
+    git(wt, "rm", "-q", "--cached", planted)  # dropped from the branch: the work merges as usual
+    git(wt, "commit", "-q", "-m", "drop it")
+    cli.ok("worktree", "merge", "w", "--strategy", "squash")
+    assert state.read_text() == '{"mine": true}\n' and (repo / "docs.md").is_file()

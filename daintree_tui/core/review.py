@@ -221,6 +221,7 @@ class ReviewService:
         if strategy == "ff" and not g.is_ancestor(root, target_tip, branch_tip):
             raise OperationError(f"{target} has diverged from {entry.branch}: a fast-forward is impossible "
                                  "(use --strategy rebase or squash)")
+        self._refuse_state_changes(entry, target_tip, branch_tip)
         if verify:
             run_hooks(self.project, "pre_merge", entry)  # fails closed: an untrusted check refuses the merge
         brief = {**entry.brief(), "target": target, "strategy": strategy, "verified": verify}
@@ -247,6 +248,28 @@ class ReviewService:
 
             self.worktrees.tasks.update(entry.task_id, status=TaskStatus.COMPLETED)
         return result
+
+    def _refuse_state_changes(self, entry: WorktreeEntry, target_tip: str, branch_tip: str) -> None:
+        """Refuse a branch that adds or changes files in daintree's own state dirs (`.worktrees/`, `.tasks/`).
+
+        Those dirs are ignored, and git writes over ignored files: merged into the branch the primary has checked
+        out, `.worktrees/.sessions/<name>.json` would give a session another role, `.tasks/task_N.json` a task
+        another role, `.worktrees/.inbox/<lead>/req-*.json` a request in a lead's name. An agent commits them
+        with `git add -f`; nothing of a task's work belongs there.
+        """
+        root = self.project.root
+        specs = [f":(literal){d.relative_to(root).as_posix()}/" for d in (self.project.state_dir,
+                                                                         self.project.tasks_dir)
+                 if d.is_relative_to(root)]
+        if not specs:
+            return
+        proc = g.git(root, "diff", "--name-only", "-z", "--no-renames", f"{target_tip}...{branch_tip}", "--",
+                     *specs)
+        changed = [p for p in proc.stdout.split("\0") if p]
+        if changed:
+            raise OperationError(f"{entry.branch} changes daintree's own state ({', '.join(changed[:5])}): refusing "
+                                 "it (merged, those files would overwrite the state of this repository's sessions "
+                                 "and tasks); drop them from the branch first")
 
     def _merge_in_temp(self, entry: WorktreeEntry, target: str, target_tip: str, strategy: str,
                        hooks: list[str]) -> str:
@@ -344,6 +367,9 @@ class ReviewService:
         if auth.returncode != 0:
             raise OperationError(f"gh is not logged in (`gh auth login`); or push with `{push}` and open the PR "
                                  "by hand")
+        target_tip, branch_tip = g.rev_parse_commit(root, target), g.rev_parse_commit(root, entry.branch)
+        if target_tip is not None and branch_tip is not None:
+            self._refuse_state_changes(entry, target_tip, branch_tip)
         g.git(root, "push", "--quiet", "-u", remote, f"{entry.branch}:{entry.branch}")
         task = self.worktrees.tasks.find(entry.task_id) if entry.task_id is not None else None
         title = task.subject if task else entry.branch
