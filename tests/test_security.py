@@ -901,3 +901,26 @@ def test_a_branch_that_carries_daintree_state_is_never_merged_over_it(cli: CLI, 
     git(wt, "commit", "-q", "-m", "drop it")
     cli.ok("worktree", "merge", "w", "--strategy", "squash")
     assert state.read_text() == '{"mine": true}\n' and (repo / "docs.md").is_file()
+
+
+@pytest.mark.usefixtures("tmux_socket")
+def test_a_committed_task_cannot_choose_the_users_strongest_role(tmp_path: Path) -> None:
+    """A clone commits `.tasks/task_1.json` with `"role": "lead"`: the session working on it ran with the user's
+    lead role (here unsandboxed, with every MCP tool and merge without approval). The user saw only its subject."""
+    task = {"id": 1, "subject": "Tidy the docs", "description": "", "status": "pending", "owner": "", "worktree": "",
+            "blockedBy": [], "created_at": 1.0e9, "updated_at": 1.0e9, "role": "lead"}
+    clone = hostile_clone(tmp_path, {".tasks/task_1.json": json.dumps(task)})
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "daintree" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('default_role = "worker"\n[roles.worker]\nmcp = "worker"\nallow = ["commit"]\n'
+                      '[roles.lead]\nmcp = "lead"\nsandbox = "off"\nallow = ["commit", "merge", "remove"]\n')
+    cli = CLI(clone)
+    created = cli("worktree", "create", "x", "--task", "1", "--agent", "shell")
+    assert created.returncode == 0, created.stderr
+    assert "its role 'lead' is ignored" in created.stderr
+    record = json.loads((clone / ".worktrees" / ".sessions" / "x.json").read_text())
+    assert record["role"] == "worker", record
+    assert cli.json("policy", "show")  # the user's own roles are untouched
+    cli.ok("task", "create", "Mine", "--role", "lead")  # a role the user gives stays theirs to give
+    cli.ok("worktree", "create", "y", "--task", "2", "--agent", "shell")
+    assert json.loads((clone / ".worktrees" / ".sessions" / "y.json").read_text())["role"] == "lead"

@@ -530,9 +530,11 @@ def worktree_role(project: Project, name: str) -> str | None:
     cfg = project.config
     entry = find(Index(project).load(), name)
     if entry is not None and entry.task_id is not None:
-        task = TaskService(project).find(entry.task_id)
-        if task is not None and isinstance(task.extra.get("role"), str):
-            return str(task.extra["role"])
+        tasks = TaskService(project)
+        task = tasks.find(entry.task_id)
+        role = tasks.role(task) if task is not None else None
+        if role is not None:
+            return role
     record, _ = read_json(project.state_dir / ".sessions" / f"{name}.json", "session record")
     if isinstance(record, dict) and isinstance(record.get("role"), str):
         return str(record["role"])  # the role its session was started with

@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from daintree_tui.core import git as g
 from daintree_tui.core.errors import InputError
 from daintree_tui.core.log import warn
 from daintree_tui.core.models import Task, TaskStatus
@@ -89,6 +90,25 @@ class TaskService:
 
     def find(self, task_id: int) -> Task | None:
         return self._load(task_id)
+
+    def role(self, task: Task) -> str | None:
+        """The role the task gives whoever works on it (the user's `task create --role`, a lead's request).
+
+        A task file that git tracks came with the repository (a clone, a pull): its `role` would choose one of the
+        user's roles, a lead's unsandboxed one say, for an agent working on that repository's text. It counts for
+        nothing, with a warning.
+        """
+        role = task.extra.get("role")
+        if not isinstance(role, str):
+            return None
+        path = self.path(task.id)
+        if path.is_relative_to(self.project.root) and self.project.is_git:
+            rel = path.relative_to(self.project.root).as_posix()
+            if g.git(self.project.root, "ls-files", "-z", "--", f":(literal){rel}", check=False).stdout:
+                warn(f"task {task.id}: its role {role!r} is ignored: {rel} is tracked by git (it came with the "
+                     "repository, not from you)")
+                return None
+        return role
 
     # -- writing -------------------------------------------------------------------------------------------
 

@@ -129,9 +129,11 @@ class SessionSandbox:
 def session_role(project: Project, entry: WorktreeEntry, preset: Preset) -> str | None:
     """The role the session will run under: its task's, else its agent's, else `default_role`."""
     if entry.task_id is not None:
-        task = TaskService(project).find(entry.task_id)
-        if task is not None and isinstance(task.extra.get("role"), str):
-            return str(task.extra["role"])
+        tasks = TaskService(project)
+        task = tasks.find(entry.task_id)
+        role = tasks.role(task) if task is not None else None
+        if role is not None:
+            return role
     return preset.role or project.config.default_role
 
 
