@@ -924,3 +924,36 @@ def test_a_committed_task_cannot_choose_the_users_strongest_role(tmp_path: Path)
     cli.ok("task", "create", "Mine", "--role", "lead")  # a role the user gives stays theirs to give
     cli.ok("worktree", "create", "y", "--task", "2", "--agent", "shell")
     assert json.loads((clone / ".worktrees" / ".sessions" / "y.json").read_text())["role"] == "lead"
+
+
+@pytest.mark.usefixtures("tmux_socket")
+async def test_an_agents_last_words_cannot_crash_the_dashboard_as_markup(repo: Path, cli: CLI) -> None:
+    """An agent that dies says why in a toast (its last line). Toasts read their text as markup: an agent (or the
+    repository's output it relays) that printed `[/x]` and exited ended the user's dashboard with MarkupError."""
+    import asyncio
+
+    from textual.widgets._toast import Toast
+
+    from daintree_tui.core.project import Project
+    from daintree_tui.tui.app import make_app
+    from daintree_tui.tui.screens.main import MainScreen
+
+    trusted_config(repo, "[notifications]\nbell = false\n[agents.dies]\ncommand = \"sh -c 'sleep 2; echo "
+                         "[/x] [link=https://evil.example]docs[/link]; exit 3'\"\n")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while not (isinstance(app.screen, MainScreen) and app.screen.started) and loop.time() < deadline:
+            await pilot.pause(0.05)
+        cli.ok("worktree", "create", "w", "--agent", "dies")
+
+        def toasts() -> list[str]:
+            return [str(getattr(t.render(), "plain", t.render())) for t in app.screen.query(Toast)]
+
+        while not any("exited (3)" in t for t in toasts()) and loop.time() < deadline + 30 and app.is_running:
+            await pilot.pause(0.1)
+        await pilot.pause(0.3)  # rendered
+        assert app.is_running
+        assert any("[/x] [link=https://evil.example]docs[/link]" in t for t in toasts()), (
+            toasts(), list(app._notifications))
