@@ -957,3 +957,18 @@ async def test_an_agents_last_words_cannot_crash_the_dashboard_as_markup(repo: P
         assert app.is_running
         assert any("[/x] [link=https://evil.example]docs[/link]" in t for t in toasts()), (
             toasts(), list(app._notifications))
+
+
+@pytest.mark.usefixtures("tmux_socket")
+def test_a_committed_inbox_link_is_not_ours_and_nothing_behind_it_is_touched(tmp_path: Path) -> None:
+    """`.worktrees/.inbox -> ~` came with the clone: every sandboxed session start was refused ("is a symlink"),
+    and anything that cleared a worktree's inbox through it would delete `~/<name>`. Like `.trash`, the link is
+    removed (only the link) before daintree uses the folder."""
+    home = precious(tmp_path, "home")
+    (home / "feat").mkdir()
+    (home / "feat" / "thesis.txt").write_text("years of work\n")
+    clone = hostile_clone(tmp_path, {"notes.txt": "hello\n"}, {".worktrees/.inbox": str(home)})
+    created = CLI(clone)("worktree", "create", "feat", "--agent", "shell")
+    assert created.returncode == 0, created.stderr
+    assert intact(home) and (home / "feat" / "thesis.txt").read_text() == "years of work\n"
+    assert not (clone / ".worktrees" / ".inbox").is_symlink()

@@ -91,14 +91,6 @@ class RemoveResult:
         return out
 
 
-def _remove_entry(path: Path) -> None:
-    """Remove `path` whatever it is (a folder's tree, a file, a link: never what a link points to)."""
-    if path.is_symlink() or path.is_file():
-        path.unlink(missing_ok=True)
-    elif path.is_dir():
-        shutil.rmtree(path, ignore_errors=True)
-
-
 class _Undo:
     """A stack of compensating actions, run newest first; each failure is reported, none stops the rest."""
 
@@ -333,9 +325,6 @@ class WorktreeService:
                 tmpdir.unlink()  # TMPDIR must be a folder of ours, not wherever a committed link points
             tmpdir.mkdir(parents=True, exist_ok=True)
             undo.push("remove the temp dir", lambda: shutil.rmtree(tmpdir, ignore_errors=True))
-            # A request is applied as the word of the session whose inbox it is in: whatever is there before the
-            # worktree exists came with a clone (`.worktrees/.inbox/<name>/req-*.json`), not from its session.
-            _remove_entry(project.inbox_for(name))
             leased = [p for e in entries if e.live for p in e.ports]
             ports = lease_block(leased, self.cfg.ports_range, self.cfg.ports_per_worktree)
             entry = WorktreeEntry(name=name, path=str(path), branch=branch, base_ref=base_ref,
