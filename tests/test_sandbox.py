@@ -1131,7 +1131,9 @@ def test_a_deeply_nested_request_cannot_stop_everyones_inbox(repo: Path, sandbox
 def test_a_request_merged_into_another_sessions_inbox_is_not_that_sessions_word(repo: Path,
                                                                                  sandbox_env: Path) -> None:
     """A worker commits `.worktrees/.inbox/boss/req-*.json` on its branch; once merged, the primary's checkout
-    wrote it into the lead's inbox, and the next poll ran it with the lead's access (`worktree_run` anywhere)."""
+    wrote it into the lead's inbox, and the next poll ran it with the lead's access (`worktree_run` anywhere).
+    `daintree worktree merge` refuses such a branch now; the user's own `git merge` (or a pull of a merged PR)
+    still writes the file, and the request is refused."""
     config_home = Path(os.environ["XDG_CONFIG_HOME"]) / "daintree"
     config_home.mkdir(parents=True, exist_ok=True)
     (config_home / "config.toml").write_text(
@@ -1147,7 +1149,8 @@ def test_a_request_merged_into_another_sessions_inbox_is_not_that_sessions_word(
     plant = (f"mkdir -p .worktrees/.inbox/boss && printf '%s' '{request}' > .worktrees/.inbox/boss/req-{'c' * 32}.json"
              " && git add -f .worktrees && git commit -q -m docs")
     assert cli("worktree", "run", "w", "--", "sh", "-c", plant).returncode == 0
-    cli.ok("worktree", "merge", "w")
+    assert "changes daintree's own state" in cli("worktree", "merge", "w").stderr
+    git(repo, "merge", "-q", "--ff-only", "wt/w")
     assert (repo / ".worktrees" / ".inbox" / "boss" / f"req-{'c' * 32}.json").is_file()  # the checkout put it there
     cli.ok("session", "list")  # applies pending requests
     reply = json.loads((repo / ".worktrees" / ".inbox" / "boss" / f"reply-{'c' * 32}.json").read_text())
