@@ -482,6 +482,37 @@ def test_usage_records_nested_too_deep_or_never_ending_cannot_stop_or_swell_the_
     assert manager.usage_summary(["forge"])["forge"]["tokens"]["input"] == 123
 
 
+@pytest.mark.parametrize("config", ["fifo", "nested"])
+def test_a_fifo_or_a_nested_file_in_codexs_folder_cannot_stall_the_observer(cli: CLI, repo: Path, fake_bin: Path,
+                                                                            config: str) -> None:
+    """~/.codex is the agent's to write in its sandbox. A FIFO named like a rollout blocked `recent_records`'s open
+    for good (no writer comes): `session list`, the dashboard's poll and `session watch` hung at the next rescan.
+    A FIFO (or `a = [[[[...`) as config.toml did the same (RecursionError) to every codex session's start."""
+    import threading
+
+    from daintree_tui.sessions.agents import integration_for
+    from daintree_tui.sessions.manager import SessionManager
+
+    cli.ok("worktree", "create", "cx")
+    ctx = SessionManager(Project.discover(repo), host=None).context("cx", dict(os.environ))
+    codex_home = Path(os.environ["HOME"]) / ".codex"
+    day = codex_home / "sessions" / "2026" / "11" / "30"
+    day.mkdir(parents=True)
+    os.mkfifo(day / "rollout-planted.jsonl")
+    if config == "fifo":
+        os.mkfifo(codex_home / "config.toml")
+    else:
+        (codex_home / "config.toml").write_text("notify = " + "[" * 100_000)
+    codex = integration_for("codex")
+    results: list[Any] = []
+    worker = threading.Thread(target=lambda: results.extend([codex.record_files(ctx), codex.user_notify(ctx)]),
+                              daemon=True)
+    worker.start()
+    worker.join(timeout=20)
+    assert not worker.is_alive(), "blocked on the FIFO"
+    assert results == [[], None]
+
+
 def test_signal_ignores_a_late_older_signal(cli: CLI, repo: Path) -> None:
     from daintree_tui.sessions.manager import SessionManager
 
