@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -116,7 +117,12 @@ def read_new_lines(path: Path, state: TailState) -> list[str]:
     if st.st_size == state.offset:
         return []
     try:
-        with path.open("rb") as fh:
+        # Non-blocking and regular files only: the agent writes these folders, and a FIFO swapped in after the
+        # stat above would block this open (and every status poll) for good.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return []
             fh.seek(state.offset)
             data = fh.read(min(st.st_size - state.offset, MAX_CHUNK))
     except OSError:
