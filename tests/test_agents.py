@@ -513,6 +513,40 @@ def test_a_fifo_or_a_nested_file_in_codexs_folder_cannot_stall_the_observer(cli:
     assert results == [[], None]
 
 
+def test_a_sparse_terabyte_record_cannot_hold_a_session_start(cli: CLI, repo: Path, fake_bin: Path) -> None:
+    """A record file that exists when a run begins is read to learn what was counted already: a sparse file of a
+    terabyte (the agent's own folder, no disk used) was read whole, and the session start waited for it."""
+    import threading
+
+    from daintree_tui.sessions.agents import integration_for
+    from daintree_tui.sessions.agents.claude import project_slug
+    from daintree_tui.sessions.manager import SessionManager
+
+    def line(message: str, tokens: int) -> str:
+        return f'{{"type": "assistant", "message": {{"id": "{message}", "usage": {{"input_tokens": {tokens}}}}}}}\n'
+
+    cli.ok("worktree", "create", "big")
+    manager = SessionManager(Project.discover(repo), host=None)
+    ctx = manager.context("big", dict(os.environ))
+    transcript = (Path(os.environ["HOME"]) / ".claude" / "projects" / project_slug(str(ctx.worktree)) / "s.jsonl")
+    transcript.parent.mkdir(parents=True)
+    transcript.write_text(line("m1", 100))
+    with transcript.open("ab") as fh:
+        fh.truncate(transcript.stat().st_size + 2**40)
+    with transcript.open("a") as fh:
+        fh.write("\n" + line("m2", 7))
+    claude = integration_for("claude")
+    began = threading.Thread(target=manager.usage.begin, args=("big", ctx, claude, "claude", 1, time.time()),
+                             daemon=True)
+    began.start()
+    began.join(timeout=30)
+    assert not began.is_alive(), "still reading the terabyte"
+    with transcript.open("a") as fh:
+        fh.write(line("m3", 20))
+    manager.usage.update("big", ctx, claude)
+    assert manager.usage_summary(["big"])["big"]["tokens"]["input"] == 20  # m2 was there before: not this run's
+
+
 def test_signal_ignores_a_late_older_signal(cli: CLI, repo: Path) -> None:
     from daintree_tui.sessions.manager import SessionManager
 
