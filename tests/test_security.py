@@ -972,3 +972,27 @@ def test_a_committed_inbox_link_is_not_ours_and_nothing_behind_it_is_touched(tmp
     assert created.returncode == 0, created.stderr
     assert intact(home) and (home / "feat" / "thesis.txt").read_text() == "years of work\n"
     assert not (clone / ".worktrees" / ".inbox").is_symlink()
+
+
+def test_an_agents_sparse_or_linked_untracked_file_cannot_stall_or_aim_a_diff(cli: CLI, repo: Path,
+                                                                             tmp_path: Path) -> None:
+    """An untracked file in the agent's worktree: a sparse 100 GB one (no disk used) took `worktree diff --stat`
+    to MemoryError (its lines were read as one) and the dashboard's diff to minutes of git reading zeros; a link
+    pointed `--stat`'s line count at a file of the user's."""
+    import time
+
+    cli.ok("worktree", "create", "w")
+    worktree = repo / ".worktrees" / "w"
+    with (worktree / "big.bin").open("wb") as fh:
+        fh.truncate(2**30)  # 100 GB in the attack; 1 GB keeps a regression from taking the test machine down
+    outside = tmp_path / "users-file.txt"
+    outside.write_text("one\ntwo\nthree\n")
+    (worktree / "notes.md").symlink_to(outside)
+    (worktree / "small.txt").write_text("a\nb\n")
+    for args in (("--stat",), ()):
+        started = time.monotonic()
+        shown = cli.ok("worktree", "diff", "w", *args).stdout
+        assert time.monotonic() - started < 20, args
+        assert "big.bin" in shown and "1073741824 bytes" in shown, shown
+    stat = cli.ok("worktree", "diff", "w", "--stat").stdout
+    assert " notes.md (untracked) | 0 +" in stat and " small.txt (untracked) | 2 +" in stat, stat

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat as file_mode
 import subprocess
 import tempfile
 import uuid
@@ -43,6 +44,21 @@ class MergeResult:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "target": self.target, "strategy": self.strategy, "commit": self.commit,
                 "message": self.message, "removed": self.removed, "warnings": self.warnings}
+
+
+UNTRACKED_DIFF_BYTES = 8 * 1024 * 1024  # an untracked file larger than this is named in a diff, not shown
+
+
+def _line_count(path: Path) -> int:
+    """Lines of a regular file (at most UNTRACKED_DIFF_BYTES of it), never through a link: a link the agent left
+    in its worktree pointed `--stat` at a file of the user's, or at one that never ends (/proc/kmsg)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return 0
+    with os.fdopen(fd, "rb") as fh:
+        data = fh.read(UNTRACKED_DIFF_BYTES)
+    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
 
 
 def _untracked(path: Path) -> list[str]:
@@ -81,8 +97,17 @@ class ReviewService:
         args = ["diff", "--no-color", "--no-ext-diff"] + (["--stat"] if stat else []) + [entry.base_commit]
         parts = [g.git(path, *args).stdout]
         for rel in _untracked(path):
-            if stat:
-                lines = sum(1 for _ in (path / rel).open("rb")) if (path / rel).is_file() else 0
+            try:
+                info = os.lstat(path / rel)
+            except OSError:
+                continue
+            if file_mode.S_ISREG(info.st_mode) and info.st_size > UNTRACKED_DIFF_BYTES:
+                # The agent's file: a sparse one of 100 GB took `--stat` to MemoryError (one line without end)
+                # and the dashboard's diff to minutes of git reading zeros.
+                parts.append(f" {rel} (untracked) | {info.st_size} bytes, not shown\n" if stat else
+                             f"untracked file {rel}: {info.st_size} bytes, too large to show\n")
+            elif stat:
+                lines = _line_count(path / rel) if file_mode.S_ISREG(info.st_mode) else 0
                 parts.append(f" {rel} (untracked) | {lines} +\n")
             else:
                 proc = g.git(path, "diff", "--no-color", "--no-index", "--", "/dev/null", rel, check=False)
