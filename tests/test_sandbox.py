@@ -1156,3 +1156,17 @@ def test_a_request_merged_into_another_sessions_inbox_is_not_that_sessions_word(
     reply = json.loads((repo / ".worktrees" / ".inbox" / "boss" / f"reply-{'c' * 32}.json").read_text())
     assert reply["ok"] is False and "tracked by git" in reply["error"], reply
     assert not (repo / ".worktrees" / "boss" / "proof.txt").exists()
+
+
+def test_other_sessions_terminal_logs_are_out_of_reach(repo: Path, sandbox_env: Path) -> None:
+    """Every session's log holds what was typed and shown in it: a sandboxed agent read the user's own shell
+    session's log, with the key the user had exported there."""
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "mine")
+    cli.ok("worktree", "create", "spy")
+    cli.ok("session", "start", "mine", "--agent", "shell")
+    cli.ok("session", "send", "mine", "export OPENAI_API_KEY=sk-live-SECRET123")
+    log = repo / ".worktrees" / ".logs" / "mine.log"
+    wait_for(lambda: b"sk-live-SECRET123" in log.read_bytes())
+    proc = cli("worktree", "run", "spy", "--", "sh", "-c", f"cat {log} ; ls {log.parent}")
+    assert "SECRET123" not in proc.stdout and "mine.log" not in proc.stdout, proc.stdout

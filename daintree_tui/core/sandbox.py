@@ -46,6 +46,7 @@ from daintree_tui.core.mounts import INBOX_MOUNT
 from daintree_tui.core.project import Project
 from daintree_tui.core.store import read_json, read_state_file
 from daintree_tui.core.tasks import TaskService
+from daintree_tui.core.trust import private_dir
 
 SSH_CONTROL_DIR_ENV = "DAINTREE_SSH_CONTROL_DIR"
 INBOX_ENV = "DAINTREE_INBOX"  # a hint only: identity is the mounted inbox, never this variable
@@ -623,7 +624,9 @@ def spec_for(project: Project, entry: WorktreeEntry, *, writable: Sequence[Path]
     worktree = Path(entry.path)
     hidden = _escape_hatches(project.root, worktree)
     secret_dirs, secret_files = _credentials(project.root, worktree, writable)
-    hidden += [*secret_dirs, secrets_dir()]
+    # Every session's terminal log holds what was typed and shown there (a key pasted into a shell session): an
+    # agent reads none of them, its own included. Made first, so that one a later session creates is hidden too.
+    hidden += [*secret_dirs, secrets_dir(), private_dir(project.logs_dir)]
     return SandboxSpec(
         worktree=worktree, git_common_dir=common, git_admin_dir=git_admin_dir(common, worktree),
         branch=entry.branch, tmpdir=project.tmpdir_for(entry.name), project_root=project.root,
