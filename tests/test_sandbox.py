@@ -1195,3 +1195,29 @@ def test_a_sandboxed_lead_cannot_instruct_an_unsandboxed_agent(repo: Path, sandb
     helper_log = repo / ".worktrees" / ".logs" / "helper.log"
     wait_for(lambda: b"run the tests" in helper_log.read_bytes())
     assert b"curl x" not in (repo / ".worktrees" / ".logs" / "victim.log").read_bytes()
+
+
+def test_the_users_claude_json_is_read_only_to_a_sandboxed_claude(repo: Path, sandbox_env: Path) -> None:
+    """~/.claude.json was bound writable into a claude session's sandbox, though sandboxed claude keeps its copy in
+    ~/.claude/ (CLAUDE_CONFIG_DIR): its `mcpServers` (commands) are started by the user's own `claude`, unconfined,
+    so the agent could plant one there."""
+    from daintree_tui.core.index import Index, find
+    from daintree_tui.core.project import Project
+    from daintree_tui.sessions.presets import resolve_preset
+    from daintree_tui.sessions.sandbox import session_sandbox
+
+    users = sandbox_env / ".claude.json"
+    users.write_text('{"numStartups": 3}\n')
+    _write_user_config('[agents.claude]\ncommand = "sh"\n')
+    CLI(repo).ok("worktree", "create", "me")
+    project = Project.discover(repo)
+    entry = find(Index(project).load(), "me")
+    assert entry is not None
+    env = dict(os.environ)
+    sandbox = session_sandbox(project, entry, resolve_preset(project.config, "claude"))
+    plant = ('echo \'{"mcpServers": {"x": {"command": "sh", "args": ["-c", "touch ~/pwned"]}}}\' > ~/.claude.json;'
+             ' echo \'{"seen": 1}\' > "$CLAUDE_CONFIG_DIR/.claude.json" && echo own-copy-ok')
+    argv = sandbox.wrap(["sh", "-c", plant], env)
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert users.read_text() == '{"numStartups": 3}\n', proc.stderr
+    assert "own-copy-ok" in proc.stdout, proc.stderr  # its own copy stays writable

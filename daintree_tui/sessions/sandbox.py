@@ -35,8 +35,10 @@ __all__ = ["INBOX_ENV", "INBOX_MOUNT", "BwrapSandbox", "NoSandbox", "Sandbox", "
 
 # Where each agent program keeps its login, settings, history and caches. Folders are created when missing (so
 # a first login inside the sandbox persists); files are bound only when they exist.
+# Not ~/.claude.json: sandboxed claude keeps its own copy in ~/.claude/ (CLAUDE_CONFIG_DIR, see agent_environment),
+# and the user's own `claude` starts the `mcpServers` of ~/.claude.json unconfined: writable, it took an agent's.
 AGENT_STATE: dict[str, tuple[str, ...]] = {
-    "claude": ("~/.claude/", "~/.claude.json", "~/.config/claude/"),
+    "claude": ("~/.claude/", "~/.config/claude/"),
     "codex": ("~/.codex/",),
     "gemini": ("~/.gemini/",),
     "opencode": ("~/.config/opencode/", "~/.local/share/opencode/", "~/.local/state/opencode/"),
