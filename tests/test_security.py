@@ -996,3 +996,22 @@ def test_an_agents_sparse_or_linked_untracked_file_cannot_stall_or_aim_a_diff(cl
         assert "big.bin" in shown and "1073741824 bytes" in shown, shown
     stat = cli.ok("worktree", "diff", "w", "--stat").stdout
     assert " notes.md (untracked) | 0 +" in stat and " small.txt (untracked) | 2 +" in stat, stat
+
+
+@pytest.mark.usefixtures("tmux_socket")
+def test_the_queue_never_runs_an_agent_a_committed_task_chose(tmp_path: Path) -> None:
+    """A clone commits `.tasks/task_1.json` with `"agent": "free"`, the user's own unsandboxed agent: `queue run`
+    started it on the repository's text (its subject is the first prompt), outside any sandbox. A task the user
+    gives an agent is started as before."""
+    task = {"id": 1, "subject": "Tidy the docs", "description": "", "status": "pending", "owner": "", "worktree": "",
+            "blockedBy": [], "created_at": 1.0e9, "updated_at": 1.0e9, "agent": "free"}
+    clone = hostile_clone(tmp_path, {".tasks/task_1.json": json.dumps(task)})
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "daintree" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("[agents.free]\ncommand = \"cat\"\nsandbox = \"off\"\n")
+    cli = CLI(clone)
+    cli.ok("queue", "run", "--once")
+    assert cli.json("session", "list") == [] and not (clone / ".worktrees" / "tidy-the-docs").exists()
+    cli.ok("task", "create", "Mine", "--agent", "free")
+    cli.ok("queue", "run", "--once")
+    assert [s["agent"] for s in cli.json("session", "list")] == ["free"]

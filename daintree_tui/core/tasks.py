@@ -110,6 +110,16 @@ class TaskService:
                 return None
         return role
 
+    def tracked_ids(self) -> set[int]:
+        """The ids of the task files git tracks: they came with the repository (a clone, a pull), so their
+        `agent` does not choose which of the user's agents runs their text by itself (the queue leaves them)."""
+        root = self.project.root
+        if not self.project.is_git or not self.dir.is_relative_to(root):
+            return set()
+        rel = self.dir.relative_to(root).as_posix()
+        listed = g.git(root, "ls-files", "-z", "--", f":(literal){rel}/", check=False).stdout
+        return {int(m.group(1)) for name in listed.split("\0") if (m := TASK_FILE.match(Path(name).name))}
+
     # -- writing -------------------------------------------------------------------------------------------
 
     def save(self, task: Task) -> None:
