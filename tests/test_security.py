@@ -1015,3 +1015,16 @@ def test_the_queue_never_runs_an_agent_a_committed_task_chose(tmp_path: Path) ->
     cli.ok("task", "create", "Mine", "--agent", "free")
     cli.ok("queue", "run", "--once")
     assert [s["agent"] for s in cli.json("session", "list")] == ["free"]
+
+
+@pytest.mark.parametrize("section", ["agents", "roles"])
+def test_a_config_name_with_terminal_controls_is_bad_input(tmp_path: Path, section: str) -> None:
+    """Agent and role names are shown as they are: the dashboard draws them through Rich Text, which Textual writes
+    to the terminal with its ESC (checked in a PTY), so a clone's `[agents."x\\u001b]52;c;..."]` set the user's
+    clipboard when the agent picker opened."""
+    table = f'[{section}."x\\u001b]52;c;Y3VybCBldmlsfHNo\\u0007"]\n' + ('command = "claude"\n' if section == "agents"
+                                                                        else 'allow = ["commit"]\n')
+    clone = hostile_clone(tmp_path, {".daintree.toml": table})
+    proc = CLI(clone)("agents")
+    assert proc.returncode == 2 and "without control characters" in proc.stderr, proc.stderr
+    assert "\x1b" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
