@@ -1028,3 +1028,29 @@ def test_a_config_name_with_terminal_controls_is_bad_input(tmp_path: Path, secti
     proc = CLI(clone)("agents")
     assert proc.returncode == 2 and "without control characters" in proc.stderr, proc.stderr
     assert "\x1b" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_hosts_branch_or_agent_never_reaches_the_terminal_through_a_row_or_the_title() -> None:
+    """A host's `worktree list --json` and `session list --json` are its own word: a branch
+    `wt/x\\x1b]52;c;...\\x07` or an agent named so went into the worktree table and the title bar as Rich Text,
+    which Textual writes to the terminal with its ESC (a clipboard write)."""
+    from daintree_tui.core.models import WorktreeEntry
+    from daintree_tui.sessions.manager import SessionInfo
+    from daintree_tui.sessions.status import SessionStatus
+    from daintree_tui.tui.widgets.rows import compose_line
+    from daintree_tui.tui.widgets.session_title import SessionTitle
+
+    hostile = "wt/x\x1b]52;c;Y3VybCBldmlsfHNo\x07\u202e"
+    line = compose_line([hostile, "ok\tthen"], [40, 10])
+    assert "\x1b" not in line.plain and "\x07" not in line.plain and "\u202e" not in line.plain, repr(line.plain)
+    assert "ok then" in line.plain and "wt/x?]52;c;" in line.plain
+    entry = WorktreeEntry(name="feat@box", path="/srv/app/.worktrees/feat", branch=hostile, base_ref="main",
+                          base_commit="a" * 40)
+    info = SessionInfo(name="feat@box", session="dt-feat", agent=hostile, status=SessionStatus.RUNNING,
+                       exit_code=None, pid=None, started_at=0.0, log="", persistent=True)
+    title = SessionTitle()
+    title.set_reactive(SessionTitle.entries, (entry,))  # no app running: set, not watched
+    title.set_reactive(SessionTitle.sessions, {"feat@box": info})
+    title.set_reactive(SessionTitle.selected, "feat@box")
+    shown = title.describe().plain
+    assert "\x1b" not in shown and "\x07" not in shown and "\\x1b]52;c;" in shown, repr(shown)
