@@ -1054,3 +1054,51 @@ def test_a_hosts_branch_or_agent_never_reaches_the_terminal_through_a_row_or_the
     title.set_reactive(SessionTitle.selected, "feat@box")
     shown = title.describe().plain
     assert "\x1b" not in shown and "\x07" not in shown and "\\x1b]52;c;" in shown, repr(shown)
+
+
+DIFF_APP = r'''
+import json, sys
+from textual.app import App
+from daintree_tui.tui.widgets.diff_view import DiffView
+class Shows(App):
+    def compose(self):
+        yield DiffView()
+    def on_mount(self):
+        self.query_one(DiffView).show("w", json.load(open(sys.argv[1]))["diff"])
+        self.set_timer(1.0, self.exit)
+Shows().run()
+'''
+
+
+def test_an_agents_file_in_the_dashboards_diff_never_drives_the_terminal(cli: CLI, repo: Path, tmp_path: Path) -> None:
+    """`d` shows the agent's changes byte for byte: a file holding `ESC ] 52;c;...` wrote the user's clipboard,
+    Textual passing the diff's controls to the terminal as they were. Read in a real PTY."""
+    import pty
+    import select
+
+    cli.ok("worktree", "create", "w")
+    (repo / ".worktrees" / "w" / "notes.txt").write_text(f"see {OSC52} here\n")
+    diff = tmp_path / "diff.json"
+    diff.write_text(cli.ok("worktree", "diff", "w", "--json").stdout)
+    assert "\x1b]52;" in json.loads(diff.read_text())["diff"]  # the CLI's --json keeps it raw: data, not a screen
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.environ["TERM"] = "xterm-256color"
+        os.execv(PY, [PY, "-c", DIFF_APP, str(diff)])
+    out = bytearray()
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if select.select([fd], [], [], 0.2)[0]:
+                try:
+                    chunk = os.read(fd, 65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                out += chunk
+    finally:
+        os.waitpid(pid, 0)
+        os.close(fd)
+    assert b"Y3VybCBld" in out, bytes(out[-2000:])  # the diff was on screen
+    assert b"\x1b]52;" not in out
