@@ -458,6 +458,96 @@ def test_usage_records_an_agent_forges_cannot_crash_or_shrink_the_count(cli: CLI
     assert cli("usage").returncode == 0
 
 
+def test_usage_records_nested_too_deep_or_never_ending_cannot_stop_or_swell_the_count(cli: CLI, repo: Path) -> None:
+    """The agent writes its own transcript. A line of `[[[[...` raised RecursionError out of every observer tick (as
+    `1e999` did), and a line that never ends (a sparse file of zeros) grew the kept unfinished line by 8 MB at
+    every look, in memory and in the session's usage.json (48 MB of JSON after one look, rewritten at each)."""
+    cli.ok("worktree", "create", "forge")
+    manager, ctx, claude, transcript = claude_usage_watched(repo, "forge")
+
+    def line(message: str, tokens: int) -> str:
+        return f'{{"type": "assistant", "message": {{"id": "{message}", "usage": {{"input_tokens": {tokens}}}}}}}\n'
+
+    transcript.write_text(line("m1", 100) + "[" * 100_000 + "\n" + line("m2", 20))
+    manager.usage.update("forge", ctx, claude)  # raised RecursionError
+    assert manager.usage_summary(["forge"])["forge"]["tokens"]["input"] == 120
+    with transcript.open("ab") as fh:
+        fh.truncate(transcript.stat().st_size + 30 * 1024 * 1024)  # 30 MB of zeros, no newline, no disk
+    usage_file = manager.usage.path("forge")
+    for _ in range(5):
+        manager.usage.update("forge", ctx, claude)
+        assert usage_file.stat().st_size < 4 * 1024 * 1024, usage_file.stat().st_size
+    with transcript.open("a") as fh:
+        fh.write("\n" + line("m3", 3))
+    manager.usage.update("forge", ctx, claude)
+    assert manager.usage_summary(["forge"])["forge"]["tokens"]["input"] == 123
+
+
+@pytest.mark.parametrize("config", ["fifo", "nested"])
+def test_a_fifo_or_a_nested_file_in_codexs_folder_cannot_stall_the_observer(cli: CLI, repo: Path, fake_bin: Path,
+                                                                            config: str) -> None:
+    """~/.codex is the agent's to write in its sandbox. A FIFO named like a rollout blocked `recent_records`'s open
+    for good (no writer comes): `session list`, the dashboard's poll and `session watch` hung at the next rescan.
+    A FIFO (or `a = [[[[...`) as config.toml did the same (RecursionError) to every codex session's start."""
+    import threading
+
+    from daintree_tui.sessions.agents import integration_for
+    from daintree_tui.sessions.manager import SessionManager
+
+    cli.ok("worktree", "create", "cx")
+    ctx = SessionManager(Project.discover(repo), host=None).context("cx", dict(os.environ))
+    codex_home = Path(os.environ["HOME"]) / ".codex"
+    day = codex_home / "sessions" / "2026" / "11" / "30"
+    day.mkdir(parents=True)
+    os.mkfifo(day / "rollout-planted.jsonl")
+    if config == "fifo":
+        os.mkfifo(codex_home / "config.toml")
+    else:
+        (codex_home / "config.toml").write_text("notify = " + "[" * 100_000)
+    codex = integration_for("codex")
+    results: list[Any] = []
+    worker = threading.Thread(target=lambda: results.extend([codex.record_files(ctx), codex.user_notify(ctx)]),
+                              daemon=True)
+    worker.start()
+    worker.join(timeout=20)
+    assert not worker.is_alive(), "blocked on the FIFO"
+    assert results == [[], None]
+
+
+def test_a_sparse_terabyte_record_cannot_hold_a_session_start(cli: CLI, repo: Path, fake_bin: Path) -> None:
+    """A record file that exists when a run begins is read to learn what was counted already: a sparse file of a
+    terabyte (the agent's own folder, no disk used) was read whole, and the session start waited for it."""
+    import threading
+
+    from daintree_tui.sessions.agents import integration_for
+    from daintree_tui.sessions.agents.claude import project_slug
+    from daintree_tui.sessions.manager import SessionManager
+
+    def line(message: str, tokens: int) -> str:
+        return f'{{"type": "assistant", "message": {{"id": "{message}", "usage": {{"input_tokens": {tokens}}}}}}}\n'
+
+    cli.ok("worktree", "create", "big")
+    manager = SessionManager(Project.discover(repo), host=None)
+    ctx = manager.context("big", dict(os.environ))
+    transcript = (Path(os.environ["HOME"]) / ".claude" / "projects" / project_slug(str(ctx.worktree)) / "s.jsonl")
+    transcript.parent.mkdir(parents=True)
+    transcript.write_text(line("m1", 100))
+    with transcript.open("ab") as fh:
+        fh.truncate(transcript.stat().st_size + 2**40)
+    with transcript.open("a") as fh:
+        fh.write("\n" + line("m2", 7))
+    claude = integration_for("claude")
+    began = threading.Thread(target=manager.usage.begin, args=("big", ctx, claude, "claude", 1, time.time()),
+                             daemon=True)
+    began.start()
+    began.join(timeout=30)
+    assert not began.is_alive(), "still reading the terabyte"
+    with transcript.open("a") as fh:
+        fh.write(line("m3", 20))
+    manager.usage.update("big", ctx, claude)
+    assert manager.usage_summary(["big"])["big"]["tokens"]["input"] == 20  # m2 was there before: not this run's
+
+
 def test_signal_ignores_a_late_older_signal(cli: CLI, repo: Path) -> None:
     from daintree_tui.sessions.manager import SessionManager
 

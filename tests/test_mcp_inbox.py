@@ -173,3 +173,25 @@ async def test_a_sandboxed_lead_creates_tasks_and_worktrees_through_its_inbox(
         assert task_file(repo, task["id"])["worktree"] == "ui-login"
         assert [t["subject"] for t in await call(mcp, "task_list")] == ["Build login page"]
     assert inbox_events(repo) == [("inbox.applied", "boss", "mcp")] * 2
+
+
+async def test_a_sandboxed_lead_cannot_force_away_another_agents_uncommitted_work(
+        repo: Path, cli: CLI, tmux_socket: str, monkeypatch: pytest.MonkeyPatch,
+        session_watch: subprocess.Popen[bytes]) -> None:
+    """`force` came through the inbox to `worktree_remove` and deleted another worktree's uncommitted files, where
+    the session's own `daintree worktree remove --force` is refused from inside a sandbox."""
+    config_home = Path(os.environ["XDG_CONFIG_HOME"])
+    monkeypatch.setenv("HOME", str(config_home.parent))
+    (config_home / "daintree").mkdir(parents=True, exist_ok=True)
+    (config_home / "daintree" / "config.toml").write_text(
+        'default_role = "lead"\n[roles.lead]\nmcp = "lead"\nallow = ["remove"]\napproval = "none"\n')
+    cli.ok("worktree", "create", "boss")
+    cli.ok("worktree", "create", "victim")
+    (repo / ".worktrees" / "victim" / "notes.txt").write_text("an afternoon of work\n")
+    assert cli.json("session", "start", "boss", "--agent", "shell")["sandbox"]["active"] is True
+    argv, env = sandboxed_server(repo, "boss")
+    async with mcp_client(repo / ".worktrees" / "boss", command=argv, env=env) as mcp:
+        message = await fails(mcp, "worktree_remove", name="victim", force=True)
+        assert "force is not available from inside a sandbox" in message, message
+        assert "uncommitted" in await fails(mcp, "worktree_remove", name="victim")  # without force: refused as ever
+    assert (repo / ".worktrees" / "victim" / "notes.txt").read_text() == "an afternoon of work\n"

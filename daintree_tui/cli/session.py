@@ -9,7 +9,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from daintree_tui.cli.common import AddCommand, ctrl_c_stops
-from daintree_tui.cli.output import emit, error, table, wants_json, write_line
+from daintree_tui.cli.output import emit, error, replayable, table, wants_json, write_line
 from daintree_tui.core.errors import InputError
 from daintree_tui.services import Services
 
@@ -130,13 +130,13 @@ def cmd_session_log(args: argparse.Namespace, services: Services) -> int:
     if as_json:  # following streams one JSON object a line, as `worktree events --follow --json` does
         for line in data.decode("utf-8", errors="replace").splitlines():
             sys.stdout.write(json.dumps({"name": args.name, "line": line}) + "\n")
-    else:
-        sys.stdout.buffer.write(data)
+    else:  # the agent's output, on the user's terminal: colours and cursor moves, never a clipboard write
+        sys.stdout.write(replayable(data.decode("utf-8", errors="replace")))
     sys.stdout.flush()
     if args.follow:
         # Follow from where the read above stopped: a line written in between is not lost.
         for line in follow_lines(path, offset=read):
-            sys.stdout.write((json.dumps({"name": args.name, "line": line}) if as_json else line) + "\n")
+            sys.stdout.write((json.dumps({"name": args.name, "line": line}) if as_json else replayable(line)) + "\n")
             sys.stdout.flush()
     return 0
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from daintree_tui.core.errors import ConfigError
 from daintree_tui.core.log import warn
+from daintree_tui.core.validate import escape_controls
 
 REPO_CONFIG_NAME = ".daintree.toml"
 HOOK_NAMES = ("post_create", "pre_remove", "post_remove", "pre_merge", "on_session_exit", "on_waiting")
@@ -264,12 +265,20 @@ def _parse_hooks(raw: Any) -> tuple[dict[str, list[HookSpec]], float]:
     return hooks, timeout
 
 
+def _expect_name(section: str, name: str) -> None:
+    """An agent's or a role's name is shown as it is (the dashboard's agent picker, its title bar, an approval):
+    a repository's `[agents."\u001b]52;c;..."]` wrote the user's clipboard through the dashboard."""
+    _expect(escape_controls(name) == name and name.strip() == name and name != "", f"{section}.{escape_controls(name)}",
+            "named without control characters or surrounding blanks", name)
+
+
 def _parse_agents(raw: Any) -> dict[str, AgentConfig]:
     if raw is None:
         return {}
     _expect(isinstance(raw, dict), "agents", "a table", raw)
     agents = {}
     for name, value in raw.items():
+        _expect_name("agents", name)
         key = f"agents.{name}"
         _expect(isinstance(value, dict), key, "a table", value)
         for sub in ("command", "prompt", "waiting_pattern", "role"):
@@ -314,6 +323,7 @@ def _parse_roles(raw: Any) -> dict[str, Role]:
     _expect(isinstance(raw, dict), "roles", "a table of roles", raw)
     roles = {}
     for name, value in raw.items():
+        _expect_name("roles", name)
         key = f"roles.{name}"
         _expect(isinstance(value, dict), key, "a table", value)
         allow = value.get("allow", list(ROLE_ACTIONS))

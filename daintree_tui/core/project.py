@@ -115,6 +115,10 @@ class Project:
         """The folders a sandbox of worktree `name` sees in place of ~/.cache and ~/.npm (see core/sandbox)."""
         return self.sandbox_homes / _checked(name)
 
+    def inbox_for(self, name: str) -> Path:
+        """The session inbox of worktree `name`: how its sandboxed `daintree` calls reach the outside."""
+        return self.state_dir / ".inbox" / _checked(name)
+
     def log_path(self, name: str) -> Path:
         return self.logs_dir / f"{_checked(name)}.log"
 

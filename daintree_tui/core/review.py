@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat as file_mode
 import subprocess
 import tempfile
 import uuid
@@ -43,6 +44,21 @@ class MergeResult:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "target": self.target, "strategy": self.strategy, "commit": self.commit,
                 "message": self.message, "removed": self.removed, "warnings": self.warnings}
+
+
+UNTRACKED_DIFF_BYTES = 8 * 1024 * 1024  # an untracked file larger than this is named in a diff, not shown
+
+
+def _line_count(path: Path) -> int:
+    """Lines of a regular file (at most UNTRACKED_DIFF_BYTES of it), never through a link: a link the agent left
+    in its worktree pointed `--stat` at a file of the user's, or at one that never ends (/proc/kmsg)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return 0
+    with os.fdopen(fd, "rb") as fh:
+        data = fh.read(UNTRACKED_DIFF_BYTES)
+    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
 
 
 def _untracked(path: Path) -> list[str]:
@@ -81,8 +97,17 @@ class ReviewService:
         args = ["diff", "--no-color", "--no-ext-diff"] + (["--stat"] if stat else []) + [entry.base_commit]
         parts = [g.git(path, *args).stdout]
         for rel in _untracked(path):
-            if stat:
-                lines = sum(1 for _ in (path / rel).open("rb")) if (path / rel).is_file() else 0
+            try:
+                info = os.lstat(path / rel)
+            except OSError:
+                continue
+            if file_mode.S_ISREG(info.st_mode) and info.st_size > UNTRACKED_DIFF_BYTES:
+                # The agent's file: a sparse one of 100 GB took `--stat` to MemoryError (one line without end)
+                # and the dashboard's diff to minutes of git reading zeros.
+                parts.append(f" {rel} (untracked) | {info.st_size} bytes, not shown\n" if stat else
+                             f"untracked file {rel}: {info.st_size} bytes, too large to show\n")
+            elif stat:
+                lines = _line_count(path / rel) if file_mode.S_ISREG(info.st_mode) else 0
                 parts.append(f" {rel} (untracked) | {lines} +\n")
             else:
                 proc = g.git(path, "diff", "--no-color", "--no-index", "--", "/dev/null", rel, check=False)
@@ -221,6 +246,7 @@ class ReviewService:
         if strategy == "ff" and not g.is_ancestor(root, target_tip, branch_tip):
             raise OperationError(f"{target} has diverged from {entry.branch}: a fast-forward is impossible "
                                  "(use --strategy rebase or squash)")
+        self._refuse_state_changes(entry, target_tip, branch_tip)
         if verify:
             run_hooks(self.project, "pre_merge", entry)  # fails closed: an untrusted check refuses the merge
         brief = {**entry.brief(), "target": target, "strategy": strategy, "verified": verify}
@@ -247,6 +273,28 @@ class ReviewService:
 
             self.worktrees.tasks.update(entry.task_id, status=TaskStatus.COMPLETED)
         return result
+
+    def _refuse_state_changes(self, entry: WorktreeEntry, target_tip: str, branch_tip: str) -> None:
+        """Refuse a branch that adds or changes files in daintree's own state dirs (`.worktrees/`, `.tasks/`).
+
+        Those dirs are ignored, and git writes over ignored files: merged into the branch the primary has checked
+        out, `.worktrees/.sessions/<name>.json` would give a session another role, `.tasks/task_N.json` a task
+        another role, `.worktrees/.inbox/<lead>/req-*.json` a request in a lead's name. An agent commits them
+        with `git add -f`; nothing of a task's work belongs there.
+        """
+        root = self.project.root
+        specs = [f":(literal){d.relative_to(root).as_posix()}/" for d in (self.project.state_dir,
+                                                                         self.project.tasks_dir)
+                 if d.is_relative_to(root)]
+        if not specs:
+            return
+        proc = g.git(root, "diff", "--name-only", "-z", "--no-renames", f"{target_tip}...{branch_tip}", "--",
+                     *specs)
+        changed = [p for p in proc.stdout.split("\0") if p]
+        if changed:
+            raise OperationError(f"{entry.branch} changes daintree's own state ({', '.join(changed[:5])}): refusing "
+                                 "it (merged, those files would overwrite the state of this repository's sessions "
+                                 "and tasks); drop them from the branch first")
 
     def _merge_in_temp(self, entry: WorktreeEntry, target: str, target_tip: str, strategy: str,
                        hooks: list[str]) -> str:
@@ -344,6 +392,9 @@ class ReviewService:
         if auth.returncode != 0:
             raise OperationError(f"gh is not logged in (`gh auth login`); or push with `{push}` and open the PR "
                                  "by hand")
+        target_tip, branch_tip = g.rev_parse_commit(root, target), g.rev_parse_commit(root, entry.branch)
+        if target_tip is not None and branch_tip is not None:
+            self._refuse_state_changes(entry, target_tip, branch_tip)
         g.git(root, "push", "--quiet", "-u", remote, f"{entry.branch}:{entry.branch}")
         task = self.worktrees.tasks.find(entry.task_id) if entry.task_id is not None else None
         title = task.subject if task else entry.branch

@@ -46,6 +46,7 @@ from daintree_tui.core.mounts import INBOX_MOUNT
 from daintree_tui.core.project import Project
 from daintree_tui.core.store import read_json, read_state_file
 from daintree_tui.core.tasks import TaskService
+from daintree_tui.core.trust import private_dir
 
 SSH_CONTROL_DIR_ENV = "DAINTREE_SSH_CONTROL_DIR"
 INBOX_ENV = "DAINTREE_INBOX"  # a hint only: identity is the mounted inbox, never this variable
@@ -491,6 +492,11 @@ def on_behalf_of_sandboxed(worktree: str) -> Iterator[None]:
         _SANDBOXED_CALLER.reset(token)
 
 
+def sandboxed_caller() -> str | None:
+    """The worktree of the sandboxed session whose inbox request is being applied, if any (on_behalf_of_sandboxed)."""
+    return _SANDBOXED_CALLER.get()
+
+
 def choose(cfg: Config, agent: str | None = None, role: str | None = None,
            backend: Sandbox | None = None) -> Choice:
     """The sandbox for a command, by config: `off` never confines, `on` fails closed, `auto` confines where the
@@ -525,9 +531,11 @@ def worktree_role(project: Project, name: str) -> str | None:
     cfg = project.config
     entry = find(Index(project).load(), name)
     if entry is not None and entry.task_id is not None:
-        task = TaskService(project).find(entry.task_id)
-        if task is not None and isinstance(task.extra.get("role"), str):
-            return str(task.extra["role"])
+        tasks = TaskService(project)
+        task = tasks.find(entry.task_id)
+        role = tasks.role(task) if task is not None else None
+        if role is not None:
+            return role
     record, _ = read_json(project.state_dir / ".sessions" / f"{name}.json", "session record")
     if isinstance(record, dict) and isinstance(record.get("role"), str):
         return str(record["role"])  # the role its session was started with
@@ -603,7 +611,7 @@ def secrets_dir() -> Path:
 
 def inbox_dir(project: Project, name: str) -> Path:
     """The session inbox of worktree `name` (0700): the only way its sandboxed `daintree` calls reach us."""
-    return project.state_dir / ".inbox" / name
+    return project.inbox_for(name)
 
 
 def spec_for(project: Project, entry: WorktreeEntry, *, writable: Sequence[Path] = (), read_only: Sequence[Path] = (),
@@ -616,7 +624,9 @@ def spec_for(project: Project, entry: WorktreeEntry, *, writable: Sequence[Path]
     worktree = Path(entry.path)
     hidden = _escape_hatches(project.root, worktree)
     secret_dirs, secret_files = _credentials(project.root, worktree, writable)
-    hidden += [*secret_dirs, secrets_dir()]
+    # Every session's terminal log holds what was typed and shown there (a key pasted into a shell session): an
+    # agent reads none of them, its own included. Made first, so that one a later session creates is hidden too.
+    hidden += [*secret_dirs, secrets_dir(), private_dir(project.logs_dir)]
     return SandboxSpec(
         worktree=worktree, git_common_dir=common, git_admin_dir=git_admin_dir(common, worktree),
         branch=entry.branch, tmpdir=project.tmpdir_for(entry.name), project_root=project.root,

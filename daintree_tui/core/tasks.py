@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from daintree_tui.core import git as g
 from daintree_tui.core.errors import InputError
 from daintree_tui.core.log import warn
 from daintree_tui.core.models import Task, TaskStatus
@@ -89,6 +90,35 @@ class TaskService:
 
     def find(self, task_id: int) -> Task | None:
         return self._load(task_id)
+
+    def role(self, task: Task) -> str | None:
+        """The role the task gives whoever works on it (the user's `task create --role`, a lead's request).
+
+        A task file that git tracks came with the repository (a clone, a pull): its `role` would choose one of the
+        user's roles, a lead's unsandboxed one say, for an agent working on that repository's text. It counts for
+        nothing, with a warning.
+        """
+        role = task.extra.get("role")
+        if not isinstance(role, str):
+            return None
+        path = self.path(task.id)
+        if path.is_relative_to(self.project.root) and self.project.is_git:
+            rel = path.relative_to(self.project.root).as_posix()
+            if g.git(self.project.root, "ls-files", "-z", "--", f":(literal){rel}", check=False).stdout:
+                warn(f"task {task.id}: its role {role!r} is ignored: {rel} is tracked by git (it came with the "
+                     "repository, not from you)")
+                return None
+        return role
+
+    def tracked_ids(self) -> set[int]:
+        """The ids of the task files git tracks: they came with the repository (a clone, a pull), so their
+        `agent` does not choose which of the user's agents runs their text by itself (the queue leaves them)."""
+        root = self.project.root
+        if not self.project.is_git or not self.dir.is_relative_to(root):
+            return set()
+        rel = self.dir.relative_to(root).as_posix()
+        listed = g.git(root, "ls-files", "-z", "--", f":(literal){rel}/", check=False).stdout
+        return {int(m.group(1)) for name in listed.split("\0") if (m := TASK_FILE.match(Path(name).name))}
 
     # -- writing -------------------------------------------------------------------------------------------
 

@@ -355,7 +355,7 @@ def private_dir(path: Path) -> Path:
 
 
 STATE_ENTRIES = (".trash", ".tmp", ".journal", ".logs", ".sessions", ".run", ".cache", ".lock", ".sandbox-home",
-                 "events.jsonl", "events.jsonl.1", "index.json", "index.json.bak")
+                 ".inbox", "events.jsonl", "events.jsonl.1", "index.json", "index.json.bak")
 
 
 def state_dir_problem(project: Project) -> str | None:

@@ -272,6 +272,13 @@ class DaintreeTools:
         return self.services.worktrees.keep(name).to_dict()
 
     def worktree_remove(self, name: str, force: bool = False, complete_task: bool = False) -> dict[str, Any]:
+        from daintree_tui.core.sandbox import sandboxed_caller
+
+        if force and sandboxed_caller() is not None:
+            # As for the session's own CLI calls through its inbox: discarding work is a person's choice, and a
+            # sandboxed lead may not make it for the worktrees of other agents.
+            raise OperationError("worktree_remove: force is not available from inside a sandbox (a person may run "
+                                 f"`daintree worktree remove {name} --force`)")
         queued = self._remove_policy(name, force, complete_task)
         if queued is not None:
             return queued
@@ -321,10 +328,19 @@ class DaintreeTools:
         return self.services.sessions.start(name, agent, prompt=prompt).to_dict()
 
     def session_send(self, name: str, text: str) -> dict[str, Any]:
+        from daintree_tui.core.sandbox import sandboxed_caller
+
         manager = self.services.sessions
+        meta = manager.meta(name)
         # Text from an agent is data: it goes to agents as one bracketed paste, never typed into a shell.
-        if manager.meta(name).get("agent") == "shell":
+        if meta.get("agent") == "shell":
             raise OperationError(f"session_send types into agents only: the session of {name} runs a shell")
+        caller = sandboxed_caller()
+        sandbox = meta.get("sandbox")
+        if caller is not None and not (isinstance(sandbox, dict) and sandbox.get("active") is True):
+            # Telling an unconfined agent what to do is running it: as a sandboxed lead may not start one.
+            raise OperationError(f"refused: {caller} runs in a sandbox and may not instruct the agent of {name}, "
+                                 "which runs without one")
         manager.send(name, text, enter=True, paste=True)
         return {"name": name, "sent": len(text)}
 

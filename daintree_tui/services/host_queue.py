@@ -98,7 +98,9 @@ class HostQueue:
         with self.project.lock.hold():
             tasks = self.tasks.list()
             by_id = {t.id: t for t in tasks}
-            claimed = [t for t in tasks if is_ready(t, by_id)][:limit]
+            ready = [t for t in tasks if is_ready(t, by_id)]
+            tracked = self.tasks.tracked_ids() if ready else set()  # see TaskService.tracked_ids
+            claimed = [t for t in ready if t.id not in tracked][:limit]
             for task in claimed:
                 task.owner = owner
                 self.tasks.save(task)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from daintree_tui.core import git as g
 from daintree_tui.core.errors import DaintreeError, InputError, OperationError
 from daintree_tui.core.index import Index, find
 from daintree_tui.core.mounts import INBOX_MOUNT
@@ -184,6 +185,7 @@ def _process_one(services: Services, owner: str, inbox: Path) -> list[Outcome]:
             names = [e.name for e in itertools.islice(entries, MAX_ENTRIES_PER_PASS)]
         now = time.time()
         handled = 0
+        tracked = _tracked(project, inbox) if any(_REQUEST_RE.match(n) for n in names) else set()
         for name in names:
             if name.startswith("reply-"):
                 _drop_stale_reply(dir_fd, name, now)
@@ -193,7 +195,9 @@ def _process_one(services: Services, owner: str, inbox: Path) -> list[Outcome]:
                 continue
             handled += 1
             request_id = match.group(1)
-            outcome = _apply(services, owner, request_id, _read_request(dir_fd, name))
+            request = (f"{name} is tracked by git: it came with the repository's history (a clone, a pull, a "
+                       "merged branch), not from this session" if name in tracked else _read_request(dir_fd, name))
+            outcome = _apply(services, owner, request_id, request)
             _write_reply(dir_fd, request_id, outcome)
             with contextlib.suppress(OSError):
                 os.unlink(name, dir_fd=dir_fd)
@@ -203,6 +207,19 @@ def _process_one(services: Services, owner: str, inbox: Path) -> list[Outcome]:
     finally:
         os.close(dir_fd)
     return outcomes
+
+
+def _tracked(project: Project, inbox: Path) -> set[str]:
+    """The names in `inbox` that git tracks in the primary. A request is the word of the session whose inbox it is
+    in only when that session's sandbox wrote it: one that a checkout wrote there (committed upstream, or by an
+    agent on its branch and merged into the primary's branch: `.worktrees/.inbox/lead/req-*.json`) would act
+    with another session's role."""
+    try:
+        rel = inbox.relative_to(project.root)
+    except ValueError:
+        return set()  # the state dir lies outside the repository: no checkout writes there
+    proc = g.git(project.root, "ls-files", "-z", "--", f":(literal){rel.as_posix()}", check=False)
+    return {Path(path).name for path in proc.stdout.split("\0") if path}
 
 
 def _drop_stale_reply(dir_fd: int, name: str, now: float) -> None:
@@ -228,7 +245,7 @@ def _read_request(dir_fd: int, name: str) -> dict[str, Any] | str:
         os.close(fd)
     try:
         data = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # `[[[[...` 60 KB deep is a RecursionError, not a ValueError
         return "not valid JSON"
     return data if isinstance(data, dict) else "not a JSON object"
 

@@ -70,11 +70,13 @@ class QueueRunner:
         with self.project.lock.hold():
             tasks = self.tasks.list()
             by_id = {t.id: t for t in tasks}
+            ready = [t for t in tasks if is_ready(t, by_id)]
+            tracked = self.tasks.tracked_ids() if ready else set()
             claimed: list[Task] = []
-            for task in tasks:
+            for task in ready:
                 if len(claimed) >= limit:
                     break
-                if is_ready(task, by_id):
+                if task.id not in tracked:
                     task.owner = owner
                     self.tasks.save(task)
                     claimed.append(task)

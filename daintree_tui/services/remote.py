@@ -518,7 +518,7 @@ class RemoteHost:
             raise error(f"host {self.name}: {detail}")
         try:
             return result.json()
-        except ValueError:
+        except (ValueError, RecursionError):  # a host's `[[[[...` is a RecursionError: no JSON of ours either
             raise OperationError(f"host {self.name}: `daintree {' '.join(args)} --json` did not print JSON "
                                  "(is the daintree there the same version? try `daintree host check`)") from None
 

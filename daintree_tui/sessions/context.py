@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from daintree_tui.core.errors import InputError, OperationError
@@ -12,11 +13,34 @@ from daintree_tui.core.tasks import TaskService
 FILE_CAP = 64 * 1024
 
 
-def fenced_file(display: str, data: bytes, cap: int = FILE_CAP) -> str:
+def fenced_file(display: str, data: bytes, cap: int = FILE_CAP, size: int | None = None) -> str:
+    """`data` (the first bytes of a file of `size` bytes, all of it by default) fenced, at most `cap` bytes."""
+    size = len(data) if size is None else size
     text = data[:cap].decode("utf-8", errors="replace")
-    note = f"\n[truncated: {len(data) - cap} more bytes]" if len(data) > cap else ""
+    note = f"\n[truncated: {size - cap} more bytes]" if size > cap else ""
     fence = "````" if "```" in text else "```"
     return f"{display}:\n{fence}\n{text.rstrip()}{note}\n{fence}\n"
+
+
+def _file_to_send(worktree: Path, raw: str) -> Path:
+    """The file `raw` names: relative to the worktree when it is there, else to the current directory.
+
+    A worktree's files are the agent's: a `notes.md -> ~/.ssh/id_ed25519` it planted there would have us paste
+    what its sandbox hides from it into its own session. A relative name found in the worktree must stay in it;
+    a file elsewhere is sent only when the user names it by a path of their own.
+    """
+    inside = worktree / raw
+    if not Path(raw).is_absolute() and os.path.lexists(inside):
+        real, root = inside.resolve(), worktree.resolve()
+        if real != root and root not in real.parents:
+            raise OperationError(f"{raw} in worktree {worktree.name} links outside it (to {real}): not sent; give "
+                                 "that file's own path if you mean it")
+        path = inside
+    else:
+        path = Path(raw).resolve()
+    if not path.is_file():
+        raise InputError(f"no such file: {raw}")
+    return path
 
 
 def build_context(project: Project, name: str, *, files: list[str], task: bool, clipboard: bool) -> str:
@@ -31,12 +55,11 @@ def build_context(project: Project, name: str, *, files: list[str], task: bool, 
         bound = TaskService(project).get(entry.task_id)
         parts.append(f"Task #{bound.id}: {bound.subject}\n\n{bound.description}".rstrip() + "\n")
     for raw in files:
-        path = Path(raw) if Path(raw).is_absolute() else Path(entry.path) / raw
-        if not path.is_file():
-            path = Path(raw).resolve()
-        if not path.is_file():
-            raise InputError(f"no such file: {raw}")
-        parts.append(fenced_file(raw, path.read_bytes()))
+        path = _file_to_send(Path(entry.path), raw)
+        with path.open("rb") as fh:
+            data = fh.read(FILE_CAP)
+            size = os.fstat(fh.fileno()).st_size
+        parts.append(fenced_file(raw, data, size=size))
     if clipboard:
         import pyperclip
 

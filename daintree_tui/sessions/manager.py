@@ -223,9 +223,8 @@ class SessionManager:
         """The session's role, recorded at its start (the task's, else its agent's, else the default role): what
         `daintree mcp` inside the session trusts, rather than anything the agent can set."""
         task = TaskService(self.project).find(entry.task_id) if entry.task_id is not None else None
-        if task is not None and isinstance(task.extra.get("role"), str):
-            return str(task.extra["role"])
-        return preset.role or self.project.config.default_role
+        role = TaskService(self.project).role(task) if task is not None else None
+        return role or preset.role or self.project.config.default_role
 
     def _wire_mcp(self, name: str, preset: Preset, role: str | None, argv: list[str], env: dict[str, str]) -> list[str]:
         """Carry `daintree mcp` into the agent when the session's role asks for it (files in its TMPDIR)."""

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from daintree_tui.core.project import Project
-from daintree_tui.core.store import atomic_write_text
+from daintree_tui.core.store import atomic_write_text, read_state_file
 
 DEFAULT_SIZE = (200, 50)
 UI_STATE = ".ui.json"
@@ -26,9 +26,11 @@ def ui_state_path(project: Project) -> Path:
 def load_pane_size(project: Project) -> tuple[int, int]:
     """The last recorded pane size (columns, rows), or the default."""
     try:
-        data = json.loads(ui_state_path(project).read_text(encoding="utf-8"))
+        # A state file: a clone may commit `.worktrees/.ui.json -> /dev/zero`, read until memory ran out at every
+        # session start.
+        data = json.loads(read_state_file(ui_state_path(project)))
         cols, rows = (int(v) for v in data["pane_size"])
-    except (OSError, ValueError, TypeError, KeyError):
+    except (OSError, ValueError, TypeError, KeyError, RecursionError):
         return DEFAULT_SIZE
     (min_cols, max_cols), (min_rows, max_rows) = LIMITS
     if not (min_cols <= cols <= max_cols and min_rows <= rows <= max_rows):

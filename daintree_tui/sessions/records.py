@@ -37,6 +37,7 @@ from daintree_tui.sessions.usage import (
 )
 
 START_SLACK = 5.0  # a record file touched this long before the start still belongs to the run
+PRIME_BYTES = 64 * 1024 * 1024  # of a record file that exists when a run begins, read to learn what was counted
 
 
 def session_dir(project: Project, name: str) -> Path:
@@ -137,8 +138,16 @@ class UsageTracker:
         self._scanned.pop(name, None)
 
     def _prime(self, path: Path, kind: str) -> dict[str, Any]:
-        """Read a file that existed before the run without counting it: its parser learns what was counted."""
+        """Read a file that existed before the run without counting it: its parser learns what was counted.
+
+        Only its last PRIME_BYTES: the agent writes these files, and a sparse one of a terabyte was read whole
+        before its session could start. What the parsers need (the latest cumulative total, the recent message
+        ids) is at the end."""
         tail = TailState()
+        with contextlib.suppress(OSError):
+            size = path.stat().st_size
+            if size > PRIME_BYTES:
+                tail = TailState(inode=path.stat().st_ino, offset=size - PRIME_BYTES, skipping=True)
         parser = parser_for(kind)
         while True:
             lines = read_new_lines(path, tail)

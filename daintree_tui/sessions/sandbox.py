@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -35,8 +36,10 @@ __all__ = ["INBOX_ENV", "INBOX_MOUNT", "BwrapSandbox", "NoSandbox", "Sandbox", "
 
 # Where each agent program keeps its login, settings, history and caches. Folders are created when missing (so
 # a first login inside the sandbox persists); files are bound only when they exist.
+# Not ~/.claude.json: sandboxed claude keeps its own copy in ~/.claude/ (CLAUDE_CONFIG_DIR, see agent_environment),
+# and the user's own `claude` starts the `mcpServers` of ~/.claude.json unconfined: writable, it took an agent's.
 AGENT_STATE: dict[str, tuple[str, ...]] = {
-    "claude": ("~/.claude/", "~/.claude.json", "~/.config/claude/"),
+    "claude": ("~/.claude/", "~/.config/claude/"),
     "codex": ("~/.codex/",),
     "gemini": ("~/.gemini/",),
     "opencode": ("~/.config/opencode/", "~/.local/share/opencode/", "~/.local/state/opencode/"),
@@ -71,6 +74,56 @@ def agent_autorun_paths(preset: Preset) -> list[Path]:
             present = [forms[0]]
         paths += present
     return paths
+
+
+SETTINGS_LIMIT = 1024 * 1024  # a settings file read for the programs it names (a larger one is not the user's)
+
+
+def named_programs(settings: Sequence[Path], folders: Sequence[Path]) -> list[Path]:
+    """The files in the agent's writable `folders` that its (read-only) `settings` name, to bind read-only too.
+
+    A read-only settings file still runs what it names: Claude's `/statusline` writes `~/.claude/statusline.sh`
+    and names it in settings.json, and the user's own claude runs it unconfined at every start. A script the
+    agent could rewrite there is as good as a hook it could add. Every word of every string of the settings
+    (JSON or TOML) that, with `~` and `$HOME` expanded, is a file inside those folders counts.
+    """
+    found: dict[Path, None] = {}
+    roots = [folder.resolve() for folder in folders if folder.is_dir()]
+    for path in settings:
+        for word in _settings_words(path):
+            candidate = Path(os.path.expanduser(word.replace("${HOME}", "~").replace("$HOME", "~")))
+            if not candidate.is_absolute():
+                continue
+            with contextlib.suppress(OSError):
+                real = candidate.resolve()
+                if real.is_file() and any(real.is_relative_to(root) for root in roots):
+                    found[real] = None
+    return list(found)
+
+
+def _settings_words(path: Path) -> list[str]:
+    """The words of every string in a JSON or TOML settings file (nothing when it is not one)."""
+    import json
+    import tomllib
+
+    from daintree_tui.sessions.agents.base import read_agent_file  # only when a sandboxed session starts
+
+    try:
+        data = read_agent_file(path, SETTINGS_LIMIT).decode()
+        loaded: object = tomllib.loads(data) if path.suffix == ".toml" else json.loads(data)
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return []
+    words: list[str] = []
+    pending = [loaded]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            pending += item.values()
+        elif isinstance(item, list):
+            pending += item
+        elif isinstance(item, str):
+            words += [w.strip("'\"") for w in item.split()]
+    return words
 
 
 def _make_empty(path: Path, folder: bool) -> bool:
@@ -129,9 +182,11 @@ class SessionSandbox:
 def session_role(project: Project, entry: WorktreeEntry, preset: Preset) -> str | None:
     """The role the session will run under: its task's, else its agent's, else `default_role`."""
     if entry.task_id is not None:
-        task = TaskService(project).find(entry.task_id)
-        if task is not None and isinstance(task.extra.get("role"), str):
-            return str(task.extra["role"])
+        tasks = TaskService(project)
+        task = tasks.find(entry.task_id)
+        role = tasks.role(task) if task is not None else None
+        if role is not None:
+            return role
     return preset.role or project.config.default_role
 
 
@@ -146,8 +201,10 @@ def session_sandbox(project: Project, entry: WorktreeEntry, preset: Preset, back
     choice = choose(project.config, agent=preset.name, role=role, backend=backend)
     if not choice.active:
         return SessionSandbox(choice, None)
-    writable = writable_paths(project.config, [str(p) for p in agent_state_paths(preset)])
+    state = agent_state_paths(preset)
+    writable = writable_paths(project.config, [str(p) for p in state])
     read_only = agent_autorun_paths(preset)
+    read_only += named_programs(read_only, state)
     return SessionSandbox(choice, spec_for(project, entry, writable=writable, read_only=read_only, interactive=True),
                           agent_environment(preset))
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -29,6 +30,10 @@ from pathlib import Path
 from typing import Any
 
 MAX_CHUNK = 8 * 1024 * 1024  # read at most this much per look; the rest comes at the next
+# A record line longer than this is no usage record (an assistant message is bounded by its output tokens): it is
+# skipped to its end. The agent writes these files: a line that never ends (a sparse file of zeros) grew the kept
+# unfinished line by MAX_CHUNK at every look, in memory and in the session's usage.json.
+MAX_LINE = 1024 * 1024
 MAX_TRACKED_IDS = 2000  # message ids remembered for deduplication (old ones never grow again)
 
 
@@ -87,15 +92,16 @@ class TailState:
     offset: int = 0
     partial: bytes = b""
     resets: int = 0  # how often the file was found truncated or replaced
+    skipping: bool = False  # inside a line longer than MAX_LINE: dropped up to its end
 
     def to_dict(self) -> dict[str, Any]:
         return {"inode": self.inode, "offset": self.offset, "partial": self.partial.decode("utf-8", "replace"),
-                "resets": self.resets}
+                "resets": self.resets, "skipping": self.skipping}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TailState:
         return cls(data.get("inode"), int(data.get("offset") or 0), str(data.get("partial") or "").encode(),
-                   int(data.get("resets") or 0))
+                   int(data.get("resets") or 0), data.get("skipping") is True)
 
 
 def read_new_lines(path: Path, state: TailState) -> list[str]:
@@ -105,25 +111,38 @@ def read_new_lines(path: Path, state: TailState) -> list[str]:
     except OSError:
         return []
     if state.inode is not None and (st.st_ino != state.inode or st.st_size < state.offset):
-        state.offset, state.partial = 0, b""
+        state.offset, state.partial, state.skipping = 0, b"", False
         state.resets += 1
     state.inode = st.st_ino
     if st.st_size == state.offset:
         return []
     try:
-        with path.open("rb") as fh:
+        # Non-blocking and regular files only: the agent writes these folders, and a FIFO swapped in after the
+        # stat above would block this open (and every status poll) for good.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return []
             fh.seek(state.offset)
             data = fh.read(min(st.st_size - state.offset, MAX_CHUNK))
     except OSError:
         return []
     state.offset += len(data)
     data = state.partial + data
+    if state.skipping:
+        end = data.find(b"\n")
+        if end < 0:
+            state.partial = b""
+            return []
+        data, state.skipping = data[end + 1:], False
     cut = data.rfind(b"\n")
-    if cut < 0:
-        state.partial = data
-        return []
     state.partial = data[cut + 1:]
-    return [line.decode("utf-8", "replace") for line in data[:cut].split(b"\n") if line.strip()]
+    if len(state.partial) > MAX_LINE:
+        state.partial, state.skipping = b"", True
+    if cut < 0:
+        return []
+    return [line.decode("utf-8", "replace") for line in data[:cut].split(b"\n")
+            if line.strip() and len(line) <= MAX_LINE]
 
 
 # The agent writes its records (its state folder is writable in its sandbox): a count is a finite number of at
@@ -168,7 +187,7 @@ class UsageParser:
         for line in lines:
             try:
                 rec = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: `[[[[...` nested deeper than the parser goes
                 continue  # a torn or foreign line: skip it
             if isinstance(rec, dict):
                 out += self.parse(rec)

@@ -137,11 +137,12 @@ class DaintreeApp(App[None]):
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
-               timeout: float | None = None, markup: bool = True) -> None:
+               timeout: float | None = None, markup: bool = False) -> None:
         """Every notification with its terminal controls shown, never obeyed: messages carry names, task text,
-        errors and remote hosts' words, and Textual writes a notification's ESC straight to the terminal."""
+        errors and remote hosts' words, and Textual writes a notification's ESC straight to the terminal. Never
+        markup either: an agent's last line `[/x]` ended the dashboard (MarkupError when the toast rendered)."""
         super().notify(escape_controls(message), title=escape_controls(title), severity=severity,
-                       timeout=timeout, markup=markup)
+                       timeout=timeout, markup=False)
 
     def report_worker_failure(self, event: Worker.StateChanged) -> None:
         """Every worker failure becomes a one-line notification; nothing crashes the dashboard."""

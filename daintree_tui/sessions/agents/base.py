@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shlex
@@ -11,6 +12,8 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from daintree_tui.sessions.usage import MAX_LINE
 
 SIGNAL_SCRIPT = "signal"
 
@@ -88,6 +91,23 @@ def write_signal_script(ctx: SessionContext, chain: Sequence[str] | None = None)
 RECORD_LOOKBACK_DAYS = 30  # records older than this are not linked to a session (nor resumed into)
 
 
+def read_agent_file(path: Path, limit: int, first_line: bool = False) -> bytes:
+    """At most `limit` bytes of `path` (of its first line with `first_line`), a regular file (links followed).
+
+    The agent writes the folders its records and config live in (they are writable in its sandbox): a FIFO named
+    like a record blocked our open for good (no writer ever comes), stalling every status poll, and a line that
+    never ends was read whole.
+
+    Raises:
+        OSError: no such file, or not a regular file.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        return fh.readline(limit) if first_line else fh.read(limit)
+
+
 def recent_records(paths: Iterable[Path]) -> Iterator[tuple[Path, object]]:
     """Each recent record file with its first JSON line (what names the session's folder); unreadable ones skipped."""
     horizon = time.time() - RECORD_LOOKBACK_DAYS * 86400
@@ -95,9 +115,8 @@ def recent_records(paths: Iterable[Path]) -> Iterator[tuple[Path, object]]:
         try:
             if path.stat().st_mtime < horizon:
                 continue
-            with path.open("rb") as fh:
-                first = json.loads(fh.readline() or b"{}")
-        except (OSError, ValueError):
+            first = json.loads(read_agent_file(path, MAX_LINE, first_line=True) or b"{}")
+        except (OSError, ValueError, RecursionError):
             continue
         yield path, first
 

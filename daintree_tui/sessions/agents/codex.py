@@ -16,9 +16,12 @@ from daintree_tui.sessions.agents.base import (
     AgentIntegration,
     SessionContext,
     Wiring,
+    read_agent_file,
     recent_records,
     write_signal_script,
 )
+
+CONFIG_LIMIT = 1024 * 1024  # ~/.codex/config.toml read for its `notify` (a larger one is not the user's)
 
 
 class CodexIntegration(AgentIntegration):
@@ -38,10 +41,9 @@ class CodexIntegration(AgentIntegration):
         """The user's own `notify` program, kept working: our script runs it after signalling."""
         import tomllib  # only when a Codex session starts: every command that lists agents imports this module
 
-        try:
-            with (self.home(ctx) / "config.toml").open("rb") as fh:
-                value = tomllib.load(fh).get("notify")
-        except (OSError, tomllib.TOMLDecodeError):
+        try:  # the agent's own folder: never a FIFO, a file without end or `a = [[[[...` (RecursionError)
+            value = tomllib.loads(read_agent_file(self.home(ctx) / "config.toml", CONFIG_LIMIT).decode()).get("notify")
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
             return None
         if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
             return list(value)

@@ -14,6 +14,7 @@ from textual.widgets import Button, Input, Label, SelectionList
 from textual.widgets.selection_list import Selection
 
 from daintree_tui.tui.agents_view import AgentFacts, agent_label, is_installed
+from daintree_tui.tui.widgets.plain import plain
 from daintree_tui.tui.widgets.ticks import TickList
 
 
@@ -37,7 +38,7 @@ class BakeoffNewScreen(ModalScreen[BakeoffRequest | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="dialog"):
-            yield Label(f"Bake-off: {self.subject}", classes="dialog-title")
+            yield Label(plain(f"Bake-off: {self.subject}"), classes="dialog-title")
             yield TickList(*[Selection(agent_label(self.facts, a), a, a == self.default and
                                                  is_installed(self.facts, a), disabled=not is_installed(self.facts, a))
                                        for a in self.agents], id="agents")

@@ -12,6 +12,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
+from daintree_tui.tui.widgets.plain import plain
 from daintree_tui.tui.widgets.ticks import TickBox
 
 
@@ -37,7 +38,7 @@ class CommitScreen(ModalScreen[CommitChoice | None]):
             yield Label(f"Commit in {self.worktree}", classes="dialog-title")
             yield Input(value=self.suggestion, placeholder="commit message", id="message")
             with VerticalScroll(id="dirty-files"):
-                yield Static("\n".join(f"  {f}" for f in self.dirty[:200]) or "  (nothing changed)")
+                yield Static(plain("\n".join(f"  {f}" for f in self.dirty[:200]) or "  (nothing changed)"))
             yield TickBox("Stage everything (untracked files too)", value=True, id="all")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Commit", variant="primary", id="commit")

@@ -11,6 +11,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
 
+from daintree_tui.tui.widgets.plain import plain
+
 
 class ConfirmScreen(ModalScreen[bool]):
     """Yes or no, with an explanation."""
@@ -26,9 +28,9 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="dialog"):
-            yield Label(self.question, classes="dialog-title")
+            yield Label(plain(self.question), classes="dialog-title")
             with VerticalScroll(id="dirty-files"):
-                yield Static(self.body)
+                yield Static(plain(self.body))
             with Horizontal(classes="dialog-buttons"):
                 yield Button(self.yes, variant="primary", id="yes")
                 yield Button(self.no, id="no")

@@ -13,6 +13,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
 
+from daintree_tui.tui.widgets.plain import plain
 from daintree_tui.tui.widgets.ticks import TickBox
 
 
@@ -43,7 +44,7 @@ class RemoveScreen(ModalScreen[RemoveChoice | None]):
                 warning = Text(f"{len(self.dirty)} uncommitted file(s) would be lost:", style="bold red")
                 yield Static(warning)
                 with VerticalScroll(id="dirty-files"):
-                    yield Static("\n".join(f"  {f}" for f in self.dirty[:200]))
+                    yield Static(plain("\n".join(f"  {f}" for f in self.dirty[:200])))
             else:
                 yield Static(Text("The worktree is clean; its branch stays.", style="dim"))
             yield TickBox("Mark its task completed", value=False, id="complete", disabled=not self.has_task)

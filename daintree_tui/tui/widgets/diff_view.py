@@ -6,6 +6,8 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import RichLog
 
+from daintree_tui.core.validate import escape_controls
+
 
 def changed_files(diff: str) -> list[str]:
     files = []
@@ -33,6 +35,9 @@ class DiffView(RichLog):
                 self.write(Text(f"{name}: press d for its diff", style="dim"))
 
     def show(self, name: str, diff: str) -> None:
+        # The agent's files, byte for byte: an ESC in one (`ESC ] 52`, the clipboard) would reach the terminal,
+        # which Textual passes a Text's controls to as they are. Shown escaped (`\x1b`), as the CLI's diff is.
+        diff = escape_controls(diff)
         self.clear()
         self.worktree = name
         files = changed_files(diff)

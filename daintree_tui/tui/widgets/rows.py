@@ -16,6 +16,7 @@ the other rows on screen as they are, which is what they still show.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Self
 
@@ -34,17 +35,23 @@ ROW_COLUMN = "row"
 """The key of the one DataTable column that holds each row's line."""
 
 
+# Newlines and tabs (shown as spaces: a row is one line), and every other terminal control (shown as `?`): Textual
+# writes a Text's ESC to the terminal as it is, and a cell holds what hosts and agents sent (a hostile host's
+# branch `wt/\x1b]52;...` wrote the user's clipboard).
+_UNDRAWN = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
 def compose_line(cells: Sequence[Cell], widths: Sequence[int]) -> Text:
     """One line of `cells` in columns of `widths`: each cut to its width (with an ellipsis) and padded, `GAP`
     cells apart. A cell's style stays on its own text, not on the padding (a WAITING badge is as wide as its
-    word). Newlines and tabs show as spaces: a row is one line."""
+    word). Newlines and tabs show as spaces: a row is one line; other controls as `?`."""
     line = Text(no_wrap=True, end="")
     for index, (cell, width) in enumerate(zip(cells, widths, strict=True)):
         if index:
             line.append(" " * GAP)
         text = cell.copy() if isinstance(cell, Text) else Text(cell)
-        if "\n" in text.plain or "\t" in text.plain:
-            text.plain = text.plain.replace("\n", " ").replace("\t", " ")  # same length: the styles stay put
+        if _UNDRAWN.search(text.plain):  # same length: the styles stay put
+            text.plain = _UNDRAWN.sub(lambda m: " " if m.group() in "\n\t" else "?", text.plain)
         if text.cell_len > width:
             text.truncate(width, overflow="ellipsis")
         line.append_text(text)

@@ -9,6 +9,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from daintree_tui.core.models import WorktreeEntry
+from daintree_tui.core.validate import escape_controls
 from daintree_tui.tui.agents_view import STATUS_SOURCE_MEANING, short_count, status_source_glyph
 from daintree_tui.tui.widgets.worktree_table import session_cell
 
@@ -63,7 +64,8 @@ class SessionTitle(Static):
             text.append(f" {entry.name} ", style="bold reverse")
             if self.focused:  # right after the name: a narrow pane cuts the end of the line, never the way out
                 text.append(f" ⌨ {TYPING_HINT} ", style="italic")
-            text.append(f" {info.agent if info else 'no session'} ", style="bold")
+            # The agent's name and the branch may come from a host (its own word): shown, never obeyed.
+            text.append(f" {escape_controls(info.agent) if info else 'no session'} ", style="bold")
             text.append_text(session_cell(info))
             tokens = int(((info.usage or {}).get("tokens") or {}).get("total") or 0) if info else 0
             if tokens:
@@ -72,7 +74,7 @@ class SessionTitle(Static):
                 text.append(" ").append_text(status_source_glyph(info.status_source))
             if entry.ports:
                 text.append(f"  port {entry.ports[0]}", style="cyan")
-            text.append(f"  {entry.branch}", style="dim")
+            text.append(f"  {escape_controls(entry.branch)}", style="dim")
         if not self.persistent:
             text.append("  ⚠ no tmux: sessions end when the dashboard quits", style="bold red")
         return text

@@ -1,0 +1,17 @@
+"""Text from repositories, agents and hosts, shown in a widget as it is: never read as markup, never obeyed.
+
+A Label or Static given a plain string parses Rich markup in it: a file an agent names `[/x]` crashed the
+dashboard when a dialog listed it (MarkupError), and `[white on white]...[/]` in a hook command hid that part of it
+in the trust prompt. Terminal controls in the text would reach the user's terminal through Textual.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from daintree_tui.core.validate import escape_controls
+
+
+def plain(text: str, style: str = "") -> Text:
+    """`text` as a Text: markup stays characters, controls are shown escaped (`\\x1b`)."""
+    return Text(escape_controls(text), style=style)
