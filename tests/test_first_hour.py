@@ -3,6 +3,7 @@ git and real tmux on a private socket."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -30,3 +31,17 @@ async def test_help_says_how_to_close_it_at_any_size(repo: Path, size: tuple[int
         assert note.region.right <= dialog.content_region.right
         shown = " ".join(line.text for line in note.render_lines(note.region.reset_offset)).split()
         assert "closes." in shown
+
+
+async def test_opening_the_dashboard_leaves_git_status_clean(repo: Path) -> None:
+    """Opening the dashboard in a repository and quitting wrote `.worktrees/.ui.json` (the terminal's size) but not
+    the exclude lines, so the user's `git status` showed `?? .worktrees/` afterwards."""
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: screen.started)
+        await until(pilot, lambda: (repo / ".worktrees" / ".ui.json").exists())
+        await pilot.press("q")
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=repo,
+                            capture_output=True, text=True, check=True)
+    assert status.stdout == ""
