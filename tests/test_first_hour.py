@@ -10,6 +10,7 @@ import pytest
 from textual.widgets import Label
 
 from daintree_tui.core.project import Project
+from daintree_tui.sessions.last_words import last_output_line
 from daintree_tui.tui.app import make_app
 from tests.test_dashboard import main_screen, on_screen, until
 
@@ -45,3 +46,25 @@ async def test_opening_the_dashboard_leaves_git_status_clean(repo: Path) -> None
     status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=repo,
                             capture_output=True, text=True, check=True)
     assert status.stdout == ""
+
+
+# The end of a real claude 2.1 session log with no route to its API: words placed by cursor moves, then the
+# terminal modes it resets on exit (a charset pick `ESC ( B`, `SI`, cursor save/restore `ESC 7`/`ESC 8`).
+CLAUDE_OFFLINE_TAIL = (
+    b"\r\r\n\x1b[2GPlease\x1b[9Gcheck\x1b[15Gyour\x1b[20Ginternet\x1b[29Gconnection\x1b[40Gand\x1b[44Gnetwork"
+    b"\x1b[52Gsettings.\r\r\n\r\r\n\x1b[2GNote:\x1b[8GClaude\x1b[15GCode\x1b[20Gmight\x1b[26Gnot\x1b[30Gbe"
+    b"\x1b[33Gavailable\x1b[43Gin\x1b[46Gyour\x1b[51Gcountry.\x1b[60GCheck\r\r\n\x1b[2Gsupported\x1b[12Gcountries"
+    b"\x1b[22Gat\x1b[25G\x1b[38;5;153mhttps://anthropic.com/supported-countries\x1b[39m\r\r\n\x1b[?2026$p\x1b[c"
+    b"\x1b[?25h\x1b[?1006l\x1b[?1003l\x1b[?1002l\x1b[?1000l\x1b(B\x0f\x1b[>4m\x1b[<u\x1b[?1004l\x1b[?2031l"
+    b"\x1b[?2004l\x1b[?25h\x1b7\x1b[r\x1b8\x1b[?25h\x1b[>4m\x1b[<u\x1b[?1004l\x1b[?2031l\x1b[?2004l"
+)
+
+
+def test_the_exit_toast_quotes_the_agents_words_not_its_terminal_controls(tmp_path: Path) -> None:
+    """claude exited at once and the toast said `claude exited (1): (B78`: the letters and digits of the escapes
+    it prints on exit were taken for its last line; and its words, placed by cursor moves, ran together."""
+    log = tmp_path / "claude.log"
+    log.write_bytes(CLAUDE_OFFLINE_TAIL)
+    assert last_output_line(log) == "supported countries at https://anthropic.com/supported-countries"
+    log.write_bytes(CLAUDE_OFFLINE_TAIL.split(b"\r\r\n\x1b[2Gsupported")[0])
+    assert last_output_line(log) == "Note: Claude Code might not be available in your country. Check"
