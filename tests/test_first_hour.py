@@ -3,12 +3,14 @@ git and real tmux on a private socket."""
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 from pathlib import Path
 
 import pytest
 from textual.widgets import Label
 
+from daintree_tui.cli import build_parser
 from daintree_tui.core.project import Project
 from daintree_tui.sessions.last_words import last_output_line
 from daintree_tui.tui.app import make_app
@@ -68,3 +70,22 @@ def test_the_exit_toast_quotes_the_agents_words_not_its_terminal_controls(tmp_pa
     assert last_output_line(log) == "supported countries at https://anthropic.com/supported-countries"
     log.write_bytes(CLAUDE_OFFLINE_TAIL.split(b"\r\r\n\x1b[2Gsupported")[0])
     assert last_output_line(log) == "Note: Claude Code might not be available in your country. Check"
+
+
+def test_every_option_of_every_command_says_what_it_does() -> None:
+    """`daintree gc --help` listed `--older-than DAYS` and `--dry-run` with nothing beside them (and so did
+    `doctor --fix`, `approvals --all`, `worktree create --task/--base` and twenty more), and `daintree task --help`
+    had no description line where `daintree session --help` had one."""
+    undocumented: list[str] = []
+    parsers = [("daintree", build_parser())]
+    while parsers:
+        path, parser = parsers.pop()
+        if path != "daintree" and not parser.description:
+            undocumented.append(path)
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                parsers += [(f"{path} {name}", sub) for name, sub in action.choices.items()
+                            if name not in ("wt", "rm")]  # aliases: the same parser again
+            elif action.option_strings and not action.help and action.dest != "help":
+                undocumented.append(f"{path} {action.option_strings[0]}")
+    assert undocumented == []

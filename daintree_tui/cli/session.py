@@ -187,7 +187,8 @@ def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None
     ssub = session.add_subparsers(dest="session_command", metavar="ACTION", required=True)
     p = add(ssub, "start", cmd_session_start, "start an agent in a worktree")
     p.add_argument("name")
-    p.add_argument("--agent", metavar="PRESET")
+    p.add_argument("--agent", metavar="PRESET",
+                   help="the agent (default: default_agent; with --resume, the worktree's last)")
     p.add_argument("--prompt", help="first prompt (default: the bound task's subject and description)")
     p.add_argument("--resume", action="store_true",
                    help="continue the agent's last conversation in this worktree (its preset's resume command)")
@@ -211,7 +212,7 @@ def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None
     p.add_argument("--history", type=int, default=0, metavar="N", help="include N lines of scrollback")
     p = add(ssub, "log", cmd_session_log, "print a session's output log")
     p.add_argument("name")
-    p.add_argument("--follow", "-f", action="store_true")
+    p.add_argument("--follow", "-f", action="store_true", help="keep printing new output until interrupted")
     p.add_argument("--lines", "-n", type=int, default=0, metavar="N", help="only the last N lines")
     p = add(ssub, "signal", cmd_session_signal, "an agent's hook reports its state (waiting, running, exited)")
     p.add_argument("name")

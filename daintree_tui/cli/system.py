@@ -87,7 +87,7 @@ def _clean_demos(args: argparse.Namespace) -> int:
 
 def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None:
     p = add(sub, "doctor", cmd_doctor, "reconcile tasks, index and git; report (or --fix) what disagrees")
-    p.add_argument("--fix", action="store_true")
+    p.add_argument("--fix", action="store_true", help="repair what disagrees (the dashboard does this at start)")
     p = add(sub, "trust", cmd_trust, "allow the commands in this repo's .daintree.toml to run (for you only)")
     p.add_argument("--show", action="store_true", help="only say whether it is trusted, and list its commands")
 
