@@ -14,6 +14,7 @@ from daintree_tui.cli import build_parser
 from daintree_tui.core.project import Project
 from daintree_tui.sessions.last_words import last_output_line
 from daintree_tui.tui.app import make_app
+from tests.conftest import CLI
 from tests.test_dashboard import main_screen, on_screen, until
 
 pytestmark = pytest.mark.usefixtures("tmux_socket")
@@ -89,3 +90,17 @@ def test_every_option_of_every_command_says_what_it_does() -> None:
             elif action.option_strings and not action.help and action.dest != "help":
                 undocumented.append(f"{path} {action.option_strings[0]}")
     assert undocumented == []
+
+
+@pytest.mark.parametrize(("command", "actions"), [
+    ("task", "create, list, show, update"),
+    ("wt", "create, list, status, keep, remove, run, diff, commit, merge, pr, events"),
+])
+def test_a_command_without_its_action_names_the_actions(cli: CLI, command: str, actions: str) -> None:
+    """`daintree task` alone said "daintree: error: the following arguments are required: ACTION", naming
+    neither the command nor what it takes."""
+    result = cli(command)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"daintree: {'worktree' if command == 'wt' else command} needs an action: {actions} "
+        f"(see daintree {'worktree' if command == 'wt' else command} --help)"]

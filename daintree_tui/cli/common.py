@@ -54,8 +54,25 @@ class Parser(argparse.ArgumentParser):
         return parsed, extras
 
     def error(self, message: str) -> NoReturn:
-        error(f"error: {message}{self._dash_hint(message)}")
+        actions = self._actions_named()
+        if actions and "required: ACTION" in message:
+            # argparse said only "the following arguments are required: ACTION", naming neither the command nor
+            # its actions: `daintree task` alone is what a newcomer types first.
+            command = self.prog.removeprefix("daintree ")
+            error(f"{command} needs an action: {', '.join(actions)} (see daintree {command} --help)")
+        else:
+            error(f"error: {message}{self._dash_hint(message)}")
         raise SystemExit(2)
+
+    def _actions_named(self) -> list[str]:
+        """The actions under this command, each once (an alias is the same parser again)."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                first: dict[int, str] = {}
+                for name, sub in action.choices.items():
+                    first.setdefault(id(sub), name)
+                return list(first.values())
+        return []
 
     def _is_command(self) -> bool:
         return not self.has_commands
