@@ -14,8 +14,10 @@ from daintree_tui.cli import build_parser
 from daintree_tui.core.project import Project
 from daintree_tui.sessions.last_words import last_output_line
 from daintree_tui.tui.app import make_app
-from tests.conftest import CLI
-from tests.test_dashboard import main_screen, on_screen, until
+from daintree_tui.tui.widgets.terminal import TerminalView
+from daintree_tui.tui.widgets.worktree_table import WorktreeTable
+from tests.conftest import CLI, trusted_config
+from tests.test_dashboard import configure, main_screen, on_screen, title_text, until
 
 pytestmark = pytest.mark.usefixtures("tmux_socket")
 
@@ -104,3 +106,25 @@ def test_a_command_without_its_action_names_the_actions(cli: CLI, command: str, 
     assert result.stderr.strip().splitlines() == [
         f"daintree: {'worktree' if command == 'wt' else command} needs an action: {actions} "
         f"(see daintree {'worktree' if command == 'wt' else command} --help)"]
+
+
+async def test_the_typing_hint_names_the_users_leave_key_and_an_exited_agent(repo: Path, cli: CLI) -> None:
+    """The title said "ctrl+] leaves; keys go to the agent" with `leave_terminal` remapped (ctrl+] then went to the
+    agent), and still said keys go to the agent once it had exited (claude without a route to its API exits at
+    once, and the terminal keeps the focus on its dead pane)."""
+    configure(repo)
+    trusted_config(repo, (repo / ".daintree.toml").read_text() + '[keys]\nleave_terminal = "ctrl+g"\n')
+    cli.ok("worktree", "create", "hint", "--agent", "echo")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(160, 40)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: "hint" in screen.sessions)
+        await pilot.press("enter")
+        await until(pilot, lambda: "⌨ ctrl+g leaves; keys go to the agent" in title_text(screen))
+        await until(pilot, lambda: screen.query_one(TerminalView).attached)
+        await pilot.press("ctrl+d")  # the echo agent ends at the end of its input
+        await until(pilot, lambda: str(screen.sessions["hint"].status) == "exited")
+        await until(pilot, lambda: "⌨ ctrl+g leaves; the agent has exited" in title_text(screen))
+        await pilot.press("ctrl+g")
+        await until(pilot, lambda: screen.query_one(WorktreeTable).has_focus)
+        assert "⌨" not in title_text(screen)
