@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from textual.widgets import Label
+from textual.widgets import Label, Static
 
 from daintree_tui.cli import build_parser
 from daintree_tui.core.project import Project
@@ -17,7 +17,7 @@ from daintree_tui.tui.app import make_app
 from daintree_tui.tui.widgets.terminal import TerminalView
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
 from tests.conftest import CLI, trusted_config
-from tests.test_dashboard import configure, main_screen, on_screen, title_text, until
+from tests.test_dashboard import configure, main_screen, on_screen, select, title_text, until
 
 pytestmark = pytest.mark.usefixtures("tmux_socket")
 
@@ -128,3 +128,24 @@ async def test_the_typing_hint_names_the_users_leave_key_and_an_exited_agent(rep
         await pilot.press("ctrl+g")
         await until(pilot, lambda: screen.query_one(WorktreeTable).has_focus)
         assert "⌨" not in title_text(screen)
+
+
+async def test_the_remove_dialog_says_it_stops_the_running_agent(repo: Path, cli: CLI) -> None:
+    """`x` on a worktree whose agent was running asked only about files ("The worktree is clean; its branch
+    stays."), and removing then stopped the agent without a word of warning."""
+    configure(repo)
+    cli.ok("worktree", "create", "busy", "--agent", "echo")
+    cli.ok("worktree", "create", "idle")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: "busy" in screen.sessions and len(screen.entries) == 2)
+        for name, warned in (("busy", True), ("idle", False)):
+            await select(pilot, screen, name)
+            await pilot.press("x")
+            await on_screen(pilot, app, "RemoveScreen")
+            said = " ".join(str(s.render()) for s in app.screen.query(Static))
+            assert ("Its echo session is still running: removing stops it." in said) is warned
+            await pilot.press("escape")
+            await until(pilot, lambda: type(app.screen).__name__ == "MainScreen")
+        assert "busy" in screen.sessions and len(screen.entries) == 2
