@@ -14,10 +14,12 @@ from daintree_tui.cli import build_parser
 from daintree_tui.core.project import Project
 from daintree_tui.sessions.last_words import last_output_line
 from daintree_tui.tui.app import make_app
+from daintree_tui.tui.widgets.task_table import TaskTable
 from daintree_tui.tui.widgets.terminal import TerminalView
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
 from tests.conftest import CLI, trusted_config
 from tests.test_dashboard import configure, main_screen, on_screen, select, title_text, until
+from tests.test_dashboard_agents import toasts
 
 pytestmark = pytest.mark.usefixtures("tmux_socket")
 
@@ -149,3 +151,24 @@ async def test_the_remove_dialog_says_it_stops_the_running_agent(repo: Path, cli
             await pilot.press("escape")
             await until(pilot, lambda: type(app.screen).__name__ == "MainScreen")
         assert "busy" in screen.sessions and len(screen.entries) == 2
+
+
+async def test_a_bake_off_on_a_completed_task_is_refused_at_b(repo: Path, cli: CLI) -> None:
+    """After merging task 1, `b` opened "Bake-off: <task 1's subject>" (the unfocused tasks list's cursor stays on
+    the first task), and only Start, after choosing agents and a score, said the task was completed."""
+    configure(repo)
+    cli.ok("task", "create", "merged already")
+    cli.ok("task", "update", "1", "--status", "completed")
+    cli.ok("task", "create", "still to do")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: screen.query_one(TaskTable).row_count == 2)
+        await pilot.press("b")
+        await until(pilot, lambda: any("Task 1 (merged already) is completed" in t for t in toasts(app)))
+        assert type(app.screen).__name__ == "MainScreen"
+        await pilot.press("shift+tab")  # what the notice says
+        await until(pilot, lambda: screen.query_one(TaskTable).has_focus)
+        await pilot.press("down", "b")
+        await on_screen(pilot, app, "BakeoffNewScreen")
+        assert "still to do" in " ".join(str(label.render()) for label in app.screen.query(Label))

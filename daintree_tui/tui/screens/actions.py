@@ -16,7 +16,7 @@ from textual.screen import Screen
 from textual.widgets import Input
 
 from daintree_tui.core.log import warn
-from daintree_tui.core.models import Task, WorktreeEntry
+from daintree_tui.core.models import Task, TaskStatus, WorktreeEntry
 from daintree_tui.sessions.status import SessionStatus
 from daintree_tui.tui.bindings import KeyRow, key_rows, needs_worktree
 from daintree_tui.tui.feed import DashboardFeed
@@ -249,6 +249,12 @@ class DashboardActions(Screen[None]):
         task = next((t for t in self.tasks if t.id == tasks.selected_task_id), None)
         if task is None:
             self.notify("Select a task first (in the tasks list)", severity="warning")
+            return
+        if task.status == TaskStatus.COMPLETED:
+            # Refused now, not after the agents and score were chosen: the cursor of an unfocused tasks list is
+            # easy to miss, and it stays on the first task, often the one just merged.
+            self.notify(f"Task {task.id} ({task.subject}) is completed: select another in the tasks list "
+                        "(shift+tab moves there), or reopen it", severity="warning")
             return
         from daintree_tui.tui.screens.bakeoff_new import BakeoffNewScreen
 
