@@ -4,7 +4,9 @@ git and real tmux on a private socket."""
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ from daintree_tui.tui.app import make_app
 from daintree_tui.tui.widgets.task_table import TaskTable
 from daintree_tui.tui.widgets.terminal import TerminalView
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
-from tests.conftest import CLI, trusted_config
+from tests.conftest import CLI, trusted_config, wait_for
 from tests.test_dashboard import configure, main_screen, on_screen, select, title_text, until
 from tests.test_dashboard_agents import toasts
 
@@ -172,3 +174,43 @@ async def test_a_bake_off_on_a_completed_task_is_refused_at_b(repo: Path, cli: C
         await pilot.press("down", "b")
         await on_screen(pilot, app, "BakeoffNewScreen")
         assert "still to do" in " ".join(str(label.render()) for label in app.screen.query(Label))
+
+
+def log_on_a_terminal(repo: Path, *args: str) -> bytes:
+    """`daintree ARGS` with its stdout on a real PTY (as in a user's terminal): everything it wrote there."""
+    leader, follower = os.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "daintree_tui", *args], cwd=repo, stdout=follower,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    os.close(follower)
+    out = b""
+    while chunk := _read_or_end(leader):
+        out += chunk
+    os.close(leader)
+    assert proc.wait(timeout=30) == 0, proc.stderr.read() if proc.stderr else ""
+    return out
+
+
+def _read_or_end(fd: int) -> bytes:
+    try:
+        return os.read(fd, 65536)
+    except OSError:  # EIO: the writer closed the PTY
+        return b""
+
+
+def test_session_log_on_a_terminal_is_text_not_the_agents_controls(repo: Path, cli: CLI) -> None:
+    """The README's way to see why an agent died, `daintree session log NAME`, wrote Codex's raw output to the
+    user's terminal: it switched to the alternate screen, turned mouse reporting on and asked the terminal
+    questions (`OSC 10 ?`) whose answers landed at the shell prompt; and Codex's words, each placed by its own
+    cursor move, came out glued together."""
+    trusted_config(repo, "[agents.tui]\ncommand = '''sh -c 'printf \"\\033[?1049h\\033[?1000h\\033[2;3HChoose\\033"
+                         "[2;10Hhow\\033[2;14Hto\\033[2;17Hsign\\033[2;22Hin\\033[4;3H> 1. ChatGPT\\r\\n"
+                         "\\033]10;?\\033\\\\\"; sleep 60' '''\n")
+    cli.ok("worktree", "create", "tui", "--agent", "tui")
+    log = repo / ".worktrees" / ".logs" / "tui.log"
+    wait_for(lambda: log.exists() and b"ChatGPT" in log.read_bytes())
+    shown = log_on_a_terminal(repo, "session", "log", "tui")
+    assert b"\x1b" not in shown
+    assert shown.decode().splitlines() == ["Choose how to sign in", "> 1. ChatGPT"]
+    assert log_on_a_terminal(repo, "session", "log", "tui", "-n", "1").decode().splitlines() == ["> 1. ChatGPT"]
+    assert b"\x1b[?1049h" in log_on_a_terminal(repo, "session", "log", "tui", "--raw")
+    assert b"\x1b[?1049h" in cli.ok("session", "log", "tui").stdout.encode()  # a pipe gets the bytes, as before
