@@ -128,10 +128,15 @@ async def test_the_typing_hint_names_the_users_leave_key_and_an_exited_agent(rep
         await until(pilot, lambda: screen.query_one(TerminalView).attached)
         await pilot.press("ctrl+d")  # the echo agent ends at the end of its input
         await until(pilot, lambda: str(screen.sessions["hint"].status) == "exited")
-        await until(pilot, lambda: "⌨ ctrl+g leaves; the agent has exited" in title_text(screen))
+        hint = "⌨ ctrl+g leaves, then enter restarts the agent (it has exited)"
+        await until(pilot, lambda: hint in title_text(screen))
         await pilot.press("ctrl+g")
         await until(pilot, lambda: screen.query_one(WorktreeTable).has_focus)
         assert "⌨" not in title_text(screen)
+        await pilot.press("enter")  # what the hint says
+        # (the old session leaves the list for a moment while the new one starts)
+        await until(pilot, lambda: (info := screen.sessions.get("hint")) is not None and str(info.status) != "exited")
+        await until(pilot, lambda: "⌨ ctrl+g leaves; keys go to the agent" in title_text(screen))
 
 
 async def test_the_remove_dialog_says_it_stops_the_running_agent(repo: Path, cli: CLI) -> None:

@@ -22,7 +22,7 @@ def typing_hint(leave_key: str, exited: bool) -> str:
     """What typing does now. A dead pane takes keys and does nothing with them, so "keys go to the agent" was
     wrong once the agent had exited (an agent without a login exits at once, while the terminal has the focus)."""
     if exited:
-        return f"{leave_key} leaves; the agent has exited (enter in the lists starts it again)"
+        return f"{leave_key} leaves, then enter restarts the agent (it has exited)"
     return TYPING_HINT.replace("ctrl+]", leave_key)
 
 
