@@ -14,6 +14,7 @@ from textual.widgets import Label, Static
 
 from daintree_tui.cli import build_parser
 from daintree_tui.core.project import Project
+from daintree_tui.demo import registry
 from daintree_tui.sessions.last_words import last_output_line
 from daintree_tui.tui.app import make_app
 from daintree_tui.tui.widgets.task_table import TaskTable
@@ -219,3 +220,19 @@ def test_session_log_on_a_terminal_is_text_not_the_agents_controls(repo: Path, c
     assert log_on_a_terminal(repo, "session", "log", "tui", "-n", "1").decode().splitlines() == ["> 1. ChatGPT"]
     assert b"\x1b[?1049h" in log_on_a_terminal(repo, "session", "log", "tui", "--raw")
     assert b"\x1b[?1049h" in cli.ok("session", "log", "tui").stdout.encode()  # a pipe gets the bytes, as before
+
+
+def test_demo_without_the_dashboard_says_its_agents_run_and_how_to_stop_them(cli: CLI, tmp_path: Path) -> None:
+    """`daintree demo --no-ui` printed a bare path and left three demo agents running, with no word of them, of
+    how to open the demo, or of how to stop them."""
+    path = tmp_path / "demo"
+    proc = cli("demo", "--no-ui", "--path", str(path), timeout=120)
+    try:
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == f"{path}\n"  # stdout is still the path alone, for scripts
+        assert proc.stderr.strip() == (f"its demo agents are running: `daintree --repo {path}` opens it, "
+                                       "`daintree demo --clean` stops them and deletes it")
+        assert {s["name"] for s in cli.json("--repo", str(path), "session", "list")} == {
+            "auth-refactor", "cart-discount", "readme-tests"}
+    finally:
+        registry.stop_demo_sessions(path)
