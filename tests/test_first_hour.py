@@ -236,3 +236,22 @@ def test_demo_without_the_dashboard_says_its_agents_run_and_how_to_stop_them(cli
             "auth-refactor", "cart-discount", "readme-tests"}
     finally:
         registry.stop_demo_sessions(path)
+
+
+async def test_a_hook_skipped_for_want_of_trust_is_said_in_the_dashboard(repo: Path) -> None:
+    """After "Not now" to the trust prompt, a quick-create skipped the repository's `post_create` hook (`npm ci`)
+    without a word: the warning went to stderr, which the dashboard's screen hides."""
+    (repo / ".daintree.toml").write_text('default_agent = "shell"\n[hooks]\npost_create = ["echo installing"]\n'
+                                         "[notifications]\nbell = false\n")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await on_screen(pilot, app, "ConfirmScreen")  # trust this repository's hooks?
+        await pilot.press("escape")  # not now
+        screen = main_screen(app)
+        await until(pilot, lambda: app.screen is screen)
+        await pilot.press("n")
+        await on_screen(pilot, app, "NewTaskScreen")
+        await pilot.press(*"hooked", "enter")
+        await until(pilot, lambda: "hooked" in screen.sessions)
+        await until(pilot, lambda: any("skipped 'echo installing': .daintree.toml is not trusted" in t
+                                       for t in toasts(app)))
