@@ -255,3 +255,22 @@ async def test_a_hook_skipped_for_want_of_trust_is_said_in_the_dashboard(repo: P
         await until(pilot, lambda: "hooked" in screen.sessions)
         await until(pilot, lambda: any("skipped 'echo installing': .daintree.toml is not trusted" in t
                                        for t in toasts(app)))
+
+
+async def test_sending_the_task_where_no_agent_runs_says_so(repo: Path, cli: CLI) -> None:
+    """`i` (paste the task into the session) on a worktree whose agent had exited or never started did nothing at
+    all."""
+    trusted_config(repo, "[agents.brief]\ncommand = \"sh -c 'echo done; exit 0'\"\n[notifications]\nbell = false\n")
+    cli.ok("task", "create", "Add multiply")
+    cli.ok("task", "create", "Add divide")
+    cli.ok("worktree", "create", "never", "--task", "1")
+    cli.ok("worktree", "create", "ended", "--task", "2", "--agent", "brief")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: "ended" in screen.sessions and str(screen.sessions["ended"].status) == "exited")
+        for name in ("never", "ended"):
+            await select(pilot, screen, name)
+            await pilot.press("i")
+            said = f"No agent runs in {name}: enter starts one"
+            await until(pilot, lambda: any(said in t for t in toasts(app)))  # noqa: B023 (awaited here)

@@ -184,8 +184,12 @@ class DashboardActions(Screen[None]):
 
     @needs_worktree
     def action_inject_task(self) -> None:
-        if self.selected in self.sessions:
-            self.run_flow(flows.inject_task(self, str(self.selected)), "send task")
+        info = self.sessions.get(str(self.selected))
+        if info is None or info.status == SessionStatus.EXITED:  # `i` did nothing here, without a word
+            self.notify(f"No agent runs in {self.selected}: enter starts one (its task is the first prompt)",
+                        severity="warning")
+            return
+        self.run_flow(flows.inject_task(self, str(self.selected)), "send task")
 
     @needs_worktree
     def action_copy_path(self) -> None:
