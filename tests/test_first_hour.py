@@ -274,3 +274,22 @@ async def test_sending_the_task_where_no_agent_runs_says_so(repo: Path, cli: CLI
             await pilot.press("i")
             said = f"No agent runs in {name}: enter starts one"
             await until(pilot, lambda: any(said in t for t in toasts(app)))  # noqa: B023 (awaited here)
+
+
+@pytest.mark.parametrize(("agent", "said"), [("echo", "agents keep running in tmux (1 now)"),
+                                              ("brief", "no agent is running")])
+async def test_quitting_says_how_many_agents_keep_running(repo: Path, cli: CLI, agent: str, said: str) -> None:
+    """`q` said "agents keep running in tmux" also when every agent had exited (claude, with no route to its API,
+    had died at once)."""
+    configure(repo)
+    trusted_config(repo, (repo / ".daintree.toml").read_text()
+                   + "[agents.brief]\ncommand = \"sh -c 'echo done; exit 0'\"\n")
+    cli.ok("worktree", "create", "w", "--agent", agent)
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: "w" in screen.sessions
+                    and (agent == "echo") == (str(screen.sessions["w"].status) != "exited"))
+        await pilot.press("q")
+        await until(pilot, lambda: app.exit_message)
+    assert app.exit_message == f"daintree: {said}; `daintree --repo {repo}` brings you back"
