@@ -7,6 +7,7 @@ import argparse
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -15,12 +16,14 @@ from textual.widgets import Label, Static
 from daintree_tui.cli import build_parser
 from daintree_tui.core.project import Project
 from daintree_tui.demo import registry
+from daintree_tui.sessions.control import Activity, SessionEvents
 from daintree_tui.sessions.last_words import last_output_line
 from daintree_tui.tui.app import make_app
 from daintree_tui.tui.widgets.task_table import TaskTable
 from daintree_tui.tui.widgets.terminal import TerminalView
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
 from tests.conftest import CLI, trusted_config, wait_for
+from tests.test_control import drain
 from tests.test_dashboard import configure, main_screen, on_screen, select, title_text, until
 from tests.test_dashboard_agents import toasts
 
@@ -293,3 +296,36 @@ async def test_quitting_says_how_many_agents_keep_running(repo: Path, cli: CLI, 
         await pilot.press("q")
         await until(pilot, lambda: app.exit_message)
     assert app.exit_message == f"daintree: {said}; `daintree --repo {repo}` brings you back"
+
+
+def test_resizing_a_quiet_session_is_not_output(tmux_socket: str) -> None:
+    """Resizing the dashboard flipped the session on screen to `running` and back ("auth-refactor: demo is waiting
+    for you", with the bell, at a resize of the window), and put a running/waiting pair in the events: a resize
+    moves the cursor and pushes lines into the scrollback, which was taken for output."""
+    def tmux(*args: str) -> None:
+        subprocess.run(["tmux", "-L", tmux_socket, "-f", "/dev/null", *args], check=True, capture_output=True)
+
+    tmux("new-session", "-d", "-s", "dt-quiet", "-x", "80", "-y", "10", "sh", "-c", "printf 'a\\nb\\nc\\n'; exec cat")
+    events = SessionEvents(["tmux", "-L", tmux_socket, "-f", "/dev/null"], idle_retry=0.2)
+    seen: list[object] = []
+
+    def activity() -> int:
+        seen.extend(drain(events))
+        return sum(isinstance(e, Activity) for e in seen)
+
+    try:
+        events.start()
+        # The three lines are printed (cursor on row 3, nothing in the scrollback), and reported.
+        wait_for(lambda: "dt-quiet" in events.records() and events.records()["dt-quiet"].screen_mark == "0,3,0")
+        quiet = events.records()["dt-quiet"]
+        already = activity()
+        tmux("resize-window", "-t", "=dt-quiet:", "-x", "60", "-y", "2")  # the lines go to the scrollback
+        wait_for(lambda: events.records()["dt-quiet"].screen_mark != quiet.screen_mark)
+        tmux("send-keys", "-t", "=dt-quiet:", "marker", "Enter")  # real output, reported after the resize
+        wait_for(lambda: events.records()["dt-quiet"].activity > quiet.activity and activity() > already)
+        deadline = time.monotonic() + 1.5  # what the listing thread queued with the marker's report, if anything
+        while time.monotonic() < deadline and activity() == already + 1:
+            time.sleep(0.05)
+        assert activity() == already + 1, seen  # the marker's alone: the resize was no output
+    finally:
+        events.close()
