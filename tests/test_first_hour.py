@@ -329,3 +329,14 @@ def test_resizing_a_quiet_session_is_not_output(tmux_socket: str) -> None:
         assert activity() == already + 1, seen  # the marker's alone: the resize was no output
     finally:
         events.close()
+
+
+def test_help_explains_the_task_glyphs() -> None:
+    """The tasks list marks each task ○, ◐ or ● and a blocked one "⧗1"; the help explained only the worktree
+    table's columns."""
+    from daintree_tui.tui.screens.help import column_legend
+    from daintree_tui.tui.widgets.task_table import STATUS_GLYPH
+
+    legend = column_legend().plain
+    assert all(f"{glyph.plain} {status.replace('_', ' ')}" in legend for status, glyph in STATUS_GLYPH.items())
+    assert "⧗N waits for task N" in legend
