@@ -3,7 +3,6 @@ git and real tmux on a private socket."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -93,11 +92,11 @@ def test_every_option_of_every_command_says_what_it_does() -> None:
         path, parser = parsers.pop()
         if path != "daintree" and not parser.description:
             undocumented.append(path)
-        for action in parser._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                parsers += [(f"{path} {name}", sub) for name, sub in action.choices.items()
-                            if name not in ("wt", "rm")]  # aliases: the same parser again
-            elif action.option_strings and not action.help and action.dest != "help":
+        if parser.commands is not None:
+            parsers += [(f"{path} {name}", sub) for name, sub in parser.commands.choices.items()
+                        if name not in ("wt", "rm")]  # aliases: the same parser again
+        for action in parser._actions:  # argparse lists a parser's options nowhere public
+            if action.option_strings and not action.help and action.dest != "help":
                 undocumented.append(f"{path} {action.option_strings[0]}")
     assert undocumented == []
 

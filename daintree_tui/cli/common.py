@@ -30,6 +30,7 @@ class Parser(argparse.ArgumentParser):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.has_commands = False
+        self.commands: Any = None
         self.option_words: set[str] = set()  # its options' words (`-m`, `--message`), read by the dash hint
         for parent in kwargs.get("parents", ()):  # options taken from parents are not added one by one
             self.option_words |= getattr(parent, "option_words", set())
@@ -42,7 +43,8 @@ class Parser(argparse.ArgumentParser):
 
     def add_subparsers(self, **kwargs: Any) -> Any:
         self.has_commands = True
-        return super().add_subparsers(**kwargs)
+        self.commands = super().add_subparsers(**kwargs)  # its `choices`: the actions, read by `error`
+        return self.commands
 
     def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
                          namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
@@ -66,13 +68,10 @@ class Parser(argparse.ArgumentParser):
 
     def _actions_named(self) -> list[str]:
         """The actions under this command, each once (an alias is the same parser again)."""
-        for action in self._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                first: dict[int, str] = {}
-                for name, sub in action.choices.items():
-                    first.setdefault(id(sub), name)
-                return list(first.values())
-        return []
+        first: dict[int, str] = {}
+        for name, sub in (self.commands.choices.items() if self.commands is not None else ()):
+            first.setdefault(id(sub), name)
+        return list(first.values())
 
     def _is_command(self) -> bool:
         return not self.has_commands
