@@ -339,3 +339,21 @@ def test_help_explains_the_task_glyphs() -> None:
     legend = column_legend().plain
     assert all(f"{glyph.plain} {status.replace('_', ' ')}" in legend for status, glyph in STATUS_GLYPH.items())
     assert "⧗N waits for task N" in legend
+
+
+def test_a_worktree_in_a_repository_without_a_commit_says_to_commit_first(tmp_path: Path) -> None:
+    """In a repository just made with `git init`, `worktree create` (and the dashboard's quick-create) said
+    "invalid base ref 'HEAD': it names no commit", which told a newcomer nothing of what to do."""
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=fresh, check=True)
+    cli = CLI(fresh)
+    result = cli("worktree", "create", "one")
+    assert result.returncode == 2
+    assert result.stderr == ("daintree: the repository has no commit yet, and a worktree starts from one: commit "
+                             "first (git commit --allow-empty -m 'first commit' will do)\n")
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m",
+                    "first commit"], cwd=fresh, check=True)
+    cli.ok("worktree", "create", "one")  # as it says
+    assert cli("worktree", "create", "two", "--base", "nosuch").stderr == (
+        "daintree: invalid base ref 'nosuch': it names no commit\n")

@@ -43,6 +43,15 @@ def require_worktree_ours(project: Project, entry: WorktreeEntry) -> None:
                              "`daintree doctor --fix` drops such entries)")
 
 
+def base_ref_error(root: Path, base_ref: str) -> InputError:
+    """Why `base_ref` gives no commit. In a repository made with `git init` a moment ago even HEAD names none, and
+    "invalid base ref 'HEAD'" told a newcomer nothing of what to do."""
+    if g.rev_parse_commit(root, "HEAD") is None:
+        return InputError("the repository has no commit yet, and a worktree starts from one: commit first "
+                          "(git commit --allow-empty -m 'first commit' will do)")
+    return InputError(f"invalid base ref {base_ref!r}: it names no commit")
+
+
 class SessionControl(Protocol):
     """What the worktree service needs of a session host: stopping a worktree's session before removal."""
 
@@ -226,7 +235,7 @@ class WorktreeService:
         base_commit, branch_taken = g.both(lambda: g.rev_parse_commit(root, candidates[0] if candidates else base_ref),
                                            lambda: g.branch_exists(root, branch))
         if base_commit is None:
-            raise InputError(f"invalid base ref {base_ref!r}: it names no commit")
+            raise base_ref_error(root, base_ref)
         reset_branch = False
         if branch_taken:
             # The branch of a removed worktree of the same name may be reused when resetting it loses nothing.
