@@ -357,3 +357,17 @@ def test_a_worktree_in_a_repository_without_a_commit_says_to_commit_first(tmp_pa
     cli.ok("worktree", "create", "one")  # as it says
     assert cli("worktree", "create", "two", "--base", "nosuch").stderr == (
         "daintree: invalid base ref 'nosuch': it names no commit\n")
+
+
+def test_text_sent_to_an_agent_that_has_exited_is_refused(repo: Path, cli: CLI) -> None:
+    """`daintree session send add-divide hello` said "sent 5 characters to add-divide" (exit 0) while claude had
+    exited: the text went to a dead pane and nobody read it."""
+    trusted_config(repo, "[agents.brief]\ncommand = \"sh -c 'echo done; exit 3'\"\n")
+    cli.ok("task", "create", "Add divide")
+    cli.ok("worktree", "create", "ended", "--task", "1", "--agent", "brief")
+    wait_for(lambda: "exited (3)" in cli.ok("session", "list").stdout)
+    said = ("daintree: the agent in ended has exited (3), so nothing would read it: `daintree session start ended` "
+            "starts it again\n")
+    for args in (("send", "ended", "hello"), ("keys", "ended", "Enter"), ("send", "ended", "--task")):
+        result = cli("session", *args)
+        assert (result.returncode, result.stdout, result.stderr) == (1, "", said)
