@@ -371,3 +371,12 @@ def test_text_sent_to_an_agent_that_has_exited_is_refused(repo: Path, cli: CLI) 
     for args in (("send", "ended", "hello"), ("keys", "ended", "Enter"), ("send", "ended", "--task")):
         result = cli("session", *args)
         assert (result.returncode, result.stdout, result.stderr) == (1, "", said)
+
+
+def test_removing_a_worktree_says_it_closed_its_session(repo: Path, cli: CLI) -> None:
+    """`daintree worktree remove` stopped the codex running there and said only "removed worktree add-divide"."""
+    configure(repo)
+    cli.ok("worktree", "create", "busy", "--agent", "echo")
+    cli.ok("worktree", "create", "idle")
+    assert cli.ok("worktree", "remove", "busy").stdout == "removed worktree busy and closed its session\n"
+    assert cli.ok("worktree", "remove", "idle").stdout == "removed worktree idle\n"

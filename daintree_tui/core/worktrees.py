@@ -419,9 +419,10 @@ class WorktreeService:
         self._check_removable(entry, force)
         if path.is_dir():
             run_hooks(project, "pre_remove", entry)
+        closed = False  # its session, live or exited: said in the result, since the agent ends with it
         if self.sessions is not None:
             with contextlib.suppress(Exception):
-                self.sessions.stop(name)
+                closed = self.sessions.stop(name)
         with project.lock.hold():
             entries = self.index.load(heal=True)
             entry = find(entries, name) or entry
@@ -440,7 +441,8 @@ class WorktreeService:
                 if isinstance(exc, OSError):
                     raise OperationError(f"remove {name} failed: {exc}") from None
                 raise
-        result = RemoveResult(name, f"removed worktree {name}", removed=True, entry=entry)
+        result = RemoveResult(name, f"removed worktree {name}" + (" and closed its session" if closed else ""),
+                              removed=True, entry=entry)
         if delete_branch:
             self._delete_branch(entry, force, result)
         run_hooks(project, "post_remove", entry, cwd=project.root)
