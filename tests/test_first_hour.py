@@ -380,3 +380,13 @@ def test_removing_a_worktree_says_it_closed_its_session(repo: Path, cli: CLI) ->
     cli.ok("worktree", "create", "idle")
     assert cli.ok("worktree", "remove", "busy").stdout == "removed worktree busy and closed its session\n"
     assert cli.ok("worktree", "remove", "idle").stdout == "removed worktree idle\n"
+
+
+def test_starting_a_session_that_runs_names_the_commands(repo: Path, cli: CLI) -> None:
+    """A second `session start` said "session dt-w is already running (stop it first)": stop what, and how?"""
+    configure(repo)
+    cli.ok("worktree", "create", "w", "--agent", "echo")
+    result = cli("session", "start", "w", "--agent", "echo")
+    assert result.returncode == 2
+    assert result.stderr == ("daintree: session dt-w is already running (`daintree session stop w` first, or "
+                             "`daintree session send w TEXT` to talk to it)\n")

@@ -175,7 +175,8 @@ class SessionManager:
         host = self.host
         existing = next((s for s in host.list() if s.worktree == name), None)
         if existing is not None and not existing.dead:
-            raise InputError(f"session {session_name(name)} is already running (stop it first)")
+            raise InputError(f"session {session_name(name)} is already running (`daintree session stop {name}` "
+                             f"first, or `daintree session send {name} TEXT` to talk to it)")
         if existing is not None:
             host.stop(name)
         if prompt is None and use_task_prompt and entry.task_id is not None and preset.prompt_mode != "none":
