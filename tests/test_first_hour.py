@@ -390,3 +390,21 @@ def test_starting_a_session_that_runs_names_the_commands(repo: Path, cli: CLI) -
     assert result.returncode == 2
     assert result.stderr == ("daintree: session dt-w is already running (`daintree session stop w` first, or "
                              "`daintree session send w TEXT` to talk to it)\n")
+
+
+def test_help_names_the_users_leave_key() -> None:
+    """With `keys.leave_terminal = "ctrl+g"`, the help and the palette still said z's zoom ends with "ctrl+]",
+    a key that then went to the agent."""
+    from daintree_tui.tui.app import DaintreeApp
+    from daintree_tui.tui.bindings import key_rows
+    from daintree_tui.tui.keymap import user_keymap
+    from daintree_tui.tui.screens.actions import every_binding
+    from daintree_tui.tui.screens.main import MainScreen
+
+    bindings = every_binding(MainScreen.BINDINGS, DaintreeApp.BINDINGS, "ctrl+p")
+
+    def zoom_help(keymap: dict[str, str]) -> str:
+        return next(r.help for r in key_rows(bindings, keymap, MainScreen, lambda b: b.key) if r.action == "zoom")
+
+    assert "(ctrl+] comes back" in zoom_help({})
+    assert "(ctrl+g comes back" in zoom_help(user_keymap({"leave_terminal": "ctrl+g"}))
