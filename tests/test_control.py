@@ -93,20 +93,21 @@ def test_panes_subscription_value_lists_daintree_sessions_with_exit_codes() -> N
     sub = next(m for m in messages if isinstance(m, SubscriptionChanged))
     assert sub.name == "daintree-panes" and sub.value == listing.lines[0]
     server_pid, records, unreaped = parse_panes(sub.value)
-    assert server_pid == 32364 and not unreaped
+    assert server_pid == 9027 and not unreaped
     assert set(records) == {"dt-gone", "dt-run"}  # `other` is not ours
     assert records["dt-gone"].dead and records["dt-gone"].exit_code == 7
     assert not records["dt-run"].dead and records["dt-run"].exit_code is None
-    assert records["dt-run"].pane == "%0" and records["dt-run"].worktree == "run"
-    assert records["dt-run"].created == 1796034217.0
+    assert records["dt-run"].pane == "%1" and records["dt-run"].worktree == "run"
+    assert records["dt-run"].size == "80x24"  # a resize is told from output by it
+    assert records["dt-run"].created == 1796078334.0
     # "hi" was printed in the session's first second: only the cursor shows it.
     assert records["dt-run"].activity == records["dt-run"].created and records["dt-run"].printed
 
 
 def test_unreaped_dead_pane_counts_as_running() -> None:
-    _, records, unreaped = parse_panes("42:dt-a:%0:100:1:::1700000000:1700000001:0:3:0:")
+    _, records, unreaped = parse_panes("42:dt-a:%0:100:1:::1700000000:1700000001:0:3:0:80:24:")
     assert unreaped and not records["dt-a"].dead
-    _, records, _ = parse_panes("42:dt-a:%0:100:1::9:1700000000:1700000001:0:3:0:")
+    _, records, _ = parse_panes("42:dt-a:%0:100:1::9:1700000000:1700000001:0:3:0:80:24:")
     assert records["dt-a"].dead and records["dt-a"].exit_code == 137
 
 

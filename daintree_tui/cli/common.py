@@ -30,6 +30,7 @@ class Parser(argparse.ArgumentParser):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.has_commands = False
+        self.commands: Any = None
         self.option_words: set[str] = set()  # its options' words (`-m`, `--message`), read by the dash hint
         for parent in kwargs.get("parents", ()):  # options taken from parents are not added one by one
             self.option_words |= getattr(parent, "option_words", set())
@@ -42,7 +43,8 @@ class Parser(argparse.ArgumentParser):
 
     def add_subparsers(self, **kwargs: Any) -> Any:
         self.has_commands = True
-        return super().add_subparsers(**kwargs)
+        self.commands = super().add_subparsers(**kwargs)  # its `choices`: the actions, read by `error`
+        return self.commands
 
     def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
                          namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
@@ -54,8 +56,22 @@ class Parser(argparse.ArgumentParser):
         return parsed, extras
 
     def error(self, message: str) -> NoReturn:
-        error(f"error: {message}{self._dash_hint(message)}")
+        actions = self._actions_named()
+        if actions and "required: ACTION" in message:
+            # argparse said only "the following arguments are required: ACTION", naming neither the command nor
+            # its actions: `daintree task` alone is what a newcomer types first.
+            command = self.prog.removeprefix("daintree ")
+            error(f"{command} needs an action: {', '.join(actions)} (see daintree {command} --help)")
+        else:
+            error(f"error: {message}{self._dash_hint(message)}")
         raise SystemExit(2)
+
+    def _actions_named(self) -> list[str]:
+        """The actions under this command, each once (an alias is the same parser again)."""
+        first: dict[int, str] = {}
+        for name, sub in (self.commands.choices.items() if self.commands is not None else ()):
+            first.setdefault(id(sub), name)
+        return list(first.values())
 
     def _is_command(self) -> bool:
         return not self.has_commands

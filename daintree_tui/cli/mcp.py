@@ -70,4 +70,4 @@ def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None
     p.add_argument("--http", type=int, metavar="PORT", help="streamable HTTP on 127.0.0.1:PORT/mcp instead of stdio")
     msub = p.add_subparsers(dest="mcp_command", metavar="ACTION")
     c = add(msub, "config", cmd_mcp_config, "print the config that adds this server to an agent everywhere")
-    c.add_argument("--agent", required=True, choices=MCP_AGENTS)
+    c.add_argument("--agent", required=True, choices=MCP_AGENTS, help="the agent whose config to print")

@@ -106,6 +106,7 @@ def cmd_session_capture(args: argparse.Namespace, services: Services) -> int:
 
 def cmd_session_log(args: argparse.Namespace, services: Services) -> int:
     from daintree_tui.core.follow import follow_lines
+    from daintree_tui.sessions.last_words import readable_lines
 
     if args.lines < 0:
         raise InputError("--lines must be zero or more")
@@ -115,9 +116,9 @@ def cmd_session_log(args: argparse.Namespace, services: Services) -> int:
     if not path.exists() and not args.follow:
         raise InputError(f"no log for worktree {args.name!r} ({path})")
     read = 0
-    data = b""
+    data = whole = b""
     if path.exists():
-        data = path.read_bytes()
+        data = whole = path.read_bytes()
         read = len(data)
         if args.lines:
             parts = data.split(b"\n")
@@ -127,16 +128,31 @@ def cmd_session_log(args: argparse.Namespace, services: Services) -> int:
     if as_json and not args.follow:  # one document: the log is the agent's raw terminal output, as text
         emit(args, {"name": args.name, "path": str(path), "text": data.decode("utf-8", errors="replace")}, "")
         return 0
+    # On a terminal, the agent's own controls would be obeyed, not shown: Codex's log switched the user's terminal
+    # to the alternate screen, turned mouse reporting on and asked it questions whose answers landed at the
+    # prompt. There it is printed as text (`--raw` for the bytes); a pipe or a file gets colours and cursor moves
+    # only (it may end at a terminal too), `--raw` the bytes.
+    as_text = not as_json and not args.raw and sys.stdout.isatty()
     if as_json:  # following streams one JSON object a line, as `worktree events --follow --json` does
         for line in data.decode("utf-8", errors="replace").splitlines():
             sys.stdout.write(json.dumps({"name": args.name, "line": line}) + "\n")
-    else:  # the agent's output, on the user's terminal: colours and cursor moves, never a clipboard write
+    elif as_text:  # the last N lines of text: a full-screen agent's raw log has few line breaks
+        shown = readable_lines(whole.decode("utf-8", errors="replace"))
+        sys.stdout.write("".join(f"{line}\n" for line in shown[-args.lines if args.lines else 0:]))
+    elif args.raw:
+        sys.stdout.buffer.write(data)
+    else:  # a pipe may still end at a terminal: colours and cursor moves, never a clipboard write or a query
         sys.stdout.write(replayable(data.decode("utf-8", errors="replace")))
     sys.stdout.flush()
     if args.follow:
         # Follow from where the read above stopped: a line written in between is not lost.
         for line in follow_lines(path, offset=read):
-            sys.stdout.write((json.dumps({"name": args.name, "line": line}) if as_json else replayable(line)) + "\n")
+            if as_json:
+                sys.stdout.write(json.dumps({"name": args.name, "line": line}) + "\n")
+            elif as_text:
+                sys.stdout.write("".join(f"{shown}\n" for shown in readable_lines(line)))
+            else:
+                sys.stdout.write((line if args.raw else replayable(line)) + "\n")
             sys.stdout.flush()
     return 0
 
@@ -187,7 +203,8 @@ def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None
     ssub = session.add_subparsers(dest="session_command", metavar="ACTION", required=True)
     p = add(ssub, "start", cmd_session_start, "start an agent in a worktree")
     p.add_argument("name")
-    p.add_argument("--agent", metavar="PRESET")
+    p.add_argument("--agent", metavar="PRESET",
+                   help="the agent (default: default_agent; with --resume, the worktree's last)")
     p.add_argument("--prompt", help="first prompt (default: the bound task's subject and description)")
     p.add_argument("--resume", action="store_true",
                    help="continue the agent's last conversation in this worktree (its preset's resume command)")
@@ -211,8 +228,10 @@ def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None
     p.add_argument("--history", type=int, default=0, metavar="N", help="include N lines of scrollback")
     p = add(ssub, "log", cmd_session_log, "print a session's output log")
     p.add_argument("name")
-    p.add_argument("--follow", "-f", action="store_true")
+    p.add_argument("--follow", "-f", action="store_true", help="keep printing new output until interrupted")
     p.add_argument("--lines", "-n", type=int, default=0, metavar="N", help="only the last N lines")
+    p.add_argument("--raw", action="store_true",
+                   help="the agent's bytes, terminal controls and all, also on a terminal (a pipe always gets them)")
     p = add(ssub, "signal", cmd_session_signal, "an agent's hook reports its state (waiting, running, exited)")
     p.add_argument("name")
     p.add_argument("state")

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
 from daintree_tui.cli.common import AddCommand
-from daintree_tui.cli.output import emit
+from daintree_tui.cli.output import emit, wants_json
 from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.services import Services
 
@@ -58,6 +59,9 @@ def cmd_demo(args: argparse.Namespace, services: Services) -> int:
     path = create_demo_repo(Path(args.path).expanduser() if args.path else None, start_agents=True)
     if args.no_ui:
         emit(args, {"path": str(path)}, str(path))
+        if not wants_json(args):  # on stderr: stdout stays the path alone, for `cd "$(daintree demo --no-ui)"`
+            print(f"its demo agents are running: `daintree --repo {path}` opens it, `daintree demo --clean` stops "
+                  "them and deletes it", file=sys.stderr)
         return 0
     from daintree_tui.tui.app import run_dashboard
 
@@ -87,7 +91,7 @@ def _clean_demos(args: argparse.Namespace) -> int:
 
 def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None:
     p = add(sub, "doctor", cmd_doctor, "reconcile tasks, index and git; report (or --fix) what disagrees")
-    p.add_argument("--fix", action="store_true")
+    p.add_argument("--fix", action="store_true", help="repair what disagrees (the dashboard does this at start)")
     p = add(sub, "trust", cmd_trust, "allow the commands in this repo's .daintree.toml to run (for you only)")
     p.add_argument("--show", action="store_true", help="only say whether it is trusted, and list its commands")
 

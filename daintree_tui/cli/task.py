@@ -73,11 +73,11 @@ def cmd_task_update(args: argparse.Namespace, services: Services) -> int:
 
 
 def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None:
-    task = sub.add_parser("task", parents=[common], help="tasks: what to do")
+    task = add(sub, "task", None, "tasks: what to do")
     tsub = task.add_subparsers(dest="task_command", metavar="ACTION", required=True)
     p = add(tsub, "create", cmd_task_create, "create a task")
     p.add_argument("subject")
-    p.add_argument("--description", "-d", default="")
+    p.add_argument("--description", "-d", default="", help="more detail for the agent (its first prompt)")
     p.add_argument("--agent", help="agent preset that should work on it (queue)")
     p.add_argument("--role", help="role that limits what its agent may do")
     p.add_argument("--blocked-by", metavar="IDS", help="comma-separated task ids this task waits for")
@@ -87,8 +87,8 @@ def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None
     p.add_argument("id")
     p = add(tsub, "update", cmd_task_update, "change a task")
     p.add_argument("id")
-    p.add_argument("--status")
-    p.add_argument("--owner")
-    p.add_argument("--subject")
-    p.add_argument("--description")
-    p.add_argument("--blocked-by", metavar="IDS")
+    p.add_argument("--status", help="pending, in_progress or completed")
+    p.add_argument("--owner", help="who works on it")
+    p.add_argument("--subject", help="a new subject")
+    p.add_argument("--description", help="a new description")
+    p.add_argument("--blocked-by", metavar="IDS", help="comma-separated task ids this task waits for (replaces)")

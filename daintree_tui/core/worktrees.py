@@ -43,6 +43,15 @@ def require_worktree_ours(project: Project, entry: WorktreeEntry) -> None:
                              "`daintree doctor --fix` drops such entries)")
 
 
+def base_ref_error(root: Path, base_ref: str) -> InputError:
+    """Why `base_ref` gives no commit. In a repository made with `git init` a moment ago even HEAD names none, and
+    "invalid base ref 'HEAD'" told a newcomer nothing of what to do."""
+    if g.rev_parse_commit(root, "HEAD") is None:
+        return InputError("the repository has no commit yet, and a worktree starts from one: commit first "
+                          "(git commit --allow-empty -m 'first commit' will do)")
+    return InputError(f"invalid base ref {base_ref!r}: it names no commit")
+
+
 class SessionControl(Protocol):
     """What the worktree service needs of a session host: stopping a worktree's session before removal."""
 
@@ -226,7 +235,7 @@ class WorktreeService:
         base_commit, branch_taken = g.both(lambda: g.rev_parse_commit(root, candidates[0] if candidates else base_ref),
                                            lambda: g.branch_exists(root, branch))
         if base_commit is None:
-            raise InputError(f"invalid base ref {base_ref!r}: it names no commit")
+            raise base_ref_error(root, base_ref)
         reset_branch = False
         if branch_taken:
             # The branch of a removed worktree of the same name may be reused when resetting it loses nothing.
@@ -410,9 +419,10 @@ class WorktreeService:
         self._check_removable(entry, force)
         if path.is_dir():
             run_hooks(project, "pre_remove", entry)
+        closed = False  # its session, live or exited: said in the result, since the agent ends with it
         if self.sessions is not None:
             with contextlib.suppress(Exception):
-                self.sessions.stop(name)
+                closed = self.sessions.stop(name)
         with project.lock.hold():
             entries = self.index.load(heal=True)
             entry = find(entries, name) or entry
@@ -431,7 +441,8 @@ class WorktreeService:
                 if isinstance(exc, OSError):
                     raise OperationError(f"remove {name} failed: {exc}") from None
                 raise
-        result = RemoveResult(name, f"removed worktree {name}", removed=True, entry=entry)
+        result = RemoveResult(name, f"removed worktree {name}" + (" and closed its session" if closed else ""),
+                              removed=True, entry=entry)
         if delete_branch:
             self._delete_branch(entry, force, result)
         run_hooks(project, "post_remove", entry, cwd=project.root)

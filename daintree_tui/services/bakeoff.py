@@ -22,7 +22,7 @@ from daintree_tui.core.review import ReviewService
 from daintree_tui.core.runner import run_command
 from daintree_tui.core.sandbox import wrap_command
 from daintree_tui.core.store import read_json, write_json
-from daintree_tui.core.worktrees import WorktreeService, slugify
+from daintree_tui.core.worktrees import WorktreeService, base_ref_error, slugify
 from daintree_tui.sessions.manager import SessionManager
 from daintree_tui.sessions.presets import resolve_preset
 
@@ -159,7 +159,7 @@ class BakeoffService:
         base_ref = base or self.project.config.base
         base_commit = g.rev_parse_commit(self.project.root, base_ref)
         if base_commit is None:
-            raise InputError(f"invalid base ref {base_ref!r}: it names no commit")
+            raise base_ref_error(self.project.root, base_ref)
         manager = self.sessions if start_sessions else None
         if manager is not None:
             manager.host  # noqa: B018 - fail now, before any worktree, when there is no session host

@@ -39,7 +39,8 @@ SUBSCRIPTION = "daintree-panes"
 # One record per session, fields joined by ':' (tmux rewrites ':' and '.' in session names, so no field holds
 # one); every record ends with ':' so the whole value splits into a flat list.
 PANE_FIELDS = ("session_name", "pane_id", "pane_pid", "pane_dead", "pane_dead_status", "pane_dead_signal",
-               "session_created", "window_activity", "cursor_x", "cursor_y", "history_size")
+               "session_created", "window_activity", "cursor_x", "cursor_y", "history_size", "pane_width",
+               "pane_height")
 PANES_FORMAT = "#{pid}:#{S:" + "".join(f"#{{{name}}}:" for name in PANE_FIELDS) + "}"
 
 _ESCAPE = re.compile(rb"\\([0-7]{3})")
@@ -279,6 +280,7 @@ class PaneRecord:
     created: float
     activity: float  # the second of the window's last output (its creation time before any)
     screen_mark: str = ""  # cursor position and history size: moves with output inside one second too
+    size: str = ""  # the pane's columns and rows: a resize moves the cursor and the history without output
 
     @property
     def printed(self) -> bool:
@@ -328,7 +330,8 @@ def parse_panes(value: str) -> tuple[int | None, dict[str, PaneRecord], bool]:
     width = len(PANE_FIELDS)
     fields = parts[1:]
     for i in range(0, len(fields) - width + 1, width):
-        name, pane, pid, dead, status, signal_number, created, activity, cx, cy, history = fields[i:i + width]
+        name, pane, pid, dead, status, signal_number, created, activity, cx, cy, history, cols, rows = \
+            fields[i:i + width]
         if not name.startswith(SESSION_PREFIX) or name in records:
             continue
         is_dead, exit_code, owed = pane_exit(dead, status, signal_number)
@@ -337,7 +340,7 @@ def parse_panes(value: str) -> tuple[int | None, dict[str, PaneRecord], bool]:
                                    dead=is_dead, exit_code=exit_code,
                                    created=float(created) if created.isdigit() else 0.0,
                                    activity=float(activity) if activity.isdigit() else 0.0,
-                                   screen_mark=f"{cx},{cy},{history}")
+                                   screen_mark=f"{cx},{cy},{history}", size=f"{cols}x{rows}")
     return server_pid, records, unreaped
 
 
@@ -582,7 +585,10 @@ class SessionEvents:
                     if record.dead:
                         events.append(Exited(name, record.exit_code, now))
                     continue
-                if record.activity > old.activity or record.screen_mark != old.screen_mark:
+                # A resize (the dashboard's window, zoom) reflows the screen: the cursor and the scrollback move
+                # with no output, and the agent on screen flipped to running and back, with a bell.
+                moved = record.screen_mark != old.screen_mark and record.size == old.size
+                if record.activity > old.activity or moved:
                     events.append(Activity(name, output_bound(record.activity, now)))
                 if record.dead and not old.dead:
                     events.append(Exited(name, record.exit_code, now))

@@ -1,4 +1,4 @@
-"""The last line an agent printed, read from its session log: why a session that died at once died.
+"""An agent's session log as text: its last line (why a session that died at once died), or all of it to read.
 
 tmux writes "Pane is dead" on the pane's bottom line by scrolling the screen up one line, so an agent that printed
 one line and died (`bwrap: execvp claude: No such file or directory`) shows a blank pane; the log still has it.
@@ -11,9 +11,34 @@ from pathlib import Path
 
 TAIL_BYTES = 4096
 LONGEST = 200
-# CSI sequences, OSC strings (ended by BEL or ST) and two-byte escapes: what a terminal obeys, not text.
-_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]")
+# A cursor moved right or to a column (CSI C, CSI G) stands between words: Ink apps such as Claude Code place every
+# word so ("Please\x1b[9Gcheck"), and dropping the move glued the words together.
+_CURSOR_ACROSS = re.compile(r"\x1b\[[0-9;]*[CG]")
+# A cursor sent to a place (CSI H, f) or up and down (A, B, E, F): full-screen agents draw their lines so, and
+# Codex places every word of a line with its own CSI row;col H.
+_CURSOR_TO_ROW = re.compile(r"\x1b\[([0-9]*)(?:;[0-9]*)?[Hf]|\x1b\[[0-9]*[ABEF]")
+# CSI sequences, OSC strings (ended by BEL or ST) and the other escapes (ESC, intermediates, a final byte: `ESC ( B`
+# picks a charset, `ESC 7`/`ESC 8` save and restore the cursor): what a terminal obeys, not text. Left in, their
+# letters and digits were "the last line": claude's exit toast read "(B78".
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[ -/]*[0-~]")
 _LINE_BREAKS = re.compile(r"[\r\n]+")
+
+
+def readable_lines(text: str) -> list[str]:
+    """An agent's terminal output as the lines a person reads: a cursor sent to another row starts a line, a cursor
+    moved across a row is a space, every other control is dropped; blank lines go."""
+    row = ""
+
+    def to_row(move: re.Match[str]) -> str:
+        nonlocal row
+        same_row = move.group(1) is not None and (move.group(1) or "1") == row
+        row = (move.group(1) or "1") if move.group(1) is not None else ""
+        return " " if same_row else "\n"
+
+    text = _ESCAPES.sub("", _CURSOR_ACROSS.sub(" ", _CURSOR_TO_ROW.sub(to_row, text)))
+    lines = ("".join(ch if ch.isprintable() else "    " if ch == "\t" else "" for ch in line).rstrip()
+             for line in _LINE_BREAKS.split(text))
+    return [line for line in lines if line.strip()]
 
 
 def last_output_line(log: Path) -> str:
@@ -25,9 +50,5 @@ def last_output_line(log: Path) -> str:
             data = fh.read()
     except OSError:
         return ""
-    text = _ESCAPES.sub("", data.decode("utf-8", "replace"))
-    for line in reversed(_LINE_BREAKS.split(text)):
-        shown = "".join(ch for ch in line if ch.isprintable()).strip()
-        if shown:
-            return shown[:LONGEST]
-    return ""
+    lines = readable_lines(data.decode("utf-8", "replace"))
+    return " ".join(lines[-1].split())[:LONGEST] if lines else ""

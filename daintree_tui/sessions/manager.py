@@ -175,7 +175,8 @@ class SessionManager:
         host = self.host
         existing = next((s for s in host.list() if s.worktree == name), None)
         if existing is not None and not existing.dead:
-            raise InputError(f"session {session_name(name)} is already running (stop it first)")
+            raise InputError(f"session {session_name(name)} is already running (`daintree session stop {name}` "
+                             f"first, or `daintree session send {name} TEXT` to talk to it)")
         if existing is not None:
             host.stop(name)
         if prompt is None and use_task_prompt and entry.task_id is not None and preset.prompt_mode != "none":
@@ -449,13 +450,13 @@ class SessionManager:
     # -- input -----------------------------------------------------------------------------------------------
 
     def send(self, name: str, text: str, *, enter: bool = True, paste: bool = False) -> None:
-        self._require_session(name)
+        self._require_live(name)
         self.host.send_text(name, text, enter=enter, paste=paste)
 
     def paste_context(self, name: str, text: str) -> None:
         """Paste context (a task, files, the clipboard) into the session, never into a shell: there the text would
         run as commands at the next Enter."""
-        self._require_session(name)
+        self._require_live(name)
         record = self.record(name)
         agent = record.agent if record is not None else None
         try:
@@ -468,7 +469,7 @@ class SessionManager:
         self.host.send_text(name, text, enter=False, paste=True)
 
     def keys(self, name: str, keys: Sequence[str]) -> None:
-        self._require_session(name)
+        self._require_live(name)
         self.host.send_keys(name, keys)
 
     def capture(self, name: str, history: int = 0) -> str:
@@ -479,6 +480,15 @@ class SessionManager:
         if not self.host.exists(name):
             self.require_known(name)
             raise InputError(f"no session for worktree {name!r} (start one with `daintree session start {name}`)")
+
+    def _require_live(self, name: str) -> None:
+        """A session whose agent still runs: text or keys sent to a dead pane were "sent" and read by nobody."""
+        self._require_session(name)
+        pane = next((p for p in self.host.list() if p.worktree == name), None)
+        if pane is not None and pane.dead:
+            code = f" ({pane.exit_code})" if pane.exit_code is not None else ""
+            raise OperationError(f"the agent in {name} has exited{code}, so nothing would read it: "
+                                 f"`daintree session start {name}` starts it again")
 
     def require_known(self, name: str) -> None:
         """A name that is no live worktree gets the error every command gives, not a hint to start a session."""

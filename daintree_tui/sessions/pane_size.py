@@ -43,6 +43,9 @@ def save_pane_size(project: Project, cols: int, rows: int) -> None:
     if (cols, rows) == load_pane_size(project):
         return
     try:
+        # Often the first thing daintree writes in a repository (the dashboard opened, looked at, quit): without
+        # the exclude lines, `git status` then showed `?? .worktrees/`.
+        project.ensure_excluded()
         project.state_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_text(ui_state_path(project), json.dumps({"pane_size": [cols, rows]}) + "\n")
     except OSError:

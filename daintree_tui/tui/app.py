@@ -22,6 +22,7 @@ from daintree_tui.core.errors import DaintreeError
 from daintree_tui.core.project import Project
 from daintree_tui.core.validate import escape_controls
 from daintree_tui.sessions.last_words import last_output_line
+from daintree_tui.sessions.status import SessionStatus
 from daintree_tui.tui.backend import Backend
 from daintree_tui.tui.commands import DashboardCommands
 from daintree_tui.tui.hosts import HostsWatch, is_remote
@@ -154,8 +155,10 @@ class DaintreeApp(App[None]):
 
     def quit_dashboard(self) -> None:
         if self.backend.persistent_sessions:
-            message = ("daintree: agents keep running in tmux; "
-                       f"`daintree --repo {self.backend.project.root}` brings you back")
+            # Counted: "agents keep running" was said also when every agent had exited.
+            live = self.live_agents()
+            said = f"agents keep running in tmux ({live} now)" if live else "no agent is running"
+            message = f"daintree: {said}; `daintree --repo {self.backend.project.root}` brings you back"
         else:
             message = "daintree: sessions ended with the dashboard (tmux is not installed)"
             from daintree_tui.sessions.pty_host import PtyHost
@@ -169,6 +172,14 @@ class DaintreeApp(App[None]):
 
     def action_quit_dashboard(self) -> None:
         self.quit_dashboard()
+
+    def live_agents(self) -> int:
+        """This repository's sessions whose agent still runs, as the dashboard last saw them."""
+        main = next((s for s in self.screen_stack if isinstance(s, MainScreen)), None)
+        if main is None:
+            return 0
+        return sum(1 for name, info in main.sessions.items()
+                   if not is_remote(name) and info.status != SessionStatus.EXITED)
 
 
 def make_app(project: Project, clock: Callable[[], float] = time.time,

@@ -89,6 +89,13 @@ def key_rows(bindings: Iterable[BindingType], keymap: Mapping[str, str], node: o
     rows: list[KeyRow] = []
     grouped: dict[object, int] = {}
     seen: set[str] = set()
+    # The texts name the leave key as shipped; with it remapped, "ctrl+] comes back" sent the user's ctrl+] to
+    # the agent instead.
+    leave = keymap.get("leave_terminal")
+
+    def said(text: str) -> str:
+        return text.replace("ctrl+]", readable_key(leave.split(",")[0].strip())) if leave else text
+
     for binding in bindings:
         if not isinstance(binding, Binding):
             continue
@@ -104,10 +111,10 @@ def key_rows(bindings: Iterable[BindingType], keymap: Mapping[str, str], node: o
             grouped[binding.group] = len(rows)
             first = binding.key.split(",")
             shown = ", ".join(f"{k[:-1]}1..9" if k[-1].isdigit() else k for k in first)
-            rows.append(KeyRow(shown, binding.action, binding.group.description, binding.tooltip, False,
+            rows.append(KeyRow(shown, binding.action, binding.group.description, said(binding.tooltip), False,
                                binding_id))
             continue
-        rows.append(KeyRow(shown, binding.action, binding.description, binding.tooltip or binding.description,
+        rows.append(KeyRow(shown, binding.action, binding.description, said(binding.tooltip or binding.description),
                            acts_on_worktree(node, binding.action), binding_id))
     return rows
 

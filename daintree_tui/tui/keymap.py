@@ -6,6 +6,8 @@ from collections.abc import Iterable, Mapping
 
 from textual.binding import Binding, BindingType
 
+from daintree_tui.tui.bindings import readable_key
+
 LEAVE_TERMINAL = "leave_terminal"
 
 
@@ -49,3 +51,9 @@ def dialog_bindings() -> list[BindingType]:
             if isinstance(value, type) and value.__module__ == module.__name__:
                 found.extend(getattr(value, "BINDINGS", ()))
     return found
+
+
+def shown_leave_key(keys: Mapping[str, str]) -> str:
+    """The leave key as the user set it, for text on screen (`ctrl+]` unless remapped)."""
+    first = (keys.get(LEAVE_TERMINAL) or "ctrl+]").split(",")[0].strip()
+    return readable_key(normalize(first))

@@ -16,7 +16,7 @@ from textual.screen import Screen
 from textual.widgets import Input
 
 from daintree_tui.core.log import warn
-from daintree_tui.core.models import Task, WorktreeEntry
+from daintree_tui.core.models import Task, TaskStatus, WorktreeEntry
 from daintree_tui.sessions.status import SessionStatus
 from daintree_tui.tui.bindings import KeyRow, key_rows, needs_worktree
 from daintree_tui.tui.feed import DashboardFeed
@@ -184,8 +184,12 @@ class DashboardActions(Screen[None]):
 
     @needs_worktree
     def action_inject_task(self) -> None:
-        if self.selected in self.sessions:
-            self.run_flow(flows.inject_task(self, str(self.selected)), "send task")
+        info = self.sessions.get(str(self.selected))
+        if info is None or info.status == SessionStatus.EXITED:  # `i` did nothing here, without a word
+            self.notify(f"No agent runs in {self.selected}: enter starts one (its task is the first prompt)",
+                        severity="warning")
+            return
+        self.run_flow(flows.inject_task(self, str(self.selected)), "send task")
 
     @needs_worktree
     def action_copy_path(self) -> None:
@@ -249,6 +253,12 @@ class DashboardActions(Screen[None]):
         task = next((t for t in self.tasks if t.id == tasks.selected_task_id), None)
         if task is None:
             self.notify("Select a task first (in the tasks list)", severity="warning")
+            return
+        if task.status == TaskStatus.COMPLETED:
+            # Refused now, not after the agents and score were chosen: the cursor of an unfocused tasks list is
+            # easy to miss, and it stays on the first task, often the one just merged.
+            self.notify(f"Task {task.id} ({task.subject}) is completed: select another in the tasks list "
+                        "(shift+tab moves there), or reopen it", severity="warning")
             return
         from daintree_tui.tui.screens.bakeoff_new import BakeoffNewScreen
 

@@ -119,8 +119,10 @@ async def remove(screen: DashboardActions, name: str) -> None:
     entry = screen.entry(name)
     from daintree_tui.tui.screens.remove import RemoveScreen  # a dialog: imported when first opened
 
+    info = screen.sessions.get(name)
+    agent = info.agent if info is not None and str(info.status) != "exited" else None
     choice = await screen.app.push_screen_wait(RemoveScreen(name, dirty, entry is not None and
-                                                            entry.task_id is not None))
+                                                            entry.task_id is not None, agent))
     if choice is None:
         return
     screen.release(name)

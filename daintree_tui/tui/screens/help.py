@@ -28,10 +28,16 @@ def help_table(rows: list[KeyRow]) -> Table:
 
 
 def column_legend() -> Text:
-    """What the worktree table's terse columns mean."""
+    """What the tables' terse marks mean (the tasks' glyphs and ⧗ were explained nowhere)."""
     from daintree_tui.tui.agents_view import STATUS_SOURCE_GLYPH, STATUS_SOURCE_MEANING
+    from daintree_tui.tui.widgets.task_table import STATUS_GLYPH
 
-    legend = Text("\nWorktree columns: S, where the status comes from: ")
+    legend = Text("\nTasks: ")
+    for status, glyph in STATUS_GLYPH.items():
+        legend.append_text(glyph)
+        legend.append(f" {status.replace('_', ' ')}, ")
+    legend.append("⧗N waits for task N.\n")
+    legend.append("Worktree columns: S, where the status comes from: ")
     for source, meaning in STATUS_SOURCE_MEANING.items():
         legend.append_text(STATUS_SOURCE_GLYPH[source])
         legend.append(f" {meaning}; ")

@@ -29,6 +29,7 @@ from daintree_tui.tui.agents_view import BudgetAlerts, usage_text
 from daintree_tui.tui.bindings import DASHBOARD_BINDINGS
 from daintree_tui.tui.feed import DashboardFeed
 from daintree_tui.tui.hosts import HostsWatch, is_remote
+from daintree_tui.tui.keymap import shown_leave_key
 from daintree_tui.tui.messages import (
     DiskLoaded,
     EventsAppended,
@@ -106,7 +107,8 @@ class MainScreen(CurrentWorktreeScreen):
                     screen.entries, screen.facts, screen.sessions, screen.previews, screen.disk,
                     screen.filter_text, screen.selected)
             with Vertical(id="main"):
-                yield SessionTitle(id="session-title", persistent=self.backend.persistent_sessions).data_bind(
+                yield SessionTitle(id="session-title", persistent=self.backend.persistent_sessions,
+                                   leave_key=shown_leave_key(self.backend.project.config.keys)).data_bind(
                     screen.entries, screen.sessions, screen.selected, focused=screen.terminal_focused)
                 yield TerminalView(id="terminal")
                 yield Widget(id="bottom-slot")  # the events and diff tabs come later (see later.py)

@@ -30,11 +30,13 @@ class RemoveScreen(ModalScreen[RemoveChoice | None]):
         Binding("escape", "cancel", "Cancel", id="dialog_cancel"),
     ]
 
-    def __init__(self, name: str, dirty: list[str], has_task: bool) -> None:
+    def __init__(self, name: str, dirty: list[str], has_task: bool, live_agent: str | None = None) -> None:
         super().__init__()
         self.worktree = name
         self.dirty = dirty
         self.has_task = has_task
+        self.live_agent = live_agent
+        """The agent still running there, which removing stops (the dialog said nothing of it)."""
         self.armed = False
 
     def compose(self) -> ComposeResult:
@@ -47,6 +49,9 @@ class RemoveScreen(ModalScreen[RemoveChoice | None]):
                     yield Static(plain("\n".join(f"  {f}" for f in self.dirty[:200])))
             else:
                 yield Static(Text("The worktree is clean; its branch stays.", style="dim"))
+            if self.live_agent:
+                yield Static(Text(f"Its {self.live_agent} session is still running: removing stops it.",
+                                  style="bold"))
             yield TickBox("Mark its task completed", value=False, id="complete", disabled=not self.has_task)
             with Horizontal(classes="dialog-buttons"):
                 label = "Discard changes and remove" if self.dirty else "Remove"

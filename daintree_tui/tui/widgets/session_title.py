@@ -19,6 +19,14 @@ if TYPE_CHECKING:
 TYPING_HINT = "ctrl+] leaves; keys go to the agent"  # the key first: a long name cuts the end
 
 
+def typing_hint(leave_key: str, exited: bool) -> str:
+    """What typing does now. A dead pane takes keys and does nothing with them, so "keys go to the agent" was
+    wrong once the agent had exited (an agent without a login exits at once, while the terminal has the focus)."""
+    if exited:
+        return f"{leave_key} leaves, then enter restarts the agent (it has exited)"
+    return TYPING_HINT.replace("ctrl+]", leave_key)
+
+
 class SessionTitle(Static):
     """One line describing the current worktree; it never names a worktree that is not in `entries`."""
 
@@ -33,9 +41,10 @@ class SessionTitle(Static):
     focused: reactive[bool] = reactive(False, init=False, repaint=False)
     """Keys go to the agent: say so, and how to leave."""
 
-    def __init__(self, *, id: str | None = None, persistent: bool = True) -> None:
+    def __init__(self, *, id: str | None = None, persistent: bool = True, leave_key: str = "ctrl+]") -> None:
         super().__init__(id=id)
         self.persistent = persistent
+        self.leave_key = leave_key
         self._shown = Text()
 
     def on_mount(self) -> None:
@@ -63,7 +72,8 @@ class SessionTitle(Static):
         else:
             text.append(f" {entry.name} ", style="bold reverse")
             if self.focused:  # right after the name: a narrow pane cuts the end of the line, never the way out
-                text.append(f" ⌨ {TYPING_HINT} ", style="italic")
+                exited = info is not None and str(info.status) == "exited"
+                text.append(f" ⌨ {typing_hint(self.leave_key, exited)} ", style="italic")
             # The agent's name and the branch may come from a host (its own word): shown, never obeyed.
             text.append(f" {escape_controls(info.agent) if info else 'no session'} ", style="bold")
             text.append_text(session_cell(info))
