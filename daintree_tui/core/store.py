@@ -50,6 +50,14 @@ def atomic_write_text(path: Path, text: str) -> None:
     _fsync_dir(path.parent)
 
 
+def create_new(path: Path, data: str | bytes) -> None:
+    """`path` as a new regular file of ours (0600) holding `data`: never over what is there, never through a link
+    (O_EXCL, O_NOFOLLOW). Raises OSError (FileExistsError when anything is at `path`)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data.encode() if isinstance(data, str) else data)
+
+
 def backup_path(path: Path) -> Path:
     return path.with_name(path.name + ".bak")
 

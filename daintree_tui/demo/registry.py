@@ -25,7 +25,7 @@ from pathlib import Path
 from daintree_tui.core.config import user_data_dir
 from daintree_tui.core.index import Index
 from daintree_tui.core.project import Project
-from daintree_tui.core.store import StateLock, read_json, write_json
+from daintree_tui.core.store import StateLock, create_new, read_json, write_json
 
 MARKER = "daintree-demo.json"
 
@@ -56,10 +56,7 @@ def mark_demo(root: Path) -> None:
     root = root.resolve()
     token = secrets.token_hex(16)
     marker = marker_path(root)
-    # O_EXCL and O_NOFOLLOW: the marker is a new regular file of ours, never written through a link.
-    fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump({"token": token, "created_at": time.time()}, fh)
+    create_new(marker, json.dumps({"token": token, "created_at": time.time()}))  # never through a link
     user_data_dir().mkdir(parents=True, exist_ok=True)
     with _registry_lock().hold():
         demos = [d for d in _read_registry() if d["path"] != str(root)]

@@ -25,7 +25,7 @@ from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.index import Index, find
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.project import Project
-from daintree_tui.core.store import read_json, write_json
+from daintree_tui.core.store import create_new, read_json, write_json
 from daintree_tui.core.tasks import TaskService
 from daintree_tui.core.worktrees import require_worktree_ours
 from daintree_tui.sessions.agents import AgentIntegration, SessionContext
@@ -240,11 +240,9 @@ class SessionManager:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
             try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                create_new(Path(path), text)
             except OSError as exc:
                 raise OperationError(f"cannot write {path}: {exc.strerror or exc}") from None
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(text)
         env.update(wiring.env)
         own = len(preset.argv())
         return [*argv[:own], *wiring.args, *argv[own:]]

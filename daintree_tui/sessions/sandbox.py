@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TypeVar
 
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.project import Project
@@ -28,6 +29,7 @@ from daintree_tui.core.sandbox import (
     spec_for,
     writable_paths,
 )
+from daintree_tui.core.store import create_new
 from daintree_tui.core.tasks import TaskService
 from daintree_tui.sessions.presets import Preset
 
@@ -63,11 +65,18 @@ AGENT_AUTORUN: dict[str, tuple[tuple[str, ...], ...]] = {
 }
 
 
+T = TypeVar("T")
+
+
+def _of_agent(table: Mapping[str, tuple[T, ...]], preset: Preset) -> tuple[T, ...]:
+    """`preset`'s entries in `table`, by its name, else by its program's (a preset `cc` running `claude`)."""
+    return table.get(preset.name, table.get(Path(preset.argv()[0]).name, ()))
+
+
 def agent_autorun_paths(preset: Preset) -> list[Path]:
     """The preset's settings, plugins and hooks folders to bind read-only (made empty when missing)."""
-    program = Path(preset.argv()[0]).name
     paths: list[Path] = []
-    for group in AGENT_AUTORUN.get(preset.name, AGENT_AUTORUN.get(program, ())):
+    for group in _of_agent(AGENT_AUTORUN, preset):
         forms = [Path(raw).expanduser() for raw in group]
         present = [path for path in forms if os.path.lexists(path)]
         if not present and _make_empty(forms[0], folder=group[0].endswith("/")):
@@ -136,9 +145,7 @@ def _make_empty(path: Path, folder: bool) -> bool:
         if folder:
             path.mkdir(mode=0o700)
         else:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-            with os.fdopen(fd, "w") as out:
-                out.write("{}\n" if path.suffix in (".json", ".jsonc") else "")
+            create_new(path, "{}\n" if path.suffix in (".json", ".jsonc") else "")
     except OSError:
         return False
     return True
@@ -146,9 +153,8 @@ def _make_empty(path: Path, folder: bool) -> bool:
 
 def agent_state_paths(preset: Preset) -> list[Path]:
     """The preset's state folders (created when missing) and files (when they exist)."""
-    program = Path(preset.argv()[0]).name
     paths = []
-    for raw in AGENT_STATE.get(preset.name, AGENT_STATE.get(program, ())):
+    for raw in _of_agent(AGENT_STATE, preset):
         path = Path(raw).expanduser()
         if raw.endswith("/"):
             path.mkdir(parents=True, exist_ok=True)
@@ -232,7 +238,4 @@ def _seed(source: Path, target: Path) -> None:
     if os.path.lexists(target) or source.is_symlink() or not source.is_file():
         return
     with contextlib.suppress(OSError):
-        data = source.read_bytes()
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
+        create_new(target, source.read_bytes())

@@ -80,10 +80,8 @@ class TaskTable(RowTable):
         self.show_rows(rows, self._placeholder)
 
     def _build_cells(self, task: Task, blockers: tuple[int, ...]) -> tuple[Cell, ...]:
-        label = task.subject
-        if len(label) > self.subject_width:
-            label = label[: self.subject_width - 1] + "…"
-        subject = Text(label, style="dim strike" if str(task.status) == "completed" else "")
+        # cut to the column (with an ellipsis) where the row is laid out: compose_line
+        subject = Text(task.subject, style="dim strike" if str(task.status) == "completed" else "")
         if blockers:
             subject.append(f" ⧗{','.join(map(str, blockers))}", style="dim red")
         worktree = Text(task.worktree or "-", style="cyan" if task.worktree else "dim")
