@@ -6,6 +6,7 @@ import re
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from daintree_tui.core import git as g
 from daintree_tui.core.errors import InputError
@@ -90,6 +91,12 @@ class TaskService:
 
     def find(self, task_id: int) -> Task | None:
         return self._load(task_id)
+
+    def brief_of(self, task_id: int | None) -> dict[str, Any] | None:
+        """What an event about a worktree bound to `task_id` says of its task (None when unbound or unreadable):
+        every event names the task its worktree works on, so the planes stay linked by ids (DESIGN 1)."""
+        task = self._load(task_id) if task_id is not None else None
+        return task.brief() if task is not None else None
 
     def role(self, task: Task) -> str | None:
         """The role the task gives whoever works on it (the user's `task create --role`, a lead's request).

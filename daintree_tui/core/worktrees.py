@@ -328,7 +328,8 @@ class WorktreeService:
             # Each step's event as it happens, in the order DESIGN 3 gives the steps (a rollback logs its own
             # create.failed after them).
             if copied or linked:
-                project.events.append("deps.linked", worktree=brief, copied=copied, linked=linked)
+                project.events.append("deps.linked", worktree=brief, copied=copied, linked=linked,
+                                      task=task.brief() if task else None)
             tmpdir = project.tmpdir_for(name)
             if tmpdir.is_symlink():
                 tmpdir.unlink()  # TMPDIR must be a folder of ours, not wherever a committed link points
@@ -477,7 +478,8 @@ class WorktreeService:
         entry.ports = []
         self.index.save(entries)
         if released:
-            project.events.append("port.released", worktree=entry.brief(), ports=released)
+            project.events.append("port.released", worktree=entry.brief(), ports=released,
+                                  task=self.tasks.brief_of(entry.task_id))
         task = None
         if entry.task_id is not None:
             task = self.tasks.unbind(entry.task_id, complete=complete_task)

@@ -1,0 +1,37 @@
+"""DESIGN.md and the issues read word by word against the real CLI (the seventh audit): each test is a promise
+that the product broke, with what it did in the docstring."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import CLI, events, git, trusted_config, wait_for
+
+
+def test_every_event_about_a_bound_worktree_names_its_task(cli: CLI, repo: Path, tmux_socket: str) -> None:
+    """DESIGN 1: three planes "linked by ids", each event `{"event", "ts", "task": {...}, "worktree": {...}}`.
+    Of the events about a worktree bound to a task, `deps.linked`, `hook.ran`/`hook.failed`, `session.*`,
+    `worktree.commit`, `worktree.merge.*` and `port.released` carried `"task": {}`: a reader of the log could not
+    tell which task a session's exit or a merge belonged to."""
+    (repo / ".gitignore").write_text(".env\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-qm", "ignore .env")
+    (repo / ".env").write_text("A=1\n")
+    trusted_config(repo, '[hooks]\npost_create = ["true"]\npre_merge = ["true"]\n'
+                         "[agents.worker]\ncommand = \"sh -c 'echo done > work.txt; exit 3'\"\n")
+    cli.ok("task", "create", "Bound work")
+    cli.ok("worktree", "create", "bound", "--task", "1", "--agent", "worker")
+    wait_for(lambda: cli.json("session", "list")[0]["status"] == "exited")
+    cli.ok("session", "watch", "--once")  # the one owner that records transitions (DESIGN 2, services)
+    cli.ok("worktree", "commit", "bound", "-m", "work", "--all")
+    cli.ok("worktree", "merge", "bound")
+    cli.ok("worktree", "remove", "bound")
+    about_bound = [e for e in events(repo) if e["worktree"].get("name") == "bound"]
+    kinds = {e["event"] for e in about_bound}
+    assert {"deps.linked", "hook.ran", "session.started", "session.exited", "worktree.commit",
+            "worktree.merge.before", "worktree.merge.after", "port.released"} <= kinds, kinds
+    unnamed = [e["event"] for e in about_bound if e["task"].get("id") != 1]
+    assert unnamed == [], unnamed
+    exited = next(e for e in about_bound if e["event"] == "session.exited")
+    assert exited["task"] == {"id": 1, "subject": "Bound work", "status": "in_progress"}
+    assert exited["exit_code"] == 3
