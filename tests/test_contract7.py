@@ -35,3 +35,15 @@ def test_every_event_about_a_bound_worktree_names_its_task(cli: CLI, repo: Path,
     exited = next(e for e in about_bound if e["event"] == "session.exited")
     assert exited["task"] == {"id": 1, "subject": "Bound work", "status": "in_progress"}
     assert exited["exit_code"] == 3
+
+
+def test_updating_a_bound_task_names_its_worktree(cli: CLI, repo: Path) -> None:
+    """The other direction of the same link: `task update` of a task bound to a worktree logged `task.updated`
+    and `task.completed` with `"worktree": {}`, where binding and unbinding it name the worktree."""
+    cli.ok("task", "create", "Linked")
+    cli.ok("worktree", "create", "linked", "--task", "1")
+    cli.ok("task", "update", "1", "--owner", "me", "--status", "completed")
+    updated, completed = events(repo)[-2:]
+    assert (updated["event"], completed["event"]) == ("task.updated", "task.completed")
+    assert updated["worktree"] == completed["worktree"] == {"name": "linked"}
+    assert completed["task"] == {"id": 1, "subject": "Linked", "status": "completed"}

@@ -182,9 +182,10 @@ class TaskService:
             if description is not None:
                 task.description = escape_controls(description)
             self.save(task)
-            self.project.events.append("task.updated", task=task.brief())
+            bound = {"name": task.worktree} if task.worktree else None  # the plane it is linked to (DESIGN 1)
+            self.project.events.append("task.updated", task=task.brief(), worktree=bound)
             if task.status == TaskStatus.COMPLETED and before != TaskStatus.COMPLETED:
-                self.project.events.append("task.completed", task=task.brief())
+                self.project.events.append("task.completed", task=task.brief(), worktree=bound)
         return task
 
     def bind(self, task_id: int, worktree: str) -> Task:
