@@ -3,10 +3,7 @@ that the product broke, with what it did in the docstring."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
-
-import pytest
 
 from tests.conftest import CLI, events, git, trusted_config, wait_for
 
@@ -55,11 +52,10 @@ def test_updating_a_bound_task_names_its_worktree(cli: CLI, repo: Path) -> None:
 def test_send_from_a_missing_clipboard_is_one_short_line(cli: CLI, repo: Path, tmux_socket: str) -> None:
     """Errors are one clear line on stderr: `session send NAME --clipboard` without a clipboard printed
     pyperclip's paragraph (its newline escaped into a literal `\\n`, a URL and three apt-get commands)."""
-    if any(shutil.which(tool) for tool in ("xclip", "xsel", "wl-paste")):
-        pytest.skip("a clipboard program is installed here")
     trusted_config(repo, "[agents.cat]\ncommand = \"cat\"\n")
     cli.ok("worktree", "create", "clip", "--agent", "cat")
     proc = cli("session", "send", "clip", "--clipboard", env={"DISPLAY": "", "WAYLAND_DISPLAY": ""})
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and "\\n" not in proc.stderr and "http" not in proc.stderr, proc.stderr
-    assert proc.stderr.startswith("daintree: no clipboard available")
+    # Without a display every clipboard program fails (or reads nothing): either way one line saying so.
+    assert proc.stderr.startswith(("daintree: no clipboard available", "daintree: the clipboard is empty"))
