@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import CLI, events, git, trusted_config, wait_for
+from tests.conftest import CLI, events, git, make_repo, trusted_config, wait_for
 
 
 def test_every_event_about_a_bound_worktree_names_its_task(cli: CLI, repo: Path, tmux_socket: str) -> None:
@@ -59,3 +59,30 @@ def test_send_from_a_missing_clipboard_is_one_short_line(cli: CLI, repo: Path, t
     assert proc.stderr.count("\n") == 1 and "\\n" not in proc.stderr and "http" not in proc.stderr, proc.stderr
     # Without a display every clipboard program fails (or reads nothing): either way one line saying so.
     assert proc.stderr.startswith(("daintree: no clipboard available", "daintree: the clipboard is empty"))
+
+
+def test_the_live_feed_shows_only_this_repositorys_sessions(repo: Path, tmp_path: Path, tmux_socket: str) -> None:
+    """"each session is marked with its repository, so a repository lists, stops and replaces only its own"
+    (README, one tmux server per repository): with DAINTREE_TMUX_SOCKET shared, the dashboard's live feed listed
+    the other repository's sessions too: it announced "NAME: ? is waiting for you" for each and counted them in
+    "agents keep running in tmux (N now)" on quit. `session list` already kept to its own."""
+    from daintree_tui.core.project import Project
+    from daintree_tui.sessions.live import LiveSessions
+    from daintree_tui.sessions.manager import SessionManager
+
+    other = make_repo(tmp_path / "other")
+    agent = "[agents.idle]\ncommand = \"sh -c 'echo ready; exec cat'\"\n"
+    for where in (repo, other):
+        trusted_config(where, agent)
+    CLI(other).ok("worktree", "create", "theirs", "--agent", "idle")
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "mine", "--agent", "idle")
+    assert [s["name"] for s in cli.json("session", "list")] == ["mine"]
+
+    live = LiveSessions(SessionManager(Project.discover(repo)), record=lambda change: None).start()
+    try:
+        live.events.poke()
+        wait_for(lambda: {r.worktree for r in live.events.records().values()} == {"mine", "theirs"})
+        assert [info.name for info in live.infos()] == ["mine"]
+    finally:
+        live.close()
