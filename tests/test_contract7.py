@@ -86,3 +86,30 @@ def test_the_live_feed_shows_only_this_repositorys_sessions(repo: Path, tmp_path
         assert [info.name for info in live.infos()] == ["mine"]
     finally:
         live.close()
+
+
+def test_remove_logs_its_steps_between_remove_before_and_after(cli: CLI, repo: Path, tmux_socket: str) -> None:
+    """DESIGN 3: remove "runs `pre_remove` hooks, stops the session, removes the dir, releases ports, marks the
+    entry removed, and unbinds its task". The log opened with `worktree.remove.before` only after the hooks had
+    run and the session had been stopped (hook.ran and session.exited came first), and a failing pre_remove hook
+    refused the remove with no `worktree.remove.failed`, where create logs create.before first and
+    create.failed on any failing step."""
+    trusted_config(repo, '[hooks]\npre_remove = ["true"]\n'
+                         "[agents.idle]\ncommand = \"sh -c 'echo ready; exec cat'\"\n")
+    cli.ok("task", "create", "Ordered removal")
+    cli.ok("worktree", "create", "ordered", "--task", "1", "--agent", "idle")
+    start = len(events(repo))
+    cli.ok("worktree", "remove", "ordered", "--complete-task")
+    kinds = [e["event"] for e in events(repo)[start:]]
+    assert kinds[0] == "worktree.remove.before" and kinds[-1] == "worktree.remove.after", kinds
+    assert kinds.index("hook.ran") < kinds.index("session.exited") < kinds.index("port.released"), kinds
+
+    trusted_config(repo, '[hooks]\npre_remove = ["exit 7"]\n')
+    cli.ok("worktree", "create", "guarded")
+    start = len(events(repo))
+    refused = cli("worktree", "remove", "guarded")
+    assert refused.returncode == 1 and "pre_remove" in refused.stderr
+    assert [e["event"] for e in events(repo)[start:]] == [
+        "worktree.remove.before", "hook.failed", "worktree.remove.failed"]
+    assert (repo / ".worktrees" / "guarded").is_dir()
+    assert [e["name"] for e in cli.json("worktree", "list")] == ["guarded"]
