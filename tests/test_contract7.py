@@ -113,3 +113,15 @@ def test_remove_logs_its_steps_between_remove_before_and_after(cli: CLI, repo: P
         "worktree.remove.before", "hook.failed", "worktree.remove.failed"]
     assert (repo / ".worktrees" / "guarded").is_dir()
     assert [e["name"] for e in cli.json("worktree", "list")] == ["guarded"]
+
+
+def test_a_name_whose_session_log_is_another_worktrees_hook_log_is_refused(cli: CLI, repo: Path) -> None:
+    """Issue 10.7: "names that collide with state files are rejected (exit 2)". Worktree `a`'s hook log is
+    `.worktrees/.logs/a.hooks.log`, which is also the session log of a worktree named `a.hooks`: its agent's
+    output went into `a`'s hook log, `session log a.hooks` printed `a`'s hook output, and `gc` after removing `a`
+    deleted the live session's log."""
+    proc = cli("worktree", "create", "a.hooks")
+    assert proc.returncode == 2 and "reserved" in proc.stderr, proc.stderr
+    assert cli.json("worktree", "list", "--all") == []
+    assert git(repo, "branch", "--list", "wt/*") == ""
+    cli.ok("worktree", "create", "a.hooksmith")  # only the suffix is reserved
