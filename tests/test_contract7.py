@@ -3,6 +3,8 @@ that the product broke, with what it did in the docstring."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 from tests.conftest import CLI, events, git, make_repo, trusted_config, wait_for
@@ -125,3 +127,20 @@ def test_a_name_whose_session_log_is_another_worktrees_hook_log_is_refused(cli: 
     assert cli.json("worktree", "list", "--all") == []
     assert git(repo, "branch", "--list", "wt/*") == ""
     cli.ok("worktree", "create", "a.hooksmith")  # only the suffix is reserved
+
+
+def test_worktree_list_without_du_measures_disk_itself(cli: CLI, repo: Path, tmp_path: Path) -> None:
+    """Errors are one clear line, never a traceback: `worktree list` on a PATH without `du` (a minimal image:
+    git and a shell only) was `internal error: FileNotFoundError: 'du'`; it measures the tree itself."""
+    cli.ok("worktree", "create", "measured")
+    (repo / ".worktrees" / "measured" / "data.bin").write_bytes(b"x" * 64 * 1024)
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    for tool in ("git", "sh"):
+        found = shutil.which(tool)
+        assert found is not None
+        (bare / tool).symlink_to(found)
+    listed = cli("worktree", "list", "--json", env={"PATH": str(bare)})
+    assert listed.returncode == 0, listed.stderr
+    [entry] = [e for e in json.loads(listed.stdout) if e["name"] == "measured"]
+    assert entry["disk_bytes"] >= 64 * 1024
