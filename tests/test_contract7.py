@@ -129,9 +129,11 @@ def test_a_name_whose_session_log_is_another_worktrees_hook_log_is_refused(cli: 
     cli.ok("worktree", "create", "a.hooksmith")  # only the suffix is reserved
 
 
-def test_worktree_list_without_du_measures_disk_itself(cli: CLI, repo: Path, tmp_path: Path) -> None:
-    """Errors are one clear line, never a traceback: `worktree list` on a PATH without `du` (a minimal image:
-    git and a shell only) was `internal error: FileNotFoundError: 'du'`; it measures the tree itself."""
+def test_list_and_remove_work_without_du_and_rm(cli: CLI, repo: Path, tmp_path: Path) -> None:
+    """Errors are one clear line, never a traceback, and exit 0 is success: on a PATH without `du` and `rm` (a
+    minimal image: git and a shell only) `worktree list` was `internal error: FileNotFoundError: 'du'`, and
+    `worktree remove` removed the worktree, then said `remove failed: ... 'rm'` with exit 1 (its background
+    delete could not start). The list measures the tree itself; the remove deletes the trash itself."""
     cli.ok("worktree", "create", "measured")
     (repo / ".worktrees" / "measured" / "data.bin").write_bytes(b"x" * 64 * 1024)
     bare = tmp_path / "bin"
@@ -140,7 +142,13 @@ def test_worktree_list_without_du_measures_disk_itself(cli: CLI, repo: Path, tmp
         found = shutil.which(tool)
         assert found is not None
         (bare / tool).symlink_to(found)
-    listed = cli("worktree", "list", "--json", env={"PATH": str(bare)})
+    minimal = {"PATH": str(bare)}
+    listed = cli("worktree", "list", "--json", env=minimal)
     assert listed.returncode == 0, listed.stderr
     [entry] = [e for e in json.loads(listed.stdout) if e["name"] == "measured"]
     assert entry["disk_bytes"] >= 64 * 1024
+    removed = cli("worktree", "remove", "measured", "--force", env=minimal)
+    assert removed.returncode == 0, removed.stderr
+    assert not (repo / ".worktrees" / "measured").exists()
+    trash = repo / ".worktrees" / ".trash"
+    assert not trash.is_dir() or not any(trash.iterdir())

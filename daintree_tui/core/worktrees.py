@@ -506,11 +506,14 @@ class WorktreeService:
         if not trash.is_dir() or not any(trash.iterdir()):
             return
         if background:
-            subprocess.Popen(["rm", "-rf", "--", *[str(p) for p in trash.iterdir()]], stdin=subprocess.DEVNULL,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        else:
-            for child in trash.iterdir():
-                shutil.rmtree(child, ignore_errors=True)
+            try:
+                subprocess.Popen(["rm", "-rf", "--", *[str(p) for p in trash.iterdir()]], stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                return
+            except OSError:
+                pass  # no `rm` on PATH: delete here rather than call a finished remove failed
+        for child in trash.iterdir():
+            shutil.rmtree(child, ignore_errors=True)
 
     def _delete_branch(self, entry: WorktreeEntry, force: bool, result: RemoveResult) -> None:
         root = self.project.root
