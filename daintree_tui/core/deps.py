@@ -245,8 +245,11 @@ def link_dependencies(root: Path, worktree: Path, targets: list[tuple[str, LinkS
                     os.symlink(src, name, dir_fd=dir_fd)
                 else:
                     # cp writes into the directory that was checked (by its fd), and copies links as links.
-                    proc = subprocess.run(["cp", "-a", "--reflink=auto", "--no-target-directory", "--", str(src),
-                                           trust.fd_path(dir_fd, name)], capture_output=True, text=True)
+                    try:
+                        proc = subprocess.run(["cp", "-a", "--reflink=auto", "--no-target-directory", "--",
+                                               str(src), trust.fd_path(dir_fd, name)], capture_output=True, text=True)
+                    except OSError as exc:
+                        raise OperationError(f"cannot copy {rel}: cp: {exc.strerror}") from None
                     if proc.returncode != 0:
                         raise OperationError(f"cannot copy {rel}: {g.last_line(proc.stderr)}")
         except FileExistsError:

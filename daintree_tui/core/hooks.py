@@ -14,6 +14,7 @@ from daintree_tui.core.log import warn
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.project import Project
 from daintree_tui.core.runner import run_command
+from daintree_tui.core.tasks import TaskService
 from daintree_tui.core.trust import (  # re-exported: callers import trust from here
     file_sha256,
     is_trusted,
@@ -59,6 +60,7 @@ def run_hooks(project: Project, hook: str, entry: WorktreeEntry, *, cwd: Path | 
     if not specs:
         return []
     trusted = repo_config_trusted(project.config)
+    task = TaskService(project).brief_of(entry.task_id)  # each hook event names the worktree's task
     env = worktree_env(project, entry)
     env["DAINTREE_HOOK"] = hook
     env.update(extra_env or {})
@@ -91,7 +93,7 @@ def run_hooks(project: Project, hook: str, entry: WorktreeEntry, *, cwd: Path | 
                 subprocess.Popen(command_argv(spec.command, background=True), cwd=workdir, env=env,
                                  stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
             project.events.append("hook.ran", worktree=entry.brief(), hook=hook, command=spec.command,
-                                  background=True)
+                                  background=True, task=task)
             outcomes.append(HookOutcome(spec.command, None, spec.optional))
             continue
         result = run_command(command_argv(spec.command), workdir, env, spec.timeout or project.config.hook_timeout)
@@ -105,10 +107,10 @@ def run_hooks(project: Project, hook: str, entry: WorktreeEntry, *, cwd: Path | 
         if outcome.failed:
             why = "timed out" if result.timed_out else f"exited {result.exit_code}"
             project.events.append("hook.failed", worktree=entry.brief(), hook=hook, command=spec.command,
-                                  exit_code=result.exit_code, output=tail, error=why)
+                                  exit_code=result.exit_code, output=tail, error=why, task=task)
             if not spec.optional:
                 raise OperationError(f"{hook} hook {spec.command!r} {why}")
         else:
             project.events.append("hook.ran", worktree=entry.brief(), hook=hook, command=spec.command,
-                                  exit_code=0, output=tail)
+                                  exit_code=0, output=tail, task=task)
     return outcomes

@@ -141,7 +141,8 @@ class Reconciler:
                 released = entry.ports
                 entry.status, entry.removed_at, entry.ports = WorktreeStatus.REMOVED, time.time(), []
                 if released and fixing:
-                    self.project.events.append("port.released", worktree=entry.brief(), ports=released)
+                    self.project.events.append("port.released", worktree=entry.brief(), ports=released,
+                                               task=self.tasks.brief_of(entry.task_id))
 
     def _adopt_orphans(self, entries: list[WorktreeEntry]) -> None:
         live_paths = {Path(e.path) for e in entries if e.live}
@@ -168,7 +169,8 @@ class Reconciler:
                 entry.ports = lease_block(seen | {p for e in entries if e.live for p in e.ports
                                                   if e is not entry}, cfg.ports_range, cfg.ports_per_worktree)
                 if fixing:
-                    self.project.events.append("port.assigned", worktree=entry.brief(), ports=entry.ports)
+                    self.project.events.append("port.assigned", worktree=entry.brief(), ports=entry.ports,
+                                               task=self.tasks.brief_of(entry.task_id))
             seen.update(entry.ports)
 
     def _check_bindings(self, entries: list[WorktreeEntry]) -> None:

@@ -140,7 +140,8 @@ class ReviewService:
             raise OperationError(f"nothing to commit in {name}" + ("" if all_changes else " (use --all)"))
         self._commit_confined(entry, message)
         sha = g.git(path, "rev-parse", "HEAD").stdout.strip()
-        self.project.events.append("worktree.commit", worktree=entry.brief(), commit=sha, files=files)
+        self.project.events.append("worktree.commit", worktree=entry.brief(), commit=sha, files=files,
+                                   task=self.worktrees.tasks.brief_of(entry.task_id))
         return {"name": name, "commit": sha, "files": files, "message": message}
 
     def _commit_confined(self, entry: WorktreeEntry, message: str) -> None:
@@ -250,20 +251,21 @@ class ReviewService:
         if verify:
             run_hooks(self.project, "pre_merge", entry)  # fails closed: an untrusted check refuses the merge
         brief = {**entry.brief(), "target": target, "strategy": strategy, "verified": verify}
-        self.project.events.append("worktree.merge.before", worktree=brief)
+        task_brief = self.worktrees.tasks.brief_of(entry.task_id)
+        self.project.events.append("worktree.merge.before", worktree=brief, task=task_brief)
         # Every git command below runs the user's hooks as they are now, never ones the merged branch brings.
         with self._hooks_as_they_are(holder or root) as hooks:
             try:
                 new_tip = self._merge_in_temp(entry, target, target_tip, strategy, hooks)
                 self._advance(target, target_tip, new_tip, holder, hooks)
             except OperationError as exc:
-                self.project.events.append("worktree.merge.failed", worktree=brief, error=str(exc))
+                self.project.events.append("worktree.merge.failed", worktree=brief, error=str(exc), task=task_brief)
                 raise
             if strategy == "rebase":
                 # The agent's branch follows its rebased commits (its worktree is clean, checked above).
                 g.git(Path(entry.path), *hooks, "reset", "-q", "--keep", new_tip, check=False)
         result = MergeResult(name, target, strategy, new_tip, f"merged {entry.branch} into {target} ({strategy})")
-        self.project.events.append("worktree.merge.after", worktree=brief, commit=new_tip)
+        self.project.events.append("worktree.merge.after", worktree=brief, commit=new_tip, task=task_brief)
         if remove:
             removed = self.worktrees.remove(name, complete_task=complete_task, delete_branch=strategy != "squash")
             result.removed = removed.removed
@@ -407,7 +409,8 @@ class ReviewService:
         if proc.returncode != 0:
             raise OperationError(f"gh pr create failed: {g.last_line(proc.stderr) or proc.returncode}")
         url = g.last_line(proc.stdout)
-        self.project.events.append("worktree.pr", worktree=entry.brief(), url=url, draft=draft)
+        self.project.events.append("worktree.pr", worktree=entry.brief(), url=url, draft=draft,
+                                   task=task.brief() if task else None)
         return {"name": name, "branch": entry.branch, "base": target, "url": url, "draft": draft}
 
 

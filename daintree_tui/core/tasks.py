@@ -6,6 +6,7 @@ import re
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from daintree_tui.core import git as g
 from daintree_tui.core.errors import InputError
@@ -91,6 +92,12 @@ class TaskService:
     def find(self, task_id: int) -> Task | None:
         return self._load(task_id)
 
+    def brief_of(self, task_id: int | None) -> dict[str, Any] | None:
+        """What an event about a worktree bound to `task_id` says of its task (None when unbound or unreadable):
+        every event names the task its worktree works on, so the planes stay linked by ids (DESIGN 1)."""
+        task = self._load(task_id) if task_id is not None else None
+        return task.brief() if task is not None else None
+
     def role(self, task: Task) -> str | None:
         """The role the task gives whoever works on it (the user's `task create --role`, a lead's request).
 
@@ -175,9 +182,10 @@ class TaskService:
             if description is not None:
                 task.description = escape_controls(description)
             self.save(task)
-            self.project.events.append("task.updated", task=task.brief())
+            bound = {"name": task.worktree} if task.worktree else None  # the plane it is linked to (DESIGN 1)
+            self.project.events.append("task.updated", task=task.brief(), worktree=bound)
             if task.status == TaskStatus.COMPLETED and before != TaskStatus.COMPLETED:
-                self.project.events.append("task.completed", task=task.brief())
+                self.project.events.append("task.completed", task=task.brief(), worktree=bound)
         return task
 
     def bind(self, task_id: int, worktree: str) -> Task:

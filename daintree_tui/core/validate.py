@@ -23,7 +23,8 @@ COMMIT_RE = re.compile(r"[0-9a-f]{0,64}")
 STATE_NAMES = frozenset({
     "index.json", "events.jsonl", "events.jsonl.1", "tmux.conf", "approvals.json", "bakeoffs.json", "queue.json",
 })
-STATE_SUFFIXES = (".json", ".jsonl", ".bak", ".conf", ".tmp", ".lock")
+# `.hooks`: worktree X's hook log is `.logs/X.hooks.log`, the session log a worktree named `X.hooks` would have.
+STATE_SUFFIXES = (".json", ".jsonl", ".bak", ".conf", ".tmp", ".lock", ".hooks")
 
 
 def name_problem(name: object, *, new: bool = True) -> str | None:

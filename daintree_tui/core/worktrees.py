@@ -328,7 +328,8 @@ class WorktreeService:
             # Each step's event as it happens, in the order DESIGN 3 gives the steps (a rollback logs its own
             # create.failed after them).
             if copied or linked:
-                project.events.append("deps.linked", worktree=brief, copied=copied, linked=linked)
+                project.events.append("deps.linked", worktree=brief, copied=copied, linked=linked,
+                                      task=task.brief() if task else None)
             tmpdir = project.tmpdir_for(name)
             if tmpdir.is_symlink():
                 tmpdir.unlink()  # TMPDIR must be a folder of ours, not wherever a committed link points
@@ -417,30 +418,32 @@ class WorktreeService:
             return RemoveResult(name, f"worktree {name} is already removed", removed=False, entry=entry)
         path = Path(entry.path)
         self._check_removable(entry, force)
-        if path.is_dir():
-            run_hooks(project, "pre_remove", entry)
-        closed = False  # its session, live or exited: said in the result, since the agent ends with it
-        if self.sessions is not None:
-            with contextlib.suppress(Exception):
-                closed = self.sessions.stop(name)
-        with project.lock.hold():
-            entries = self.index.load(heal=True)
-            entry = find(entries, name) or entry
-            if not entry.live:
-                return RemoveResult(name, f"worktree {name} is already removed", removed=False, entry=entry)
-            self._check_removable(entry, force)  # again under the lock: the agent may have written since
-            self._journal_write(name, op="remove", path=str(path), force=force, complete_task=complete_task)
-            bound = self.tasks.find(entry.task_id) if entry.task_id is not None else None
-            project.events.append("worktree.remove.before", worktree=entry.brief(),
-                                  task=bound.brief() if bound else None)
-            try:
+        # remove.before opens the log of the remove, as create.before does for a create: the pre_remove hooks and
+        # the session's stop are steps of the remove (DESIGN 3), and a failure of any step is remove.failed.
+        task = self.tasks.brief_of(entry.task_id)
+        project.events.append("worktree.remove.before", worktree=entry.brief(), task=task)
+        try:
+            if path.is_dir():
+                run_hooks(project, "pre_remove", entry)
+            closed = False  # its session, live or exited: said in the result, since the agent ends with it
+            if self.sessions is not None:
+                with contextlib.suppress(Exception):
+                    closed = self.sessions.stop(name)
+            with project.lock.hold():
+                entries = self.index.load(heal=True)
+                entry = find(entries, name) or entry
+                if not entry.live:
+                    return RemoveResult(name, f"worktree {name} is already removed", removed=False, entry=entry)
+                self._check_removable(entry, force)  # again under the lock: the agent may have written since
+                self._journal_write(name, op="remove", path=str(path), force=force, complete_task=complete_task)
                 self.finish_remove(entries, entry, complete_task)
-            except BaseException as exc:
-                reason = str(exc) if isinstance(exc, DaintreeError) else f"{type(exc).__name__}: {exc}"
-                project.events.append("worktree.remove.failed", worktree=entry.brief(), error=reason)
-                if isinstance(exc, OSError):
-                    raise OperationError(f"remove {name} failed: {exc}") from None
-                raise
+        except BaseException as exc:
+            reason = str(exc) if isinstance(exc, DaintreeError) else f"{type(exc).__name__}: {exc}"
+            project.events.append("worktree.remove.failed", worktree=entry.brief(), error=reason,
+                                  task=self.tasks.brief_of(entry.task_id))
+            if isinstance(exc, OSError):
+                raise OperationError(f"remove {name} failed: {exc}") from None
+            raise
         result = RemoveResult(name, f"removed worktree {name}" + (" and closed its session" if closed else ""),
                               removed=True, entry=entry)
         if delete_branch:
@@ -477,7 +480,8 @@ class WorktreeService:
         entry.ports = []
         self.index.save(entries)
         if released:
-            project.events.append("port.released", worktree=entry.brief(), ports=released)
+            project.events.append("port.released", worktree=entry.brief(), ports=released,
+                                  task=self.tasks.brief_of(entry.task_id))
         task = None
         if entry.task_id is not None:
             task = self.tasks.unbind(entry.task_id, complete=complete_task)
@@ -502,11 +506,14 @@ class WorktreeService:
         if not trash.is_dir() or not any(trash.iterdir()):
             return
         if background:
-            subprocess.Popen(["rm", "-rf", "--", *[str(p) for p in trash.iterdir()]], stdin=subprocess.DEVNULL,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        else:
-            for child in trash.iterdir():
-                shutil.rmtree(child, ignore_errors=True)
+            try:
+                subprocess.Popen(["rm", "-rf", "--", *[str(p) for p in trash.iterdir()]], stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                return
+            except OSError:
+                pass  # no `rm` on PATH: delete here rather than call a finished remove failed
+        for child in trash.iterdir():
+            shutil.rmtree(child, ignore_errors=True)
 
     def _delete_branch(self, entry: WorktreeEntry, force: bool, result: RemoveResult) -> None:
         root = self.project.root

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import subprocess
 import time
@@ -22,12 +23,28 @@ CACHE_TTL = 300.0
 
 
 def tree_size(path: Path) -> int:
-    """Bytes used by a tree (`du`, which does not follow the symlinked node_modules)."""
-    proc = subprocess.run(["du", "-sk", "--", str(path)], capture_output=True, text=True)
+    """Bytes used by a tree (`du`, which does not follow the symlinked node_modules; where there is no `du`, the
+    same sum walked here: `worktree list` was an internal error without it)."""
+    try:
+        proc = subprocess.run(["du", "-sk", "--", str(path)], capture_output=True, text=True)
+    except OSError:
+        return _walked_size(path)
     try:
         return int(proc.stdout.split()[0]) * 1024
     except (IndexError, ValueError):
         return 0
+
+
+def _walked_size(path: Path) -> int:
+    """Blocks in use under `path`, symlinks not followed (what `du -s` counts)."""
+    total = 0
+    for folder, dirs, files in os.walk(path, onerror=lambda _exc: None):
+        for name in [*dirs, *files]:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(folder, name)).st_blocks * 512
+    with contextlib.suppress(OSError):
+        total += os.lstat(path).st_blocks * 512
+    return total
 
 
 def human(size: int) -> str:

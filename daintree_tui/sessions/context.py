@@ -65,8 +65,10 @@ def build_context(project: Project, name: str, *, files: list[str], task: bool, 
 
         try:
             text = pyperclip.paste()
-        except pyperclip.PyperclipException as exc:
-            raise OperationError(f"no clipboard available: {exc}") from None
+        except pyperclip.PyperclipException:
+            # pyperclip's own message is a paragraph with a URL; the error is one line (DESIGN 6).
+            raise OperationError("no clipboard available: install xclip, xsel or wl-clipboard "
+                                 "(or send the text as TEXT, or with --file)") from None
         if not text:
             raise OperationError("the clipboard is empty")
         parts.append(text)

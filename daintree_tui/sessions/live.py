@@ -338,6 +338,8 @@ class LiveSessions:
         self.previews = Previews(self.events)
         self._record = record
         self._on_change = on_change
+        self._local = not prefix
+        self._foreign: dict[tuple[str, float], bool] = {}
         self._to_record: queue.SimpleQueue[StatusChange | None] = queue.SimpleQueue()
         self._recorder = threading.Thread(target=self._record_changes, name="session-recorder", daemon=True)
 
@@ -391,6 +393,8 @@ class LiveSessions:
         for name, record in self.events.records().items():
             worktree = record.worktree
             meta = self.records.get(worktree)
+            if not meta and self._is_foreign(record):
+                continue
             started = meta.get("started_at")
             infos.append(SessionInfo(
                 name=worktree, session=name, agent=str(meta.get("agent", "?")),
@@ -401,6 +405,18 @@ class LiveSessions:
                 recorded=str(meta.get("status") or "") if meta else None,
                 status_source=status_source_of(meta), over_budget=meta.get("over_budget")))
         return sorted(infos, key=lambda i: i.started_at)
+
+    def _is_foreign(self, record: PaneRecord) -> bool:
+        """Another repository's session, on a server that DAINTREE_TMUX_SOCKET shares: a repository sees only its
+        own (the dashboard listed, counted and announced the others). Asked of tmux once per session, and only
+        for a session this repository has no record of; a remote host's server is that host's repository's."""
+        if not self._local:
+            return False
+        key = (record.session, record.created)
+        if key not in self._foreign:
+            exists = getattr(self.manager.host, "exists", None)
+            self._foreign[key] = exists is not None and not exists(record.worktree)
+        return self._foreign[key]
 
     def screens(self, worktrees: Iterable[str], ansi: bool = False) -> dict[str, str]:
         """Previews of these worktrees' sessions (those on screen), rate-limited; keyed by worktree."""

@@ -217,7 +217,8 @@ class SessionManager:
         if prompt and preset.prompt_mode == "type" and preset.name != "shell":
             self._type_first_prompt(name, prompt, log)
         self.project.events.append("session.started", worktree=entry.brief(), agent=preset.name,
-                                   session=session_name(name), pid=state.pid)
+                                   session=session_name(name), pid=state.pid,
+                                   task=TaskService(self.project).brief_of(entry.task_id))
         return self._info(name, state, meta, SessionStatus.STARTING)
 
     def _role(self, entry: WorktreeEntry, preset: Preset) -> str | None:
@@ -428,9 +429,11 @@ class SessionManager:
                 meta["exit_code"] = exit_code
             write_json(self.meta_path(name), meta)
         if status in (SessionStatus.WAITING, SessionStatus.EXITED, SessionStatus.RUNNING):
+            task_id = meta.get("task_id")
+            task = TaskService(self.project).brief_of(task_id) if isinstance(task_id, int) else None
             self.project.events.append(f"session.{status}", worktree={"name": name}, agent=meta.get("agent"),
                                        exit_code=exit_code if status == SessionStatus.EXITED else None,
-                                       reason=reason)
+                                       reason=reason, task=task)
         return True
 
     def _info(self, name: str, state: PaneState, meta: dict[str, Any], status: SessionStatus) -> SessionInfo:
