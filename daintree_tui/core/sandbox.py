@@ -81,6 +81,9 @@ class SandboxSpec:
     hidden: tuple[Path, ...] = field(default=())  # extra paths to hide (tmux socket dirs outside /tmp)
     hidden_files: tuple[Path, ...] = ()  # files to show empty (the user's credentials)
     readable: tuple[Path, ...] = ()  # programs' folders under /tmp (PATH entries) that must stay visible
+    # Folders of every worktree's private state (TMPDIRs, sandbox homes, inboxes, launch files): each is shown
+    # empty and read-only, with only this worktree's own entry bound back (its TMPDIR, at its own path).
+    private_roots: tuple[Path, ...] = ()
 
     @property
     def ref_file(self) -> Path:
@@ -227,11 +230,25 @@ def _tmp_mounts(spec: SandboxSpec) -> list[str]:
     return args
 
 
+def _private_mounts(spec: SandboxSpec) -> list[str]:
+    """Other sessions' TMPDIRs (their builds' files, an MCP wiring), sandbox homes, inboxes and launch files are
+    theirs: each folder that holds them is an empty tmpfs here, its own TMPDIR bound back, then made read-only."""
+    roots = [root for root in spec.private_roots if root.is_dir() and not root.is_symlink()
+             and not spec.worktree.is_relative_to(root)]
+    args: list[str] = []
+    for root in roots:
+        args += ["--tmpfs", str(root)]
+    args += ["--bind", str(spec.tmpdir), str(spec.tmpdir)]
+    for root in roots:
+        args += ["--remount-ro", str(root)]
+    return args
+
+
 def _writable_mounts(spec: SandboxSpec) -> list[str]:
     git = spec.git_common_dir
     args = ["--bind", str(spec.worktree), str(spec.worktree),
             "--bind", str(spec.git_admin_dir), str(spec.git_admin_dir),
-            "--bind", str(spec.tmpdir), str(spec.tmpdir)]
+            *_private_mounts(spec)]
     # The object store takes new loose objects; existing packs and objects/info (alternates) stay read-only.
     objects = git / "objects"
     args += ["--bind", str(objects), str(objects)]
@@ -634,6 +651,8 @@ def spec_for(project: Project, entry: WorktreeEntry, *, writable: Sequence[Path]
         inbox=inbox_dir(project, entry.name),
         network=project.config.sandbox_network if network is None else network, interactive=interactive,
         cwd=cwd, hidden=tuple(hidden), hidden_files=tuple(secret_files), background=background,
+        private_roots=(project.tmp_root, project.sandbox_homes, project.state_dir / ".inbox",
+                       project.state_dir / ".run"),
     )
 
 
