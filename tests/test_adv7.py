@@ -138,3 +138,62 @@ async def test_the_desktop_notification_shows_the_agents_last_line_as_text(repo:
     body = record.read_text()
     assert "&lt;a href=\"https://evil.invalid\"&gt;update&lt;/a&gt;" in body, body
     assert "<img" not in body and "&amp;amp;" in body, body
+
+
+def test_session_log_lines_reads_only_the_end(repo: Path) -> None:
+    """`session log -n 2` read the whole log first: an agent that writes a log of many gigabytes (a sparse one
+    costs it nothing) made it run out of memory or take minutes."""
+    cli = CLI(repo, subprocess=True)
+    cli.ok("worktree", "create", "big")
+    log = repo / ".worktrees" / ".logs" / "big.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("wb") as fh:
+        fh.truncate(64 * 1024**3)  # 64 GB of holes
+        fh.seek(0, os.SEEK_END)
+        fh.write(b"zero\none\ntwo\nthree\n")
+    proc = cli("session", "log", "big", "-n", "2", timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-2:] == ["two", "three"], proc.stdout
+    raw = cli("session", "log", "big", "-n", "1", "--raw", timeout=30)
+    assert raw.stdout == "three\n", raw.stderr
+    log.write_bytes(b"")
+    with log.open("wb") as fh:
+        fh.truncate(64 * 1024**3)  # no line break at all: what the last part holds
+    assert cli("session", "log", "big", "-n", "1", "--raw", timeout=30).returncode == 0
+
+
+def test_disk_use_is_measured_with_a_time_limit(repo: Path, tmp_path: Path) -> None:
+    """`du` ran without a time limit: a worktree of millions of files (here: a `du` that never ends, as it does
+    on such a tree or a hung network mount) held `worktree list` for as long."""
+    import time
+
+    bin_dir = tmp_path / "slow-bin"
+    bin_dir.mkdir()
+    (bin_dir / "du").write_text("#!/bin/sh\nexec sleep 120\n")
+    (bin_dir / "du").chmod(0o755)
+    cli = CLI(repo, subprocess=True)
+    cli.ok("worktree", "create", "huge")
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    started = time.monotonic()
+    proc = cli("worktree", "list", env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert time.monotonic() - started < 45
+    assert "huge" in proc.stdout
+
+
+@pytest.mark.usefixtures("tmux_socket")
+def test_queue_run_reports_tracked_tasks_as_skipped_and_ends(tmp_path: Path) -> None:
+    """A committed `.tasks/task_1.json` with an agent is never started by the queue, but `queue run` counted it as
+    waiting: it said "ready or blocked: 1" and, without --once, waited for it forever."""
+    from tests.test_security import hostile_clone
+
+    task = {"id": 1, "subject": "Tidy the docs", "description": "", "status": "pending", "owner": "", "worktree": "",
+            "blockedBy": [], "created_at": 1.0e9, "updated_at": 1.0e9, "agent": "shell"}
+    clone = hostile_clone(tmp_path, {".tasks/task_1.json": json.dumps(task)})
+    cli = CLI(clone, subprocess=True)
+    proc = cli("queue", "run", "--interval", "0.1", "--json", timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["waiting_tasks"] == 0 and report["skipped_tracked"] == [1], report
+    text = cli("queue", "run", "--once", timeout=60).stdout
+    assert "ready or blocked: 0" in text and "skipped (git tracks them" in text and "task 1" in text, text
