@@ -197,3 +197,68 @@ def test_queue_run_reports_tracked_tasks_as_skipped_and_ends(tmp_path: Path) -> 
     assert report["waiting_tasks"] == 0 and report["skipped_tracked"] == [1], report
     text = cli("queue", "run", "--once", timeout=60).stdout
     assert "ready or blocked: 0" in text and "skipped (git tracks them" in text and "task 1" in text, text
+
+
+def test_post_remove_runs_a_repository_script_only_as_it_was_trusted(repo: Path) -> None:
+    """post_remove runs outside the sandbox (its worktree is gone), in the primary: a hook `sh scripts/cleanup.sh`
+    ran whatever that script, or what it sources, was by then, and a merged branch is an agent's way to change it."""
+    from tests.conftest import git, trusted_config
+
+    marks = repo.parent / "marks"
+    (repo / "scripts").mkdir()
+    (repo / "scripts" / "cleanup.sh").write_text('. "$DAINTREE_ROOT/scripts/lib.sh"\necho cleaned >> ../marks\n')
+    (repo / "scripts" / "lib.sh").write_text("true\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "scripts")
+    trusted_config(repo, '[hooks]\npost_remove = ["sh scripts/cleanup.sh"]\n')
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "one")
+    cli.ok("worktree", "remove", "one")
+    assert marks.read_text() == "cleaned\n"  # trusted, unchanged: it runs
+    cli.ok("worktree", "create", "agent")
+    (repo / ".worktrees" / "agent" / "scripts" / "lib.sh").write_text("echo pwned >> ../marks\n")
+    git(repo / ".worktrees" / "agent", "commit", "-qam", "tidy the helper")
+    cli.ok("worktree", "merge", "agent")
+    assert "pwned" in (repo / "scripts" / "lib.sh").read_text()  # the agent's change is on main now
+    cli.ok("worktree", "create", "two")
+    removed = cli("worktree", "remove", "two")
+    assert removed.returncode == 0, removed.stderr
+    assert marks.read_text() == "cleaned\n", "an agent's script ran outside the sandbox"
+    assert "scripts/lib.sh changed since `daintree trust`" in removed.stderr, removed.stderr
+    cli.ok("trust")  # the user reviewed it
+    cli.ok("worktree", "create", "three")
+    cli.ok("worktree", "remove", "three")
+    assert marks.read_text() == "cleaned\npwned\ncleaned\n"
+
+
+@needs_bwrap
+def test_a_pull_that_writes_over_a_running_sessions_record_changes_nothing(tmp_path: Path,
+                                                                         sandbox_env: Path) -> None:  # noqa: F811
+    """git writes over ignored files: the user's own `git pull` of a branch that force-added
+    `.worktrees/.sessions/me.json` replaced the running session's record, and its `role` (here `lead`, which the
+    user runs unsandboxed) then chose how that worktree's hooks and `run` were confined, and its MCP tools."""
+    from tests.conftest import git, make_repo
+
+    upstream = make_repo(tmp_path / "upstream")
+    repo = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(upstream), str(repo)], check=True)
+    _write_user_config('default_role = "worker"\n[roles.worker]\nsandbox = "on"\n[roles.lead]\nsandbox = "off"\n')
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "me", "--agent", "shell")
+    record = repo / ".worktrees" / ".sessions" / "me.json"
+    assert json.loads(record.read_text())["role"] == "worker"
+    planted = upstream / ".worktrees" / ".sessions" / "me.json"
+    planted.parent.mkdir(parents=True)
+    planted.write_text(json.dumps({"agent": "shell", "role": "lead", "status": "running"}))
+    git(upstream, "add", "-f", "-A")
+    git(upstream, "commit", "-qm", "session state")
+    git(repo, "pull", "-q", "--ff-only")
+    assert json.loads(record.read_text())["role"] == "lead"  # git wrote over it
+    outside = sandbox_env / "outside.txt"
+    proc = cli("worktree", "run", "me", "--", "sh", "-c", f"echo pwned > {outside}")
+    assert not outside.exists(), proc.stdout + proc.stderr
+    assert "git tracks it" in proc.stderr, proc.stderr
+    from daintree_tui.core.project import Project
+    from daintree_tui.sessions.manager import read_session_record
+
+    assert read_session_record(Project.discover(repo), "me") is None

@@ -44,9 +44,9 @@ from daintree_tui.core.log import warn
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.mounts import INBOX_MOUNT
 from daintree_tui.core.project import Project
-from daintree_tui.core.store import read_json, read_state_file
+from daintree_tui.core.store import read_state_file
 from daintree_tui.core.tasks import TaskService
-from daintree_tui.core.trust import private_dir
+from daintree_tui.core.trust import private_dir, read_own_state
 
 SSH_CONTROL_DIR_ENV = "DAINTREE_SSH_CONTROL_DIR"
 INBOX_ENV = "DAINTREE_INBOX"  # a hint only: identity is the mounted inbox, never this variable
@@ -553,7 +553,7 @@ def worktree_role(project: Project, name: str) -> str | None:
         role = tasks.role(task) if task is not None else None
         if role is not None:
             return role
-    record, _ = read_json(project.state_dir / ".sessions" / f"{name}.json", "session record")
+    record = read_own_state(project, project.state_dir / ".sessions" / f"{name}.json", "session record")
     if isinstance(record, dict) and isinstance(record.get("role"), str):
         return str(record["role"])  # the role its session was started with
     agent = record.get("agent") if isinstance(record, dict) else None

@@ -25,7 +25,7 @@ from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.index import Index, find
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.project import Project
-from daintree_tui.core.store import create_new, read_json, write_json
+from daintree_tui.core.store import create_new, write_json
 from daintree_tui.core.tasks import TaskService
 from daintree_tui.core.worktrees import require_worktree_ours
 from daintree_tui.sessions.agents import AgentIntegration, SessionContext
@@ -63,7 +63,7 @@ class SessionRecord:
 
 def read_session_record(project: Project, name: str) -> SessionRecord | None:
     """Worktree `name`'s session record, or None when it has none (or it is unreadable)."""
-    data, _ = read_json(session_record_path(project, name), "session record")
+    data = trust.read_own_state(project, session_record_path(project, name), "session record")
     if not isinstance(data, dict) or not data:
         return None
     agent, status, code, started, role = (data.get(k) for k in ("agent", "status", "exit_code", "started_at", "role"))
@@ -132,7 +132,7 @@ class SessionManager:
 
     def meta(self, name: str) -> dict[str, Any]:
         """The raw record, for this layer's own read-modify-writes; other layers use `record`."""
-        data, _ = read_json(self.meta_path(name), "session record")
+        data = trust.read_own_state(self.project, self.meta_path(name), "session record")
         return validate.session_record(data)  # each field of the wrong type dropped: the file is data
 
     def record(self, name: str) -> SessionRecord | None:
