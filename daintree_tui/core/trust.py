@@ -70,8 +70,11 @@ def unconfined_scripts(project: Project) -> dict[str, str]:
     """The repository's files (path -> sha256) that the repo config's unconfined hooks (post_remove) run."""
     from daintree_tui.core.pinned import UNCONFINED_HOOKS, named_files
 
-    commands = [spec.command for hook in UNCONFINED_HOOKS for spec in project.config.hooks.get(hook, [])
-                if spec.source == "repo"]
+    try:
+        hooks = project.config.hooks
+    except ConfigError:  # a config that does not load runs no hook; fixed, it is another file to trust
+        return {}
+    commands = [spec.command for hook in UNCONFINED_HOOKS for spec in hooks.get(hook, []) if spec.source == "repo"]
     return named_files(project.root, commands) if commands else {}
 
 

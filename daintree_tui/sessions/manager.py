@@ -31,6 +31,7 @@ from daintree_tui.core.worktrees import require_worktree_ours
 from daintree_tui.sessions.agents import AgentIntegration, SessionContext
 from daintree_tui.sessions.agents.base import write_signal_script
 from daintree_tui.sessions.host import PaneState, SessionHost, host_for, session_name
+from daintree_tui.sessions.keys import paste_text
 from daintree_tui.sessions.pane_size import load_pane_size
 from daintree_tui.sessions.presets import Preset, all_presets, resolve_preset, session_mcp_wiring, unwire_mcp
 from daintree_tui.sessions.records import UsageTracker, session_dir
@@ -258,7 +259,7 @@ class SessionManager:
                 if log.stat().st_size > 0:
                     break
             time.sleep(0.05)
-        text = prompt.replace("\x1b[201~", "")  # the text cannot close the paste early
+        text = paste_text(prompt)  # the text cannot close the paste early
         self.host.send_text(name, f"\x1b[200~{text}\x1b[201~", enter=True)
 
     def stop(self, name: str) -> bool:
