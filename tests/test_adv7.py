@@ -308,3 +308,39 @@ def test_pasted_text_cannot_end_its_paste_and_type_keys(repo: Path, tmp_path: Pa
     assert body.count(b"\x1b") == 1 and body.count(b"\x1b[201~") == 1, data  # the only one ends it
     assert b"\xc2\x9b" not in body, data
     assert body.index(b"\x1b[201~") > body.index(b"more"), data
+
+
+@needs_bwrap
+def test_a_link_in_the_agents_folder_neither_stops_its_sandbox_nor_stands_for_settings(
+        repo: Path, sandbox_env: Path, tmp_path: Path) -> None:  # noqa: F811
+    """A link an agent leaves in its own folder (`~/.claude/x -> /`) was bound read-only at the next start, and
+    bubblewrap cannot mount on a link: no sandboxed claude session started again. A settings file that is a link
+    (a dotfiles manager's `settings.json -> ~/dotfiles/...`) cannot be made read-only at all: the agent could
+    replace the link with its own settings, so the session is refused, naming it."""
+    from daintree_tui.core.errors import OperationError
+
+    claude = sandbox_env / ".claude"
+    claude.mkdir()
+    (claude / "x").symlink_to("/")
+    sandbox, env = _agent_sandbox_of_me(repo, "claude")
+    proc = _run_inside(sandbox, env, "echo started")
+    assert "started" in proc.stdout, proc.stderr
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    (dotfiles / "settings.json").write_text("{}\n")
+    (claude / "settings.json").unlink()
+    (claude / "settings.json").symlink_to(dotfiles / "settings.json")
+    with pytest.raises(OperationError, match=r"settings.json is a symbolic link"):
+        _agent_sandbox_of_me_again(repo, "claude")
+
+
+def _agent_sandbox_of_me_again(repo: Path, agent: str) -> Any:
+    from daintree_tui.core.index import Index, find
+    from daintree_tui.core.project import Project
+    from daintree_tui.sessions.presets import resolve_preset
+    from daintree_tui.sessions.sandbox import session_sandbox
+
+    project = Project.discover(repo)
+    entry = find(Index(project).load(), "me")
+    assert entry is not None
+    return session_sandbox(project, entry, resolve_preset(project.config, agent))

@@ -24,6 +24,7 @@ import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from daintree_tui.core.errors import OperationError
 from daintree_tui.core.store import create_new
 
 # Per state folder: the entries (glob patterns on the top-level name) the agent writes as data. Anything else
@@ -98,10 +99,32 @@ def read_only_paths(folders: Sequence[str], obeyed: Iterable[tuple[str, ...]]) -
             for entry in sorted(os.listdir(root)):
                 if not is_data(raw, entry):
                     paths[root / entry] = None
+    obeyed_paths += named_paths(obeyed_paths, roots)
+    for path in obeyed_paths:
+        link = _link_on_the_way(path, roots)
+        if link is not None:
+            raise OperationError(
+                f"sandbox: {link} is a symbolic link (to {os.readlink(link)}): what the agent obeys must be a real "
+                "file or folder in its own folder, or it could replace the link with its own inside the sandbox "
+                "(bubblewrap cannot make a link read-only); replace the link with a copy of what it points to")
+    # Any other link there is skipped: binding it fails the sandbox's start (bwrap cannot mount on a link), and an
+    # agent that left one would stop every later session of its kind from starting.
+    paths = {path: None for path in paths if _link_on_the_way(path, roots) is None}
     paths.update(dict.fromkeys(obeyed_paths))
-    for named in named_paths(obeyed_paths, roots):
-        paths[named] = None
     return list(paths)
+
+
+def _link_on_the_way(path: Path, roots: Mapping[str, Path]) -> Path | None:
+    """The first symbolic link from the state folder holding `path` down to `path` itself, if any."""
+    for root in roots.values():
+        if path.is_relative_to(root):
+            current = root
+            for part in path.relative_to(root).parts:
+                current = current / part
+                if current.is_symlink():
+                    return current
+            return None
+    return path if path.is_symlink() else None
 
 
 def named_paths(starts: Sequence[Path], roots: Mapping[str, Path]) -> list[Path]:
