@@ -344,3 +344,48 @@ def _agent_sandbox_of_me_again(repo: Path, agent: str) -> Any:
     entry = find(Index(project).load(), "me")
     assert entry is not None
     return session_sandbox(project, entry, resolve_preset(project.config, agent))
+
+
+def test_a_file_sent_as_context_cannot_be_swapped_for_a_link_after_the_check(repo: Path, tmp_path: Path) -> None:
+    """`session send --file notes.md` checked that the agent's file stays in its worktree, then opened it by name,
+    following links: an agent that swaps `notes.md` for a link to `~/.ssh/id_ed25519` (and back) over and over
+    had the user paste the key into its own session, whatever its sandbox hides."""
+    import threading
+
+    from daintree_tui.core.errors import DaintreeError
+    from daintree_tui.core.project import Project
+    from daintree_tui.sessions.context import build_context
+
+    CLI(repo).ok("worktree", "create", "w")
+    secret = tmp_path / "id_ed25519"
+    secret.write_text("PRIVATE KEY\n")
+    worktree = repo / ".worktrees" / "w"
+    notes = worktree / "notes.md"
+    notes.write_text("my notes\n")
+    stop = threading.Event()
+
+    def swap() -> None:
+        while not stop.is_set():
+            (worktree / ".l").unlink(missing_ok=True)
+            (worktree / ".l").symlink_to(secret)
+            os.replace(worktree / ".l", notes)
+            (worktree / ".f").write_text("my notes\n")
+            os.replace(worktree / ".f", notes)
+
+    swapper = threading.Thread(target=swap)
+    swapper.start()
+    project = Project.discover(repo)
+    leaked = sent = 0
+    try:
+        for _ in range(400):
+            try:
+                text = build_context(project, "w", files=["notes.md"], task=False, clipboard=False)
+            except DaintreeError:
+                continue
+            sent += 1
+            leaked += "PRIVATE KEY" in text
+    finally:
+        stop.set()
+        swapper.join()
+    assert leaked == 0, f"the key was pasted {leaked} times of {sent}"
+    assert sent > 0
