@@ -57,7 +57,7 @@ AGENT_OBEYED: dict[str, tuple[tuple[str, ...], ...]] = {
     "claude": (("~/.claude/settings.json",), ("~/.claude/settings.local.json",), ("~/.claude/plugins/",),
                ("~/.claude/hooks/",), ("~/.config/claude/settings.json",), ("~/.claude/CLAUDE.md",),
                ("~/.claude/commands/",), ("~/.claude/skills/",), ("~/.claude/agents/",),
-               ("~/.claude/output-styles/",)),
+               ("~/.claude/output-styles/",), ("~/.claude/rules/",)),
     "codex": (("~/.codex/config.toml",), ("~/.codex/AGENTS.md",), ("~/.codex/AGENTS.override.md",),
               ("~/.codex/prompts/",), ("~/.codex/skills/",)),
     "gemini": (("~/.gemini/settings.json",), ("~/.gemini/extensions/",), ("~/.gemini/GEMINI.md",),
@@ -69,6 +69,23 @@ AGENT_OBEYED: dict[str, tuple[tuple[str, ...], ...]] = {
                  ("~/.config/opencode/command/",), ("~/.config/opencode/commands/",),
                  ("~/.config/opencode/tool/",), ("~/.config/opencode/tools/",)),
 }
+
+# Inside a data folder, what is instructions again: Claude's auto memory (`projects/<project>/memory/MEMORY.md`,
+# loaded into every conversation in that project, the user's own included). Existing ones are bound read-only;
+# `project_memory` names the ones of the session's repository, made first.
+DATA_OBEYED: dict[str, tuple[str, ...]] = {"~/.claude/": ("projects/*/memory",),
+                                           "~/.config/claude/": ("projects/*/memory",)}
+
+
+def project_memory(preset_folders: Sequence[str], projects: Sequence[Path]) -> list[tuple[str, ...]]:
+    """Claude's auto-memory folders of `projects` (the repository's root and the worktree), as obeyed groups:
+    Claude names a project's folder after its path, every character but letters and digits made `-`."""
+    groups: list[tuple[str, ...]] = []
+    for raw in preset_folders:
+        if "projects/*/memory" in DATA_OBEYED.get(raw, ()):
+            groups += [(f"{raw}projects/{re.sub('[^A-Za-z0-9]', '-', str(p))}/memory/",) for p in projects]
+    return groups
+
 
 SETTINGS_LIMIT = 1024 * 1024  # a settings file or script read for the paths it names (a larger one is not read)
 FOLLOWED_LIMIT = 200  # files read while following what names what
@@ -89,9 +106,17 @@ def read_only_paths(folders: Sequence[str], obeyed: Iterable[tuple[str, ...]]) -
     for group in obeyed:
         forms = [Path(raw).expanduser() for raw in group]
         present = [path for path in forms if os.path.lexists(path)]
-        if not present and _make_empty(forms[0], folder=group[0].endswith("/")):
-            present = [forms[0]]
+        if not present:
+            with contextlib.suppress(OSError):  # a project's memory folder: its project folder first
+                if not os.path.lexists(forms[0].parent) and forms[0].parent.parent.is_dir() \
+                        and not forms[0].parent.parent.is_symlink():
+                    forms[0].parent.mkdir(mode=0o700)
+            if _make_empty(forms[0], folder=group[0].endswith("/")):
+                present = [forms[0]]
         obeyed_paths += present
+    for raw, root in roots.items():
+        for pattern in DATA_OBEYED.get(raw, ()):
+            obeyed_paths += [p for p in root.glob(pattern) if not p.is_symlink()]
     for raw, root in roots.items():
         if root.is_symlink() or not root.is_dir():
             continue

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
@@ -31,7 +31,7 @@ from daintree_tui.core.sandbox import (
 )
 from daintree_tui.core.store import create_new
 from daintree_tui.core.tasks import TaskService
-from daintree_tui.sessions.agent_folders import AGENT_OBEYED, read_only_paths
+from daintree_tui.sessions.agent_folders import AGENT_OBEYED, project_memory, read_only_paths
 from daintree_tui.sessions.presets import Preset
 
 __all__ = ["INBOX_ENV", "INBOX_MOUNT", "BwrapSandbox", "NoSandbox", "Sandbox", "SandboxSpec", "SessionSandbox",
@@ -58,9 +58,11 @@ def _of_agent(table: Mapping[str, tuple[T, ...]], preset: Preset) -> tuple[T, ..
     return table.get(preset.name, table.get(Path(preset.argv()[0]).name, ()))
 
 
-def agent_read_only_paths(preset: Preset) -> list[Path]:
-    """What of the preset's state folders its sandbox binds read-only: all but its data (see agent_folders)."""
-    return read_only_paths(_of_agent(AGENT_STATE, preset), _of_agent(AGENT_OBEYED, preset))
+def agent_read_only_paths(preset: Preset, projects: Sequence[Path] = ()) -> list[Path]:
+    """What of the preset's state folders its sandbox binds read-only: all but its data (see agent_folders).
+    `projects`: the repository and worktree paths, whose auto memory is instructions too."""
+    folders = _of_agent(AGENT_STATE, preset)
+    return read_only_paths(folders, [*_of_agent(AGENT_OBEYED, preset), *project_memory(folders, projects)])
 
 
 def agent_state_paths(preset: Preset) -> list[Path]:
@@ -121,7 +123,7 @@ def session_sandbox(project: Project, entry: WorktreeEntry, preset: Preset, back
         return SessionSandbox(choice, None)
     state = agent_state_paths(preset)
     writable = writable_paths(project.config, [str(p) for p in state])
-    read_only = agent_read_only_paths(preset)
+    read_only = agent_read_only_paths(preset, [project.root.resolve(), Path(entry.path).resolve()])
     return SessionSandbox(choice, spec_for(project, entry, writable=writable, read_only=read_only, interactive=True),
                           agent_environment(preset))
 
