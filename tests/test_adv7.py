@@ -14,6 +14,7 @@ import pytest
 
 from daintree_tui.core.sandbox import BwrapSandbox
 from tests.conftest import CLI
+from tests.test_remote import sshd  # noqa: F401 (a fixture)
 from tests.test_sandbox import _write_user_config, sandbox_env  # noqa: F401 (a fixture)
 
 _OK, _WHY = BwrapSandbox().available()
@@ -412,3 +413,29 @@ def test_claudes_auto_memory_and_rules_are_read_only(repo: Path, sandbox_env: Pa
     assert "wrote-" not in proc.stdout, proc.stdout
     assert (other / "MEMORY.md").read_text() == "mine\n"
     assert "data-ok" in proc.stdout, proc.stderr
+
+
+@pytest.mark.usefixtures("sshd")
+def test_a_hosts_output_reaches_the_terminal_without_its_controls(tmp_path: Path) -> None:
+    """`daintree --host h CMD` copied the host's output to the user's terminal as it came: a hostile host (or an
+    agent's text that its daintree printed) wrote the clipboard (OSC 52) and retitled the window. Colours stay."""
+    import sys
+
+    from tests.sshd import sshd_available
+
+    if not sshd_available():
+        pytest.skip("no sshd here")
+    from daintree_tui.services.remote import HostConfig, save_host
+    from tests.test_remote import _run_in_pty
+
+    hostile = tmp_path / "hostile-daintree"
+    hostile.write_text("#!/bin/sh\nprintf '\\033[31mred\\033[0m \\033]52;c;Y3VybCBldmlsfHNo\\007"
+                       "\\033]0;owned\\007 done-out\\n'\n"
+                       "printf 'oops \\033]52;c;Y3VybA==\\007 done-err\\n' >&2\n")
+    hostile.chmod(0o755)
+    save_host(HostConfig("evil", "dt-far", str(tmp_path), max_sessions=1, daintree=str(hostile)))
+    shown = _run_in_pty([sys.executable, "-m", "daintree_tui", "--host", "evil", "task", "list"],
+                        until=b"done-err")
+    assert b"done-out" in shown and b"done-err" in shown, shown
+    assert b"\x1b]" not in shown and b"\x07" not in shown, shown
+    assert b"\x1b[31mred" in shown
