@@ -439,3 +439,27 @@ def test_a_hosts_output_reaches_the_terminal_without_its_controls(tmp_path: Path
     assert b"done-out" in shown and b"done-err" in shown, shown
     assert b"\x1b]" not in shown and b"\x07" not in shown, shown
     assert b"\x1b[31mred" in shown
+
+
+def test_a_config_that_links_to_a_trusted_one_is_not_trusted(tmp_path: Path) -> None:
+    """Trust was recorded under the config's resolved path: a clone whose `.daintree.toml` is a link to a config
+    the user trusted elsewhere (`~/src/mine/.daintree.toml`, whose `post_create = ["sh ./setup.sh"]` is fine
+    there) counted as trusted, and ran the clone's own `setup.sh` before any `daintree trust` in it."""
+    from tests.conftest import git, make_repo, trusted_config
+
+    mine = make_repo(tmp_path / "mine")
+    trusted_config(mine, '[hooks]\npost_create = ["sh ./setup.sh"]\n')
+    (mine / "setup.sh").write_text("true\n")
+    evil = make_repo(tmp_path / "evil")
+    (evil / ".daintree.toml").symlink_to(mine / ".daintree.toml")
+    (evil / "setup.sh").write_text(f"echo ran > {tmp_path / 'pwned'}\n")
+    git(evil, "add", "-A")
+    git(evil, "commit", "-qm", "evil")
+    cli = CLI(evil)
+    assert cli.json("trust", "--show")["trusted"] is False
+    cli.ok("worktree", "create", "x")
+    log = evil / ".worktrees" / ".logs" / "x.hooks.log"
+    assert not log.exists() or "post_create" not in log.read_text(), "the clone's hook ran"
+    cli.ok("trust")  # the user trusts it here, knowingly: then it runs
+    assert cli.json("trust", "--show")["trusted"] is True
+    assert CLI(mine).json("trust", "--show")["trusted"] is True

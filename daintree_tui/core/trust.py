@@ -38,13 +38,20 @@ def file_sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def trust_key(config_path: Path) -> str:
+    """Where a trusted config lies: its folder resolved, the file itself not followed. A clone's
+    `.daintree.toml -> ~/src/mine/.daintree.toml` resolved to a file the user trusted, so that the clone's hooks
+    (`./setup.sh`: the clone's own script) ran, untrusted, with the trust of another repository."""
+    return str(config_path.parent.resolve() / config_path.name)
+
+
 def is_trusted(config_path: Path) -> bool:
     """Whether the user trusted exactly these bytes of this file (a later change needs trust again)."""
     data, _ = read_json(trust_file(), "trust record")
     if not isinstance(data, dict):
         return False
     try:
-        return data.get(str(config_path.resolve())) == file_sha256(config_path)
+        return data.get(trust_key(config_path)) == file_sha256(config_path)
     except OSError:
         return False
 
@@ -57,10 +64,10 @@ def trust(project: Project) -> dict[str, str]:
     data, _ = read_json(trust_file(), "trust record")
     records = data if isinstance(data, dict) else {}
     digest = file_sha256(path)
-    records[str(path.resolve())] = digest
+    records[trust_key(path)] = digest
     scripts = records.get("scripts")
     scripts = scripts if isinstance(scripts, dict) else {}
-    scripts[str(path.resolve())] = unconfined_scripts(project)
+    scripts[trust_key(path)] = unconfined_scripts(project)
     records["scripts"] = scripts
     write_json(trust_file(), records)
     return {"path": str(path), "sha256": digest}
@@ -86,7 +93,7 @@ def scripts_changed_since_trust(project: Project) -> list[str]:
     path = project.root / REPO_CONFIG_NAME
     data, _ = read_json(trust_file(), "trust record")
     scripts = data.get("scripts") if isinstance(data, dict) else None
-    recorded = scripts.get(str(path.resolve())) if isinstance(scripts, dict) else None
+    recorded = scripts.get(trust_key(path)) if isinstance(scripts, dict) else None
     return changed(recorded, unconfined_scripts(project))
 
 
