@@ -70,8 +70,8 @@ def test_scripts_the_settings_name_cannot_be_planted_when_missing(repo: Path, sa
 @needs_bwrap
 @pytest.mark.parametrize(("agent", "obeyed"), [
     ("claude", ["CLAUDE.md", "commands/x.md", "skills/x/SKILL.md", "agents/x.md", "output-styles/x.md"]),
-    ("codex", ["AGENTS.md", "prompts/x.md", "skills/x/SKILL.md"]),
-    ("gemini", ["GEMINI.md", "commands/x.toml"]),
+    ("codex", ["AGENTS.md", "prompts/x.md", "skills/x/SKILL.md", "rules/default.rules"]),
+    ("gemini", ["GEMINI.md", "commands/x.toml", "trustedFolders.json", "policies/x.toml"]),
 ])
 def test_instructions_to_the_users_agent_are_read_only(repo: Path, sandbox_env: Path, agent: str,  # noqa: F811
                                                       obeyed: list[str]) -> None:

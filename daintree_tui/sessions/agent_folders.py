@@ -58,10 +58,12 @@ AGENT_OBEYED: dict[str, tuple[tuple[str, ...], ...]] = {
                ("~/.claude/hooks/",), ("~/.config/claude/settings.json",), ("~/.claude/CLAUDE.md",),
                ("~/.claude/commands/",), ("~/.claude/skills/",), ("~/.claude/agents/",),
                ("~/.claude/output-styles/",), ("~/.claude/rules/",)),
+    # codex's rules/ let commands run without asking; gemini's trustedFolders.json makes a folder's own
+    # .gemini/settings.json (its hooks and MCP servers) count: both loosen what the user's own agent does.
     "codex": (("~/.codex/config.toml",), ("~/.codex/AGENTS.md",), ("~/.codex/AGENTS.override.md",),
-              ("~/.codex/prompts/",), ("~/.codex/skills/",)),
+              ("~/.codex/prompts/",), ("~/.codex/skills/",), ("~/.codex/rules/",)),
     "gemini": (("~/.gemini/settings.json",), ("~/.gemini/extensions/",), ("~/.gemini/GEMINI.md",),
-               ("~/.gemini/commands/",)),
+               ("~/.gemini/commands/",), ("~/.gemini/trustedFolders.json",), ("~/.gemini/policies/",)),
     "opencode": (("~/.config/opencode/opencode.json", "~/.config/opencode/opencode.jsonc",
                   "~/.config/opencode/config.json"), ("~/.config/opencode/plugin/",),
                  ("~/.config/opencode/plugins/",), ("~/.config/opencode/AGENTS.md",),
