@@ -69,7 +69,9 @@ AGENT_OBEYED: dict[str, tuple[tuple[str, ...], ...]] = {
                  ("~/.config/opencode/plugins/",), ("~/.config/opencode/AGENTS.md",),
                  ("~/.config/opencode/agent/",), ("~/.config/opencode/agents/",),
                  ("~/.config/opencode/command/",), ("~/.config/opencode/commands/",),
-                 ("~/.config/opencode/tool/",), ("~/.config/opencode/tools/",)),
+                 ("~/.config/opencode/tool/",), ("~/.config/opencode/tools/",),
+                 # the programs it downloads (ripgrep) and then runs, the user's own opencode too
+                 ("~/.local/share/opencode/bin/",)),
 }
 
 # Inside a data folder, what is instructions again: Claude's auto memory (`projects/<project>/memory/MEMORY.md`,
