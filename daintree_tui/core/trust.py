@@ -422,7 +422,7 @@ def read_own_state(project: Project, path: Path, what: str) -> Any:
     wrote over ours would give a running session another role (a lead's tools, merges without approval)."""
     if path in tracked_state_files(project):
         warn(f"ignored {what} {path}: git tracks it, so it came with the repository's history, not from daintree "
-             "(`git rm --cached` it)")
+             "(delete it and `git rm --cached` it: daintree writes its own again)")
         return None
     data, _ = read_json(path, what)
     return data
