@@ -464,3 +464,33 @@ def test_a_config_that_links_to_a_trusted_one_is_not_trusted(tmp_path: Path) -> 
     cli.ok("trust")  # the user trusts it here, knowingly: then it runs
     assert cli.json("trust", "--show")["trusted"] is True
     assert CLI(mine).json("trust", "--show")["trusted"] is True
+
+
+@needs_bwrap
+def test_a_planted_loose_object_does_not_outlive_the_next_sandbox_start(repo: Path,
+                                                                       sandbox_env: Path) -> None:  # noqa: F811
+    """The object store is writable inside the sandbox and git never rewrites an object it finds: an agent that
+    reads the user's uncommitted `app.py` in the primary plants `objects/<hash of it>` holding its own code, and the
+    user's `git add` keeps the agent's. The next sandbox start packed such an object for good; now it is checked
+    and deleted (with a warning) first, and the user's content is written when next added."""
+    import zlib
+
+    from tests.conftest import git
+
+    sandbox, env = _agent_sandbox_of_me(repo, "claude")
+    (repo / "app.py").write_text("print('the user')\n")  # changed, not committed yet
+    plant = ("import hashlib, os, sys, zlib\n"
+             "body = open(sys.argv[1], 'rb').read(); evil = b\"print('the agent')\\n\"\n"
+             "oid = hashlib.sha1(b'blob %d\\0' % len(body) + body).hexdigest()\n"
+             "d = os.path.join(sys.argv[2], oid[:2]); os.makedirs(d, exist_ok=True)\n"
+             "open(os.path.join(d, oid[2:]), 'wb').write(zlib.compress(b'blob %d\\0' % len(evil) + evil))\n")
+    objects = git(repo, "rev-parse", "--git-common-dir").strip()
+    proc = _run_inside(sandbox, env, f"python3 -c \"$0\" {repo / 'app.py'} {repo / objects / 'objects'}"
+                       .replace("$0", plant.replace('"', '\\"')))
+    assert proc.returncode == 0, proc.stderr
+    oid = git(repo, "hash-object", "app.py").strip()
+    planted = repo / objects / "objects" / oid[:2] / oid[2:]
+    assert b"the agent" in zlib.decompress(planted.read_bytes())  # the attack: it is there, under the user's hash
+    _run_inside(sandbox, env, "true")  # the next start (another session, a hook) checks before it packs
+    git(repo, "add", "app.py")
+    assert git(repo, "cat-file", "-p", f":{'app.py'}") == "print('the user')\n"

@@ -376,6 +376,7 @@ def pack_loose_objects(common_dir: Path) -> None:
     """
     if not _has_loose_objects(common_dir / "objects"):
         return
+    drop_forged_loose_objects(common_dir)
     # repack walks every worktree's HEAD: while another daintree (a second queue runner, the dashboard) is in the
     # middle of `git worktree add`, that HEAD or its commondir is not written yet ("bad object worktrees/x/HEAD").
     # The add takes a moment, so a failure is tried again before the session is refused.
@@ -387,6 +388,59 @@ def pack_loose_objects(common_dir: Path) -> None:
         if delay is not None:
             time.sleep(delay)
     raise OperationError(f"sandbox: could not pack loose objects: {last_line(proc.stderr) or proc.returncode}")
+
+
+FORGERY_CHECK_LIMIT = 256 * 1024 * 1024  # bytes of loose objects checked per start (a larger backlog: the rest)
+
+
+def drop_forged_loose_objects(common_dir: Path) -> list[str]:
+    """Delete (with a warning) every loose object whose content does not hash to its name; returns their ids.
+
+    The object store is writable inside a sandbox, and git never rewrites an object it finds: an agent that plants
+    `objects/c6/a8fd...` holding its own content, named after the hash of a file the user has changed but not yet
+    committed (the primary's working tree is readable), has the user's next `git add` keep the agent's content.
+    Packing such an object would make it permanent; so every loose one is checked first.
+    """
+    import hashlib
+    import zlib
+
+    objects = common_dir / "objects"
+    proc = subprocess.run(["git", "--git-dir", str(common_dir), "rev-parse", "--show-object-format"],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    algorithm = proc.stdout.strip() or "sha1"
+    if algorithm not in ("sha1", "sha256"):
+        return []
+    forged: list[str] = []
+    budget = FORGERY_CHECK_LIMIT
+    for fanout in sorted(objects.iterdir()):
+        if len(fanout.name) != 2 or fanout.is_symlink() or not fanout.is_dir():
+            continue
+        for loose in sorted(fanout.iterdir()):
+            if budget <= 0:
+                return forged
+            digest = hashlib.new(algorithm)
+            try:
+                data = read_state_file(loose)
+                budget -= len(data)
+                inflate = zlib.decompressobj()
+                chunk, expanded = inflate.decompress(data, 1 << 20), 0
+                while chunk:  # in steps: a small file may inflate to gigabytes
+                    digest.update(chunk)
+                    expanded += len(chunk)
+                    if expanded > FORGERY_CHECK_LIMIT:
+                        raise zlib.error("too large to check")
+                    chunk = inflate.decompress(inflate.unconsumed_tail, 1 << 20)
+            except (OSError, zlib.error):
+                continue  # not ours to judge (a temporary file, a half-written object): git reports what it must
+            if digest.hexdigest() != fanout.name + loose.name:
+                with contextlib.suppress(OSError):
+                    loose.unlink()
+                forged.append(fanout.name + loose.name)
+    if forged:
+        warn(f"sandbox: deleted {len(forged)} loose object(s) whose content is not what their name says "
+             f"({', '.join(forged[:3])}{', ...' if len(forged) > 3 else ''}): planted by a sandboxed agent to "
+             "stand for content you had not committed yet; `git fsck` checks the rest")
+    return forged
 
 
 def packed_refs(common_dir: Path) -> dict[str, str]:
