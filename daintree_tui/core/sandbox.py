@@ -412,12 +412,15 @@ def drop_forged_loose_objects(common_dir: Path) -> list[str]:
         return []
     forged: list[str] = []
     budget = FORGERY_CHECK_LIMIT
+    name_length = hashlib.new(algorithm).digest_size * 2 - 2
     for fanout in sorted(objects.iterdir()):
         if len(fanout.name) != 2 or fanout.is_symlink() or not fanout.is_dir():
             continue
         for loose in sorted(fanout.iterdir()):
             if budget <= 0:
                 return forged
+            if len(loose.name) != name_length or not all(c in "0123456789abcdef" for c in loose.name):
+                continue  # git's own temporary files (tmp_obj_*): an object being written right now
             digest = hashlib.new(algorithm)
             try:
                 data = read_state_file(loose)
