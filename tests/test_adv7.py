@@ -435,8 +435,9 @@ def test_a_hosts_output_reaches_the_terminal_without_its_controls(tmp_path: Path
                        "printf 'oops \\033]52;c;Y3VybA==\\007 done-err\\n' >&2\n")
     hostile.chmod(0o755)
     save_host(HostConfig("evil", "dt-far", str(tmp_path), max_sessions=1, daintree=str(hostile)))
-    shown = _run_in_pty([sys.executable, "-m", "daintree_tui", "--host", "evil", "task", "list"],
-                        until=b"done-err")
+    # Both streams are copied as they come; the shell says when daintree has ended.
+    shown = _run_in_pty(["sh", "-c", f"{sys.executable} -m daintree_tui --host evil task list; echo all-done"],
+                        until=b"all-done")
     assert b"done-out" in shown and b"done-err" in shown, shown
     assert b"\x1b]" not in shown and b"\x07" not in shown, shown
     assert b"\x1b[31mred" in shown
