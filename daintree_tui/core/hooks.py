@@ -85,7 +85,8 @@ def run_hooks(project: Project, hook: str, entry: WorktreeEntry, *, cwd: Path | 
             warn(f"hook {hook}: skipped {spec.command!r}: it runs outside the sandbox and "
                  f"{', '.join(changed[:5])} changed since `daintree trust` (review, then run `daintree trust`)")
             project.events.append("hook.failed", worktree=entry.brief(), hook=hook, command=spec.command,
-                                  exit_code=None, output="", error=f"changed since trust: {', '.join(changed[:5])}")
+                                  exit_code=None, output="", error=f"changed since trust: {', '.join(changed[:5])}",
+                                  task=task)
             outcomes.append(HookOutcome(spec.command, None, spec.optional, skipped="changed"))
             continue
         if spec.source == "repo" and not trusted:
