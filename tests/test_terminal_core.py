@@ -139,7 +139,7 @@ def test_key_char_names() -> None:
 def test_paste_and_mouse() -> None:
     assert encode_paste("a\nb", bracketed=True) == b"\x1b[200~a\rb\x1b[201~"
     assert encode_paste("a\nb", bracketed=False) == b"a\rb"
-    assert encode_paste("x\x1b[201~y", bracketed=True) == b"\x1b[200~xy\x1b[201~"
+    assert encode_paste("x\x1b[201~y", bracketed=True) == b"\x1b[200~x[201~y\x1b[201~"  # no ESC: it cannot end
     assert encode_mouse_sgr(WHEEL_UP, 0, 0) == b"\x1b[<64;1;1M"
     assert encode_mouse_sgr(WHEEL_DOWN, 9, 4, ctrl=True) == b"\x1b[<81;10;5M"
     assert encode_mouse_sgr(0, 2, 3, pressed=False) == b"\x1b[<0;3;4m"

@@ -64,8 +64,10 @@ def run_on_host(args: argparse.Namespace, argv: Sequence[str], after: Sequence[s
         raise InputError("write the option in full: --host NAME")
     if after:
         remote_args += ["--", *after]
+    from daintree_tui.cli.output import replayable
+
     host = RemoteHost(get_host(name))
-    return host.passthrough(remote_args, follow=bool(getattr(args, "follow", False)))
+    return host.passthrough(remote_args, follow=bool(getattr(args, "follow", False)), shown=replayable)
 
 
 def run_host_queue(args: argparse.Namespace, services: Services) -> int:

@@ -86,6 +86,9 @@ def cmd_queue_run(args: argparse.Namespace, services: Services) -> int:
         report = services.queue.run(once=args.once, interval=args.interval, on_step=report_errors, stop=stop)
     text = (f"started: {', '.join(report.started) or '-'}; completed: {report.completed or '-'}; "
             f"running: {report.running}; ready or blocked: {report.waiting_tasks}"
+            + (f"\nskipped (git tracks them: the repository's, not yours): task "
+               f"{', '.join(map(str, report.skipped_tracked))}; start one yourself with `daintree worktree create "
+               "NAME --task ID --agent AGENT`" if report.skipped_tracked else "")
             + (f"\nnothing new starts: {report.blocked} (raise the limit in [budget])" if report.blocked else ""))
     emit(args, report.to_dict(), text)
     if stop.is_set():

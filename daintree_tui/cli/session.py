@@ -104,8 +104,11 @@ def cmd_session_capture(args: argparse.Namespace, services: Services) -> int:
     return 0
 
 
+LOG_TAIL_LIMIT = 16 * 1024 * 1024
+
+
 def cmd_session_log(args: argparse.Namespace, services: Services) -> int:
-    from daintree_tui.core.follow import follow_lines
+    from daintree_tui.core.follow import follow_lines, read_tail
     from daintree_tui.sessions.last_words import readable_lines
 
     if args.lines < 0:
@@ -117,22 +120,31 @@ def cmd_session_log(args: argparse.Namespace, services: Services) -> int:
         raise InputError(f"no log for worktree {args.name!r} ({path})")
     read = 0
     data = whole = b""
-    if path.exists():
-        data = whole = path.read_bytes()
-        read = len(data)
-        if args.lines:
-            parts = data.split(b"\n")
-            keep = args.lines + 1 if data.endswith(b"\n") else args.lines  # a last line may be unfinished
-            data = b"\n".join(parts[-keep:])
     as_json = wants_json(args)
-    if as_json and not args.follow:  # one document: the log is the agent's raw terminal output, as text
-        emit(args, {"name": args.name, "path": str(path), "text": data.decode("utf-8", errors="replace")}, "")
-        return 0
     # On a terminal, the agent's own controls would be obeyed, not shown: Codex's log switched the user's terminal
     # to the alternate screen, turned mouse reporting on and asked it questions whose answers landed at the
     # prompt. There it is printed as text (`--raw` for the bytes); a pipe or a file gets colours and cursor moves
     # only (it may end at a terminal too), `--raw` the bytes.
     as_text = not as_json and not args.raw and sys.stdout.isatty()
+    if path.exists():
+        # With -n, only the end is read: as many lines as asked and one more (the first may be cut).
+        def enough(tail: bytes) -> bool:
+            if not args.lines:
+                return False
+            if as_text:
+                return len(readable_lines(tail.decode("utf-8", errors="replace"))) > args.lines
+            return tail.count(b"\n") >= args.lines + (1 if tail.endswith(b"\n") else 0)
+
+        # -n N of a log with no line breaks in gigabytes shows what its last LOG_TAIL_LIMIT bytes hold.
+        data, read = read_tail(path, enough, LOG_TAIL_LIMIT if args.lines else None)
+        whole = data
+        if args.lines:
+            parts = data.split(b"\n")
+            keep = args.lines + 1 if data.endswith(b"\n") else args.lines  # a last line may be unfinished
+            data = b"\n".join(parts[-keep:])
+    if as_json and not args.follow:  # one document: the log is the agent's raw terminal output, as text
+        emit(args, {"name": args.name, "path": str(path), "text": data.decode("utf-8", errors="replace")}, "")
+        return 0
     if as_json:  # following streams one JSON object a line, as `worktree events --follow --json` does
         for line in data.decode("utf-8", errors="replace").splitlines():
             sys.stdout.write(json.dumps({"name": args.name, "line": line}) + "\n")

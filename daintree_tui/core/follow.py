@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 
@@ -42,3 +42,24 @@ def _changes(path: Path, watch: object) -> Iterator[object]:
     for changes in watch(path.parent, debounce=50, step=25, rust_timeout=1000, yield_on_timeout=True):  # type: ignore[operator]
         if not changes or any(os.path.basename(p) == path.name for _, p in changes):
             yield changes
+
+
+TAIL_CHUNK = 64 * 1024
+
+
+def read_tail(path: Path, enough: Callable[[bytes], bool], limit: int | None = None) -> tuple[bytes, int]:
+    """The end of `path`, read backwards in growing chunks until `enough(data)`, the start, or `limit` bytes; and
+    the size it was read at (where a follower goes on). `session log -n 20` of a log of gigabytes reads
+    kilobytes, not all of it."""
+    with path.open("rb") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        start, chunk, data = size, TAIL_CHUNK, b""
+        while start > 0 and (limit is None or len(data) < limit):
+            step = min(start, chunk, limit - len(data)) if limit is not None else min(start, chunk)
+            start -= step
+            fh.seek(start)
+            data = fh.read(step) + data
+            if enough(data):
+                break
+            chunk *= 2
+    return data, size

@@ -21,6 +21,7 @@ from daintree_tui.core.trust import (  # re-exported: callers import trust from 
     open_private_append,
     private_dir,
     repo_config_trusted,
+    scripts_changed_since_trust,
     trust,
     trust_file,
     trust_status,
@@ -76,8 +77,18 @@ def run_hooks(project: Project, hook: str, entry: WorktreeEntry, *, cwd: Path | 
         argv = ["/bin/sh", "-c", command]
         return wrap_command(project, entry, argv, env, cwd=workdir, background=background) if sandboxed else argv
 
+    # Unconfined, a repository script runs only as it was when the user trusted the config (core/pinned.py).
+    changed = scripts_changed_since_trust(project) if not sandboxed and trusted else []
     outcomes = []
     for spec in specs:
+        if spec.source == "repo" and trusted and changed:
+            warn(f"hook {hook}: skipped {spec.command!r}: it runs outside the sandbox and "
+                 f"{', '.join(changed[:5])} changed since `daintree trust` (review, then run `daintree trust`)")
+            project.events.append("hook.failed", worktree=entry.brief(), hook=hook, command=spec.command,
+                                  exit_code=None, output="", error=f"changed since trust: {', '.join(changed[:5])}",
+                                  task=task)
+            outcomes.append(HookOutcome(spec.command, None, spec.optional, skipped="changed"))
+            continue
         if spec.source == "repo" and not trusted:
             if hook in GATE_HOOKS:
                 raise OperationError(f"{hook} check {spec.command!r} cannot run: the repository's .daintree.toml "

@@ -44,9 +44,9 @@ from daintree_tui.core.log import warn
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.mounts import INBOX_MOUNT
 from daintree_tui.core.project import Project
-from daintree_tui.core.store import read_json, read_state_file
+from daintree_tui.core.store import read_state_file
 from daintree_tui.core.tasks import TaskService
-from daintree_tui.core.trust import private_dir
+from daintree_tui.core.trust import private_dir, read_own_state
 
 SSH_CONTROL_DIR_ENV = "DAINTREE_SSH_CONTROL_DIR"
 INBOX_ENV = "DAINTREE_INBOX"  # a hint only: identity is the mounted inbox, never this variable
@@ -81,6 +81,9 @@ class SandboxSpec:
     hidden: tuple[Path, ...] = field(default=())  # extra paths to hide (tmux socket dirs outside /tmp)
     hidden_files: tuple[Path, ...] = ()  # files to show empty (the user's credentials)
     readable: tuple[Path, ...] = ()  # programs' folders under /tmp (PATH entries) that must stay visible
+    # Folders of every worktree's private state (TMPDIRs, sandbox homes, inboxes, launch files): each is shown
+    # empty and read-only, with only this worktree's own entry bound back (its TMPDIR, at its own path).
+    private_roots: tuple[Path, ...] = ()
 
     @property
     def ref_file(self) -> Path:
@@ -227,11 +230,25 @@ def _tmp_mounts(spec: SandboxSpec) -> list[str]:
     return args
 
 
+def _private_mounts(spec: SandboxSpec) -> list[str]:
+    """Other sessions' TMPDIRs (their builds' files, an MCP wiring), sandbox homes, inboxes and launch files are
+    theirs: each folder that holds them is an empty tmpfs here, its own TMPDIR bound back, then made read-only."""
+    roots = [root for root in spec.private_roots if root.is_dir() and not root.is_symlink()
+             and not spec.worktree.is_relative_to(root)]
+    args: list[str] = []
+    for root in roots:
+        args += ["--tmpfs", str(root)]
+    args += ["--bind", str(spec.tmpdir), str(spec.tmpdir)]
+    for root in roots:
+        args += ["--remount-ro", str(root)]
+    return args
+
+
 def _writable_mounts(spec: SandboxSpec) -> list[str]:
     git = spec.git_common_dir
     args = ["--bind", str(spec.worktree), str(spec.worktree),
             "--bind", str(spec.git_admin_dir), str(spec.git_admin_dir),
-            "--bind", str(spec.tmpdir), str(spec.tmpdir)]
+            *_private_mounts(spec)]
     # The object store takes new loose objects; existing packs and objects/info (alternates) stay read-only.
     objects = git / "objects"
     args += ["--bind", str(objects), str(objects)]
@@ -359,6 +376,7 @@ def pack_loose_objects(common_dir: Path) -> None:
     """
     if not _has_loose_objects(common_dir / "objects"):
         return
+    drop_forged_loose_objects(common_dir)
     # repack walks every worktree's HEAD: while another daintree (a second queue runner, the dashboard) is in the
     # middle of `git worktree add`, that HEAD or its commondir is not written yet ("bad object worktrees/x/HEAD").
     # The add takes a moment, so a failure is tried again before the session is refused.
@@ -370,6 +388,62 @@ def pack_loose_objects(common_dir: Path) -> None:
         if delay is not None:
             time.sleep(delay)
     raise OperationError(f"sandbox: could not pack loose objects: {last_line(proc.stderr) or proc.returncode}")
+
+
+FORGERY_CHECK_LIMIT = 256 * 1024 * 1024  # bytes of loose objects checked per start (a larger backlog: the rest)
+
+
+def drop_forged_loose_objects(common_dir: Path) -> list[str]:
+    """Delete (with a warning) every loose object whose content does not hash to its name; returns their ids.
+
+    The object store is writable inside a sandbox, and git never rewrites an object it finds: an agent that plants
+    `objects/c6/a8fd...` holding its own content, named after the hash of a file the user has changed but not yet
+    committed (the primary's working tree is readable), has the user's next `git add` keep the agent's content.
+    Packing such an object would make it permanent; so every loose one is checked first.
+    """
+    import hashlib
+    import zlib
+
+    objects = common_dir / "objects"
+    proc = subprocess.run(["git", "--git-dir", str(common_dir), "rev-parse", "--show-object-format"],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    algorithm = proc.stdout.strip() or "sha1"
+    if algorithm not in ("sha1", "sha256"):
+        return []
+    forged: list[str] = []
+    budget = FORGERY_CHECK_LIMIT
+    name_length = hashlib.new(algorithm).digest_size * 2 - 2
+    for fanout in sorted(objects.iterdir()):
+        if len(fanout.name) != 2 or fanout.is_symlink() or not fanout.is_dir():
+            continue
+        for loose in sorted(fanout.iterdir()):
+            if budget <= 0:
+                return forged
+            if len(loose.name) != name_length or not all(c in "0123456789abcdef" for c in loose.name):
+                continue  # git's own temporary files (tmp_obj_*): an object being written right now
+            digest = hashlib.new(algorithm)
+            try:
+                data = read_state_file(loose)
+                budget -= len(data)
+                inflate = zlib.decompressobj()
+                chunk, expanded = inflate.decompress(data, 1 << 20), 0
+                while chunk:  # in steps: a small file may inflate to gigabytes
+                    digest.update(chunk)
+                    expanded += len(chunk)
+                    if expanded > FORGERY_CHECK_LIMIT:
+                        raise zlib.error("too large to check")
+                    chunk = inflate.decompress(inflate.unconsumed_tail, 1 << 20)
+            except (OSError, zlib.error):
+                continue  # not ours to judge (a temporary file, a half-written object): git reports what it must
+            if digest.hexdigest() != fanout.name + loose.name:
+                with contextlib.suppress(OSError):
+                    loose.unlink()
+                forged.append(fanout.name + loose.name)
+    if forged:
+        warn(f"sandbox: deleted {len(forged)} loose object(s) whose content is not what their name says "
+             f"({', '.join(forged[:3])}{', ...' if len(forged) > 3 else ''}): planted by a sandboxed agent to "
+             "stand for content you had not committed yet; `git fsck` checks the rest")
+    return forged
 
 
 def packed_refs(common_dir: Path) -> dict[str, str]:
@@ -536,7 +610,7 @@ def worktree_role(project: Project, name: str) -> str | None:
         role = tasks.role(task) if task is not None else None
         if role is not None:
             return role
-    record, _ = read_json(project.state_dir / ".sessions" / f"{name}.json", "session record")
+    record = read_own_state(project, project.state_dir / ".sessions" / f"{name}.json", "session record")
     if isinstance(record, dict) and isinstance(record.get("role"), str):
         return str(record["role"])  # the role its session was started with
     agent = record.get("agent") if isinstance(record, dict) else None
@@ -634,6 +708,8 @@ def spec_for(project: Project, entry: WorktreeEntry, *, writable: Sequence[Path]
         inbox=inbox_dir(project, entry.name),
         network=project.config.sandbox_network if network is None else network, interactive=interactive,
         cwd=cwd, hidden=tuple(hidden), hidden_files=tuple(secret_files), background=background,
+        private_roots=(project.tmp_root, project.sandbox_homes, project.state_dir / ".inbox",
+                       project.state_dir / ".run"),
     )
 
 

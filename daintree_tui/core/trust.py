@@ -14,7 +14,7 @@ import shutil
 import stat
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from daintree_tui.core import git as g
 from daintree_tui.core.config import REPO_CONFIG_NAME, Config, user_data_dir
@@ -38,13 +38,20 @@ def file_sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def trust_key(config_path: Path) -> str:
+    """Where a trusted config lies: its folder resolved, the file itself not followed. A clone's
+    `.daintree.toml -> ~/src/mine/.daintree.toml` resolved to a file the user trusted, so that the clone's hooks
+    (`./setup.sh`: the clone's own script) ran, untrusted, with the trust of another repository."""
+    return str(config_path.parent.resolve() / config_path.name)
+
+
 def is_trusted(config_path: Path) -> bool:
     """Whether the user trusted exactly these bytes of this file (a later change needs trust again)."""
     data, _ = read_json(trust_file(), "trust record")
     if not isinstance(data, dict):
         return False
     try:
-        return data.get(str(config_path.resolve())) == file_sha256(config_path)
+        return data.get(trust_key(config_path)) == file_sha256(config_path)
     except OSError:
         return False
 
@@ -57,9 +64,37 @@ def trust(project: Project) -> dict[str, str]:
     data, _ = read_json(trust_file(), "trust record")
     records = data if isinstance(data, dict) else {}
     digest = file_sha256(path)
-    records[str(path.resolve())] = digest
+    records[trust_key(path)] = digest
+    scripts = records.get("scripts")
+    scripts = scripts if isinstance(scripts, dict) else {}
+    scripts[trust_key(path)] = unconfined_scripts(project)
+    records["scripts"] = scripts
     write_json(trust_file(), records)
     return {"path": str(path), "sha256": digest}
+
+
+def unconfined_scripts(project: Project) -> dict[str, str]:
+    """The repository's files (path -> sha256) that the repo config's unconfined hooks (post_remove) run."""
+    from daintree_tui.core.pinned import UNCONFINED_HOOKS, named_files
+
+    try:
+        hooks = project.config.hooks
+    except ConfigError:  # a config that does not load runs no hook; fixed, it is another file to trust
+        return {}
+    commands = [spec.command for hook in UNCONFINED_HOOKS for spec in hooks.get(hook, []) if spec.source == "repo"]
+    return named_files(project.root, commands) if commands else {}
+
+
+def scripts_changed_since_trust(project: Project) -> list[str]:
+    """The repository files an unconfined hook of the repo config runs that changed since `daintree trust` (a
+    merged branch may have changed them: they would run the agent's code outside its sandbox)."""
+    from daintree_tui.core.pinned import changed
+
+    path = project.root / REPO_CONFIG_NAME
+    data, _ = read_json(trust_file(), "trust record")
+    scripts = data.get("scripts") if isinstance(data, dict) else None
+    recorded = scripts.get(trust_key(path)) if isinstance(scripts, dict) else None
+    return changed(recorded, unconfined_scripts(project))
 
 
 def _command_key(project: Project, command: str) -> str:
@@ -352,6 +387,45 @@ def private_dir(path: Path) -> Path:
         if stat.S_IMODE(path.stat().st_mode) != 0o700:
             path.chmod(0o700)
     return path
+
+
+# What git tracks under `.worktrees/`, per primary index (path, mtime, size, inode): one `git ls-files` per change
+# of the index, however often the dashboard reads a record.
+_TRACKED_STATE: dict[Path, tuple[tuple[int, int, int], frozenset[Path]]] = {}
+
+
+def tracked_state_files(project: Project) -> frozenset[Path]:
+    """The files under the state dir (`.worktrees/`) that git tracks in the primary: they came with the
+    repository's history (a clone, or a `git pull`/merge of your own while a session runs: git writes over
+    ignored files), so they are not daintree's, whatever they say."""
+    common = project.common_dir
+    if common is None or not project.state_dir.is_relative_to(project.root):
+        return frozenset()
+    index = common / "index"
+    try:
+        info = index.stat()
+    except OSError:
+        return frozenset()
+    key = (info.st_mtime_ns, info.st_size, info.st_ino)
+    cached = _TRACKED_STATE.get(index)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    rel = project.state_dir.relative_to(project.root).as_posix()
+    listed = g.git(project.root, "ls-files", "-z", "--", f":(literal){rel}/", check=False).stdout
+    tracked = frozenset(project.root / name for name in listed.split("\0") if name)
+    _TRACKED_STATE[index] = (key, tracked)
+    return tracked
+
+
+def read_own_state(project: Project, path: Path, what: str) -> Any:
+    """A state file of ours (a session record), or None when git tracks it (with a warning): a record a pull
+    wrote over ours would give a running session another role (a lead's tools, merges without approval)."""
+    if path in tracked_state_files(project):
+        warn(f"ignored {what} {path}: git tracks it, so it came with the repository's history, not from daintree "
+             "(delete it and `git rm --cached` it: daintree writes its own again)")
+        return None
+    data, _ = read_json(path, what)
+    return data
 
 
 STATE_ENTRIES = (".trash", ".tmp", ".journal", ".logs", ".sessions", ".run", ".cache", ".lock", ".sandbox-home",

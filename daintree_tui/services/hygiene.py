@@ -22,11 +22,21 @@ from daintree_tui.sessions.manager import session_record_path
 CACHE_TTL = 300.0
 
 
+# An agent's worktree can hold millions of files (or a folder a network mount made slow): `worktree list`, the
+# dashboard's disk column and the MCP listing must not wait on it for minutes. A tree not measured in time counts
+# as 0 until the cache expires.
+DU_TIMEOUT = 10.0
+
+
 def tree_size(path: Path) -> int:
     """Bytes used by a tree (`du`, which does not follow the symlinked node_modules; where there is no `du`, the
-    same sum walked here: `worktree list` was an internal error without it)."""
+    same sum walked here: `worktree list` was an internal error without it); 0 when it takes longer than
+    DU_TIMEOUT."""
     try:
-        proc = subprocess.run(["du", "-sk", "--", str(path)], capture_output=True, text=True)
+        proc = subprocess.run(["du", "-sk", "--", str(path)], capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=DU_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return 0
     except OSError:
         return _walked_size(path)
     try:
@@ -36,9 +46,12 @@ def tree_size(path: Path) -> int:
 
 
 def _walked_size(path: Path) -> int:
-    """Blocks in use under `path`, symlinks not followed (what `du -s` counts)."""
+    """Blocks in use under `path`, symlinks not followed (what `du -s` counts); 0 after DU_TIMEOUT."""
     total = 0
+    deadline = time.monotonic() + DU_TIMEOUT
     for folder, dirs, files in os.walk(path, onerror=lambda _exc: None):
+        if time.monotonic() > deadline:
+            return 0
         for name in [*dirs, *files]:
             with contextlib.suppress(OSError):
                 total += os.lstat(os.path.join(folder, name)).st_blocks * 512

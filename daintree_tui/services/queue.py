@@ -37,12 +37,16 @@ class StepReport:
     errors: list[str] = field(default_factory=list)
     running: int = 0
     waiting_tasks: int = 0
+    # Ready tasks that git tracks (a clone's, a pull's): never started by the queue, and not waited for either,
+    # or `queue run` would wait for them forever.
+    skipped_tracked: list[int] = field(default_factory=list)
     blocked: str | None = None  # why nothing new starts (a budget is exceeded)
 
     def to_dict(self) -> dict[str, Any]:
         return {"started": self.started, "completed": self.completed, "failed": self.failed,
                 "stopped": self.stopped, "errors": self.errors, "running": self.running,
-                "waiting_tasks": self.waiting_tasks, "blocked": self.blocked}
+                "waiting_tasks": self.waiting_tasks, "skipped_tracked": self.skipped_tracked,
+                "blocked": self.blocked}
 
 
 def is_ready(task: Task, by_id: dict[int, Task]) -> bool:
@@ -110,8 +114,11 @@ class QueueRunner:
                     self.tasks.save(current)
                 self.project.events.append("task.updated", task=current.brief(), error=f"could not start: {exc}")
         by_id = {t.id: t for t in self.tasks.list()}
-        report.waiting_tasks = sum(1 for t in by_id.values() if t.status == TaskStatus.PENDING
-                                   and t.extra.get("agent") and not t.owner)
+        waiting = [t.id for t in by_id.values() if t.status == TaskStatus.PENDING and t.extra.get("agent")
+                   and not t.owner]
+        tracked = self.tasks.tracked_ids() if waiting else set()
+        report.skipped_tracked = sorted(i for i in waiting if i in tracked)
+        report.waiting_tasks = len(waiting) - len(report.skipped_tracked)
         return report
 
     def _start(self, task: Task, report: StepReport) -> None:

@@ -22,7 +22,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -522,13 +522,16 @@ class RemoteHost:
             raise OperationError(f"host {self.name}: `daintree {' '.join(args)} --json` did not print JSON "
                                  "(is the daintree there the same version? try `daintree host check`)") from None
 
-    def passthrough(self, args: Sequence[str], *, follow: bool = False, stdin: IO[Any] | None = None) -> int:
+    def passthrough(self, args: Sequence[str], *, follow: bool = False, stdin: IO[Any] | None = None,
+                    shown: Callable[[str], str] | None = None) -> int:
         """Run `daintree ARGS` there with our stdout and stderr, returning its exit code unchanged.
 
         Args:
             follow: a streaming command (`--follow`): it runs under the watchdog, fed a pipe we hold open, so it
                 ends when we do.
             stdin: what the remote command reads (default: ours, unless ours is a terminal).
+            shown: what each line the host prints becomes on our stdout or stderr when that is a terminal (the
+                host's words are data: an OSC 52 there would write the user's clipboard); None: as it came.
         """
         fd, log_path = self._log_file()
         os.close(fd)
@@ -540,13 +543,23 @@ class RemoteHost:
         batch = not (sys.stderr.isatty() and interactive)
         argv = self.command_argv(command, batch=batch, no_stdin=interactive and not follow)
         argv[1:1] = ["-E", log_path]
+        filtered = [stream for stream in (sys.stdout, sys.stderr) if shown is not None and stream.isatty()]
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.PIPE if follow else (None if interactive else source))
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE if follow else (None if interactive else source),
+                                    stdout=subprocess.PIPE if sys.stdout in filtered else None,
+                                    stderr=subprocess.PIPE if sys.stderr in filtered else None)
         except FileNotFoundError:
             raise OperationError("ssh is not installed (install the OpenSSH client)") from None
+        pumps = [threading.Thread(target=_pump, args=(source_pipe, target, shown), daemon=True)
+                 for source_pipe, target in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr))
+                 if source_pipe is not None and shown is not None]
+        for pump in pumps:
+            pump.start()
         with _forward_sigterm(proc) as received:
             try:
                 code = proc.wait()
+                for pump in pumps:
+                    pump.join()
             except KeyboardInterrupt:
                 proc.terminate()
                 proc.wait()
@@ -678,3 +691,11 @@ class RemoteHost:
         else:
             report.problems.append(f"host {self.name}: {self.config.repo} is not a git repository there ({text})")
         return report
+
+
+def _pump(source: IO[bytes], target: IO[str], shown: Callable[[str], str]) -> None:
+    """Copy a host's output to our terminal line by line, each line as `shown` makes it."""
+    for raw in source:
+        target.write(shown(raw.decode("utf-8", errors="replace")))
+        target.flush()
+    source.close()

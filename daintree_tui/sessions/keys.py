@@ -108,12 +108,21 @@ def encode_key(key: str, character: str | None = None, *, app_cursor: bool = Fal
     return (prefix + char).encode()
 
 
+# ESC and the C1 controls (U+0080-U+009F, among them the one-character CSI U+009B): none belongs in pasted text,
+# and each can start the sequence that ends a bracketed paste, after which the rest is typed as keys (Enter, an
+# agent's `!` shell escape). Removing the marker alone is not enough: `ESC[20` ESC[201~ `1~` leaves one behind.
+_PASTE_CONTROLS = dict.fromkeys([0x1B, *range(0x80, 0xA0)])
+
+
+def paste_text(text: str) -> str:
+    """`text` with nothing in it that could end a bracketed paste (or be a terminal control inside one)."""
+    return text.translate(_PASTE_CONTROLS)
+
+
 def encode_paste(text: str, bracketed: bool) -> bytes:
     """Pasted text: wrapped in bracketed-paste markers when the application asked for them."""
-    text = text.replace("\r\n", "\r").replace("\n", "\r")
+    text = paste_text(text).replace("\r\n", "\r").replace("\n", "\r")
     if bracketed:
-        # Never let pasted text end the paste early.
-        text = text.replace(ESC + "[201~", "")
         return f"{CSI}200~{text}{CSI}201~".encode()
     return text.encode()
 

@@ -25,12 +25,13 @@ from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.index import Index, find
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.project import Project
-from daintree_tui.core.store import create_new, read_json, write_json
+from daintree_tui.core.store import create_new, write_json
 from daintree_tui.core.tasks import TaskService
 from daintree_tui.core.worktrees import require_worktree_ours
 from daintree_tui.sessions.agents import AgentIntegration, SessionContext
 from daintree_tui.sessions.agents.base import write_signal_script
 from daintree_tui.sessions.host import PaneState, SessionHost, host_for, session_name
+from daintree_tui.sessions.keys import paste_text
 from daintree_tui.sessions.pane_size import load_pane_size
 from daintree_tui.sessions.presets import Preset, all_presets, resolve_preset, session_mcp_wiring, unwire_mcp
 from daintree_tui.sessions.records import UsageTracker, session_dir
@@ -63,7 +64,7 @@ class SessionRecord:
 
 def read_session_record(project: Project, name: str) -> SessionRecord | None:
     """Worktree `name`'s session record, or None when it has none (or it is unreadable)."""
-    data, _ = read_json(session_record_path(project, name), "session record")
+    data = trust.read_own_state(project, session_record_path(project, name), "session record")
     if not isinstance(data, dict) or not data:
         return None
     agent, status, code, started, role = (data.get(k) for k in ("agent", "status", "exit_code", "started_at", "role"))
@@ -132,7 +133,7 @@ class SessionManager:
 
     def meta(self, name: str) -> dict[str, Any]:
         """The raw record, for this layer's own read-modify-writes; other layers use `record`."""
-        data, _ = read_json(self.meta_path(name), "session record")
+        data = trust.read_own_state(self.project, self.meta_path(name), "session record")
         return validate.session_record(data)  # each field of the wrong type dropped: the file is data
 
     def record(self, name: str) -> SessionRecord | None:
@@ -258,7 +259,7 @@ class SessionManager:
                 if log.stat().st_size > 0:
                     break
             time.sleep(0.05)
-        text = prompt.replace("\x1b[201~", "")  # the text cannot close the paste early
+        text = paste_text(prompt)  # the text cannot close the paste early
         self.host.send_text(name, f"\x1b[200~{text}\x1b[201~", enter=True)
 
     def stop(self, name: str) -> bool:

@@ -31,6 +31,7 @@ from daintree_tui.core.sandbox import (
 )
 from daintree_tui.core.store import create_new
 from daintree_tui.core.tasks import TaskService
+from daintree_tui.sessions.agent_folders import AGENT_OBEYED, project_memory, read_only_paths
 from daintree_tui.sessions.presets import Preset
 
 __all__ = ["INBOX_ENV", "INBOX_MOUNT", "BwrapSandbox", "NoSandbox", "Sandbox", "SandboxSpec", "SessionSandbox",
@@ -49,22 +50,6 @@ AGENT_STATE: dict[str, tuple[str, ...]] = {
 }
 
 
-# What in those folders makes the agent run a program when it next starts, sandboxed or not (the user's own
-# `claude` outside daintree): settings with hooks, a status line or MCP servers, plugins and extensions. A sandboxed
-# agent keeps its login, history and caches, never a way to run code outside the sandbox later: these are bound
-# read-only. One that is missing is made first, empty (`{}`, an empty file or folder), so that the agent cannot
-# add it either. Each group names one thing, in the forms the agent reads (the first is the one made).
-AGENT_AUTORUN: dict[str, tuple[tuple[str, ...], ...]] = {
-    "claude": (("~/.claude/settings.json",), ("~/.claude/settings.local.json",), ("~/.claude/plugins/",),
-               ("~/.claude/hooks/",), ("~/.config/claude/settings.json",)),
-    "codex": (("~/.codex/config.toml",),),
-    "gemini": (("~/.gemini/settings.json",), ("~/.gemini/extensions/",)),
-    "opencode": (("~/.config/opencode/opencode.json", "~/.config/opencode/opencode.jsonc",
-                  "~/.config/opencode/config.json"), ("~/.config/opencode/plugin/",),
-                 ("~/.config/opencode/plugins/",)),
-}
-
-
 T = TypeVar("T")
 
 
@@ -73,82 +58,11 @@ def _of_agent(table: Mapping[str, tuple[T, ...]], preset: Preset) -> tuple[T, ..
     return table.get(preset.name, table.get(Path(preset.argv()[0]).name, ()))
 
 
-def agent_autorun_paths(preset: Preset) -> list[Path]:
-    """The preset's settings, plugins and hooks folders to bind read-only (made empty when missing)."""
-    paths: list[Path] = []
-    for group in _of_agent(AGENT_AUTORUN, preset):
-        forms = [Path(raw).expanduser() for raw in group]
-        present = [path for path in forms if os.path.lexists(path)]
-        if not present and _make_empty(forms[0], folder=group[0].endswith("/")):
-            present = [forms[0]]
-        paths += present
-    return paths
-
-
-SETTINGS_LIMIT = 1024 * 1024  # a settings file read for the programs it names (a larger one is not the user's)
-
-
-def named_programs(settings: Sequence[Path], folders: Sequence[Path]) -> list[Path]:
-    """The files in the agent's writable `folders` that its (read-only) `settings` name, to bind read-only too.
-
-    A read-only settings file still runs what it names: Claude's `/statusline` writes `~/.claude/statusline.sh`
-    and names it in settings.json, and the user's own claude runs it unconfined at every start. A script the
-    agent could rewrite there is as good as a hook it could add. Every word of every string of the settings
-    (JSON or TOML) that, with `~` and `$HOME` expanded, is a file inside those folders counts.
-    """
-    found: dict[Path, None] = {}
-    roots = [folder.resolve() for folder in folders if folder.is_dir()]
-    for path in settings:
-        for word in _settings_words(path):
-            candidate = Path(os.path.expanduser(word.replace("${HOME}", "~").replace("$HOME", "~")))
-            if not candidate.is_absolute():
-                continue
-            with contextlib.suppress(OSError):
-                real = candidate.resolve()
-                if real.is_file() and any(real.is_relative_to(root) for root in roots):
-                    found[real] = None
-    return list(found)
-
-
-def _settings_words(path: Path) -> list[str]:
-    """The words of every string in a JSON or TOML settings file (nothing when it is not one)."""
-    import json
-    import tomllib
-
-    from daintree_tui.sessions.agents.base import read_agent_file  # only when a sandboxed session starts
-
-    try:
-        data = read_agent_file(path, SETTINGS_LIMIT).decode()
-        loaded: object = tomllib.loads(data) if path.suffix == ".toml" else json.loads(data)
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
-        return []
-    words: list[str] = []
-    pending = [loaded]
-    while pending:
-        item = pending.pop()
-        if isinstance(item, dict):
-            pending += item.values()
-        elif isinstance(item, list):
-            pending += item
-        elif isinstance(item, str):
-            words += [w.strip("'\"") for w in item.split()]
-    return words
-
-
-def _make_empty(path: Path, folder: bool) -> bool:
-    """An empty `path` (a folder, or a file that reads as empty settings), made where the agent's state folder
-    is; never through a link (the parent must be a real folder)."""
-    parent = path.parent
-    if parent.is_symlink() or not parent.is_dir():
-        return False
-    try:
-        if folder:
-            path.mkdir(mode=0o700)
-        else:
-            create_new(path, "{}\n" if path.suffix in (".json", ".jsonc") else "")
-    except OSError:
-        return False
-    return True
+def agent_read_only_paths(preset: Preset, projects: Sequence[Path] = ()) -> list[Path]:
+    """What of the preset's state folders its sandbox binds read-only: all but its data (see agent_folders).
+    `projects`: the repository and worktree paths, whose auto memory is instructions too."""
+    folders = _of_agent(AGENT_STATE, preset)
+    return read_only_paths(folders, [*_of_agent(AGENT_OBEYED, preset), *project_memory(folders, projects)])
 
 
 def agent_state_paths(preset: Preset) -> list[Path]:
@@ -209,8 +123,7 @@ def session_sandbox(project: Project, entry: WorktreeEntry, preset: Preset, back
         return SessionSandbox(choice, None)
     state = agent_state_paths(preset)
     writable = writable_paths(project.config, [str(p) for p in state])
-    read_only = agent_autorun_paths(preset)
-    read_only += named_programs(read_only, state)
+    read_only = agent_read_only_paths(preset, [project.root.resolve(), Path(entry.path).resolve()])
     return SessionSandbox(choice, spec_for(project, entry, writable=writable, read_only=read_only, interactive=True),
                           agent_environment(preset))
 

@@ -27,6 +27,7 @@ from daintree_tui.core.project import Project
 from daintree_tui.core.store import atomic_write_text, read_state_file
 from daintree_tui.core.trust import open_private_append, private_dir
 from daintree_tui.sessions.host import PaneState, pane_exit, session_name, worktree_of_session
+from daintree_tui.sessions.keys import paste_text
 
 TMUX_CONF = """\
 # Written by daintree: this private server never reads ~/.tmux.conf.
@@ -323,8 +324,9 @@ class TmuxHost:
     def send_text(self, worktree: str, text: str, *, enter: bool = False, paste: bool = False) -> None:
         """Type text into the pane (literally), or paste it as one bracketed paste when the pane asks for it."""
         target = f"={session_name(worktree)}:"
-        if paste:
-            proc = subprocess.run([*self.base_argv(), "load-buffer", "-b", "daintree-paste", "-"], input=text,
+        if paste:  # tmux passes an ESC[201~ inside the buffer on as it is: the text may hold none
+            proc = subprocess.run([*self.base_argv(), "load-buffer", "-b", "daintree-paste", "-"],
+                                  input=paste_text(text),
                                   text=True, capture_output=True)
             if proc.returncode != 0:
                 raise OperationError(f"tmux load-buffer failed: {proc.stderr.strip()}")

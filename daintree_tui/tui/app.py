@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import html
 import shutil
 import subprocess
 import time
@@ -139,7 +140,10 @@ class DaintreeApp(App[None]):
         if cfg.bell:
             self.bell()
         if cfg.desktop and shutil.which("notify-send"):
-            subprocess.Popen(["notify-send", "daintree", f"{name}: {info.agent} {what}"],
+            # The body is markup to desktop notifiers (<a href>, <img src>, entities): the agent's last line is
+            # shown as text, never obeyed.
+            body = html.escape(escape_controls(f"{name}: {info.agent} {what}"), quote=False)
+            subprocess.Popen(["notify-send", "daintree", body],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",

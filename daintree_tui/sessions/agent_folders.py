@@ -1,0 +1,268 @@
+"""What of an agent's own folders a sandboxed agent may write: its data, never what the user's agent obeys.
+
+An agent's state folder (~/.claude, ~/.codex, ...) is bound writable into its sandbox, because the agent keeps its
+login, history and databases there, and some of them (claude's `.claude.json`) are saved by writing a temporary
+file beside the old one and renaming it over: the folder itself must stay writable. But the same folder holds what
+the user's own, unconfined agent obeys at its next start: settings with hooks, a status line and MCP servers,
+plugins, the scripts those name, and instructions (CLAUDE.md, commands, skills, subagents, AGENTS.md, prompts).
+
+The rule is an allow-list, not a list of dangers: in each folder only the entries named in AGENT_DATA (the data
+the agent itself writes) stay writable; every other entry that exists when the sandbox starts is bound read-only,
+whatever it is and whatever calls it. What does not exist yet could still be created, so the names the agent obeys
+(AGENT_OBEYED), and every path inside the folder that the read-only settings name (or a script they name names,
+and so on), are made first (empty) and bound read-only too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import json
+import os
+import re
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from daintree_tui.core.errors import OperationError
+from daintree_tui.core.store import create_new
+
+# Per state folder: the entries (glob patterns on the top-level name) the agent writes as data. Anything else
+# in the folder is read-only inside the sandbox. Temporary and lock names are here because the agents save
+# their files by rename (`.claude.json.tmp.<pid>.<hex>`, `.claude.json.lock/`).
+_CLAUDE_DATA = (".credentials.json", ".claude.json", ".claude.json.*", "*.tmp.*", "*.lock", "backups", "projects",
+                "todos", "shell-snapshots", "statsig", "session-env", "file-history", "debug", "ide", "plans",
+                "history.jsonl", "telemetry", "paste-cache", "cache", "stats-cache.json")
+AGENT_DATA: dict[str, tuple[str, ...]] = {
+    "~/.claude/": _CLAUDE_DATA,
+    "~/.config/claude/": _CLAUDE_DATA,
+    "~/.codex/": ("auth.json", "sessions", "archived_sessions", "log", "history.jsonl", "*.sqlite", "*.sqlite-*",
+                  ".sqlite-maintenance.lock", "installation_id", "version.json", "tmp", "models_cache.json",
+                  "internal_storage.json", "cache", "shell_snapshots", "*.tmp*", "*.lock"),
+    "~/.gemini/": ("oauth_creds.json", "google_accounts.json", "installation_id", "user_id", "tmp", "history",
+                   "mcp-oauth-tokens.json", "*.tmp*", "*.lock"),
+    "~/.config/opencode/": (),
+    "~/.local/share/opencode/": ("auth.json", "storage", "log", "snapshot", "project", "repos", "tool-output",
+                                 "*.tmp*", "*.lock"),
+    "~/.local/state/opencode/": ("*",),  # its recent models and prompt history: nothing there runs
+    "~/.aider/": ("caches", "analytics.json", "*.tmp*", "*.lock"),
+}
+
+# What the agent obeys when it starts, sandboxed or not (the user's own agent outside daintree): settings (hooks,
+# a status line, MCP servers), plugins, and instructions that reach it as the user's own (CLAUDE.md, commands,
+# skills, subagents, AGENTS.md, prompts). One that is missing is made first, empty (`{}`, an empty file or
+# folder), so that the agent cannot add it. Each group names one thing, in the forms the agent reads (the first is
+# the one made); a trailing / is a folder.
+AGENT_OBEYED: dict[str, tuple[tuple[str, ...], ...]] = {
+    "claude": (("~/.claude/settings.json",), ("~/.claude/settings.local.json",), ("~/.claude/plugins/",),
+               ("~/.claude/hooks/",), ("~/.config/claude/settings.json",), ("~/.claude/CLAUDE.md",),
+               ("~/.claude/commands/",), ("~/.claude/skills/",), ("~/.claude/agents/",),
+               ("~/.claude/output-styles/",), ("~/.claude/rules/",)),
+    # codex's rules/ let commands run without asking; gemini's trustedFolders.json makes a folder's own
+    # .gemini/settings.json (its hooks and MCP servers) count: both loosen what the user's own agent does.
+    "codex": (("~/.codex/config.toml",), ("~/.codex/AGENTS.md",), ("~/.codex/AGENTS.override.md",),
+              ("~/.codex/prompts/",), ("~/.codex/skills/",), ("~/.codex/rules/",)),
+    "gemini": (("~/.gemini/settings.json",), ("~/.gemini/extensions/",), ("~/.gemini/GEMINI.md",),
+               ("~/.gemini/commands/",), ("~/.gemini/trustedFolders.json",), ("~/.gemini/policies/",)),
+    "opencode": (("~/.config/opencode/opencode.json", "~/.config/opencode/opencode.jsonc",
+                  "~/.config/opencode/config.json"), ("~/.config/opencode/plugin/",),
+                 ("~/.config/opencode/plugins/",), ("~/.config/opencode/AGENTS.md",),
+                 ("~/.config/opencode/agent/",), ("~/.config/opencode/agents/",),
+                 ("~/.config/opencode/command/",), ("~/.config/opencode/commands/",),
+                 ("~/.config/opencode/tool/",), ("~/.config/opencode/tools/",),
+                 # the programs it downloads (ripgrep) and then runs, the user's own opencode too
+                 ("~/.local/share/opencode/bin/",)),
+}
+
+# Inside a data folder, what is instructions again: Claude's auto memory (`projects/<project>/memory/MEMORY.md`,
+# loaded into every conversation in that project, the user's own included). Existing ones are bound read-only;
+# `project_memory` names the ones of the session's repository, made first.
+DATA_OBEYED: dict[str, tuple[str, ...]] = {"~/.claude/": ("projects/*/memory",),
+                                           "~/.config/claude/": ("projects/*/memory",)}
+
+
+def project_memory(preset_folders: Sequence[str], projects: Sequence[Path]) -> list[tuple[str, ...]]:
+    """Claude's auto-memory folders of `projects` (the repository's root and the worktree), as obeyed groups:
+    Claude names a project's folder after its path, every character but letters and digits made `-`."""
+    groups: list[tuple[str, ...]] = []
+    for raw in preset_folders:
+        if "projects/*/memory" in DATA_OBEYED.get(raw, ()):
+            groups += [(f"{raw}projects/{re.sub('[^A-Za-z0-9]', '-', str(p))}/memory/",) for p in projects]
+    return groups
+
+
+SETTINGS_LIMIT = 1024 * 1024  # a settings file or script read for the paths it names (a larger one is not read)
+FOLLOWED_LIMIT = 200  # files read while following what names what
+
+
+def is_data(folder_raw: str, name: str) -> bool:
+    """Whether entry `name` at the top of state folder `folder_raw` ("~/.claude/") is the agent's data."""
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in AGENT_DATA.get(folder_raw, ()))
+
+
+def read_only_paths(folders: Sequence[str], obeyed: Iterable[tuple[str, ...]]) -> list[Path]:
+    """Everything of the agent's state `folders` (raw, "~/.claude/") to bind read-only in its sandbox: every
+    existing entry that is not its data, what it obeys (made empty when missing), and whatever those name inside
+    the folders (made empty when missing, see `named_paths`)."""
+    roots = {raw: Path(raw).expanduser() for raw in folders if raw.endswith("/")}
+    paths: dict[Path, None] = {}
+    obeyed_paths: list[Path] = []
+    for group in obeyed:
+        forms = [Path(raw).expanduser() for raw in group]
+        present = [path for path in forms if os.path.lexists(path)]
+        if not present:
+            with contextlib.suppress(OSError):  # a project's memory folder: its project folder first
+                if not os.path.lexists(forms[0].parent) and forms[0].parent.parent.is_dir() \
+                        and not forms[0].parent.parent.is_symlink():
+                    forms[0].parent.mkdir(mode=0o700)
+            if _make_empty(forms[0], folder=group[0].endswith("/")):
+                present = [forms[0]]
+        obeyed_paths += present
+    for raw, root in roots.items():
+        for pattern in DATA_OBEYED.get(raw, ()):
+            obeyed_paths += [p for p in root.glob(pattern) if not p.is_symlink()]
+    for raw, root in roots.items():
+        if root.is_symlink() or not root.is_dir():
+            continue
+        with contextlib.suppress(OSError):
+            for entry in sorted(os.listdir(root)):
+                if not is_data(raw, entry):
+                    paths[root / entry] = None
+    obeyed_paths += named_paths(obeyed_paths, roots)
+    for path in obeyed_paths:
+        link = _link_on_the_way(path, roots)
+        if link is not None:
+            raise OperationError(
+                f"sandbox: {link} is a symbolic link (to {os.readlink(link)}): what the agent obeys must be a real "
+                "file or folder in its own folder, or it could replace the link with its own inside the sandbox "
+                "(bubblewrap cannot make a link read-only); replace the link with a copy of what it points to")
+    # Any other link there is skipped: binding it fails the sandbox's start (bwrap cannot mount on a link), and an
+    # agent that left one would stop every later session of its kind from starting.
+    paths = {path: None for path in paths if _link_on_the_way(path, roots) is None}
+    paths.update(dict.fromkeys(obeyed_paths))
+    return list(paths)
+
+
+def _link_on_the_way(path: Path, roots: Mapping[str, Path]) -> Path | None:
+    """The first symbolic link from the state folder holding `path` down to `path` itself, if any."""
+    for root in roots.values():
+        if path.is_relative_to(root):
+            current = root
+            for part in path.relative_to(root).parts:
+                current = current / part
+                if current.is_symlink():
+                    return current
+            return None
+    return path if path.is_symlink() else None
+
+
+def named_paths(starts: Sequence[Path], roots: Mapping[str, Path]) -> list[Path]:
+    """The paths inside the state folders `roots` that `starts` (settings, and the scripts they name) name.
+
+    A read-only settings file still runs what it names: Claude's `/statusline` writes `~/.claude/statusline.sh`
+    and names it in settings.json, and the user's own claude runs it unconfined at every start; that script may
+    call another. Every word of every file reached this way (settings as JSON or TOML strings, scripts as text)
+    that, with `~` and `$HOME` expanded, is an absolute path is followed; those inside a state folder are
+    returned, and one that is missing is made first: an empty file at the top of a folder, or, deeper, its top
+    entry as an empty folder (a data folder gets the empty file itself), so the agent cannot create it.
+    """
+    found: dict[Path, None] = {}
+    seen: set[Path] = set()
+    pending = [path for path in starts if path.is_file()]
+    while pending and len(seen) < FOLLOWED_LIMIT:
+        path = pending.pop()
+        with contextlib.suppress(OSError):
+            path = path.resolve()
+        if path in seen:
+            continue
+        seen.add(path)
+        for word in _words(path):
+            candidate = Path(os.path.expanduser(word))
+            if not candidate.is_absolute() or ".." in candidate.parts:
+                continue
+            target = _inside(candidate, roots)
+            if target is None:
+                if candidate.is_file():
+                    pending.append(candidate)  # a script outside may call one inside
+                continue
+            bound = target if os.path.lexists(target) else _placeholder(target, roots)
+            if bound is not None:
+                found[bound] = None
+                if target.is_file():
+                    pending.append(target)
+    return list(found)
+
+
+def _inside(candidate: Path, roots: Mapping[str, Path]) -> Path | None:
+    """`candidate` when it lies inside one of the state folders (through their real paths too), else None."""
+    for root in roots.values():
+        for base in dict.fromkeys((root, root.resolve())):
+            if candidate != base and candidate.is_relative_to(base):
+                return root / candidate.relative_to(base)
+    return None
+
+
+def _placeholder(target: Path, roots: Mapping[str, Path]) -> Path | None:
+    """Make a missing named `target` (or its top folder) so that it can be bound read-only: see `named_paths`.
+    Returns what to bind, None when nothing could be made."""
+    for raw, root in roots.items():
+        if not target.is_relative_to(root):
+            continue
+        top = root / target.relative_to(root).parts[0]
+        if top == target:  # a data entry that settings name is bound read-only only when it exists
+            return target if not is_data(raw, top.name) and _make_empty(target, folder=False) else None
+        if not is_data(raw, top.name):
+            return top if top.is_dir() or _make_empty(top, folder=True) else None
+        parent = target.parent
+        with contextlib.suppress(OSError):
+            if not any(p.is_symlink() for p in (parent, *parent.parents) if p.is_relative_to(root)):
+                parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return target if _make_empty(target, folder=False) else None
+    return None
+
+
+_HOME_FORMS = re.compile(r"\$\{HOME\}|\$HOME(?![A-Za-z0-9_])")
+_SEPARATORS = re.compile(r"[\s;|&()<>`'\"=,]+")
+
+
+def _words(path: Path) -> list[str]:
+    """The words of a settings file's strings (JSON or TOML), or of any other text file (a script)."""
+    from daintree_tui.sessions.agents.base import read_agent_file  # only when a sandboxed session starts
+
+    try:
+        raw = read_agent_file(path, SETTINGS_LIMIT).decode()
+    except (OSError, UnicodeDecodeError, ValueError):
+        return []
+    texts: list[str] = [raw]
+    with contextlib.suppress(ValueError, RecursionError):
+        loaded: object = tomllib.loads(raw) if path.suffix == ".toml" else json.loads(raw)
+        texts = []
+        pending = [loaded]
+        while pending:
+            item = pending.pop()
+            if isinstance(item, dict):
+                pending += [*item.keys(), *item.values()]
+            elif isinstance(item, list):
+                pending += item
+            elif isinstance(item, str):
+                texts.append(item)
+    words: list[str] = []
+    for text in texts:
+        words += [w for w in _SEPARATORS.split(_HOME_FORMS.sub("~", text)) if w]
+    return words
+
+
+def _make_empty(path: Path, folder: bool) -> bool:
+    """An empty `path` (a folder, or a file that reads as empty settings), made where the agent's state folder
+    is; never through a link (the parent must be a real folder)."""
+    parent = path.parent
+    if parent.is_symlink() or not parent.is_dir():
+        return False
+    try:
+        if folder:
+            path.mkdir(mode=0o700)
+        else:
+            create_new(path, "{}\n" if path.suffix in (".json", ".jsonc") else "")
+    except OSError:
+        return False
+    return True
