@@ -606,10 +606,11 @@ def claude_usage_watched(repo: Path, name: str) -> tuple[Any, Any, Any, Path]:
     from daintree_tui.sessions.manager import SessionManager
 
     manager = SessionManager(Project.discover(repo), host=None)
-    ctx = manager.context(name, dict(os.environ))
+    # Claude's folder of this test's own (never the real ~/.claude: a test wrote 30 MB transcripts there).
+    config_dir = repo.parent / f"claude-{name}"
+    ctx = manager.context(name, {**os.environ, "CLAUDE_CONFIG_DIR": str(config_dir)})
     claude = integration_for("claude")
     manager.usage.begin(name, ctx, claude, "claude", 1, time.time())
-    transcript = (Path(os.environ["HOME"]) / ".claude" / "projects" / project_slug(str(ctx.worktree))
-                  / "s.jsonl")
+    transcript = config_dir / "projects" / project_slug(str(ctx.worktree)) / "s.jsonl"
     transcript.parent.mkdir(parents=True)
     return manager, ctx, claude, transcript
