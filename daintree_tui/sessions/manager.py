@@ -35,7 +35,6 @@ from daintree_tui.sessions.keys import paste_text
 from daintree_tui.sessions.pane_size import load_pane_size
 from daintree_tui.sessions.presets import Preset, all_presets, resolve_preset, session_mcp_wiring, unwire_mcp
 from daintree_tui.sessions.records import UsageTracker, session_dir
-from daintree_tui.sessions.sandbox import session_sandbox
 from daintree_tui.sessions.status import Observation, SessionStatus, derive_status
 
 SIGNAL_STATES = ("waiting", "running", "exited")
@@ -204,6 +203,9 @@ class SessionManager:
             env.update(wiring.env)
         argv = self._wire_mcp(name, preset, role, argv, env)
         self.usage.begin(name, ctx, integration, preset.name, entry.task_id, now)
+        # Imported by a start alone: the dashboard's first poll (observing only) waited ~8 ms for it.
+        from daintree_tui.sessions.sandbox import session_sandbox
+
         sandbox = session_sandbox(self.project, entry, preset, role=role)
         pane_argv = sandbox.wrap(argv, env)
         state = host.start(name, pane_argv, Path(entry.path), env, log, size or load_pane_size(self.project))
