@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from daintree_tui.sessions.manager import SessionInfo
 
 STYLES = Path(__file__).resolve().parent.parent / "styles" / "app.tcss"
+DIALOG_BREAKPOINTS = [(0, "-short"), (25, "-tall")]
+"""Screens 24 rows high or less get the class `-short`: the dialogs drop their spare lines there (app.tcss)."""
 
 
 class DaintreeApp(App[None]):
@@ -44,6 +46,7 @@ class DaintreeApp(App[None]):
     CSS_PATH = STYLES
     TITLE = "daintree"
     COMMANDS = App.COMMANDS | {DashboardCommands}
+    VERTICAL_BREAKPOINTS = DIALOG_BREAKPOINTS
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+q", "quit_dashboard", "Quit", show=False, priority=True, id="app_quit",
                 tooltip="Quit too (in the terminal, ctrl+q goes to the agent)"),

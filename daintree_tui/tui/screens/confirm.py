@@ -17,6 +17,9 @@ from daintree_tui.tui.widgets.plain import plain
 class ConfirmScreen(ModalScreen[bool]):
     """Yes or no, with an explanation."""
 
+    # on_mount focuses the button, without scrolling: Textual's first-focusable pick (a file list) and a plain
+    # focus() scroll a short window's dialog down, past its question, to the buttons docked below it anyway.
+    AUTO_FOCUS = ""
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel", id="dialog_cancel")]
 
     def __init__(self, title: str, body: str, yes: str = "Yes", no: str = "Cancel") -> None:
@@ -36,7 +39,7 @@ class ConfirmScreen(ModalScreen[bool]):
                 yield Button(self.no, id="no")
 
     def on_mount(self) -> None:
-        self.query_one("#no", Button).focus()
+        self.query_one("#no", Button).focus(scroll_visible=False)
 
     @on(Button.Pressed, "#yes")
     def confirm(self) -> None:

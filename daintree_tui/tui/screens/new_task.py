@@ -35,6 +35,7 @@ class NewTask:
 class NewTaskScreen(ModalScreen[NewTask | None]):
     """Create a task; `enter` in the subject creates task + worktree + session with the chosen agent."""
 
+    AUTO_FOCUS = ""  # on_mount focuses the first field without scrolling a short window's dialog past its title
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="dialog_cancel"),
     ]
@@ -72,7 +73,7 @@ class NewTaskScreen(ModalScreen[NewTask | None]):
 
     def on_mount(self) -> None:
         self.query_one("#description", TextArea).border_title = "Description"
-        self.query_one("#subject", Input).focus()
+        self.query_one("#subject", Input).focus(scroll_visible=False)
 
     def _result(self, start: bool) -> NewTask | None:
         subject = self.query_one("#subject", Input).value.strip()

@@ -1,0 +1,97 @@
+"""What a new user met in a first hour with the dashboard and the CLI (trial7), each through the real app, real
+git and real tmux on a private socket."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.screen import ModalScreen
+from textual.widgets import Button
+
+from daintree_tui.core.project import Project
+from daintree_tui.tui.app import DIALOG_BREAKPOINTS, make_app
+from daintree_tui.tui.screens.agent_picker import AgentPickerScreen
+from daintree_tui.tui.screens.bakeoff_new import BakeoffNewScreen
+from daintree_tui.tui.screens.commit import CommitScreen
+from daintree_tui.tui.screens.confirm import ConfirmScreen
+from daintree_tui.tui.screens.merge import MergeScreen
+from daintree_tui.tui.screens.new_task import NewTaskScreen
+from daintree_tui.tui.screens.remove import RemoveScreen
+from daintree_tui.tui.widgets.terminal import TerminalView
+from daintree_tui.tui.widgets.worktree_table import WorktreeTable
+from tests.conftest import CLI
+from tests.test_dashboard import configure, main_screen, until
+from tests.test_dialogs import Host
+
+pytestmark = pytest.mark.usefixtures("tmux_socket")
+
+
+async def test_tab_cycles_the_lists_and_never_enters_the_terminal(repo: Path, cli: CLI) -> None:
+    """Tab from the worktrees list moved the focus into the embedded terminal, where every later key (tab too)
+    went to the agent: the user was in the agent's prompt without asking. Tab and shift+tab go round the lists
+    and the tabs below; enter (or a click) is how the terminal gets the keys."""
+    configure(repo)
+    cli.ok("task", "create", "one")
+    cli.ok("worktree", "create", "w", "--task", "1", "--agent", "echo")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: "w" in screen.sessions and screen.later_mounted)
+        await until(pilot, lambda: screen.query_one(TerminalView).attached)
+        assert screen.query_one(WorktreeTable).has_focus
+        seen = []
+        for key in ["tab"] * 6 + ["shift+tab"] * 6:
+            await pilot.press(key)
+            await pilot.pause()
+            seen.append(type(app.focused).__name__)
+            assert not isinstance(app.focused, TerminalView), seen
+        assert {"TaskTable", "WorktreeTable"} <= set(seen)
+        screen.query_one(WorktreeTable).focus()
+        await pilot.press("enter")  # the explicit way in
+        await until(pilot, lambda: screen.query_one(TerminalView).has_focus)
+        await pilot.press("tab")  # and there tab is the agent's key
+        assert screen.query_one(TerminalView).has_focus
+
+
+class DashboardHost(Host):
+    """A dialog alone, with the dashboard's styles and its breakpoints (a short window gets `-short`)."""
+
+    VERTICAL_BREAKPOINTS = DIALOG_BREAKPOINTS
+
+
+AGENTS = {name: {"installed": True} for name in ("claude", "codex", "gemini", "opencode", "aider", "shell")}
+FILES = [f"src/module_{n}.py" for n in range(40)]
+DIALOGS: dict[str, Callable[[], ModalScreen[Any]]] = {
+    "new task": lambda: NewTaskScreen(AGENTS, "claude"),
+    "new task with hosts": lambda: NewTaskScreen(AGENTS, "claude", [("box (dev@box)", "box")]),
+    "commit": lambda: CommitScreen("w", FILES, "Add multiply"),
+    "remove": lambda: RemoveScreen("w", FILES, True, "claude"),
+    "merge": lambda: MergeScreen("w", "main"),
+    "confirm": lambda: ConfirmScreen("Trust this repository's commands?", "\n".join(FILES), yes="Trust"),
+    "bake-off": lambda: BakeoffNewScreen("Add multiply", AGENTS, "claude"),
+    "agent picker": lambda: AgentPickerScreen("w", AGENTS, "claude", restart=True, current="claude", failed=True),
+}
+
+
+@pytest.mark.parametrize("size", [(80, 24), (70, 18), (60, 16)], ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("dialog", list(DIALOGS))
+async def test_every_dialog_shows_its_question_and_buttons_in_a_small_window(dialog: str,
+                                                                           size: tuple[int, int]) -> None:
+    """The new-task dialog put its buttons below the window's edge under 80x24 (with a remote host, at 80x24
+    itself), and so did the commit and remove dialogs with many files: Enter in the subject still worked, but
+    "Task only" could not be seen. The fields scroll; the title and the buttons stay in sight."""
+    app = DashboardHost(DIALOGS[dialog]())
+    async with app.run_test(size=size) as pilot:
+        await until(pilot, lambda: app.screen is app.dialog and bool(app.dialog.query("#dialog")))
+        box = app.dialog.query_one("#dialog")
+        await until(pilot, lambda: box.size.height > 0)
+        await pilot.pause()
+        view = box.content_region
+        title = app.dialog.query_one(".dialog-title")
+        assert view.contains_region(title.region), (title.region, view)
+        for button in app.dialog.query(Button):
+            assert button.region.height > 0 and view.contains_region(button.region), (button.label, view)
+        assert box.scroll_y == 0  # opens at its question, not scrolled down to the focused button
