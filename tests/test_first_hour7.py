@@ -3,15 +3,17 @@ git and real tmux on a private socket."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from textual.screen import ModalScreen
-from textual.widgets import Button
+from textual.widgets import Button, Label
 
 from daintree_tui.core.project import Project
+from daintree_tui.core.trust import untrusted_commands
 from daintree_tui.tui.app import DIALOG_BREAKPOINTS, make_app
 from daintree_tui.tui.screens.agent_picker import AgentPickerScreen
 from daintree_tui.tui.screens.bakeoff_new import BakeoffNewScreen
@@ -56,6 +58,10 @@ async def test_tab_cycles_the_lists_and_never_enters_the_terminal(repo: Path, cl
         assert screen.query_one(TerminalView).has_focus
 
 
+def trusted(repo: Path) -> bool:
+    return not untrusted_commands(Project.discover(repo).config)
+
+
 class DashboardHost(Host):
     """A dialog alone, with the dashboard's styles and its breakpoints (a short window gets `-short`)."""
 
@@ -95,3 +101,33 @@ async def test_every_dialog_shows_its_question_and_buttons_in_a_small_window(dia
         for button in app.dialog.query(Button):
             assert button.region.height > 0 and view.contains_region(button.region), (button.label, view)
         assert box.scroll_y == 0  # opens at its question, not scrolled down to the focused button
+
+
+async def test_keys_typed_as_the_trust_prompt_appears_do_not_answer_it(repo: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trust prompt comes a moment after the dashboard opens, so what the user was already typing answered
+    it: shift+tab (to the Trust button) then enter trusted the repository's hooks, unread. Keys wait until the
+    typing stops; then the prompt takes them."""
+    monkeypatch.setattr(ConfirmScreen, "UNASKED_SETTLE", 2.0)  # longer than any stall of a busy machine
+    (repo / ".daintree.toml").write_text('[hooks]\npost_create = ["echo installing"]\n')
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(100, 30)) as pilot:
+        typed_over_it = 0
+        prompt: object = None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 20  # it shows within seconds (REST_AT_THE_LATEST), however slow the start
+        while typed_over_it < 4 and loop.time() < deadline:  # typing on, before and after the prompt shows
+            await pilot.press("shift+tab", "enter")
+            await pilot.pause(0.05)  # a typist's pace
+            if isinstance(app.screen, ConfirmScreen):
+                prompt = app.screen
+                typed_over_it += 1
+            elif prompt is not None or trusted(repo):
+                break  # answered by the typing
+        assert app.screen is prompt and not trusted(repo)
+        assert isinstance(prompt, ConfirmScreen) and prompt.settling
+        assert "keys wait until you stop typing" in str(prompt.query_one("#settling", Label).render())
+        await until(pilot, lambda: not prompt.settling)
+        assert app.screen is prompt and not trusted(repo) and not prompt.query_one("#settling").display
+        await pilot.press("shift+tab", "enter")  # now deliberate: the Trust button
+        await until(pilot, lambda: trusted(repo))
