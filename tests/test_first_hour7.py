@@ -24,8 +24,8 @@ from daintree_tui.tui.screens.new_task import NewTaskScreen
 from daintree_tui.tui.screens.remove import RemoveScreen
 from daintree_tui.tui.widgets.terminal import TerminalView
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
-from tests.conftest import CLI
-from tests.test_dashboard import configure, main_screen, until
+from tests.conftest import CLI, trusted_config
+from tests.test_dashboard import configure, main_screen, on_screen, until
 from tests.test_dialogs import Host
 
 pytestmark = pytest.mark.usefixtures("tmux_socket")
@@ -131,3 +131,47 @@ async def test_keys_typed_as_the_trust_prompt_appears_do_not_answer_it(repo: Pat
         assert app.screen is prompt and not trusted(repo) and not prompt.query_one("#settling").display
         await pilot.press("shift+tab", "enter")  # now deliberate: the Trust button
         await until(pilot, lambda: trusted(repo))
+
+
+async def test_enter_on_a_failed_agent_says_why_and_asks_before_starting_it_again(repo: Path, cli: CLI) -> None:
+    """Enter on an agent that had exited with an error (claude not signed in, no network) started the same command
+    again at once, which failed again: a loop with no word of why. Enter now shows its exit code and last lines
+    and asks; Cancel is where the focus is, so a second enter does not restart it."""
+    trusted_config(repo, "[agents.nokey]\ncommand = \"sh -c 'echo starting; echo error: no API key found; "
+                         "echo run nokey login first; exit 3'\"\n[notifications]\nbell = false\n")
+    cli.ok("worktree", "create", "w", "--agent", "nokey")
+    log = repo / ".worktrees" / ".logs" / "w.log"
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: "w" in screen.sessions and str(screen.sessions["w"].status) == "exited")
+        await until(pilot, lambda: screen.query_one(WorktreeTable).has_focus and screen.selected == "w")
+        for _ in range(2):
+            await pilot.press("enter")
+            await on_screen(pilot, app, "ConfirmScreen")
+            prompt = app.screen
+            assert isinstance(prompt, ConfirmScreen)
+            assert prompt.question == "nokey exited (3) in w"
+            assert "  error: no API key found\n  run nokey login first\n" in prompt.body
+            await pilot.press("enter")  # Cancel has the focus
+            await until(pilot, lambda: app.screen is screen)
+            assert log.read_text().count("starting") == 1  # not started again
+        await pilot.press("enter")
+        await on_screen(pilot, app, "ConfirmScreen")
+        await pilot.click("#yes")  # asked for
+        await until(pilot, lambda: log.read_text().count("starting") == 2)
+
+
+async def test_enter_on_an_agent_that_ended_well_starts_it_again(repo: Path, cli: CLI) -> None:
+    """An agent the user quit (exit 0) starts again at enter, as the title's hint says: no question."""
+    trusted_config(repo, "[agents.brief]\ncommand = \"sh -c 'echo done; exit 0'\"\n[notifications]\nbell = false\n")
+    cli.ok("worktree", "create", "w", "--agent", "brief")
+    log = repo / ".worktrees" / ".logs" / "w.log"
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: "w" in screen.sessions and str(screen.sessions["w"].status) == "exited")
+        await until(pilot, lambda: screen.query_one(WorktreeTable).has_focus and screen.selected == "w")
+        await pilot.press("enter")
+        await until(pilot, lambda: log.read_text().count("done") == 2)
+        assert app.screen is screen

@@ -43,12 +43,17 @@ def readable_lines(text: str) -> list[str]:
 
 def last_output_line(log: Path) -> str:
     """The last non-blank line of `log`, without terminal controls, at most LONGEST characters; "" when none."""
+    lines = last_output_lines(log, 1)
+    return lines[-1] if lines else ""
+
+
+def last_output_lines(log: Path, count: int) -> list[str]:
+    """The last `count` non-blank lines of `log` (from its last TAIL_BYTES), as `last_output_line` reads one."""
     try:
         with log.open("rb") as fh:
             fh.seek(0, 2)
             fh.seek(max(0, fh.tell() - TAIL_BYTES))
             data = fh.read()
     except OSError:
-        return ""
-    lines = readable_lines(data.decode("utf-8", "replace"))
-    return " ".join(lines[-1].split())[:LONGEST] if lines else ""
+        return []
+    return [" ".join(line.split())[:LONGEST] for line in readable_lines(data.decode("utf-8", "replace"))[-count:]]
