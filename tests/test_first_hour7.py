@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label
+from textual.widgets._toast import Toast
 
 from daintree_tui.core.project import Project
 from daintree_tui.core.trust import untrusted_commands
@@ -175,3 +176,27 @@ async def test_enter_on_an_agent_that_ended_well_starts_it_again(repo: Path, cli
         await pilot.press("enter")
         await until(pilot, lambda: log.read_text().count("done") == 2)
         assert app.screen is screen
+
+
+async def test_a_dialog_opens_clear_of_earlier_toasts_and_shows_its_own(repo: Path, cli: CLI) -> None:
+    """At 80x24 the toasts of a moment before (an agent waiting, "Quick-create started claude", a skipped hook)
+    lay over a dialog's right half: the merge dialog's "Merge" and "Cancel" and the restart question's buttons
+    could not be seen. A dialog clears them as it opens; what it says itself (a missing subject) still shows."""
+    configure(repo)
+    cli.ok("worktree", "create", "w")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: screen.selected == "w")
+        for n in range(3):
+            app.notify(f"earlier news {n}", timeout=60)
+        await until(pilot, lambda: len(screen.query(Toast)) == 3)
+        await pilot.press("m")
+        await on_screen(pilot, app, "MergeScreen")
+        await until(pilot, lambda: not app.screen.query(Toast))
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is screen)
+        await pilot.press("n")
+        await on_screen(pilot, app, "NewTaskScreen")
+        await pilot.press("enter")  # no subject
+        await until(pilot, lambda: any("A task needs a subject" in str(t.render()) for t in app.screen.query(Toast)))

@@ -7,6 +7,7 @@ import html
 import shutil
 import subprocess
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -15,6 +16,7 @@ from textual import events
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.notifications import SeverityLevel
+from textual.screen import ModalScreen, Screen
 from textual.widgets import Input
 from textual.worker import Worker, WorkerState
 
@@ -65,10 +67,12 @@ class DaintreeApp(App[None]):
         self.exit_message = ""
         self.demo = False
         """Set by `daintree demo`, whose agents end with the dashboard."""
+        self._dialogs_seen: weakref.WeakSet[Screen[object]] = weakref.WeakSet()
         self.told_default_agent = False  # the first quick-create names the agent it chose, and how to change it
         TerminalView.leave_keys = leave_keys(backend.project.config.keys)
 
     def on_mount(self) -> None:
+        self.screen_change_signal.subscribe(self, self.clear_toasts_for_a_dialog)
         self.warnings.show_pending()
         if self.keymap:
             self.set_keymap(self.keymap)
@@ -78,6 +82,13 @@ class DaintreeApp(App[None]):
         # batch, its first layout is drawn once, when the batch ends (pushed from on_mount, a first frame was drawn
         # and thrown away inside the batch, then drawn again: 30-40 ms of a 120 ms start).
         return MainScreen()
+
+    def clear_toasts_for_a_dialog(self, screen: Screen[object]) -> None:
+        """A dialog that opens clears the toasts raised before it: they sat over its buttons (at 80x24 three of
+        them hid "Merge" and "Cancel"), and they told of what came before it. Toasts it raises itself show."""
+        if isinstance(screen, ModalScreen) and screen not in self._dialogs_seen:
+            self._dialogs_seen.add(screen)
+            self.clear_notifications()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # While the terminal has focus every key belongs to the agent: priority bindings stand aside.
