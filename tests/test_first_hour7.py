@@ -3,6 +3,7 @@ git and real tmux on a private socket."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Label
 from textual.widgets._toast import Toast
 
+from daintree_tui.cli import build_parser
 from daintree_tui.core.project import Project
 from daintree_tui.core.trust import untrusted_commands
 from daintree_tui.tui.app import DIALOG_BREAKPOINTS, make_app
@@ -200,3 +202,33 @@ async def test_a_dialog_opens_clear_of_earlier_toasts_and_shows_its_own(repo: Pa
         await on_screen(pilot, app, "NewTaskScreen")
         await pilot.press("enter")  # no subject
         await until(pilot, lambda: any("A task needs a subject" in str(t.render()) for t in app.screen.query(Toast)))
+
+
+def test_help_says_that_daintree_alone_opens_the_dashboard(cli: CLI) -> None:
+    """`daintree --help` listed eighteen commands and not what a newcomer types first: `daintree` alone (the
+    dashboard), nor `daintree demo` to try it."""
+    shown = " ".join(cli.ok("--help").stdout.split())
+    assert "Without a COMMAND: the dashboard of the repository here (or --repo PATH)" in shown
+    assert "`daintree demo` opens it on a throwaway repository" in shown
+
+
+def test_a_missing_argument_names_the_command_and_its_help(cli: CLI) -> None:
+    """`daintree wt diff` said "daintree: error: the following arguments are required: name": which command, and
+    what is `name` (the usage and the README write NAME)?"""
+    for args, said in ((("wt", "diff"), "worktree diff: the following arguments are required: NAME"),
+                       (("session", "send"), "session send: the following arguments are required: NAME"),
+                       (("task", "show"), "task show: the following arguments are required: ID")):
+        result = cli(*args)
+        command = said.split(":")[0]
+        assert (result.returncode, result.stdout) == (2, "")
+        assert result.stderr == f"daintree: {said} (see daintree {command} --help)\n"
+    positionals = []
+    parsers = [build_parser()]
+    while parsers:
+        parser = parsers.pop()
+        if parser.commands is not None:
+            parsers += parser.commands.choices.values()
+        positionals += [action.metavar for action in parser._actions  # argparse lists them nowhere public
+                        if not action.option_strings and action.dest not in ("command",)
+                        and not action.dest.endswith("_command") and action.help != argparse.SUPPRESS]
+    assert positionals and all(isinstance(m, str) and m == m.upper() for m in positionals), positionals
