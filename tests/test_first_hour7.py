@@ -27,7 +27,7 @@ from daintree_tui.tui.screens.new_task import NewTaskScreen
 from daintree_tui.tui.screens.remove import RemoveScreen
 from daintree_tui.tui.widgets.terminal import TerminalView
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
-from tests.conftest import CLI, trusted_config
+from tests.conftest import CLI, trusted_config, wait_for
 from tests.test_dashboard import configure, main_screen, on_screen, until
 from tests.test_dialogs import Host
 
@@ -232,3 +232,22 @@ def test_a_missing_argument_names_the_command_and_its_help(cli: CLI) -> None:
                         if not action.option_strings and action.dest not in ("command",)
                         and not action.dest.endswith("_command") and action.help != argparse.SUPPRESS]
     assert positionals and all(isinstance(m, str) and m == m.upper() for m in positionals), positionals
+
+
+async def test_agents_that_wait_at_once_make_one_toast(repo: Path, cli: CLI) -> None:
+    """The demo's three agents asked their question at the same moment: three toasts, "demo is waiting for you"
+    three times, stacked over the terminal (at 80x24 over half of it) and over the first dialog. One poll's news
+    is one toast, a line a session."""
+    configure(repo)
+    trusted_config(repo, (repo / ".daintree.toml").read_text() + "[sessions]\nwaiting_debounce = 0.3\n")
+    for name in ("one", "two", "three"):
+        cli.ok("worktree", "create", name, "--agent", "echo")
+    wait_for(lambda: cli.ok("session", "list").stdout.count("waiting") == 3)
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: len(screen.sessions) == 3 and screen.query(Toast))
+        await pilot.pause()
+        shown = [str(t.render()) for t in screen.query(Toast)]
+        assert len(shown) == 1, shown
+        assert all(f"{name}: echo is waiting for you" in shown[0] for name in ("one", "two", "three"))

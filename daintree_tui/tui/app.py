@@ -136,19 +136,17 @@ class DaintreeApp(App[None]):
         if isinstance(host, TmuxHost):
             terminal.attach_command(name, host.attach_argv(name))
 
-    def announce(self, name: str, info: SessionInfo) -> None:
-        """A session started waiting or exited: notify, ring the bell, tell the desktop."""
+    def announce(self, due: list[tuple[str, SessionInfo]]) -> None:
+        """Sessions that started waiting or exited: notify, ring the bell, tell the desktop; once for all that one
+        poll found (the demo's three agents, waiting at once, made three toasts over the terminal)."""
         cfg = self.backend.project.config
-        if not cfg.notify_on.get(str(info.status), True):
+        said = [(name, info, self.what_happened(info)) for name, info in due
+                if cfg.notify_on.get(str(info.status), True)]
+        if not said:
             return
-        what = "is waiting for you" if str(info.status) == "waiting" else (
-            f"exited ({info.exit_code})" if info.exit_code is not None else "exited")
-        if info.exit_code not in (None, 0) and info.log:
-            why = last_output_line(Path(info.log))  # the pane may not show it: tmux scrolls it away
-            if why:
-                what += f": {why}"
-        self.notify(f"{name}: {info.agent} {what}", title="daintree",
-                    severity="warning" if str(info.status) == "waiting" else "information")
+        lines = [f"{name}: {info.agent} {what}" for name, info, what in said]
+        waiting = any(str(info.status) == "waiting" for _, info, _ in said)
+        self.notify("\n".join(lines), title="daintree", severity="warning" if waiting else "information")
         if in_quiet_hours(cfg.quiet_hours, time.strftime("%H:%M", time.localtime(self.clock()))):
             return
         if cfg.bell:
@@ -156,9 +154,19 @@ class DaintreeApp(App[None]):
         if cfg.desktop and shutil.which("notify-send"):
             # The body is markup to desktop notifiers (<a href>, <img src>, entities): the agent's last line is
             # shown as text, never obeyed.
-            body = html.escape(escape_controls(f"{name}: {info.agent} {what}"), quote=False)
+            body = html.escape(escape_controls("\n".join(lines)), quote=False)
             subprocess.Popen(["notify-send", "daintree", body],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    @staticmethod
+    def what_happened(info: SessionInfo) -> str:
+        what = "is waiting for you" if str(info.status) == "waiting" else (
+            f"exited ({info.exit_code})" if info.exit_code is not None else "exited")
+        if info.exit_code not in (None, 0) and info.log:
+            why = last_output_line(Path(info.log))  # the pane may not show it: tmux scrolls it away
+            if why:
+                what += f": {why}"
+        return what
 
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = False) -> None:

@@ -228,8 +228,7 @@ class MainScreen(CurrentWorktreeScreen):
         if message.today is not None:  # the header: what all agents spent today
             spent = usage_text(message.today)
             self.title = f"daintree · today {spent}" if spent else "daintree"
-        for name, info in settled.items():
-            self.maybe_announce(name, info)
+        self.dashboard.announce([(name, info) for name, info in settled.items() if self.to_announce(name, info)])
         if not self.rest_started:
             # The status first: the rest once the worktree table has painted it (it renders on its own loop; a
             # callback it is asked for runs after its pending render and the next frame).
@@ -243,20 +242,18 @@ class MainScreen(CurrentWorktreeScreen):
         if vanished and not settled:
             self.run_flow(prompts.server_lost(self, vanished), "check the tmux server")
 
-    def maybe_announce(self, name: str, info: SessionInfo) -> None:
+    def to_announce(self, name: str, info: SessionInfo) -> bool:
         """Waiting or exited, once per change, including a session already waiting when first seen; never for
         the session being typed into."""
         status = info.status
         if status not in (SessionStatus.WAITING, SessionStatus.EXITED):
             self._announced.pop(name, None)
-            return
+            return False
         if self._announced.get(name) == status:
-            return
+            return False
         self._announced[name] = status
         typing_here = self.terminal_focused and self.terminal.worktree == name
-        if status == SessionStatus.WAITING and typing_here:
-            return
-        self.dashboard.announce(name, info)
+        return not (status == SessionStatus.WAITING and typing_here)
 
     @on(DataTable.RowSelected)
     def row_selected(self) -> None:
