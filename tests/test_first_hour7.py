@@ -28,7 +28,7 @@ from daintree_tui.tui.screens.remove import RemoveScreen
 from daintree_tui.tui.widgets.terminal import TerminalView
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
 from tests.conftest import CLI, trusted_config, wait_for
-from tests.test_dashboard import configure, main_screen, on_screen, until
+from tests.test_dashboard import configure, main_screen, on_screen, title_text, until
 from tests.test_dialogs import Host
 
 pytestmark = pytest.mark.usefixtures("tmux_socket")
@@ -149,6 +149,10 @@ async def test_enter_on_a_failed_agent_says_why_and_asks_before_starting_it_agai
         screen = main_screen(app)
         await until(pilot, lambda: "w" in screen.sessions and str(screen.sessions["w"].status) == "exited")
         await until(pilot, lambda: screen.query_one(WorktreeTable).has_focus and screen.selected == "w")
+        screen.query_one(TerminalView).focus()  # as after a quick-create: the terminal has the focus
+        await until(pilot, lambda: "⌨ ctrl+] leaves, then enter shows why it failed" in title_text(screen))
+        await pilot.press("ctrl+right_square_bracket")
+        await until(pilot, lambda: screen.query_one(WorktreeTable).has_focus)
         for _ in range(2):
             await pilot.press("enter")
             await on_screen(pilot, app, "ConfirmScreen")
