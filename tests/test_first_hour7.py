@@ -140,8 +140,9 @@ async def test_enter_on_a_failed_agent_says_why_and_asks_before_starting_it_agai
     """Enter on an agent that had exited with an error (claude not signed in, no network) started the same command
     again at once, which failed again: a loop with no word of why. Enter now shows its exit code and last lines
     and asks; Cancel is where the focus is, so a second enter does not restart it."""
-    trusted_config(repo, "[agents.nokey]\ncommand = \"sh -c 'echo starting; echo error: no API key found; "
-                         "echo run nokey login first; exit 3'\"\n[notifications]\nbell = false\n")
+    trusted_config(repo, "[agents.nokey]\ncommand = \"sh -c 'echo starting; for n in 1 2 3 4 5 6; do echo step $n; "
+                         "done; echo error: no API key found; echo run nokey login first; exit 3'\"\n"
+                         "[notifications]\nbell = false\n")
     cli.ok("worktree", "create", "w", "--agent", "nokey")
     log = repo / ".worktrees" / ".logs" / "w.log"
     app = make_app(Project.discover(repo))
@@ -160,6 +161,9 @@ async def test_enter_on_a_failed_agent_says_why_and_asks_before_starting_it_agai
             assert isinstance(prompt, ConfirmScreen)
             assert prompt.question == "nokey exited (3) in w"
             assert "  error: no API key found\n  run nokey login first\n" in prompt.body
+            body = prompt.query_one("#dirty-files")
+            await until(pilot, lambda: body.size.height > 0)  # noqa: B023 (awaited here)
+            assert body.max_scroll_y == 0  # read whole, the way out (s, session log) included
             await pilot.press("enter")  # Cancel has the focus
             await until(pilot, lambda: app.screen is screen)
             assert log.read_text().count("starting") == 1  # not started again
