@@ -17,6 +17,7 @@ from textual.widgets._toast import Toast
 from daintree_tui.cli import build_parser
 from daintree_tui.core.project import Project
 from daintree_tui.core.trust import untrusted_commands
+from daintree_tui.sessions.last_words import with_last_words
 from daintree_tui.tui.app import DIALOG_BREAKPOINTS, make_app
 from daintree_tui.tui.screens.agent_picker import AgentPickerScreen
 from daintree_tui.tui.screens.bakeoff_new import BakeoffNewScreen
@@ -259,3 +260,30 @@ async def test_agents_that_wait_at_once_make_one_toast(repo: Path, cli: CLI) -> 
         shown = [str(t.render()) for t in screen.query(Toast)]
         assert len(shown) == 1, shown
         assert all(f"{name}: echo is waiting for you" in shown[0] for name in ("one", "two", "three"))
+
+
+async def test_the_preview_of_an_exited_agent_is_its_last_words_not_tmuxs(repo: Path, cli: CLI) -> None:
+    """The worktrees list's latest-output column said "Pane is dead (status 1, Tue Dec  1 02:34:54 2026)" for
+    claude that had died at once: tmux's line, next to a status that already said "exited 1", where the agent's
+    own last line (why it died) belonged."""
+    trusted_config(repo, "[agents.nokey]\ncommand = \"sh -c 'echo error: no API key found; exit 1'\"\n"
+                         "[notifications]\nbell = false\n")
+    cli.ok("worktree", "create", "first")
+    cli.ok("worktree", "create", "died", "--agent", "nokey")
+    # tmux scrolled the agent's one line away to write its own: the pane's screen has only tmux's line.
+    wait_for(lambda: cli.ok("session", "capture", "died").stdout.split()[:3] == ["Pane", "is", "dead"])
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = main_screen(app)
+        table = screen.query_one(WorktreeTable)
+        await until(pilot, lambda: "died" in screen.sessions and "died" in screen.previews)
+        await until(pilot, lambda: table.cell_text("died", "activity") == "error: no API key found")
+
+
+def test_with_last_words_replaces_only_tmuxs_line() -> None:
+    dead = "Pane is dead (status 1, Tue Dec  1 02:34:54 2026)"
+    assert with_last_words(f"\n\n{dead}", "error: no key") == "\n\nerror: no key"
+    assert with_last_words(f"working\nerror: no key\n{dead}", "error: no key") == "working\nerror: no key"
+    assert with_last_words(f"ok\n{dead}", "") == "ok"
+    assert with_last_words("Pane is dead (my own words)\nstill running", "x") == \
+        "Pane is dead (my own words)\nstill running\nx"

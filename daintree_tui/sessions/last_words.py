@@ -57,3 +57,18 @@ def last_output_lines(log: Path, count: int) -> list[str]:
     except OSError:
         return []
     return [" ".join(line.split())[:LONGEST] for line in readable_lines(data.decode("utf-8", "replace"))[-count:]]
+
+
+# tmux's line on a pane whose program ended (remain-on-exit's default format): "Pane is dead (status 1, <date>)".
+_DEAD_PANE = re.compile(r"^Pane is dead \((?:status|signal) [^)]*\)\s*$")
+
+
+def with_last_words(screen: str, last_line: str) -> str:
+    """An exited pane's screen text with tmux's "Pane is dead" line replaced by the agent's own last line (from its
+    log, `last_output_line`), when tmux scrolled that away to write its own: a preview of the pane then read "Pane
+    is dead (status 1, ...)" where the reason the agent died belonged."""
+    lines = [line for line in screen.splitlines() if not _DEAD_PANE.match(line)]
+    shown = [line for line in lines if line.strip()]
+    if last_line and (not shown or " ".join(shown[-1].split()) != last_line):
+        lines.append(last_line)
+    return "\n".join(lines)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from textual import events, on
@@ -24,6 +25,7 @@ from textual.worker import Worker
 
 from daintree_tui.core.models import Task, WorktreeEntry
 from daintree_tui.core.worktrees import Facts
+from daintree_tui.sessions.last_words import last_output_line, with_last_words
 from daintree_tui.sessions.status import SessionStatus, StatusHysteresis
 from daintree_tui.tui.agents_view import BudgetAlerts, usage_text
 from daintree_tui.tui.bindings import DASHBOARD_BINDINGS
@@ -86,6 +88,7 @@ class MainScreen(CurrentWorktreeScreen):
         self.started = False
         self._announced: dict[str, SessionStatus] = {}
         self._seen_requests: set[int] = set()
+        self._last_words: dict[tuple[str, float], str] = {}
         self.hysteresis = StatusHysteresis()
         self.budget_alerts = BudgetAlerts(since=time.time())
         self.rest_started = False
@@ -223,6 +226,10 @@ class MainScreen(CurrentWorktreeScreen):
         if terminal.attached and terminal.worktree in settled:
             # The session on screen is not captured (the terminal shows it): its row follows the terminal.
             previews[terminal.worktree] = terminal.screen_text()
+        for name, text in previews.items():
+            ended = settled.get(name)
+            if ended is not None and ended.status == SessionStatus.EXITED and ended.log:
+                previews[name] = with_last_words(text, self.last_words(name, ended))
         if previews:
             self.previews = {**self.previews, **previews}
         if message.today is not None:  # the header: what all agents spent today
@@ -241,6 +248,13 @@ class MainScreen(CurrentWorktreeScreen):
         vanished = [n for n in before if n not in settled]
         if vanished and not settled:
             self.run_flow(prompts.server_lost(self, vanished), "check the tmux server")
+
+    def last_words(self, name: str, info: SessionInfo) -> str:
+        """The last line an exited agent wrote (its log is read once per run: it ends with the agent)."""
+        run = (name, info.started_at)
+        if run not in self._last_words:
+            self._last_words[run] = last_output_line(Path(info.log))
+        return self._last_words[run]
 
     def to_announce(self, name: str, info: SessionInfo) -> bool:
         """Waiting or exited, once per change, including a session already waiting when first seen; never for
