@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -287,3 +288,26 @@ def test_with_last_words_replaces_only_tmuxs_line() -> None:
     assert with_last_words(f"ok\n{dead}", "") == "ok"
     assert with_last_words("Pane is dead (my own words)\nstill running", "x") == \
         "Pane is dead (my own words)\nstill running\nx"
+
+
+def test_a_merge_conflict_says_how_to_go_on(repo: Path, cli: CLI) -> None:
+    """`worktree merge` of a branch that conflicts said "conflicts in: calc.py; nothing was changed", and the user
+    was left with a branch that would never merge and no word of what to do."""
+    for name, text in (("c1", "one\n"), ("c2", "two\n")):
+        cli.ok("worktree", "create", name)
+        (repo / ".worktrees" / name / "calc.py").write_text(text)
+        cli.ok("worktree", "commit", name, "-m", name, "--all")
+    cli.ok("worktree", "merge", "c1")
+    result = cli("worktree", "merge", "c2", "--strategy", "squash")
+    assert result.returncode == 1
+    path = repo / ".worktrees" / "c2"
+    assert result.stderr == (
+        "daintree: merge of wt/c2 into main conflicts in: calc.py; nothing was changed (resolve it on the branch: "
+        f"`git rebase main` in {path}, or ask its agent to; then merge again)\n")
+    subprocess.run(["git", "rebase", "main"], cwd=path, capture_output=True)  # as it says: conflicts, stops
+    (path / "calc.py").write_text("one\ntwo\n")
+    subprocess.run(["git", "add", "calc.py"], cwd=path, check=True)
+    subprocess.run(["git", "-c", "core.editor=true", "rebase", "--continue"], cwd=path, check=True,
+                   capture_output=True)
+    cli.ok("worktree", "merge", "c2", "--strategy", "squash")
+    assert (repo / "calc.py").read_text() == "one\ntwo\n"
