@@ -224,7 +224,7 @@ def test_help_says_that_daintree_alone_opens_the_dashboard(cli: CLI) -> None:
 
 def test_a_missing_argument_names_the_command_and_its_help(cli: CLI) -> None:
     """`daintree wt diff` said "daintree: error: the following arguments are required: name": which command, and
-    what is `name` (the usage and the README write NAME)?"""
+    what is `name` (the usage and the README write NAME, and its --help said nothing of it)?"""
     for args, said in ((("wt", "diff"), "worktree diff: the following arguments are required: NAME"),
                        (("session", "send"), "session send: the following arguments are required: NAME"),
                        (("task", "show"), "task show: the following arguments are required: ID")):
@@ -238,10 +238,11 @@ def test_a_missing_argument_names_the_command_and_its_help(cli: CLI) -> None:
         parser = parsers.pop()
         if parser.commands is not None:
             parsers += parser.commands.choices.values()
-        positionals += [action.metavar for action in parser._actions  # argparse lists them nowhere public
+        positionals += [(action.metavar, action.help) for action in parser._actions  # listed nowhere public
                         if not action.option_strings and action.dest not in ("command",)
                         and not action.dest.endswith("_command") and action.help != argparse.SUPPRESS]
-    assert positionals and all(isinstance(m, str) and m == m.upper() for m in positionals), positionals
+    # Each reads as the README writes it (NAME, ID) and says what it is (`worktree create --help`: "NAME" alone).
+    assert positionals and all(isinstance(m, str) and m == m.upper() and h for m, h in positionals), positionals
 
 
 async def test_agents_that_wait_at_once_make_one_toast(repo: Path, cli: CLI) -> None:
