@@ -312,3 +312,14 @@ def test_a_merge_conflict_says_how_to_go_on(repo: Path, cli: CLI) -> None:
                    capture_output=True)
     cli.ok("worktree", "merge", "c2", "--strategy", "squash")
     assert (repo / "calc.py").read_text() == "one\ntwo\n"
+
+
+def test_worktree_list_and_status_say_an_agents_exit_code(repo: Path, cli: CLI) -> None:
+    """`worktree list` and `worktree status` said "exited" where `session list` said "exited (1)": a failed agent
+    looked like one that had finished."""
+    trusted_config(repo, "[agents.nokey]\ncommand = \"sh -c 'echo error: no API key found; exit 3'\"\n")
+    cli.ok("worktree", "create", "died", "--agent", "nokey")
+    wait_for(lambda: "exited (3)" in cli.ok("session", "list").stdout)
+    listed = cli.ok("worktree", "list").stdout.splitlines()
+    assert listed[1].split()[7:9] == ["exited", "(3)"], listed
+    assert "  session: exited (3)\n" in cli.ok("worktree", "status", "died").stdout

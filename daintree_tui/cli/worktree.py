@@ -73,6 +73,14 @@ def _session_states(services: Services) -> dict[str, dict[str, Any]]:
         return {}
 
 
+def _session_word(session: dict[str, Any] | None) -> str:
+    """A session's status as `session list` says it: "exited (1)", not a bare "exited" that hid a failed agent."""
+    if not session:
+        return "-"
+    code = session.get("exit_code")
+    return f"exited ({code})" if session.get("status") == "exited" and code is not None else str(session["status"])
+
+
 def cmd_wt_list(args: argparse.Namespace, services: Services) -> int:
     from daintree_tui.services.hygiene import human
 
@@ -84,7 +92,7 @@ def cmd_wt_list(args: argparse.Namespace, services: Services) -> int:
     disk = services.disk.measure([e for e in entries if e.live])
     data = [{**e.to_dict(), **({"facts": facts[e.name].to_dict()} if e.name in facts else {}),
              "session": sessions.get(e.name), "disk_bytes": disk.get(e.name)} for e in entries]
-    rows = [[*_entry_row(e, facts.get(e.name), (sessions.get(e.name) or {}).get("status", "-")),
+    rows = [[*_entry_row(e, facts.get(e.name), _session_word(sessions.get(e.name))),
              human(disk[e.name]) if e.name in disk else "-"] for e in entries]
     emit(args, data, lambda: table(rows, ["NAME", "STATUS", "BRANCH", "PORT", "DIRTY", "AHEAD/BEHIND", "TASK",
                                           "SESSION", "DISK"]) or "no worktrees")
@@ -106,7 +114,7 @@ def cmd_wt_status(args: argparse.Namespace, services: Services) -> int:
                  f"  task:    {entry.task_id if entry.task_id is not None else '-'}",
                  f"  ports:   {', '.join(map(str, entry.ports)) or '-'}",
                  f"  ahead/behind: +{facts.ahead}/-{facts.behind}",
-                 f"  session: {session['status'] if session else '-'}",
+                 f"  session: {_session_word(session)}",
                  f"  dirty:   {len(dirty)} file(s)"]
         lines += [f"    {f}" for f in dirty[:50]]
         return "\n".join(lines)
