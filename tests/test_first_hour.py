@@ -251,6 +251,7 @@ async def test_a_hook_skipped_for_want_of_trust_is_said_in_the_dashboard(repo: P
     app = make_app(Project.discover(repo))
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
         await on_screen(pilot, app, "ConfirmScreen")  # trust this repository's hooks?
+        await until(pilot, lambda: not getattr(app.screen, "settling", True))  # it takes keys once they stop
         await pilot.press("escape")  # not now
         screen = main_screen(app)
         await until(pilot, lambda: app.screen is screen)

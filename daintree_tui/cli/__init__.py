@@ -120,7 +120,9 @@ def build_parser(argv: Sequence[str] | None = None) -> Parser:
         groups = [_from_group(module, fn) for _, module, fn in GROUPS]
     common = _common()
     parser = Parser(prog="daintree", parents=[common],
-                    description="Parallel AI coding agents, each in its own git worktree.")
+                    description="Parallel AI coding agents, each in its own git worktree. Without a COMMAND: the "
+                                "dashboard of the repository here (or --repo PATH); `daintree demo` opens it on a "
+                                "throwaway repository with demo agents.")
     parser.add_argument("--version", action="version", version=f"daintree {__import__('daintree_tui').__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 

@@ -37,6 +37,9 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        if args and not args[0].startswith("-") and "metavar" not in kwargs:
+            # `usage: daintree worktree diff [...] name`, and "required: name": the README writes NAME, ID, TEXT.
+            kwargs["metavar"] = args[0].upper()
         action = super().add_argument(*args, **kwargs)
         self.option_words.update(action.option_strings)
         return action
@@ -62,6 +65,12 @@ class Parser(argparse.ArgumentParser):
             # its actions: `daintree task` alone is what a newcomer types first.
             command = self.prog.removeprefix("daintree ")
             error(f"{command} needs an action: {', '.join(actions)} (see daintree {command} --help)")
+        elif self.prog != "daintree":
+            # "daintree: error: the following arguments are required: NAME" said neither which command nor where
+            # to look.
+            command = self.prog.removeprefix("daintree ")
+            hint = self._dash_hint(message) or f" (see daintree {command} --help)"
+            error(f"{command}: {message}{hint}")
         else:
             error(f"error: {message}{self._dash_hint(message)}")
         raise SystemExit(2)

@@ -73,6 +73,14 @@ def _session_states(services: Services) -> dict[str, dict[str, Any]]:
         return {}
 
 
+def _session_word(session: dict[str, Any] | None) -> str:
+    """A session's status as `session list` says it: "exited (1)", not a bare "exited" that hid a failed agent."""
+    if not session:
+        return "-"
+    code = session.get("exit_code")
+    return f"exited ({code})" if session.get("status") == "exited" and code is not None else str(session["status"])
+
+
 def cmd_wt_list(args: argparse.Namespace, services: Services) -> int:
     from daintree_tui.services.hygiene import human
 
@@ -84,7 +92,7 @@ def cmd_wt_list(args: argparse.Namespace, services: Services) -> int:
     disk = services.disk.measure([e for e in entries if e.live])
     data = [{**e.to_dict(), **({"facts": facts[e.name].to_dict()} if e.name in facts else {}),
              "session": sessions.get(e.name), "disk_bytes": disk.get(e.name)} for e in entries]
-    rows = [[*_entry_row(e, facts.get(e.name), (sessions.get(e.name) or {}).get("status", "-")),
+    rows = [[*_entry_row(e, facts.get(e.name), _session_word(sessions.get(e.name))),
              human(disk[e.name]) if e.name in disk else "-"] for e in entries]
     emit(args, data, lambda: table(rows, ["NAME", "STATUS", "BRANCH", "PORT", "DIRTY", "AHEAD/BEHIND", "TASK",
                                           "SESSION", "DISK"]) or "no worktrees")
@@ -106,7 +114,7 @@ def cmd_wt_status(args: argparse.Namespace, services: Services) -> int:
                  f"  task:    {entry.task_id if entry.task_id is not None else '-'}",
                  f"  ports:   {', '.join(map(str, entry.ports)) or '-'}",
                  f"  ahead/behind: +{facts.ahead}/-{facts.behind}",
-                 f"  session: {session['status'] if session else '-'}",
+                 f"  session: {_session_word(session)}",
                  f"  dirty:   {len(dirty)} file(s)"]
         lines += [f"    {f}" for f in dirty[:50]]
         return "\n".join(lines)
@@ -210,7 +218,7 @@ def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None
     wt = add(sub, "worktree", None, "worktrees: where to do it", aliases=["wt"])
     wsub = wt.add_subparsers(dest="wt_command", metavar="ACTION", required=True)
     p = add(wsub, "create", cmd_wt_create, "create a worktree on branch wt/NAME")
-    p.add_argument("name")
+    p.add_argument("name", help="the new worktree's name (its branch is wt/NAME)")
     p.add_argument("--task", metavar="ID", help="the task it works on (its subject is the first prompt)")
     p.add_argument("--base", metavar="REF", help="branch from this commit (default: config `base`, HEAD)")
     p.add_argument("--agent", metavar="PRESET", help="start a session with this agent right away")
@@ -218,28 +226,28 @@ def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None
     p = add(wsub, "list", cmd_wt_list, "list worktrees with live git facts")
     p.add_argument("--all", action="store_true", help="include removed ones")
     p = add(wsub, "status", cmd_wt_status, "one worktree in detail")
-    p.add_argument("name")
+    p.add_argument("name", help="a worktree's name (daintree worktree list)")
     p = add(wsub, "keep", cmd_wt_keep, "mark an active worktree kept")
-    p.add_argument("name")
+    p.add_argument("name", help="a worktree's name (daintree worktree list)")
     p = add(wsub, "remove", cmd_wt_remove, "remove a worktree", aliases=["rm"])
-    p.add_argument("name")
+    p.add_argument("name", help="a worktree's name (daintree worktree list)")
     p.add_argument("--force", action="store_true", help="discard uncommitted work; delete an unmerged branch")
     p.add_argument("--complete-task", action="store_true", help="mark its task completed")
     p.add_argument("--delete-branch", action="store_true", help="delete its branch (only if merged, unless --force)")
     p = add(wsub, "run", cmd_wt_run, "run a command in a worktree")
-    p.add_argument("name")
+    p.add_argument("name", help="a worktree's name (daintree worktree list)")
     p.add_argument("--timeout", type=float, default=300.0, metavar="S",
                    help="seconds before the command is stopped (default 300; exit 124)")
     p.add_argument("cmd", nargs="*", metavar="-- CMD", help="the command, after --")
     p = add(wsub, "diff", cmd_wt_diff, "changes against the base commit, untracked files included")
-    p.add_argument("name")
+    p.add_argument("name", help="a worktree's name (daintree worktree list)")
     p.add_argument("--stat", action="store_true", help="files and line counts only")
     p = add(wsub, "commit", cmd_wt_commit, "commit the agent's work in its worktree")
-    p.add_argument("name")
+    p.add_argument("name", help="a worktree's name (daintree worktree list)")
     p.add_argument("-m", "--message", required=True, help="the commit message")
     p.add_argument("--all", "-a", action="store_true", help="stage everything first, untracked files included")
     p = add(wsub, "merge", cmd_wt_merge, "merge a worktree's branch back (through a temporary worktree)")
-    p.add_argument("name")
+    p.add_argument("name", help="a worktree's name (daintree worktree list)")
     p.add_argument("--strategy", default="ff", help="ff (default), squash or rebase")
     p.add_argument("--into", metavar="BRANCH", help="target branch (default: the base branch, else the primary's)")
     p.add_argument("--remove", action="store_true", help="remove the worktree afterwards")
@@ -247,7 +255,7 @@ def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None
     p.add_argument("--no-verify", action="store_true",
                    help="skip the pre_merge checks (a person's choice: refused inside a session)")
     p = add(wsub, "pr", cmd_wt_pr, "push the branch and open a pull request with gh")
-    p.add_argument("name")
+    p.add_argument("name", help="a worktree's name (daintree worktree list)")
     p.add_argument("--draft", action="store_true", help="open it as a draft")
     p = add(wsub, "events", cmd_wt_events, "the lifecycle log")
     p.add_argument("--limit", type=int, metavar="N", help="only the last N events")

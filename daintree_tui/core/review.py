@@ -319,13 +319,13 @@ class ReviewService:
             elif strategy == "squash":
                 proc = g.git(tmp, *hooks, "merge", "--squash", entry.branch, check=False)
                 if proc.returncode != 0:
-                    raise OperationError(self._conflict(tmp, entry.branch, target, "merge"))
+                    raise OperationError(self._conflict(tmp, entry, target, "merge"))
                 subject = self._commit_subject(entry)
                 g.git(tmp, *hooks, "commit", "-q", "-m", subject)
             else:
                 proc = g.git(tmp, *hooks, "rebase", "--quiet", target_tip, check=False)
                 if proc.returncode != 0:
-                    message = self._conflict(tmp, entry.branch, target, "rebase")
+                    message = self._conflict(tmp, entry, target, "rebase")
                     g.git(tmp, "rebase", "--abort", check=False)
                     raise OperationError(message)
             return g.git(tmp, "rev-parse", "HEAD").stdout.strip()
@@ -334,13 +334,15 @@ class ReviewService:
             shutil.rmtree(tmp, ignore_errors=True)
             g.git(root, "worktree", "prune", check=False)
 
-    def _conflict(self, tmp: Path, branch: str, target: str, what: str) -> str:
+    def _conflict(self, tmp: Path, entry: WorktreeEntry, target: str, what: str) -> str:
         files = g.git(tmp, "diff", "--name-only", "--diff-filter=U", check=False).stdout.split()
         if what == "merge":
             g.git(tmp, "merge", "--abort", check=False)
             g.git(tmp, "reset", "-q", "--hard", check=False)
         shown = ", ".join(files) if files else "see git for details"
-        return f"{what} of {branch} into {target} conflicts in: {shown}; nothing was changed"
+        # What next: "nothing was changed" alone left a newcomer with a branch that would never merge.
+        return (f"{what} of {entry.branch} into {target} conflicts in: {shown}; nothing was changed (resolve it on "
+                f"the branch: `git rebase {target}` in {entry.path}, or ask its agent to; then merge again)")
 
     def _commit_subject(self, entry: WorktreeEntry) -> str:
         task = self.worktrees.tasks.find(entry.task_id) if entry.task_id is not None else None

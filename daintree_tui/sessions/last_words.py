@@ -43,12 +43,32 @@ def readable_lines(text: str) -> list[str]:
 
 def last_output_line(log: Path) -> str:
     """The last non-blank line of `log`, without terminal controls, at most LONGEST characters; "" when none."""
+    lines = last_output_lines(log, 1)
+    return lines[-1] if lines else ""
+
+
+def last_output_lines(log: Path, count: int) -> list[str]:
+    """The last `count` non-blank lines of `log` (from its last TAIL_BYTES), as `last_output_line` reads one."""
     try:
         with log.open("rb") as fh:
             fh.seek(0, 2)
             fh.seek(max(0, fh.tell() - TAIL_BYTES))
             data = fh.read()
     except OSError:
-        return ""
-    lines = readable_lines(data.decode("utf-8", "replace"))
-    return " ".join(lines[-1].split())[:LONGEST] if lines else ""
+        return []
+    return [" ".join(line.split())[:LONGEST] for line in readable_lines(data.decode("utf-8", "replace"))[-count:]]
+
+
+# tmux's line on a pane whose program ended (remain-on-exit's default format): "Pane is dead (status 1, <date>)".
+_DEAD_PANE = re.compile(r"^Pane is dead \((?:status|signal) [^)]*\)\s*$")
+
+
+def with_last_words(screen: str, last_line: str) -> str:
+    """An exited pane's screen text with tmux's "Pane is dead" line replaced by the agent's own last line (from its
+    log, `last_output_line`), when tmux scrolled that away to write its own: a preview of the pane then read "Pane
+    is dead (status 1, ...)" where the reason the agent died belonged."""
+    lines = [line for line in screen.splitlines() if not _DEAD_PANE.match(line)]
+    shown = [line for line in lines if line.strip()]
+    if last_line and (not shown or " ".join(shown[-1].split()) != last_line):
+        lines.append(last_line)
+    return "\n".join(lines)

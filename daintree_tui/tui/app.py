@@ -7,6 +7,7 @@ import html
 import shutil
 import subprocess
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -15,6 +16,7 @@ from textual import events
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.notifications import SeverityLevel
+from textual.screen import ModalScreen, Screen
 from textual.widgets import Input
 from textual.worker import Worker, WorkerState
 
@@ -36,6 +38,8 @@ if TYPE_CHECKING:
     from daintree_tui.sessions.manager import SessionInfo
 
 STYLES = Path(__file__).resolve().parent.parent / "styles" / "app.tcss"
+DIALOG_BREAKPOINTS = [(0, "-short"), (25, "-tall")]
+"""Screens 24 rows high or less get the class `-short`: the dialogs drop their spare lines there (app.tcss)."""
 
 
 class DaintreeApp(App[None]):
@@ -44,6 +48,7 @@ class DaintreeApp(App[None]):
     CSS_PATH = STYLES
     TITLE = "daintree"
     COMMANDS = App.COMMANDS | {DashboardCommands}
+    VERTICAL_BREAKPOINTS = DIALOG_BREAKPOINTS
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+q", "quit_dashboard", "Quit", show=False, priority=True, id="app_quit",
                 tooltip="Quit too (in the terminal, ctrl+q goes to the agent)"),
@@ -62,10 +67,12 @@ class DaintreeApp(App[None]):
         self.exit_message = ""
         self.demo = False
         """Set by `daintree demo`, whose agents end with the dashboard."""
+        self._dialogs_seen: weakref.WeakSet[Screen[object]] = weakref.WeakSet()
         self.told_default_agent = False  # the first quick-create names the agent it chose, and how to change it
         TerminalView.leave_keys = leave_keys(backend.project.config.keys)
 
     def on_mount(self) -> None:
+        self.screen_change_signal.subscribe(self, self.clear_toasts_for_a_dialog)
         self.warnings.show_pending()
         if self.keymap:
             self.set_keymap(self.keymap)
@@ -75,6 +82,13 @@ class DaintreeApp(App[None]):
         # batch, its first layout is drawn once, when the batch ends (pushed from on_mount, a first frame was drawn
         # and thrown away inside the batch, then drawn again: 30-40 ms of a 120 ms start).
         return MainScreen()
+
+    def clear_toasts_for_a_dialog(self, screen: Screen[object]) -> None:
+        """A dialog that opens clears the toasts raised before it: they sat over its buttons (at 80x24 three of
+        them hid "Merge" and "Cancel"), and they told of what came before it. Toasts it raises itself show."""
+        if isinstance(screen, ModalScreen) and screen not in self._dialogs_seen:
+            self._dialogs_seen.add(screen)
+            self.clear_notifications()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # While the terminal has focus every key belongs to the agent: priority bindings stand aside.
@@ -122,19 +136,17 @@ class DaintreeApp(App[None]):
         if isinstance(host, TmuxHost):
             terminal.attach_command(name, host.attach_argv(name))
 
-    def announce(self, name: str, info: SessionInfo) -> None:
-        """A session started waiting or exited: notify, ring the bell, tell the desktop."""
+    def announce(self, due: list[tuple[str, SessionInfo]]) -> None:
+        """Sessions that started waiting or exited: notify, ring the bell, tell the desktop; once for all that one
+        poll found (the demo's three agents, waiting at once, made three toasts over the terminal)."""
         cfg = self.backend.project.config
-        if not cfg.notify_on.get(str(info.status), True):
+        said = [(name, info, self.what_happened(info)) for name, info in due
+                if cfg.notify_on.get(str(info.status), True)]
+        if not said:
             return
-        what = "is waiting for you" if str(info.status) == "waiting" else (
-            f"exited ({info.exit_code})" if info.exit_code is not None else "exited")
-        if info.exit_code not in (None, 0) and info.log:
-            why = last_output_line(Path(info.log))  # the pane may not show it: tmux scrolls it away
-            if why:
-                what += f": {why}"
-        self.notify(f"{name}: {info.agent} {what}", title="daintree",
-                    severity="warning" if str(info.status) == "waiting" else "information")
+        lines = [f"{name}: {info.agent} {what}" for name, info, what in said]
+        waiting = any(str(info.status) == "waiting" for _, info, _ in said)
+        self.notify("\n".join(lines), title="daintree", severity="warning" if waiting else "information")
         if in_quiet_hours(cfg.quiet_hours, time.strftime("%H:%M", time.localtime(self.clock()))):
             return
         if cfg.bell:
@@ -142,9 +154,19 @@ class DaintreeApp(App[None]):
         if cfg.desktop and shutil.which("notify-send"):
             # The body is markup to desktop notifiers (<a href>, <img src>, entities): the agent's last line is
             # shown as text, never obeyed.
-            body = html.escape(escape_controls(f"{name}: {info.agent} {what}"), quote=False)
+            body = html.escape(escape_controls("\n".join(lines)), quote=False)
             subprocess.Popen(["notify-send", "daintree", body],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    @staticmethod
+    def what_happened(info: SessionInfo) -> str:
+        what = "is waiting for you" if str(info.status) == "waiting" else (
+            f"exited ({info.exit_code})" if info.exit_code is not None else "exited")
+        if info.exit_code not in (None, 0) and info.log:
+            why = last_output_line(Path(info.log))  # the pane may not show it: tmux scrolls it away
+            if why:
+                what += f": {why}"
+        return what
 
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = False) -> None:

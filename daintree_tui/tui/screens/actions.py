@@ -145,6 +145,10 @@ class DashboardActions(Screen[None]):
         info = self.sessions.get(name)
         if info is not None and info.status != SessionStatus.EXITED:
             self.attach_and_focus(name)
+        elif info is not None and info.exit_code != 0:
+            # A failed agent (no login, no network, a bad flag) fails again at once: say why and ask, rather than
+            # restart it on every enter.
+            self.run_flow(flows.restart_failed(self, name, info), "start session")
         else:
             agent = info.agent if info is not None else None  # an exited session restarts with its own agent
             self.run_flow(flows.start_session(self, name, agent, restart=info is not None), "start session")

@@ -25,6 +25,7 @@ class CommitChoice:
 class CommitScreen(ModalScreen[CommitChoice | None]):
     """A message and whether to stage everything."""
 
+    AUTO_FOCUS = ""  # on_mount focuses the first field without scrolling a short window's dialog past its title
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel", id="dialog_cancel")]
 
     def __init__(self, name: str, dirty: list[str], suggestion: str) -> None:
@@ -45,7 +46,7 @@ class CommitScreen(ModalScreen[CommitChoice | None]):
                 yield Button("Cancel", id="cancel")
 
     def on_mount(self) -> None:
-        self.query_one("#message", Input).focus()
+        self.query_one("#message", Input).focus(scroll_visible=False)
 
     @on(Input.Submitted, "#message")
     @on(Button.Pressed, "#commit")

@@ -14,6 +14,7 @@ from typing import Any
 
 from textual import on
 from textual.timer import Timer
+from textual.widget import Widget
 from textual.widgets import DataTable
 
 from daintree_tui.core.models import WorktreeEntry
@@ -39,6 +40,12 @@ class CurrentWorktreeScreen(HostsScreen):
         self._size_timer: Timer | None = None
         self._arriving: str | None = None
 
+    @property
+    def focus_chain(self) -> list[Widget]:
+        """What tab and shift+tab go round: the lists and the tabs below, not the terminal. Tabbing into it put
+        the user in the agent's prompt without asking (and there tab is the agent's key, so there was no tabbing
+        out); the terminal takes the keys only when asked: enter, s, z or a click."""
+        return [widget for widget in super().focus_chain if not isinstance(widget, TerminalView)]
 
     def watch_entries(self, old: tuple[WorktreeEntry, ...], new: tuple[WorktreeEntry, ...]) -> None:
         names = [e.name for e in new]

@@ -8,6 +8,7 @@ A flow asks (`await app.push_screen_wait(Dialog(...))`), does the blocking work 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from textual.screen import ModalScreen
@@ -16,12 +17,15 @@ from daintree_tui.sessions.status import SessionStatus
 from daintree_tui.tui.screens.confirm import ConfirmScreen
 
 if TYPE_CHECKING:
+    from daintree_tui.sessions.manager import SessionInfo
     from daintree_tui.tui.screens.actions import DashboardActions
     from daintree_tui.tui.screens.agent_picker import AgentChoice
     from daintree_tui.tui.screens.bakeoff_new import BakeoffRequest
     from daintree_tui.tui.screens.new_task import NewTask
 
 T = TypeVar("T")
+FAILED_LINES = 8
+"""How many of a failed agent's last lines the restart question shows."""
 
 
 def ask(screen: DashboardActions, dialog: ModalScreen[T]) -> asyncio.Future[T | None]:
@@ -91,6 +95,22 @@ async def start_session(screen: DashboardActions, name: str, agent: str | None, 
             screen.reattach(name)
         raise
     screen.operation_done(f"{'Resumed' if resume else 'Started'} {info.agent} in {name}", focus=name)
+
+
+async def restart_failed(screen: DashboardActions, name: str, info: SessionInfo) -> None:
+    """Enter on an agent that failed: its exit code and last lines, then start it again only if asked (Cancel is
+    focused, so a second enter does not restart it)."""
+    from daintree_tui.sessions.last_words import last_output_lines
+
+    lines = await asyncio.to_thread(last_output_lines, Path(info.log), FAILED_LINES) if info.log else []
+    code = f"exited ({info.exit_code})" if info.exit_code is not None else "exited"
+    said = "\n".join(f"  {line}" for line in lines) or "  (it printed nothing)"
+    body = (f"Its last lines:\n\n{said}\n\nStarting it again runs the same command; s picks another agent, and "
+            f"`daintree session log {name}` has all it printed.")
+    again = await screen.app.push_screen_wait(ConfirmScreen(f"{info.agent} {code} in {name}", body,
+                                                            yes=f"Start {info.agent} again"))
+    if again:
+        await start_session(screen, name, info.agent, restart=True)
 
 
 async def pick_agent(screen: DashboardActions, name: str, restart: bool,

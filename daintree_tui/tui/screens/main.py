@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from textual import events, on
@@ -24,6 +25,7 @@ from textual.worker import Worker
 
 from daintree_tui.core.models import Task, WorktreeEntry
 from daintree_tui.core.worktrees import Facts
+from daintree_tui.sessions.last_words import last_output_line, with_last_words
 from daintree_tui.sessions.status import SessionStatus, StatusHysteresis
 from daintree_tui.tui.agents_view import BudgetAlerts, usage_text
 from daintree_tui.tui.bindings import DASHBOARD_BINDINGS
@@ -86,6 +88,7 @@ class MainScreen(CurrentWorktreeScreen):
         self.started = False
         self._announced: dict[str, SessionStatus] = {}
         self._seen_requests: set[int] = set()
+        self._last_words: dict[tuple[str, float], str] = {}
         self.hysteresis = StatusHysteresis()
         self.budget_alerts = BudgetAlerts(since=time.time())
         self.rest_started = False
@@ -223,13 +226,16 @@ class MainScreen(CurrentWorktreeScreen):
         if terminal.attached and terminal.worktree in settled:
             # The session on screen is not captured (the terminal shows it): its row follows the terminal.
             previews[terminal.worktree] = terminal.screen_text()
+        for name, text in previews.items():
+            ended = settled.get(name)
+            if ended is not None and ended.status == SessionStatus.EXITED and ended.log:
+                previews[name] = with_last_words(text, self.last_words(name, ended))
         if previews:
             self.previews = {**self.previews, **previews}
         if message.today is not None:  # the header: what all agents spent today
             spent = usage_text(message.today)
             self.title = f"daintree · today {spent}" if spent else "daintree"
-        for name, info in settled.items():
-            self.maybe_announce(name, info)
+        self.dashboard.announce([(name, info) for name, info in settled.items() if self.to_announce(name, info)])
         if not self.rest_started:
             # The status first: the rest once the worktree table has painted it (it renders on its own loop; a
             # callback it is asked for runs after its pending render and the next frame).
@@ -243,20 +249,25 @@ class MainScreen(CurrentWorktreeScreen):
         if vanished and not settled:
             self.run_flow(prompts.server_lost(self, vanished), "check the tmux server")
 
-    def maybe_announce(self, name: str, info: SessionInfo) -> None:
+    def last_words(self, name: str, info: SessionInfo) -> str:
+        """The last line an exited agent wrote (its log is read once per run: it ends with the agent)."""
+        run = (name, info.started_at)
+        if run not in self._last_words:
+            self._last_words[run] = last_output_line(Path(info.log))
+        return self._last_words[run]
+
+    def to_announce(self, name: str, info: SessionInfo) -> bool:
         """Waiting or exited, once per change, including a session already waiting when first seen; never for
         the session being typed into."""
         status = info.status
         if status not in (SessionStatus.WAITING, SessionStatus.EXITED):
             self._announced.pop(name, None)
-            return
+            return False
         if self._announced.get(name) == status:
-            return
+            return False
         self._announced[name] = status
         typing_here = self.terminal_focused and self.terminal.worktree == name
-        if status == SessionStatus.WAITING and typing_here:
-            return
-        self.dashboard.announce(name, info)
+        return not (status == SessionStatus.WAITING and typing_here)
 
     @on(DataTable.RowSelected)
     def row_selected(self) -> None:

@@ -26,6 +26,9 @@ class MergeChoice:
 class MergeScreen(ModalScreen[MergeChoice | None]):
     """Strategy, target branch, and what to do with the worktree and task afterwards."""
 
+    # on_mount focuses the button, without scrolling: Textual's first-focusable pick (a file list) and a plain
+    # focus() scroll a short window's dialog down, past its question, to the buttons docked below it anyway.
+    AUTO_FOCUS = ""
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel", id="dialog_cancel")]
 
     def __init__(self, name: str, target: str) -> None:
@@ -51,7 +54,7 @@ class MergeScreen(ModalScreen[MergeChoice | None]):
 
     def on_mount(self) -> None:
         # The defaults are the usual choice: Enter merges. On the strategy Select, Enter opened its list instead.
-        self.query_one("#merge", Button).focus()
+        self.query_one("#merge", Button).focus(scroll_visible=False)
 
     @on(Input.Submitted, "#into")
     @on(Button.Pressed, "#merge")

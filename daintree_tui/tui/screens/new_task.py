@@ -35,6 +35,7 @@ class NewTask:
 class NewTaskScreen(ModalScreen[NewTask | None]):
     """Create a task; `enter` in the subject creates task + worktree + session with the chosen agent."""
 
+    AUTO_FOCUS = "#subject"  # at once, so a subject typed right after `n` lands in it
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="dialog_cancel"),
     ]
@@ -72,7 +73,9 @@ class NewTaskScreen(ModalScreen[NewTask | None]):
 
     def on_mount(self) -> None:
         self.query_one("#description", TextArea).border_title = "Description"
-        self.query_one("#subject", Input).focus()
+        self.query_one("#subject", Input).focus(scroll_visible=False)
+        # Textual scrolls a short window's dialog a line or two on that first focus, past the title: back to it.
+        self.call_after_refresh(self.query_one("#dialog").scroll_home, animate=False)
 
     def _result(self, start: bool) -> NewTask | None:
         subject = self.query_one("#subject", Input).value.strip()

@@ -20,7 +20,7 @@ async def approval(screen: DashboardActions, request: Mapping[str, object]) -> N
     request_id = int(str(request["id"]))
     approve = await screen.app.push_screen_wait(
         ConfirmScreen(f"Approve {request['action']} from {request['worktree']}?", body, yes="Approve and run",
-                      no="Reject"))
+                      no="Reject", settle=ConfirmScreen.UNASKED_SETTLE))
     backend = screen.backend
     if approve:
         outcome = await asyncio.to_thread(backend.run_approved, request_id)
@@ -35,7 +35,7 @@ async def trust(screen: DashboardActions, commands: list[str]) -> None:
             + "\n".join(f"  {c}" for c in commands)
             + "\n\nTrust it? (recorded for you only, outside the repository; a change asks again)")
     if await screen.app.push_screen_wait(ConfirmScreen("Trust this repository's hooks?", body, yes="Trust",
-                                                       no="Not now")):
+                                                       no="Not now", settle=ConfirmScreen.UNASKED_SETTLE)):
         await asyncio.to_thread(screen.backend.trust)
         screen.operation_done("Trusted .daintree.toml: its hooks will run")
 
@@ -50,7 +50,8 @@ async def server_lost(screen: DashboardActions, vanished: list[str]) -> None:
             "are untouched.\n\n" + "\n".join(f"  {n} ({a})" for n, a in lost.items())
             + "\n\nStart them again with the same agents?")
     if not await screen.app.push_screen_wait(ConfirmScreen("The tmux server stopped", body,
-                                                           yes="Restart sessions", no="Not now")):
+                                                           yes="Restart sessions", no="Not now",
+                                                           settle=ConfirmScreen.UNASKED_SETTLE)):
         return
     size = screen.terminal_size()
 

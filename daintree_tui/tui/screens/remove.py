@@ -26,6 +26,9 @@ class RemoveChoice:
 class RemoveScreen(ModalScreen[RemoveChoice | None]):
     """Remove a worktree. With uncommitted files, the first yes arms a second, explicit discard."""
 
+    # on_mount focuses the button, without scrolling: Textual's first-focusable pick (a file list) and a plain
+    # focus() scroll a short window's dialog down, past its question, to the buttons docked below it anyway.
+    AUTO_FOCUS = ""
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="dialog_cancel"),
     ]
@@ -59,7 +62,7 @@ class RemoveScreen(ModalScreen[RemoveChoice | None]):
                 yield Button("Cancel", id="cancel")
 
     def on_mount(self) -> None:
-        self.query_one("#cancel", Button).focus()
+        self.query_one("#cancel", Button).focus(scroll_visible=False)
 
     @on(Button.Pressed, "#remove")
     def confirm(self) -> None:

@@ -19,9 +19,12 @@ if TYPE_CHECKING:
 TYPING_HINT = "ctrl+] leaves; keys go to the agent"  # the key first: a long name cuts the end
 
 
-def typing_hint(leave_key: str, exited: bool) -> str:
+def typing_hint(leave_key: str, exited: bool, failed: bool = False) -> str:
     """What typing does now. A dead pane takes keys and does nothing with them, so "keys go to the agent" was
-    wrong once the agent had exited (an agent without a login exits at once, while the terminal has the focus)."""
+    wrong once the agent had exited (an agent without a login exits at once, while the terminal has the focus).
+    A failed agent is not restarted at enter: enter shows why it failed and asks."""
+    if failed:
+        return f"{leave_key} leaves, then enter shows why it failed (it has exited)"
     if exited:
         return f"{leave_key} leaves, then enter restarts the agent (it has exited)"
     return TYPING_HINT.replace("ctrl+]", leave_key)
@@ -73,7 +76,8 @@ class SessionTitle(Static):
             text.append(f" {entry.name} ", style="bold reverse")
             if self.focused:  # right after the name: a narrow pane cuts the end of the line, never the way out
                 exited = info is not None and str(info.status) == "exited"
-                text.append(f" ⌨ {typing_hint(self.leave_key, exited)} ", style="italic")
+                failed = exited and info is not None and info.exit_code != 0
+                text.append(f" ⌨ {typing_hint(self.leave_key, exited, failed)} ", style="italic")
             # The agent's name and the branch may come from a host (its own word): shown, never obeyed.
             text.append(f" {escape_controls(info.agent) if info else 'no session'} ", style="bold")
             text.append_text(session_cell(info))
