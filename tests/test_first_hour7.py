@@ -138,6 +138,21 @@ async def test_keys_typed_as_the_trust_prompt_appears_do_not_answer_it(repo: Pat
         await until(pilot, lambda: trusted(repo))
 
 
+async def test_a_prompt_that_finds_the_keyboard_quiet_takes_keys_at_once(repo: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keys wait only when the user was typing as the prompt appeared: one who waited for it, read it and answers
+    (or a script driving the dashboard) is not made to wait again."""
+    monkeypatch.setattr(ConfirmScreen, "UNASKED_SETTLE", 2.0)
+    (repo / ".daintree.toml").write_text('[hooks]\npost_create = ["echo installing"]\n')
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), timeout=20)
+        prompt = app.screen
+        assert isinstance(prompt, ConfirmScreen) and not prompt.settling and not prompt.query("#settling")
+        await pilot.press("shift+tab", "enter")  # the Trust button
+        await until(pilot, lambda: trusted(repo))
+
+
 async def test_enter_on_a_failed_agent_says_why_and_asks_before_starting_it_again(repo: Path, cli: CLI) -> None:
     """Enter on an agent that had exited with an error (claude not signed in, no network) started the same command
     again at once, which failed again: a loop with no word of why. Enter now shows its exit code and last lines

@@ -69,7 +69,19 @@ class DaintreeApp(App[None]):
         """Set by `daintree demo`, whose agents end with the dashboard."""
         self._dialogs_seen: weakref.WeakSet[Screen[object]] = weakref.WeakSet()
         self.told_default_agent = False  # the first quick-create names the agent it chose, and how to change it
+        self.last_key_at = float("-inf")
+        """When (monotonic) the user last pressed a key, to the dashboard or through it to an agent."""
         TerminalView.leave_keys = leave_keys(backend.project.config.keys)
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key) and not event.is_forwarded:
+            self.last_key_at = time.monotonic()
+        await super().on_event(event)
+
+    def typing_within(self, seconds: float) -> bool:
+        """Whether a key came in the last `seconds`: a prompt that appears now may be answered by keys meant for
+        something else."""
+        return time.monotonic() - self.last_key_at < seconds
 
     def on_mount(self) -> None:
         self.screen_change_signal.subscribe(self, self.clear_toasts_for_a_dialog)

@@ -24,7 +24,8 @@ class ConfirmScreen(ModalScreen[bool]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel", id="dialog_cancel")]
 
     UNASKED_SETTLE: ClassVar[float] = 0.6
-    """Seconds of no key a prompt nobody asked for (trust, an agent's request) waits for before it takes keys."""
+    """Seconds of no key a prompt nobody asked for (trust, an agent's request) waits for before it takes keys, when
+    it appears while the user is typing (see `prompts.settle_for`)."""
 
     def __init__(self, title: str, body: str, yes: str = "Yes", no: str = "Cancel", settle: float = 0.0) -> None:
         """`settle`: for a prompt that appears on its own, while the user may be typing (to the dashboard, to an

@@ -13,6 +13,13 @@ if TYPE_CHECKING:
     from daintree_tui.tui.screens.actions import DashboardActions
 
 
+def settle_for(screen: DashboardActions) -> float:
+    """How long a prompt nobody asked for ignores keys: only while the user is typing as it appears (keys meant for
+    an agent answered it); a prompt that finds the keyboard quiet takes the next key at once."""
+    settle = ConfirmScreen.UNASKED_SETTLE
+    return settle if screen.dashboard.typing_within(settle) else 0.0
+
+
 async def approval(screen: DashboardActions, request: Mapping[str, object]) -> None:
     argv = request["argv"] if isinstance(request["argv"], list) else []
     body = (f"The agent in {request['worktree']} (role {request.get('role') or '-'}) asks to run:\n\n"
@@ -20,7 +27,7 @@ async def approval(screen: DashboardActions, request: Mapping[str, object]) -> N
     request_id = int(str(request["id"]))
     approve = await screen.app.push_screen_wait(
         ConfirmScreen(f"Approve {request['action']} from {request['worktree']}?", body, yes="Approve and run",
-                      no="Reject", settle=ConfirmScreen.UNASKED_SETTLE))
+                      no="Reject", settle=settle_for(screen)))
     backend = screen.backend
     if approve:
         outcome = await asyncio.to_thread(backend.run_approved, request_id)
@@ -35,7 +42,7 @@ async def trust(screen: DashboardActions, commands: list[str]) -> None:
             + "\n".join(f"  {c}" for c in commands)
             + "\n\nTrust it? (recorded for you only, outside the repository; a change asks again)")
     if await screen.app.push_screen_wait(ConfirmScreen("Trust this repository's hooks?", body, yes="Trust",
-                                                       no="Not now", settle=ConfirmScreen.UNASKED_SETTLE)):
+                                                       no="Not now", settle=settle_for(screen))):
         await asyncio.to_thread(screen.backend.trust)
         screen.operation_done("Trusted .daintree.toml: its hooks will run")
 
@@ -51,7 +58,7 @@ async def server_lost(screen: DashboardActions, vanished: list[str]) -> None:
             + "\n\nStart them again with the same agents?")
     if not await screen.app.push_screen_wait(ConfirmScreen("The tmux server stopped", body,
                                                            yes="Restart sessions", no="Not now",
-                                                           settle=ConfirmScreen.UNASKED_SETTLE)):
+                                                           settle=settle_for(screen))):
         return
     size = screen.terminal_size()
 
