@@ -153,10 +153,11 @@ async def test_a_prompt_that_finds_the_keyboard_quiet_takes_keys_at_once(repo: P
         await until(pilot, lambda: trusted(repo))
 
 
-async def test_enter_on_a_failed_agent_says_why_and_asks_before_starting_it_again(repo: Path, cli: CLI) -> None:
+async def test_enter_on_an_agent_that_failed_again_says_why_and_asks(repo: Path, cli: CLI) -> None:
     """Enter on an agent that had exited with an error (claude not signed in, no network) started the same command
-    again at once, which failed again: a loop with no word of why. Enter now shows its exit code and last lines
-    and asks; Cancel is where the focus is, so a second enter does not restart it."""
+    again at once, which failed again: a loop with no word of why. Enter still restarts a failed agent once (issue
+    12: enter on an exited session restarts its own agent); failing again after that restart, enter shows its exit
+    code and last lines and asks, with Cancel focused, so a second enter does not restart it."""
     trusted_config(repo, "[agents.nokey]\ncommand = \"sh -c 'echo starting; for n in 1 2 3 4 5 6; do echo step $n; "
                          "done; echo error: no API key found; echo run nokey login first; exit 3'\"\n"
                          "[notifications]\nbell = false\n")
@@ -165,14 +166,25 @@ async def test_enter_on_a_failed_agent_says_why_and_asks_before_starting_it_agai
     app = make_app(Project.discover(repo))
     async with app.run_test(size=(100, 30)) as pilot:
         screen = main_screen(app)
-        await until(pilot, lambda: "w" in screen.sessions and str(screen.sessions["w"].status) == "exited")
+
+        def exited_since(started: float) -> bool:
+            info = screen.sessions.get("w")
+            return info is not None and str(info.status) == "exited" and info.started_at > started
+
+        await until(pilot, lambda: exited_since(0))
         await until(pilot, lambda: screen.query_one(WorktreeTable).has_focus and screen.selected == "w")
         screen.query_one(TerminalView).focus()  # as after a quick-create: the terminal has the focus
-        await until(pilot, lambda: "⌨ ctrl+] leaves, then enter shows why it failed" in title_text(screen))
+        await until(pilot, lambda: "⌨ ctrl+] leaves, then enter restarts the agent (it failed)" in title_text(screen))
         await pilot.press("ctrl+right_square_bracket")
         await until(pilot, lambda: screen.query_one(WorktreeTable).has_focus)
+        first = screen.sessions["w"].started_at
+        await pilot.press("enter")  # restarted, as any exited session is
+        await until(pilot, lambda: log.read_text().count("starting") == 2 and exited_since(first), timeout=30)
+        if not screen.query_one(WorktreeTable).has_focus:  # the restart gave the terminal the keys
+            await pilot.press("ctrl+right_square_bracket")
+            await until(pilot, lambda: screen.query_one(WorktreeTable).has_focus)
         for _ in range(2):
-            await pilot.press("enter")
+            await pilot.press("enter")  # it failed again: asked
             await on_screen(pilot, app, "ConfirmScreen")
             prompt = app.screen
             assert isinstance(prompt, ConfirmScreen)
@@ -183,11 +195,11 @@ async def test_enter_on_a_failed_agent_says_why_and_asks_before_starting_it_agai
             assert body.max_scroll_y == 0  # read whole, the way out (s, session log) included
             await pilot.press("enter")  # Cancel has the focus
             await until(pilot, lambda: app.screen is screen)
-            assert log.read_text().count("starting") == 1  # not started again
+            assert log.read_text().count("starting") == 2  # not started again
         await pilot.press("enter")
         await on_screen(pilot, app, "ConfirmScreen")
         await pilot.click("#yes")  # asked for
-        await until(pilot, lambda: log.read_text().count("starting") == 2)
+        await until(pilot, lambda: log.read_text().count("starting") == 3)
 
 
 async def test_enter_on_an_agent_that_ended_well_starts_it_again(repo: Path, cli: CLI) -> None:

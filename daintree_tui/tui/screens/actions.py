@@ -49,6 +49,8 @@ class DashboardActions(Screen[None]):
     selected: str | None
     auto_queue: bool
     terminal_focused: bool
+    restarted_failed: set[str]
+    """Worktrees whose failed agent enter started again: failing once more, enter shows why and asks (a loop)."""
 
     later_mounted = False
     """Whether the events and diff tabs and the footer are mounted (`MainScreen.mount_later`)."""
@@ -145,11 +147,15 @@ class DashboardActions(Screen[None]):
         info = self.sessions.get(name)
         if info is not None and info.status != SessionStatus.EXITED:
             self.attach_and_focus(name)
-        elif info is not None and info.exit_code != 0:
-            # A failed agent (no login, no network, a bad flag) fails again at once: say why and ask, rather than
-            # restart it on every enter.
+        elif info is not None and info.exit_code != 0 and name in self.restarted_failed:
+            # It failed again after enter restarted it (no login, no network, a bad flag fail at once): say why and
+            # ask, rather than restart it on every enter.
             self.run_flow(flows.restart_failed(self, name, info), "start session")
         else:
+            if info is not None and info.exit_code not in (None, 0):
+                self.restarted_failed.add(name)
+            else:
+                self.restarted_failed.discard(name)
             agent = info.agent if info is not None else None  # an exited session restarts with its own agent
             self.run_flow(flows.start_session(self, name, agent, restart=info is not None), "start session")
 
@@ -158,6 +164,7 @@ class DashboardActions(Screen[None]):
         from daintree_tui.tui.screens.agent_picker import AgentPickerScreen
 
         name, backend = str(self.selected), self.backend
+        self.restarted_failed.discard(name)  # an agent chosen anew
         info = self.sessions.get(name)
         failed = info is not None and info.status == SessionStatus.EXITED and info.exit_code not in (None, 0)
         picker = AgentPickerScreen(name, backend.agent_facts(), backend.default_agent(), restart=info is not None,

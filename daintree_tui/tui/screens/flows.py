@@ -98,8 +98,8 @@ async def start_session(screen: DashboardActions, name: str, agent: str | None, 
 
 
 async def restart_failed(screen: DashboardActions, name: str, info: SessionInfo) -> None:
-    """Enter on an agent that failed: its exit code and last lines, then start it again only if asked (Cancel is
-    focused, so a second enter does not restart it)."""
+    """Enter on an agent that failed again after enter restarted it: its exit code and last lines, then start it
+    again only if asked (Cancel is focused, so a second enter does not restart it)."""
     from daintree_tui.sessions.last_words import last_output_lines
 
     lines = await asyncio.to_thread(last_output_lines, Path(info.log), FAILED_LINES) if info.log else []

@@ -89,6 +89,7 @@ class MainScreen(CurrentWorktreeScreen):
         self._announced: dict[str, SessionStatus] = {}
         self._seen_requests: set[int] = set()
         self._last_words: dict[tuple[str, float], str] = {}
+        self.restarted_failed = set()
         self.hysteresis = StatusHysteresis()
         self.budget_alerts = BudgetAlerts(since=time.time())
         self.rest_started = False

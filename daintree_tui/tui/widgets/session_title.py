@@ -22,9 +22,9 @@ TYPING_HINT = "ctrl+] leaves; keys go to the agent"  # the key first: a long nam
 def typing_hint(leave_key: str, exited: bool, failed: bool = False) -> str:
     """What typing does now. A dead pane takes keys and does nothing with them, so "keys go to the agent" was
     wrong once the agent had exited (an agent without a login exits at once, while the terminal has the focus).
-    A failed agent is not restarted at enter: enter shows why it failed and asks."""
+    A failed agent restarted by enter that fails again is not restarted at the next: enter shows why and asks."""
     if failed:
-        return f"{leave_key} leaves, then enter shows why it failed (it has exited)"
+        return f"{leave_key} leaves, then enter restarts the agent (it failed)"
     if exited:
         return f"{leave_key} leaves, then enter restarts the agent (it has exited)"
     return TYPING_HINT.replace("ctrl+]", leave_key)
