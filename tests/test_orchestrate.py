@@ -113,6 +113,17 @@ def test_queue_respects_max_sessions_and_dependencies(cli: CLI, repo: Path) -> N
     assert peak == 2
 
 
+def test_one_queue_pass_counts_what_it_started_as_running(cli: CLI, repo: Path) -> None:
+    """`queue run --once --json` said `"running": 0` beside the sessions it had just started: the count was taken
+    before the pass started them."""
+    queue_config(repo, 3)
+    for subject in ("first", "second"):
+        cli.ok("task", "create", subject, "--agent", "job")
+    report = cli.json("queue", "run", "--once")
+    assert len(report["started"]) == 2 and report["running"] == 2, report
+    assert report["waiting_tasks"] == 0
+
+
 def test_two_queue_runners_never_start_a_task_twice(cli: CLI, repo: Path) -> None:
     import subprocess
 

@@ -119,6 +119,7 @@ class QueueRunner:
         tracked = self.tasks.tracked_ids() if waiting else set()
         report.skipped_tracked = sorted(i for i in waiting if i in tracked)
         report.waiting_tasks = len(waiting) - len(report.skipped_tracked)
+        report.running += len(report.started)  # what runs after this pass (`--once` said 0 beside three started)
         return report
 
     def _start(self, task: Task, report: StepReport) -> None:
