@@ -160,6 +160,7 @@ async def test_bad_input_gets_the_cli_message(repo: Path, cli: CLI) -> None:
         assert "unknown argument 'colour'" in await fails(mcp, "task_create", subject="x", colour="red")
         assert "required: subject" in await fails(mcp, "task_create")
         assert "must be a string" in await fails(mcp, "worktree_status", name=3)
+        assert "limit must be a whole number, zero or more" in await fails(mcp, "worktree_events", limit="5")
         # nothing was written by the rejected calls
         assert not (repo / ".worktrees" / "ok").exists()
         assert json.loads((repo / ".tasks" / "task_1.json").read_text())["status"] == "pending"

@@ -136,7 +136,7 @@ def _check(spec: ToolSpec, arguments: dict[str, Any]) -> dict[str, Any]:
         elif kind["type"] == "boolean" and not isinstance(value, bool):
             raise InputError(f"{spec.name}: {key} must be true or false")
         elif kind["type"] == "integer" and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-            raise InputError(f"{spec.name}: {key} must be zero or more")
+            raise InputError(f"{spec.name}: {key} must be a whole number, zero or more")
         elif kind["type"] == "number" and (isinstance(value, bool) or not isinstance(value, int | float)
                                            or value <= 0):
             raise InputError(f"{spec.name}: {key} must be a positive number")
