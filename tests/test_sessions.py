@@ -53,14 +53,14 @@ def test_start_verify_log_send_and_echo(cli: CLI, repo: Path) -> None:
 def test_pane_runs_agent_as_first_process_with_env_in_worktree(cli: CLI, repo: Path) -> None:
     trusted_config(repo,
         "[agents.envdump]\ncommand = \"sh -c 'echo CWD=$PWD; echo WT=$DAINTREE_WORKTREE PORT=$PORT "
-        "CC=${CLAUDECODE:-unset} TMPDIR=$TMPDIR; sleep 30'\"\n")
+        "CC=${CLAUDECODE:-unset} CT=${COLORTERM:-unset} TMPDIR=$TMPDIR; sleep 30'\"\n")
     entry = cli.json("worktree", "create", "envw")
-    proc = cli("session", "start", "envw", "--agent", "envdump", env={"CLAUDECODE": "1"})
+    proc = cli("session", "start", "envw", "--agent", "envdump", env={"CLAUDECODE": "1", "COLORTERM": ""})
     assert proc.returncode == 0, proc.stderr
     log = repo / ".worktrees" / ".logs" / "envw.log"
     text = wait_for(lambda: log.exists() and "TMPDIR" in log.read_text() and log.read_text())
     assert f"CWD={entry['path']}" in text
-    assert f"WT=envw PORT={entry['ports'][0]} CC=unset" in text
+    assert f"WT=envw PORT={entry['ports'][0]} CC=unset CT=truecolor" in text  # the panes take 24-bit colour
     assert f"TMPDIR={repo / '.worktrees' / '.tmp' / 'envw'}" in text
 
 

@@ -38,6 +38,9 @@ set -sg escape-time 0
 set -g default-terminal "tmux-256color"
 set -sa terminal-overrides ",*:Tc"
 set -sa terminal-features ",*:RGB"
+# The panes take 24-bit colour (the overrides above): agents that look for COLORTERM use it, and gemini stops
+# warning "True color not detected" in every session.
+set-environment -g COLORTERM truecolor
 set -g mouse on
 set -g history-limit 50000
 set -g remain-on-exit on
