@@ -392,3 +392,49 @@ def test_looking_at_a_worktree_never_rewrites_its_index(repo: Path, cli: CLI) ->
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
     git(tree, "status", "--porcelain")  # git on its own does write it here: the check above can fail
     assert index.stat().st_ino != before.st_ino
+
+
+# -- the create's git rounds: what discovery already knows is not asked again --------------------------------------
+
+
+def test_a_create_runs_the_primarys_hooks_wherever_the_cli_runs(repo: Path, cli: CLI, tmp_path: Path) -> None:
+    # Discovery asks for the hooks path in its own fork, and a create pins it. A relative core.hooksPath (husky)
+    # resolves against the worktree git runs in: from inside an agent's worktree that is the agent's folder.
+    (repo / ".githooks").mkdir()
+    hook = repo / ".githooks" / "post-checkout"
+    hook.write_text(f"#!/bin/sh\ntouch {tmp_path}/user-hook-$(basename $PWD)\n")
+    hook.chmod(0o755)
+    git(repo, "add", ".githooks")
+    git(repo, "commit", "-q", "-m", "hooks")
+    git(repo, "config", "core.hooksPath", ".githooks")
+    cli.ok("worktree", "create", "agent")
+    agent_hook = repo / ".worktrees" / "agent" / ".githooks" / "post-checkout"
+    agent_hook.write_text(f"#!/bin/sh\ntouch {tmp_path}/agent-hook-ran\n")
+    agent_hook.chmod(0o755)
+    (repo / "src").mkdir()
+    for where in (repo / ".worktrees" / "agent", repo / "src"):  # an agent's worktree, a folder of the primary
+        proc = cli("worktree", "create", f"from-{where.name}", cwd=where)
+        assert proc.returncode == 0, proc.stderr
+        assert (tmp_path / f"user-hook-from-{where.name}").exists()
+    assert not (tmp_path / "agent-hook-ran").exists()
+
+
+def test_discovery_knows_the_hooks_path_only_in_the_primary(repo: Path) -> None:
+    from daintree_tui.core import git as g
+    from daintree_tui.core.project import Project
+
+    git(repo, "config", "core.hooksPath", ".husky")
+    (repo / "sub").mkdir()
+    assert Project.discover(repo / "sub").hooks_path == repo / ".husky"
+    git(repo, "worktree", "add", "-q", "-b", "side", str(repo.parent / "side"))
+    linked = Project.discover(repo.parent / "side")
+    assert linked.root == repo and linked.hooks_path is None  # its answer would be side/.husky
+    assert linked.pinned_hooks() == g.pinned_hooks(repo) == ["-c", f"core.hooksPath={repo / '.husky'}"]
+
+
+def test_a_branch_prefix_of_the_users_is_still_checked_by_git(repo: Path, cli: CLI) -> None:
+    # Under the default `wt/` a valid name is a valid branch without asking git; another prefix is asked.
+    (repo / ".daintree.toml").write_text('branch_prefix = "bad..prefix/"\n')
+    proc = cli("worktree", "create", "w")
+    assert proc.returncode == 2 and "is not a valid branch name" in proc.stderr, proc.stderr
+    assert not (repo / ".worktrees" / "w").exists()

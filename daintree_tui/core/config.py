@@ -67,12 +67,15 @@ class AgentConfig:
     sandbox: str | None = None  # "auto", "on" or "off": overrides the top-level mode for this agent
 
 
+DEFAULT_BRANCH_PREFIX = "wt/"
+
+
 @dataclass
 class Config:
     """The effective configuration of one repository."""
 
     worktree_dir: str = ".worktrees"
-    branch_prefix: str = "wt/"
+    branch_prefix: str = DEFAULT_BRANCH_PREFIX
     base: str = "HEAD"
     deps_include: list[str] = field(default_factory=lambda: [".env", ".env.*", ".envrc"])
     deps_link: list[LinkSpec] = field(default_factory=lambda: [LinkSpec("node_modules")])

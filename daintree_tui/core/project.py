@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 from daintree_tui.core import config as config_mod
 from daintree_tui.core.errors import ConfigError, InputError, OperationError
-from daintree_tui.core.git import add_exclude
+from daintree_tui.core.git import add_exclude, pinned_hooks
 from daintree_tui.core.store import EventLog, StateLock
 from daintree_tui.core.trust import check_worktree_dir, state_dir_problem
 from daintree_tui.core.validate import check_name
@@ -33,6 +33,8 @@ class Project:
 
     root: Path
     common_dir: Path | None  # the shared .git directory; None outside a git repository
+    # The hooks folder git runs here (`--git-path hooks`), when discovery already asked (see `pinned_hooks`).
+    hooks_path: Path | None = field(default=None, compare=False)
 
     @classmethod
     def discover(cls, start: Path | str | None = None) -> Project:
@@ -41,18 +43,30 @@ class Project:
         if not path.is_dir():
             raise InputError(f"no such directory: {path}")
         path = path.resolve()
+        # The hooks path comes in the same fork: a create needs it, and a fork is a few ms of its start-up.
         proc = subprocess.run(
-            ["git", "-C", str(path), "rev-parse", "--path-format=absolute", "--git-common-dir", "--show-toplevel"],
+            ["git", "-C", str(path), "rev-parse", "--path-format=absolute", "--git-common-dir", "--show-toplevel",
+             "--git-path", "hooks"],
             capture_output=True, text=True, stdin=subprocess.DEVNULL,
         )
         lines = proc.stdout.split("\n")
-        if proc.returncode != 0 or len(lines) < 2 or not lines[1]:
+        if proc.returncode != 0 or len(lines) < 3 or not lines[1]:
             return cls(path, None)
-        common = Path(lines[0])
+        common, toplevel = Path(lines[0]), Path(lines[1])
         # The primary worktree is the one whose .git *is* the common dir; from inside a linked worktree
         # --show-toplevel names the linked one, so derive the primary from the common dir instead.
-        root = common.parent if common.name == ".git" else Path(lines[1])
-        return cls(root.resolve(), common)
+        root = (common.parent if common.name == ".git" else toplevel).resolve()
+        # A relative core.hooksPath is resolved against the worktree git runs in: only the primary's answer is
+        # the primary's hooks (a linked worktree's would name a folder its agent wrote).
+        hooks = Path(lines[2]) if lines[2] and toplevel.resolve() == root else None
+        return cls(root, common, hooks)
+
+    def pinned_hooks(self) -> list[str]:
+        """Options that make git run the hooks the primary worktree would run (`git.pinned_hooks`), without a
+        fork when discovery asked already."""
+        if self.hooks_path is not None:
+            return ["-c", f"core.hooksPath={self.hooks_path}"]
+        return pinned_hooks(self.root)
 
     @property
     def is_git(self) -> bool:

@@ -16,21 +16,22 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from daintree_tui.core import deps, trust, validate
 from daintree_tui.core import git as g
+from daintree_tui.core.config import DEFAULT_BRANCH_PREFIX
 from daintree_tui.core.environment import worktree_env
 from daintree_tui.core.errors import DaintreeError, InputError, OperationError
-from daintree_tui.core.hooks import run_hooks
 from daintree_tui.core.index import Index, find
 from daintree_tui.core.log import warn
 from daintree_tui.core.models import Task, WorktreeEntry, WorktreeStatus
-from daintree_tui.core.ports import lease_block
 from daintree_tui.core.project import Project
-from daintree_tui.core.runner import RunResult, run_command
 from daintree_tui.core.store import read_json, write_json
 from daintree_tui.core.tasks import TaskService
+
+if TYPE_CHECKING:
+    from daintree_tui.core.runner import RunResult
 
 DEFAULT_RUN_TIMEOUT = 300.0
 
@@ -50,6 +51,12 @@ def base_ref_error(root: Path, base_ref: str) -> InputError:
         return InputError("the repository has no commit yet, and a worktree starts from one: commit first "
                           "(git commit --allow-empty -m 'first commit' will do)")
     return InputError(f"invalid base ref {base_ref!r}: it names no commit")
+
+
+def _import_the_steps_after_the_add() -> None:
+    """Import what a create needs after `git worktree add` while git checks the files out: the add is the create's
+    critical path, and these imports (hooks and what they run, ports and `socket`) would otherwise follow it."""
+    from daintree_tui.core import hooks, ports  # noqa: F401
 
 
 class SessionControl(Protocol):
@@ -133,6 +140,14 @@ class WorktreeService:
 
     def branch_for(self, name: str) -> str:
         return f"{self.cfg.branch_prefix}{name}"
+
+    def _branch_name_ok(self, branch: str) -> bool:
+        """Whether git takes `branch` (of a name `validate_name` passed) as a branch name. Under the default
+        prefix it always does: a valid name breaks none of check-ref-format's rules for a component (no leading
+        '.', no '..', no '.lock' or '.' at the end, none of `~^:?*[\\ @{` or controls)."""
+        if self.cfg.branch_prefix == DEFAULT_BRANCH_PREFIX:
+            return True
+        return g.branch_name_ok(self.project.root, branch)
 
     # -- journal ---------------------------------------------------------------------------------------------
 
@@ -273,8 +288,9 @@ class WorktreeService:
         if problem:
             raise OperationError(problem)
         branch = self.branch_for(name)
-        # The hooks path the add will pin is asked for beside the name check (two forks at once, not in turn).
-        name_ok, hooks = g.both(lambda: g.branch_name_ok(project.root, branch), lambda: g.pinned_hooks(project.root))
+        # The hooks path the add will pin is asked for beside the name check (two forks at once, not in turn), when
+        # either needs git at all: discovery asked for the path, and `wt/` + a valid name is a valid branch.
+        name_ok, hooks = g.both(lambda: self._branch_name_ok(branch), project.pinned_hooks)
         if not name_ok:
             raise InputError(f"invalid worktree name {name!r}: {branch} is not a valid branch name")
         base_ref = base or self.cfg.base
@@ -284,6 +300,8 @@ class WorktreeService:
             entry, provided = self._create_locked(entries, name, task, base_ref, base_commit, reset_branch, hooks)
             if task is not None:  # the events after this point show the task as the create left it: bound
                 task = self.tasks.find(task.id) or task
+        from daintree_tui.core.hooks import run_hooks
+
         try:
             run_hooks(project, "post_create", entry)
         except DaintreeError as exc:
@@ -319,8 +337,9 @@ class WorktreeService:
             path.parent.mkdir(parents=True, exist_ok=True)
             skip = [project.worktrees_root, project.state_dir, project.tasks_dir]
             scan = deps.IgnoredScan(root, skip)  # runs while git checks the files out
-            g.git(root, *hooks, "worktree", "add", "--quiet", "-B" if reset_branch else "-b", branch,
-                  str(path), base_commit)
+            g.both(lambda: g.git(root, *hooks, "worktree", "add", "--quiet", "-B" if reset_branch else "-b",
+                                 branch, str(path), base_commit),
+                   _import_the_steps_after_the_add)
             undo.push("remove the worktree directory", lambda: self.discard_worktree(path))
             assert project.common_dir is not None
             provided = deps.provide(root, path, self.cfg, project.common_dir, skip, scan)
@@ -336,6 +355,8 @@ class WorktreeService:
             tmpdir.mkdir(parents=True, exist_ok=True)
             undo.push("remove the temp dir", lambda: shutil.rmtree(tmpdir, ignore_errors=True))
             leased = [p for e in entries if e.live for p in e.ports]
+            from daintree_tui.core.ports import lease_block
+
             ports = lease_block(leased, self.cfg.ports_range, self.cfg.ports_per_worktree)
             entry = WorktreeEntry(name=name, path=str(path), branch=branch, base_ref=base_ref,
                                   base_commit=base_commit, task_id=task.id if task else None, ports=ports,
@@ -410,6 +431,8 @@ class WorktreeService:
                delete_branch: bool = False) -> RemoveResult:
         """Remove a worktree: refuse uncommitted work unless forced, stop its session, free its ports,
         unbind (or complete) its task, and delete its branch only when asked and merged (or forced)."""
+        from daintree_tui.core.hooks import run_hooks
+
         project = self.project
         project.require_git()
         validate_name(name, new=False)
@@ -539,6 +562,8 @@ class WorktreeService:
 
     def run(self, name: str, argv: Sequence[str], timeout: float | None = DEFAULT_RUN_TIMEOUT) -> RunResult:
         """Run a command in the worktree with its environment; returns its exit code and capped output."""
+        from daintree_tui.core.runner import RunResult, run_command
+
         self.project.require_git()
         if not argv:
             raise InputError("run needs a command after --")
