@@ -72,6 +72,9 @@ class SandboxSpec:
     project_root: Path | None = None  # the primary worktree: readable (read-only) also when it lives in /tmp
     writable: tuple[Path, ...] = ()  # agent state folders, sandbox.writable
     read_only: tuple[Path, ...] = ()  # inside those: what would run code outside the sandbox later (agent hooks)
+    # Inside those read-only ones: the data of this session alone (claude's transcripts of its own project), bound
+    # writable again, with whatever of `read_only` lies inside read-only again (that project's memory).
+    writable_inside: tuple[Path, ...] = ()
     home_caches: Path | None = None  # this worktree's own ~/.cache and ~/.npm (see PRIVATE_CACHES)
     inbox: Path | None = None
     network: bool = True
@@ -267,6 +270,12 @@ def _writable_mounts(spec: SandboxSpec) -> list[str]:
     for path in spec.read_only:  # after the folders that hold them
         if path.exists():
             args += ["--ro-bind", str(path), str(path)]
+    for folder in spec.writable_inside:
+        if folder.is_dir() and not folder.is_symlink():
+            args += ["--bind", str(folder), str(folder)]
+            for path in spec.read_only:
+                if path != folder and path.is_relative_to(folder) and path.exists():
+                    args += ["--ro-bind", str(path), str(path)]
     if spec.inbox is not None:
         args += ["--bind", str(spec.inbox), str(INBOX_MOUNT)]
     return args

@@ -91,6 +91,46 @@ def project_memory(preset_folders: Sequence[str], projects: Sequence[Path]) -> l
     return groups
 
 
+# A data folder holding one folder per project, of which the session may write only its own: claude's `projects/`
+# (transcripts, and the auto memory that DATA_OBEYED names). Writable whole, it let an agent make a memory folder for
+# any other project of the user's (one claude had no memory for yet, or had never seen), which the user's own
+# claude loads there. The folder is bound read-only; the session's own projects' folders, made first, writable.
+PER_PROJECT: dict[str, str] = {"~/.claude/": "projects", "~/.config/claude/": "projects"}
+
+
+def per_project_data(preset_folders: Sequence[str], projects: Sequence[Path]) -> tuple[list[Path], list[Path]]:
+    """(read-only, writable inside them): each PER_PROJECT folder of the preset's state folders, and in it the
+    folders of `projects` (the repository and the worktree, named as claude names them), made when missing.
+
+    Raises:
+        OperationError: one of those is a symbolic link (bound writable, its target would be).
+    """
+    from daintree_tui.sessions.agents.claude import SLUG_LIMIT, project_slug
+
+    read_only: list[Path] = []
+    writable: list[Path] = []
+    slugs = [project_slug(str(p)) for p in projects]
+    for raw in preset_folders:
+        name = PER_PROJECT.get(raw)
+        root = Path(raw).expanduser()
+        if name is None or root.is_symlink() or not root.is_dir() or any(len(s) > SLUG_LIMIT for s in slugs):
+            continue  # a longer name ends in a hash of claude's own: its folder cannot be made first
+        folder = root / name
+        if folder.is_symlink():
+            continue  # bwrap cannot mount on a link; what it points to is the user's to keep
+        own = [folder / slug for slug in slugs]
+        for path in own:
+            if path.is_symlink():
+                raise OperationError(f"sandbox: {path} is a symbolic link (to {os.readlink(path)}): the session "
+                                     "writes its transcripts there, so its target would be writable inside; replace "
+                                     "the link with a folder")
+            with contextlib.suppress(OSError):
+                path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        read_only.append(folder)
+        writable += [path for path in own if path.is_dir()]
+    return read_only, writable
+
+
 SETTINGS_LIMIT = 1024 * 1024  # a settings file or script read for the paths it names (a larger one is not read)
 FOLLOWED_LIMIT = 200  # files read while following what names what
 

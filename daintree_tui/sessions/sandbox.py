@@ -31,7 +31,7 @@ from daintree_tui.core.sandbox import (
 )
 from daintree_tui.core.store import create_new
 from daintree_tui.core.tasks import TaskService
-from daintree_tui.sessions.agent_folders import AGENT_OBEYED, project_memory, read_only_paths
+from daintree_tui.sessions.agent_folders import AGENT_OBEYED, per_project_data, project_memory, read_only_paths
 from daintree_tui.sessions.presets import Preset
 
 __all__ = ["INBOX_ENV", "INBOX_MOUNT", "BwrapSandbox", "NoSandbox", "Sandbox", "SandboxSpec", "SessionSandbox",
@@ -63,6 +63,12 @@ def agent_read_only_paths(preset: Preset, projects: Sequence[Path] = ()) -> list
     `projects`: the repository and worktree paths, whose auto memory is instructions too."""
     folders = _of_agent(AGENT_STATE, preset)
     return read_only_paths(folders, [*_of_agent(AGENT_OBEYED, preset), *project_memory(folders, projects)])
+
+
+def agent_project_paths(preset: Preset, projects: Sequence[Path]) -> tuple[list[Path], list[Path]]:
+    """Of the preset's per-project data folders (claude's projects/): the folders bound read-only, and this
+    session's own projects' folders inside them, bound writable again (see agent_folders.per_project_data)."""
+    return per_project_data(_of_agent(AGENT_STATE, preset), projects)
 
 
 def agent_state_paths(preset: Preset) -> list[Path]:
@@ -123,9 +129,11 @@ def session_sandbox(project: Project, entry: WorktreeEntry, preset: Preset, back
         return SessionSandbox(choice, None)
     state = agent_state_paths(preset)
     writable = writable_paths(project.config, [str(p) for p in state])
-    read_only = agent_read_only_paths(preset, [project.root.resolve(), Path(entry.path).resolve()])
-    return SessionSandbox(choice, spec_for(project, entry, writable=writable, read_only=read_only, interactive=True),
-                          agent_environment(preset))
+    projects = [project.root.resolve(), Path(entry.path).resolve()]
+    read_only = agent_read_only_paths(preset, projects)
+    per_project, own = agent_project_paths(preset, projects)
+    spec = spec_for(project, entry, writable=writable, read_only=[*per_project, *read_only], interactive=True)
+    return SessionSandbox(choice, replace(spec, writable_inside=tuple(own)), agent_environment(preset))
 
 
 # Claude Code saves ~/.claude.json by writing a temporary file beside it and renaming that over it: with $HOME
