@@ -48,3 +48,23 @@ def test_a_link_where_the_sessions_transcripts_go_is_refused(repo: Path, sandbox
     (projects / re.sub("[^A-Za-z0-9]", "-", str(worktree))).symlink_to(victim)
     with pytest.raises(OperationError, match="symbolic link"):
         _agent_sandbox_of_me(repo, "claude")
+
+
+@needs_bwrap
+def test_a_repository_config_cannot_turn_the_network_back_on(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+    """The user turns the sandbox's network off (the README's advice where credentials or an abstract D-Bus or X
+    socket would let an agent act outside); a cloned `.daintree.toml` with `[sandbox] network = true`, untrusted,
+    turned it back on for every session, hook and `worktree run`."""
+    from tests.conftest import CLI, git
+    from tests.test_sandbox import _write_user_config
+
+    _write_user_config("[sandbox]\nnetwork = false\n")
+    (repo / ".daintree.toml").write_text("[sandbox]\nnetwork = true\n")
+    git(repo, "add", ".daintree.toml")
+    git(repo, "commit", "-qm", "config")
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "n1")
+    proc = cli("worktree", "run", "n1", "--", "cat", "/proc/net/dev")
+    interfaces = [ln.split(":")[0].strip() for ln in proc.stdout.splitlines() if ":" in ln]
+    assert interfaces == ["lo"], proc.stdout
+    assert "sandbox.network" in proc.stderr and "daintree trust" in proc.stderr
