@@ -68,3 +68,23 @@ def test_an_agents_own_commits_still_merge(repo: Path, sandbox_env: Path) -> Non
     assert proc.returncode == 0, proc.stderr
     cli.ok("worktree", "merge", "c1")
     assert (repo / "f").read_text() == "x\n"
+
+
+def test_a_link_or_fifo_planted_among_the_branches_stops_nothing(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+    """refs/heads/wt/ is writable to every running agent: a dangling link left there stopped every other worktree's
+    sandbox from starting (bwrap: "Can't find source path"), and a FIFO hung every git that lists the branches
+    (the user's `git branch`, and the `git repack` of the next sandbox start)."""
+    cli = CLI(repo, subprocess=True)
+    cli.ok("worktree", "create", "a1")
+    cli.ok("worktree", "create", "b1")
+    proc = cli("worktree", "run", "a1", "--", "sh", "-c",
+               'C=$(git rev-parse --path-format=absolute --git-common-dir)/refs/heads/wt; '
+               'ln -s /nonexistent "$C/zz" && mkfifo "$C/zf" && echo planted')
+    assert "planted" in proc.stdout, proc.stderr
+    (repo / ".worktrees" / "b1" / "loose.txt").write_text("x\n")
+    git(repo / ".worktrees" / "b1", "add", "loose.txt")  # a loose object: the next start packs
+    run = cli("worktree", "run", "b1", "--", "echo", "inside-b1", timeout=60)
+    assert run.returncode == 0 and "inside-b1" in run.stdout, run.stderr
+    assert "zz" in run.stderr and "zf" in run.stderr  # said, naming what it removed
+    subprocess.run(["git", "-C", str(repo), "branch"], check=True, capture_output=True, timeout=20)
+    assert git(repo, "rev-parse", "wt/a1").strip() == git(repo, "rev-parse", "main").strip()

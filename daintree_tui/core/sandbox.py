@@ -344,6 +344,7 @@ def prepare(spec: SandboxSpec) -> None:
             with contextlib.suppress(OSError):
                 (Path.home() / name).mkdir(exist_ok=True)  # the mount point: inside, $HOME is read-only
     spec.ref_file.parent.mkdir(parents=True, exist_ok=True)
+    drop_planted_refs(spec.ref_file.parent)
     spec.reflog_file.parent.mkdir(parents=True, exist_ok=True)
     spec.reflog_file.touch(exist_ok=True)
     # Exists (empty) so that it is bound read-only: otherwise the agent could create it in its admin dir.
@@ -365,6 +366,23 @@ def prepare(spec: SandboxSpec) -> None:
             with os.fdopen(fd, "w") as out:
                 out.write(value + "\n")
             os.replace(tmp, loose)
+
+
+def drop_planted_refs(ref_dir: Path) -> list[str]:
+    """Delete (with a warning) what no git writes in the branches' folder, which every running agent can write: a
+    link (bwrap cannot bind a dangling one, so every other sandbox's start failed) or a FIFO, socket or device
+    (every git that lists the branches, the user's `git branch` and our `git repack`, waited on it forever)."""
+    dropped: list[str] = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(ref_dir):
+            if entry.is_symlink() or not (entry.is_file(follow_symlinks=False) or entry.is_dir(follow_symlinks=False)):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+                    dropped.append(entry.name)
+    if dropped:
+        warn(f"sandbox: removed {', '.join(sorted(dropped))} from {ref_dir}: not a branch (a link, FIFO or socket "
+             "a sandboxed agent left there, which stopped other sandboxes from starting or hung git)")
+    return dropped
 
 
 def _has_loose_objects(objects: Path) -> bool:
