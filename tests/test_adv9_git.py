@@ -88,3 +88,33 @@ def test_a_link_or_fifo_planted_among_the_branches_stops_nothing(repo: Path, san
     assert "zz" in run.stderr and "zf" in run.stderr  # said, naming what it removed
     subprocess.run(["git", "-C", str(repo), "branch"], check=True, capture_output=True, timeout=20)
     assert git(repo, "rev-parse", "wt/a1").strip() == git(repo, "rev-parse", "main").strip()
+
+
+PLANT = ("import hashlib, os, sys, zlib\n"
+         "body = open(sys.argv[1], 'rb').read(); evil = b\"print('the agent')\\n\"\n"
+         "oid = hashlib.sha1(b'blob %d\\0' % len(body) + body).hexdigest()\n"
+         "d = os.path.join(sys.argv[2], oid[:2]); os.makedirs(d, exist_ok=True)\n"
+         "open(os.path.join(d, oid[2:]), 'wb').write(zlib.compress(b'blob %d\\0' % len(evil) + evil))\n")
+
+
+def test_a_planted_object_cannot_hide_behind_the_check_budget(repo: Path, sandbox_env: Path,  # noqa: F811
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sandbox start checks loose objects against their names only up to a budget of bytes, in name order, and
+    then packs: an agent that wrote enough genuine objects first (random blobs, whose names sort before) had its
+    forged object, named after the user's uncommitted app.py, left unchecked, and the user's `git add` kept the
+    agent's content. Objects named after the primary's uncommitted files are now checked first, whatever the
+    budget."""
+    from daintree_tui.core import sandbox as sandbox_module
+    from tests.test_adv7 import _agent_sandbox_of_me, _run_inside
+
+    monkeypatch.setattr(sandbox_module, "FORGERY_CHECK_LIMIT", 64 * 1024)  # 256 MB in real life: same order
+    sandbox, env = _agent_sandbox_of_me(repo, "claude")
+    (repo / "app.py").write_text("print('the user')\n")  # changed, not committed yet
+    objects = repo / git(repo, "rev-parse", "--git-common-dir").strip() / "objects"
+    junk = "for i in $(seq 1 200); do head -c 4096 /dev/urandom | git hash-object -w --stdin >/dev/null; done"
+    proc = _run_inside(sandbox, env, f"{junk}; python3 -c \"$0\" {repo / 'app.py'} {objects}"
+                       .replace("$0", PLANT.replace('"', '\\"')))
+    assert proc.returncode == 0, proc.stderr
+    _run_inside(sandbox, env, "true")  # the next start checks before it packs
+    git(repo, "add", "app.py")
+    assert git(repo, "cat-file", "-p", ":app.py") == "print('the user')\n"

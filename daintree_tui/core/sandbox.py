@@ -353,7 +353,7 @@ def prepare(spec: SandboxSpec) -> None:
         for folder in (spec.inbox.parent, spec.inbox):  # 0700: the requests are the agent's, the replies ours
             folder.mkdir(parents=True, exist_ok=True)
             os.chmod(folder, 0o700)
-    pack_loose_objects(spec.git_common_dir)
+    pack_loose_objects(spec.git_common_dir, spec.project_root)
     prefix = "refs/heads/" + str(Path(spec.branch).parent) + "/"
     for ref, value in packed_refs(spec.git_common_dir).items():
         if not ref.startswith(prefix) or ref == f"refs/heads/{spec.branch}":
@@ -393,7 +393,7 @@ def _has_loose_objects(objects: Path) -> bool:
     return any(next(os.scandir(e.path), None) is not None for e in fanout)
 
 
-def pack_loose_objects(common_dir: Path) -> None:
+def pack_loose_objects(common_dir: Path, root: Path | None = None) -> None:
     """Move loose objects into a pack, which the sandbox mounts read-only.
 
     git must be able to add objects, so the object store is writable; but `rm -rf` inside it would delete the
@@ -403,7 +403,7 @@ def pack_loose_objects(common_dir: Path) -> None:
     """
     if not _has_loose_objects(common_dir / "objects"):
         return
-    drop_forged_loose_objects(common_dir)
+    drop_forged_loose_objects(common_dir, root)
     # repack walks every worktree's HEAD: while another daintree (a second queue runner, the dashboard) is in the
     # middle of `git worktree add`, that HEAD or its commondir is not written yet ("bad object worktrees/x/HEAD").
     # The add takes a moment, so a failure is tried again before the session is refused.
@@ -420,16 +420,17 @@ def pack_loose_objects(common_dir: Path) -> None:
 FORGERY_CHECK_LIMIT = 256 * 1024 * 1024  # bytes of loose objects checked per start (a larger backlog: the rest)
 
 
-def drop_forged_loose_objects(common_dir: Path) -> list[str]:
+def drop_forged_loose_objects(common_dir: Path, root: Path | None = None) -> list[str]:
     """Delete (with a warning) every loose object whose content does not hash to its name; returns their ids.
 
     The object store is writable inside a sandbox, and git never rewrites an object it finds: an agent that plants
     `objects/c6/a8fd...` holding its own content, named after the hash of a file the user has changed but not yet
     committed (the primary's working tree is readable), has the user's next `git add` keep the agent's content.
-    Packing such an object would make it permanent; so every loose one is checked first.
+    Packing such an object would make it permanent; so every loose one is checked first, up to a budget of bytes.
+    Those named after the uncommitted files of the primary `root` are checked first, whatever the budget: an agent
+    that wrote enough genuine objects to spend it had its forged one, later in name order, left unchecked.
     """
     import hashlib
-    import zlib
 
     objects = common_dir / "objects"
     proc = subprocess.run(["git", "--git-dir", str(common_dir), "rev-parse", "--show-object-format"],
@@ -438,6 +439,18 @@ def drop_forged_loose_objects(common_dir: Path) -> list[str]:
     if algorithm not in ("sha1", "sha256"):
         return []
     forged: list[str] = []
+
+    def check(oid: str, limit: int, exact: bool = False) -> int:
+        loose = objects / oid[:2] / oid[2:]
+        matches, size = _loose_object_matches(loose, oid, algorithm, limit, exact)
+        if matches is False:
+            with contextlib.suppress(OSError):
+                loose.unlink()
+            forged.append(oid)
+        return size
+
+    for oid, size in _uncommitted_blobs(root, algorithm).items() if root is not None else ():
+        check(oid, size, exact=True)  # its genuine content is the user's file: anything longer is not
     budget = FORGERY_CHECK_LIMIT
     name_length = hashlib.new(algorithm).digest_size * 2 - 2
     for fanout in sorted(objects.iterdir()):
@@ -445,32 +458,70 @@ def drop_forged_loose_objects(common_dir: Path) -> list[str]:
             continue
         for loose in sorted(fanout.iterdir()):
             if budget <= 0:
-                return forged
+                break
             if len(loose.name) != name_length or not all(c in "0123456789abcdef" for c in loose.name):
                 continue  # git's own temporary files (tmp_obj_*): an object being written right now
-            digest = hashlib.new(algorithm)
-            try:
-                data = read_state_file(loose)
-                budget -= len(data)
-                inflate = zlib.decompressobj()
-                chunk, expanded = inflate.decompress(data, 1 << 20), 0
-                while chunk:  # in steps: a small file may inflate to gigabytes
-                    digest.update(chunk)
-                    expanded += len(chunk)
-                    if expanded > FORGERY_CHECK_LIMIT:
-                        raise zlib.error("too large to check")
-                    chunk = inflate.decompress(inflate.unconsumed_tail, 1 << 20)
-            except (OSError, zlib.error):
-                continue  # not ours to judge (a temporary file, a half-written object): git reports what it must
-            if digest.hexdigest() != fanout.name + loose.name:
-                with contextlib.suppress(OSError):
-                    loose.unlink()
-                forged.append(fanout.name + loose.name)
+            budget -= check(fanout.name + loose.name, FORGERY_CHECK_LIMIT)
     if forged:
         warn(f"sandbox: deleted {len(forged)} loose object(s) whose content is not what their name says "
              f"({', '.join(forged[:3])}{', ...' if len(forged) > 3 else ''}): planted by a sandboxed agent to "
              "stand for content you had not committed yet; `git fsck` checks the rest")
     return forged
+
+
+def _loose_object_matches(loose: Path, oid: str, algorithm: str, limit: int,
+                          exact: bool) -> tuple[bool | None, int]:
+    """Whether the loose object file's content hashes to `oid` (None: absent, unreadable or over `limit` bytes
+    inflated, not ours to judge: git reports what it must), and the bytes read. `exact`: the genuine object is
+    `limit` bytes, so more is not it."""
+    import hashlib
+    import zlib
+
+    digest = hashlib.new(algorithm)
+    try:
+        data = read_state_file(loose)
+    except OSError:
+        return None, 0
+    try:
+        inflate = zlib.decompressobj()
+        chunk, expanded = inflate.decompress(data, 1 << 20), 0
+        while chunk:  # in steps: a small file may inflate to gigabytes
+            digest.update(chunk)
+            expanded += len(chunk)
+            if expanded > limit:
+                return (False if exact else None), len(data)
+            chunk = inflate.decompress(inflate.unconsumed_tail, 1 << 20)
+    except zlib.error:
+        return None, len(data)
+    return digest.hexdigest() == oid, len(data)
+
+
+UNCOMMITTED_CHECK_FILES = 2000  # uncommitted files of the primary whose would-be objects are checked first
+UNCOMMITTED_CHECK_BYTES = 256 * 1024 * 1024
+
+
+def _uncommitted_blobs(root: Path, algorithm: str) -> dict[str, int]:
+    """The object ids (and their inflated sizes) that the primary's changed and untracked files would get from a
+    `git add` (no filters: a filtered file's object is not its bytes), a bounded number of regular files."""
+    import hashlib
+
+    proc = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "-m", "-o", "--exclude-standard"],
+                          capture_output=True, stdin=subprocess.DEVNULL)
+    out: dict[str, int] = {}
+    total = 0
+    for name in list(dict.fromkeys(proc.stdout.split(b"\0")))[:UNCOMMITTED_CHECK_FILES]:
+        if not name:
+            continue
+        try:
+            body = read_state_file(root / os.fsdecode(name))
+        except OSError:
+            continue  # gone, a link, not a regular file, or larger than a state file
+        total += len(body)
+        if total > UNCOMMITTED_CHECK_BYTES:
+            break
+        header = b"blob %d\0" % len(body)
+        out[hashlib.new(algorithm, header + body).hexdigest()] = len(header) + len(body)
+    return out
 
 
 def packed_refs(common_dir: Path) -> dict[str, str]:
