@@ -68,3 +68,26 @@ def test_a_repository_config_cannot_turn_the_network_back_on(repo: Path, sandbox
     interfaces = [ln.split(":")[0].strip() for ln in proc.stdout.splitlines() if ":" in ln]
     assert interfaces == ["lo"], proc.stdout
     assert "sandbox.network" in proc.stderr and "daintree trust" in proc.stderr
+
+
+@needs_bwrap
+def test_gemini_checkpoint_repositories_of_other_projects_cannot_be_planted(repo: Path,
+                                                                            sandbox_env: Path) -> None:  # noqa: F811
+    """Gemini keeps a shadow git repository per project for its checkpoints, `~/.gemini/history/<sha256 of the
+    project's path>/`, and runs git there with that folder as HOME: its `.gitconfig`, `.git/config` (an fsmonitor)
+    and `.git/hooks` run in the user's own gemini. `history` was writable whole: an agent planted a hook for the
+    repository's primary (where the user runs gemini) and for any other project."""
+    import hashlib
+
+    history = sandbox_env / ".gemini" / "history"
+    mine = hashlib.sha256(str(repo.resolve()).encode()).hexdigest()
+    (history / mine / ".git" / "hooks").mkdir(parents=True)
+    sandbox, env = _agent_sandbox_of_me(repo, "gemini")
+    own = hashlib.sha256(str((repo / ".worktrees" / "me").resolve()).encode()).hexdigest()
+    attack = (f"cd ~/.gemini/history; for f in {mine}/.git/hooks/post-commit {mine}/.gitconfig other/.gitconfig; do"
+              " mkdir -p \"$(dirname $f)\" 2>/dev/null; echo '[core] fsmonitor = evil' > $f && echo wrote-$f; done;"
+              f" mkdir -p {own}/.git && echo '[user]' > {own}/.gitconfig && echo data-ok; true")
+    proc = _run_inside(sandbox, env, attack)
+    assert "wrote-" not in proc.stdout, proc.stdout
+    assert not (history / mine / ".gitconfig").exists() and not (history / "other").exists()
+    assert "data-ok" in proc.stdout, proc.stderr  # its own checkpoints are still its to keep

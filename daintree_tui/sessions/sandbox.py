@@ -66,8 +66,9 @@ def agent_read_only_paths(preset: Preset, projects: Sequence[Path] = ()) -> list
 
 
 def agent_project_paths(preset: Preset, projects: Sequence[Path]) -> tuple[list[Path], list[Path]]:
-    """Of the preset's per-project data folders (claude's projects/): the folders bound read-only, and this
-    session's own projects' folders inside them, bound writable again (see agent_folders.per_project_data)."""
+    """Of the preset's per-project data folders (claude's projects/, gemini's history/): the folders bound
+    read-only, and this session's own project's folder inside them, bound writable again (see
+    agent_folders.per_project_data)."""
     return per_project_data(_of_agent(AGENT_STATE, preset), projects)
 
 
@@ -131,7 +132,7 @@ def session_sandbox(project: Project, entry: WorktreeEntry, preset: Preset, back
     writable = writable_paths(project.config, [str(p) for p in state])
     projects = [project.root.resolve(), Path(entry.path).resolve()]
     read_only = agent_read_only_paths(preset, projects)
-    per_project, own = agent_project_paths(preset, projects)
+    per_project, own = agent_project_paths(preset, projects[1:])  # its own project: the worktree
     spec = spec_for(project, entry, writable=writable, read_only=[*per_project, *read_only], interactive=True)
     return SessionSandbox(choice, replace(spec, writable_inside=tuple(own)), agent_environment(preset))
 
