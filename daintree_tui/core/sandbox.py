@@ -75,6 +75,9 @@ class SandboxSpec:
     # Inside those read-only ones: the data of this session alone (claude's transcripts of its own project), bound
     # writable again, with whatever of `read_only` lies inside read-only again (that project's memory).
     writable_inside: tuple[Path, ...] = ()
+    # (this sandbox's own folder, the agent folder it is shown at): what the agent's other runs read from there
+    # and run (claude's shell snapshots, sourced before every command) is the sandbox's own, never the user's.
+    private_overlays: tuple[tuple[Path, Path], ...] = ()
     home_caches: Path | None = None  # this worktree's own ~/.cache and ~/.npm (see PRIVATE_CACHES)
     inbox: Path | None = None
     network: bool = True
@@ -267,6 +270,9 @@ def _writable_mounts(spec: SandboxSpec) -> list[str]:
     for path in spec.writable:
         if path.exists():
             args += ["--bind", str(path), str(path)]
+    for source, shown_at in spec.private_overlays:
+        if source.is_dir() and not source.is_symlink() and shown_at.is_dir() and not shown_at.is_symlink():
+            args += ["--bind", str(source), str(shown_at)]
     for path in spec.read_only:  # after the folders that hold them
         if path.exists():
             args += ["--ro-bind", str(path), str(path)]

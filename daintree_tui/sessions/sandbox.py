@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
+from daintree_tui.core.errors import OperationError
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.project import Project
 from daintree_tui.core.sandbox import (
@@ -50,6 +51,12 @@ AGENT_STATE: dict[str, tuple[str, ...]] = {
 }
 
 
+# What of an agent's data folders the user's own agent, running at the same time outside, reads and runs: claude's
+# shell snapshots (sourced before every Bash command of the session that made them) and its session-env files
+# (sourced likewise). Shared, a sandboxed agent rewrote the snapshot of the user's running claude, and its next
+# command ran the agent's code unconfined. Inside, each is a folder of the sandbox's own, kept with its caches.
+AGENT_PRIVATE: dict[str, tuple[str, ...]] = {"claude": ("~/.claude/shell-snapshots/", "~/.claude/session-env/")}
+
 T = TypeVar("T")
 
 
@@ -70,6 +77,29 @@ def agent_project_paths(preset: Preset, projects: Sequence[Path]) -> tuple[list[
     read-only, and this session's own project's folder inside them, bound writable again (see
     agent_folders.per_project_data)."""
     return per_project_data(_of_agent(AGENT_STATE, preset), projects)
+
+
+def agent_private_overlays(preset: Preset, sandbox_home: Path) -> list[tuple[Path, Path]]:
+    """(the sandbox's own folder, the agent folder it stands for) for the preset's AGENT_PRIVATE folders, both made.
+
+    Raises:
+        OperationError: such a folder is a symbolic link (bwrap cannot mount on one, and the agent could replace it).
+    """
+    overlays: list[tuple[Path, Path]] = []
+    home = Path.home()
+    for raw in _of_agent(AGENT_PRIVATE, preset):
+        shown_at = Path(raw).expanduser()
+        if shown_at.is_symlink():
+            raise OperationError(f"sandbox: {shown_at} is a symbolic link (to {os.readlink(shown_at)}): a sandboxed "
+                                 "agent gets a folder of its own there; replace the link with a folder")
+        if shown_at.parent.is_symlink() or not shown_at.parent.is_dir() or not shown_at.is_relative_to(home):
+            continue
+        source = sandbox_home / "agent" / shown_at.relative_to(home)
+        with contextlib.suppress(OSError):
+            shown_at.mkdir(mode=0o700, exist_ok=True)
+            source.mkdir(mode=0o700, parents=True, exist_ok=True)
+            overlays.append((source, shown_at))
+    return overlays
 
 
 def agent_state_paths(preset: Preset) -> list[Path]:
@@ -134,7 +164,9 @@ def session_sandbox(project: Project, entry: WorktreeEntry, preset: Preset, back
     read_only = agent_read_only_paths(preset, projects)
     per_project, own = agent_project_paths(preset, projects[1:])  # its own project: the worktree
     spec = spec_for(project, entry, writable=writable, read_only=[*per_project, *read_only], interactive=True)
-    return SessionSandbox(choice, replace(spec, writable_inside=tuple(own)), agent_environment(preset))
+    overlays = agent_private_overlays(preset, project.sandbox_home_for(entry.name))
+    spec = replace(spec, writable_inside=tuple(own), private_overlays=tuple(overlays))
+    return SessionSandbox(choice, spec, agent_environment(preset))
 
 
 # Claude Code saves ~/.claude.json by writing a temporary file beside it and renaming that over it: with $HOME
