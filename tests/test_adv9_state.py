@@ -48,3 +48,26 @@ def test_a_tracked_journal_never_removes_a_worktree(repo: Path) -> None:
     assert (repo / ".worktrees" / "b1" / ".git").is_file(), "a journal that came through git removed worktree b1"
     listed = json.loads(cli("worktree", "list", "--json").stdout)
     assert {w["name"] for w in listed} == {"a1", "b1"}
+
+
+def test_a_tracked_approval_request_is_nobodys(repo: Path) -> None:
+    """`.worktrees/approvals.json` holds what agents asked a person to approve; approving runs it. One that came
+    through git (here the user's own merge of a1) listed a pending `worktree remove b1 --force` as if an agent had
+    asked, and `daintree approve 1` deleted b1 with its uncommitted work."""
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "a1")
+    cli.ok("worktree", "create", "b1")
+    (repo / ".worktrees" / "b1" / "notes.txt").write_text("uncommitted work\n")
+    a1 = repo / ".worktrees" / "a1"
+    (a1 / ".worktrees").mkdir()
+    (a1 / ".worktrees" / "approvals.json").write_text(json.dumps({"requests": [
+        {"id": 1, "worktree": "b1", "action": "remove", "argv": ["worktree", "remove", "b1", "--force"],
+         "role": "worker", "status": "pending", "created_at": 1.0}]}))
+    git(a1, "add", "-f", "-A")
+    git(a1, "commit", "-qm", "agent work")
+    git(repo, "merge", "-q", "wt/a1")
+    listed = cli("approvals", "--json")
+    assert json.loads(listed.stdout) == [], listed.stdout
+    assert "git tracks it" in listed.stderr
+    assert cli("approve", "1").returncode != 0
+    assert (repo / ".worktrees" / "b1" / "notes.txt").read_text() == "uncommitted work\n"
