@@ -118,3 +118,21 @@ def test_a_planted_object_cannot_hide_behind_the_check_budget(repo: Path, sandbo
     _run_inside(sandbox, env, "true")  # the next start checks before it packs
     git(repo, "add", "app.py")
     assert git(repo, "cat-file", "-p", ":app.py") == "print('the user')\n"
+
+
+def test_alternates_cannot_be_added_where_objects_info_is_missing(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+    """objects/info (alternates: where else git finds objects) is bound read-only when it exists; a repository
+    without it (git gc or a tool removed the empty folder) let the agent create `objects/info/alternates` naming a
+    folder of its own, whose objects the user's git then finds (a forged one standing for an uncommitted file
+    included), never checked by the sandbox's forged-object sweep."""
+    import shutil
+
+    objects = repo / ".git" / "objects"
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "i1")
+    cli.ok("worktree", "run", "i1", "--", "true")  # packs what is loose: the next start has nothing to pack
+    shutil.rmtree(objects / "info")
+    proc = cli("worktree", "run", "i1", "--", "sh", "-c",
+               f'mkdir -p {objects}/info && echo "$(pwd)/.objs" > {objects}/info/alternates && echo planted')
+    assert "planted" not in proc.stdout, proc.stdout
+    assert not (objects / "info" / "alternates").exists()

@@ -351,6 +351,8 @@ def prepare(spec: SandboxSpec) -> None:
                 (Path.home() / name).mkdir(exist_ok=True)  # the mount point: inside, $HOME is read-only
     spec.ref_file.parent.mkdir(parents=True, exist_ok=True)
     drop_planted_refs(spec.ref_file.parent)
+    for sub in ("pack", "info"):  # bound read-only: missing, the agent could make info/alternates (its own objects)
+        (spec.git_common_dir / "objects" / sub).mkdir(parents=True, exist_ok=True)
     spec.reflog_file.parent.mkdir(parents=True, exist_ok=True)
     spec.reflog_file.touch(exist_ok=True)
     # Exists (empty) so that it is bound read-only: otherwise the agent could create it in its admin dir.
