@@ -129,3 +129,18 @@ def test_the_shell_snapshot_of_the_users_running_codex_is_out_of_reach(repo: Pat
                        " echo x > own.sh && echo own-ok; true")
     assert snapshot.read_text() == "export PATH=/usr/bin\n", proc.stdout
     assert "own-ok" in proc.stdout, proc.stderr
+
+
+@needs_bwrap
+def test_the_editors_mcp_token_is_out_of_reach(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+    """`~/.claude/ide/<port>.lock` names the port and auth token of the user's editor's MCP server (VS Code's
+    Claude extension: open and save files, run code in a notebook's kernel), all outside the sandbox and reachable
+    over its shared network; the folder was data, readable and writable inside (a lock file of its own planted
+    there points the user's claude at the agent's server)."""
+    lock = sandbox_env / ".claude" / "ide" / "41234.lock"
+    lock.parent.mkdir(parents=True)
+    lock.write_text('{"pid": 1, "workspaceFolders": ["/"], "ideName": "VS Code", "authToken": "s3cret"}')
+    sandbox, env = _agent_sandbox_of_me(repo, "claude")
+    proc = _run_inside(sandbox, env, "cat ~/.claude/ide/*.lock; echo '{}' > ~/.claude/ide/9999.lock; true")
+    assert "s3cret" not in proc.stdout, proc.stdout
+    assert sorted(p.name for p in lock.parent.iterdir()) == ["41234.lock"]

@@ -54,9 +54,12 @@ AGENT_STATE: dict[str, tuple[str, ...]] = {
 # What of an agent's data folders the user's own agent, running at the same time outside, reads and runs: claude's
 # shell snapshots (sourced before every Bash command of the session that made them) and its session-env files
 # (sourced likewise), and codex's shell snapshots. Shared, a sandboxed agent rewrote the snapshot of the user's
-# running claude, and its next command ran the agent's code unconfined. Inside, each is a folder of the sandbox's
-# own, kept with its caches.
-AGENT_PRIVATE: dict[str, tuple[str, ...]] = {"claude": ("~/.claude/shell-snapshots/", "~/.claude/session-env/"),
+# running claude, and its next command ran the agent's code unconfined. And claude's ide/ lock files: each names
+# the port and auth token of an editor's MCP server (the VS Code extension's runs code in a notebook's kernel,
+# saves files), reachable over the shared network. Inside, each is a folder of the sandbox's own, kept with its
+# caches.
+AGENT_PRIVATE: dict[str, tuple[str, ...]] = {"claude": ("~/.claude/shell-snapshots/", "~/.claude/session-env/",
+                                                        "~/.claude/ide/"),
                                              "codex": ("~/.codex/shell_snapshots/",)}
 
 T = TypeVar("T")
