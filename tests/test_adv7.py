@@ -113,7 +113,8 @@ def test_other_sessions_private_folders_are_hidden(repo: Path, sandbox_env: Path
 
 
 async def test_the_desktop_notification_shows_the_agents_last_line_as_text(repo: Path, cli: CLI, tmp_path: Path,
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                           monkeypatch: pytest.MonkeyPatch,
+                                                                           tmux_socket: str) -> None:
     """notify-send's body is markup to the desktop's notifier: an agent's last line `<a href=...>` became a link
     and `<img src=file:///...>` made the notifier open a file of the user's."""
     from daintree_tui.core.project import Project
