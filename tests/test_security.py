@@ -81,9 +81,10 @@ def test_committed_index_and_journal_delete_nothing_outside(tmp_path: Path) -> N
     data = json.loads((clone / ".worktrees/.journal/keys.json").read_text())
     (clone / ".worktrees/.journal/keys.json").write_text(json.dumps({**data, "base_commit": main_tip}))
     cli = CLI(clone)
-    assert cli("worktree", "remove", "evil", "--force").returncode == 1
-    assert cli("worktree", "remove", "old", "--force").returncode == 1
-    assert cli("worktree", "run", "evil", "--", "touch", "ran-here").returncode == 1
+    # Refused (1), or not even seen (2): a tracked index is not daintree's (adv9)
+    assert cli("worktree", "remove", "evil", "--force").returncode in (1, 2)
+    assert cli("worktree", "remove", "old", "--force").returncode in (1, 2)
+    assert cli("worktree", "run", "evil", "--", "touch", "ran-here").returncode in (1, 2)
     cli("gc", "--older-than", "0")
     cli("doctor", "--fix")  # what the dashboard does at every start
     cli("gc", "--older-than", "0")

@@ -524,9 +524,25 @@ def load(root: Path) -> Config:
     cfg.repo_commands = commands
     cfg.worktree_dir_source = "repo" if "worktree_dir" in repo else "user" if "worktree_dir" in user else "default"
     cfg.sandbox_repo_keys = _sandbox_keys(repo)
+    _keep_user_network(cfg, user, repo_path)
     if "roles" in user or "default_role" in user:
         _keep_user_policy(cfg, user, repo, repo_path)
     return cfg
+
+
+def _keep_user_network(cfg: Config, user: dict[str, Any], repo_path: Path) -> None:
+    """An untrusted repository config may turn the sandbox's network off, never back on: the user turns it off
+    where an agent with a network could act outside (credentials, an abstract D-Bus or X socket)."""
+    raw = user.get("sandbox")
+    if not (cfg.sandbox_network and "sandbox.network" in cfg.sandbox_repo_keys and isinstance(raw, dict)
+            and raw.get("network") is False):
+        return
+    from daintree_tui.core.hooks import is_trusted  # function-level: hooks imports this module
+
+    if not is_trusted(repo_path):
+        warn(f"config: sandbox.network = true in {repo_path} ignored: the repo config is not trusted "
+             "(run `daintree trust`)")
+        cfg.sandbox_network = False
 
 
 _APPROVAL_STRICTNESS = {"none": 0, "checks": 1, "human": 2}

@@ -108,6 +108,23 @@ def rev_parse_commit(root: Path, ref: str) -> str | None:
     return proc.stdout.strip() or None if proc.returncode == 0 else None
 
 
+def moved_outside_git(root: Path, branch: str) -> tuple[str, str] | None:
+    """(where the branch is, where git's log of it says it is) when the two differ, else None.
+
+    Every git that moves a branch logs it in `logs/refs/heads/<branch>`; a sandboxed agent can write the ref file
+    of a branch made after its sandbox started (they share the ref folder), but not that branch's log. A branch
+    without a log says nothing.
+    """
+    ref = f"refs/heads/{branch}"
+    logged = git(root, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}@{{0}}", check=False)
+    if logged.returncode != 0 or branch.startswith("-"):
+        return None
+    current = git(root, "rev-parse", "--verify", "--quiet", "--end-of-options", ref, check=False)
+    expected = logged.stdout.strip()
+    now = current.stdout.strip() if current.returncode == 0 else ""
+    return (now, expected) if now != expected else None
+
+
 def ref_candidates(root: Path, ref: str) -> list[str]:
     """The full ref names a short name could mean (git's own order: refs/X, tag, branch, remote-tracking). Two or
     more is an ambiguity git would settle silently (a tag wins over a branch): callers reject it instead.

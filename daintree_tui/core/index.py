@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from daintree_tui.core import git as g
-from daintree_tui.core import validate
+from daintree_tui.core import trust, validate
 from daintree_tui.core.log import warn
 from daintree_tui.core.models import WorktreeEntry, WorktreeStatus
 from daintree_tui.core.project import Project
@@ -31,14 +31,15 @@ class Index:
             heal: write the recovered index back (state-changing commands do; plain reads only report).
         """
         self.recovered = None
-        data, problem = read_json(self.path, "index")
+        tracked = self.tracked()
+        data, problem = (None, tracked) if tracked else read_json(self.path, "index")
         entries: list[WorktreeEntry] | None = None
         if data is not None:
             entries = self._parse(data)
             if entries is None:
                 problem = f"index {self.path} has an unexpected shape"
         if entries is None and (problem or self.path.exists()):
-            entries = self.rebuild_from_git()
+            entries = self.rebuild_from_git()  # a tracked index too: its branches and paths are not ours
             problem = f"{problem}; rebuilt {len(entries)} entries from git worktree list"
         if problem:
             self.recovered = problem
@@ -47,13 +48,24 @@ class Index:
                 self.save(entries)
         return entries or []
 
+    def tracked(self) -> str | None:
+        """Why the index on disk is not daintree's, when git tracks it (or its `.bak`): it came with the
+        repository's history (a clone, a pull, the user's own `git merge` of an agent's branch, which writes over
+        ignored files), so the branch, base and task it gives each worktree are someone else's word."""
+        files = trust.tracked_state_files(self.project)
+        found = [p for p in (self.path, backup_path(self.path)) if p in files]
+        if not found:
+            return None
+        return (f"ignored index {found[0]}: git tracks it, so it came with the repository's history, not from "
+                "daintree (delete it and `git rm --cached` it; daintree rebuilds it from git)")
+
     def heal_if_torn(self) -> None:
         """Recover a torn or unreadable index from its `.bak` (or from git) and write it back, as every
         state-changing command does first; a sound index costs one read and is left alone."""
         if not self.path.exists() and not backup_path(self.path).exists():
             return
         data, problem = read_json(self.path, "index")
-        if problem is None and data is not None and self._parse(data) is not None:
+        if problem is None and data is not None and self._parse(data) is not None and not self.tracked():
             return
         try:
             with self.project.lock.hold():

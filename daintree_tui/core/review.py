@@ -73,7 +73,7 @@ class ReviewService:
         self.worktrees = worktrees
         self.project = worktrees.project
 
-    def _entry(self, name: str) -> WorktreeEntry:
+    def _entry(self, name: str, check_log: bool = True) -> WorktreeEntry:
         self.project.require_git()
         entry = self.worktrees.get(name, live=True)
         if not Path(entry.path).is_dir():
@@ -86,13 +86,20 @@ class ReviewService:
             raise OperationError(f"{name}: its branch {entry.branch} is a symbolic ref to {target.stdout.strip()}, "
                                  f"not a branch of its own: refusing (`git branch -D {entry.branch}` removes the "
                                  "link, nothing else)")
+        moved = g.moved_outside_git(self.project.root, entry.branch) if check_log else None
+        if moved is not None:
+            raise OperationError(
+                f"{name}: its branch {entry.branch} is at {moved[0][:12] or '(deleted)'}, but git's log of it says "
+                f"{moved[1][:12]}: it was moved without git (another worktree's sandboxed agent can write a branch "
+                f"made after its sandbox started): refusing. `git update-ref refs/heads/{entry.branch} {moved[1]}` "
+                "puts it back")
         return entry
 
     # -- diff ------------------------------------------------------------------------------------------------
 
     def diff(self, name: str, stat: bool = False) -> str:
         """Changes against the base commit: committed, uncommitted and untracked files alike."""
-        entry = self._entry(name)
+        entry = self._entry(name, check_log=False)  # what is in the worktree, whatever its branch says
         path = Path(entry.path)
         args = ["diff", "--no-color", "--no-ext-diff"] + (["--stat"] if stat else []) + [entry.base_commit]
         parts = [g.git(path, *args).stdout]

@@ -72,6 +72,12 @@ class SandboxSpec:
     project_root: Path | None = None  # the primary worktree: readable (read-only) also when it lives in /tmp
     writable: tuple[Path, ...] = ()  # agent state folders, sandbox.writable
     read_only: tuple[Path, ...] = ()  # inside those: what would run code outside the sandbox later (agent hooks)
+    # Inside those read-only ones: the data of this session alone (claude's transcripts of its own project), bound
+    # writable again, with whatever of `read_only` lies inside read-only again (that project's memory).
+    writable_inside: tuple[Path, ...] = ()
+    # (this sandbox's own folder, the agent folder it is shown at): what the agent's other runs read from there
+    # and run (claude's shell snapshots, sourced before every command) is the sandbox's own, never the user's.
+    private_overlays: tuple[tuple[Path, Path], ...] = ()
     home_caches: Path | None = None  # this worktree's own ~/.cache and ~/.npm (see PRIVATE_CACHES)
     inbox: Path | None = None
     network: bool = True
@@ -264,9 +270,18 @@ def _writable_mounts(spec: SandboxSpec) -> list[str]:
     for path in spec.writable:
         if path.exists():
             args += ["--bind", str(path), str(path)]
+    for source, shown_at in spec.private_overlays:
+        if source.is_dir() and not source.is_symlink() and shown_at.is_dir() and not shown_at.is_symlink():
+            args += ["--bind", str(source), str(shown_at)]
     for path in spec.read_only:  # after the folders that hold them
         if path.exists():
             args += ["--ro-bind", str(path), str(path)]
+    for folder in spec.writable_inside:
+        if folder.is_dir() and not folder.is_symlink():
+            args += ["--bind", str(folder), str(folder)]
+            for path in spec.read_only:
+                if path != folder and path.is_relative_to(folder) and path.exists():
+                    args += ["--ro-bind", str(path), str(path)]
     if spec.inbox is not None:
         args += ["--bind", str(spec.inbox), str(INBOX_MOUNT)]
     return args
@@ -335,6 +350,9 @@ def prepare(spec: SandboxSpec) -> None:
             with contextlib.suppress(OSError):
                 (Path.home() / name).mkdir(exist_ok=True)  # the mount point: inside, $HOME is read-only
     spec.ref_file.parent.mkdir(parents=True, exist_ok=True)
+    drop_planted_refs(spec.ref_file.parent)
+    for sub in ("pack", "info"):  # bound read-only: missing, the agent could make info/alternates (its own objects)
+        (spec.git_common_dir / "objects" / sub).mkdir(parents=True, exist_ok=True)
     spec.reflog_file.parent.mkdir(parents=True, exist_ok=True)
     spec.reflog_file.touch(exist_ok=True)
     # Exists (empty) so that it is bound read-only: otherwise the agent could create it in its admin dir.
@@ -343,7 +361,7 @@ def prepare(spec: SandboxSpec) -> None:
         for folder in (spec.inbox.parent, spec.inbox):  # 0700: the requests are the agent's, the replies ours
             folder.mkdir(parents=True, exist_ok=True)
             os.chmod(folder, 0o700)
-    pack_loose_objects(spec.git_common_dir)
+    pack_loose_objects(spec.git_common_dir, spec.project_root)
     prefix = "refs/heads/" + str(Path(spec.branch).parent) + "/"
     for ref, value in packed_refs(spec.git_common_dir).items():
         if not ref.startswith(prefix) or ref == f"refs/heads/{spec.branch}":
@@ -358,6 +376,23 @@ def prepare(spec: SandboxSpec) -> None:
             os.replace(tmp, loose)
 
 
+def drop_planted_refs(ref_dir: Path) -> list[str]:
+    """Delete (with a warning) what no git writes in the branches' folder, which every running agent can write: a
+    link (bwrap cannot bind a dangling one, so every other sandbox's start failed) or a FIFO, socket or device
+    (every git that lists the branches, the user's `git branch` and our `git repack`, waited on it forever)."""
+    dropped: list[str] = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(ref_dir):
+            if entry.is_symlink() or not (entry.is_file(follow_symlinks=False) or entry.is_dir(follow_symlinks=False)):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+                    dropped.append(entry.name)
+    if dropped:
+        warn(f"sandbox: removed {', '.join(sorted(dropped))} from {ref_dir}: not a branch (a link, FIFO or socket "
+             "a sandboxed agent left there, which stopped other sandboxes from starting or hung git)")
+    return dropped
+
+
 def _has_loose_objects(objects: Path) -> bool:
     try:
         fanout = [e for e in os.scandir(objects) if len(e.name) == 2 and e.is_dir(follow_symlinks=False)]
@@ -366,7 +401,7 @@ def _has_loose_objects(objects: Path) -> bool:
     return any(next(os.scandir(e.path), None) is not None for e in fanout)
 
 
-def pack_loose_objects(common_dir: Path) -> None:
+def pack_loose_objects(common_dir: Path, root: Path | None = None) -> None:
     """Move loose objects into a pack, which the sandbox mounts read-only.
 
     git must be able to add objects, so the object store is writable; but `rm -rf` inside it would delete the
@@ -376,7 +411,7 @@ def pack_loose_objects(common_dir: Path) -> None:
     """
     if not _has_loose_objects(common_dir / "objects"):
         return
-    drop_forged_loose_objects(common_dir)
+    drop_forged_loose_objects(common_dir, root)
     # repack walks every worktree's HEAD: while another daintree (a second queue runner, the dashboard) is in the
     # middle of `git worktree add`, that HEAD or its commondir is not written yet ("bad object worktrees/x/HEAD").
     # The add takes a moment, so a failure is tried again before the session is refused.
@@ -393,16 +428,17 @@ def pack_loose_objects(common_dir: Path) -> None:
 FORGERY_CHECK_LIMIT = 256 * 1024 * 1024  # bytes of loose objects checked per start (a larger backlog: the rest)
 
 
-def drop_forged_loose_objects(common_dir: Path) -> list[str]:
+def drop_forged_loose_objects(common_dir: Path, root: Path | None = None) -> list[str]:
     """Delete (with a warning) every loose object whose content does not hash to its name; returns their ids.
 
     The object store is writable inside a sandbox, and git never rewrites an object it finds: an agent that plants
     `objects/c6/a8fd...` holding its own content, named after the hash of a file the user has changed but not yet
     committed (the primary's working tree is readable), has the user's next `git add` keep the agent's content.
-    Packing such an object would make it permanent; so every loose one is checked first.
+    Packing such an object would make it permanent; so every loose one is checked first, up to a budget of bytes.
+    Those named after the uncommitted files of the primary `root` are checked first, whatever the budget: an agent
+    that wrote enough genuine objects to spend it had its forged one, later in name order, left unchecked.
     """
     import hashlib
-    import zlib
 
     objects = common_dir / "objects"
     proc = subprocess.run(["git", "--git-dir", str(common_dir), "rev-parse", "--show-object-format"],
@@ -411,6 +447,18 @@ def drop_forged_loose_objects(common_dir: Path) -> list[str]:
     if algorithm not in ("sha1", "sha256"):
         return []
     forged: list[str] = []
+
+    def check(oid: str, limit: int, exact: bool = False) -> int:
+        loose = objects / oid[:2] / oid[2:]
+        matches, size = _loose_object_matches(loose, oid, algorithm, limit, exact)
+        if matches is False:
+            with contextlib.suppress(OSError):
+                loose.unlink()
+            forged.append(oid)
+        return size
+
+    for oid, size in _uncommitted_blobs(root, algorithm).items() if root is not None else ():
+        check(oid, size, exact=True)  # its genuine content is the user's file: anything longer is not
     budget = FORGERY_CHECK_LIMIT
     name_length = hashlib.new(algorithm).digest_size * 2 - 2
     for fanout in sorted(objects.iterdir()):
@@ -418,32 +466,70 @@ def drop_forged_loose_objects(common_dir: Path) -> list[str]:
             continue
         for loose in sorted(fanout.iterdir()):
             if budget <= 0:
-                return forged
+                break
             if len(loose.name) != name_length or not all(c in "0123456789abcdef" for c in loose.name):
                 continue  # git's own temporary files (tmp_obj_*): an object being written right now
-            digest = hashlib.new(algorithm)
-            try:
-                data = read_state_file(loose)
-                budget -= len(data)
-                inflate = zlib.decompressobj()
-                chunk, expanded = inflate.decompress(data, 1 << 20), 0
-                while chunk:  # in steps: a small file may inflate to gigabytes
-                    digest.update(chunk)
-                    expanded += len(chunk)
-                    if expanded > FORGERY_CHECK_LIMIT:
-                        raise zlib.error("too large to check")
-                    chunk = inflate.decompress(inflate.unconsumed_tail, 1 << 20)
-            except (OSError, zlib.error):
-                continue  # not ours to judge (a temporary file, a half-written object): git reports what it must
-            if digest.hexdigest() != fanout.name + loose.name:
-                with contextlib.suppress(OSError):
-                    loose.unlink()
-                forged.append(fanout.name + loose.name)
+            budget -= check(fanout.name + loose.name, FORGERY_CHECK_LIMIT)
     if forged:
         warn(f"sandbox: deleted {len(forged)} loose object(s) whose content is not what their name says "
              f"({', '.join(forged[:3])}{', ...' if len(forged) > 3 else ''}): planted by a sandboxed agent to "
              "stand for content you had not committed yet; `git fsck` checks the rest")
     return forged
+
+
+def _loose_object_matches(loose: Path, oid: str, algorithm: str, limit: int,
+                          exact: bool) -> tuple[bool | None, int]:
+    """Whether the loose object file's content hashes to `oid` (None: absent, unreadable or over `limit` bytes
+    inflated, not ours to judge: git reports what it must), and the bytes read. `exact`: the genuine object is
+    `limit` bytes, so more is not it."""
+    import hashlib
+    import zlib
+
+    digest = hashlib.new(algorithm)
+    try:
+        data = read_state_file(loose)
+    except OSError:
+        return None, 0
+    try:
+        inflate = zlib.decompressobj()
+        chunk, expanded = inflate.decompress(data, 1 << 20), 0
+        while chunk:  # in steps: a small file may inflate to gigabytes
+            digest.update(chunk)
+            expanded += len(chunk)
+            if expanded > limit:
+                return (False if exact else None), len(data)
+            chunk = inflate.decompress(inflate.unconsumed_tail, 1 << 20)
+    except zlib.error:
+        return None, len(data)
+    return digest.hexdigest() == oid, len(data)
+
+
+UNCOMMITTED_CHECK_FILES = 2000  # uncommitted files of the primary whose would-be objects are checked first
+UNCOMMITTED_CHECK_BYTES = 256 * 1024 * 1024
+
+
+def _uncommitted_blobs(root: Path, algorithm: str) -> dict[str, int]:
+    """The object ids (and their inflated sizes) that the primary's changed and untracked files would get from a
+    `git add` (no filters: a filtered file's object is not its bytes), a bounded number of regular files."""
+    import hashlib
+
+    proc = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "-m", "-o", "--exclude-standard"],
+                          capture_output=True, stdin=subprocess.DEVNULL)
+    out: dict[str, int] = {}
+    total = 0
+    for name in list(dict.fromkeys(proc.stdout.split(b"\0")))[:UNCOMMITTED_CHECK_FILES]:
+        if not name:
+            continue
+        try:
+            body = read_state_file(root / os.fsdecode(name))
+        except OSError:
+            continue  # gone, a link, not a regular file, or larger than a state file
+        total += len(body)
+        if total > UNCOMMITTED_CHECK_BYTES:
+            break
+        header = b"blob %d\0" % len(body)
+        out[hashlib.new(algorithm, header + body).hexdigest()] = len(header) + len(body)
+    return out
 
 
 def packed_refs(common_dir: Path) -> dict[str, str]:

@@ -15,9 +15,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from daintree_tui.core import validate
+from daintree_tui.core import trust, validate
 from daintree_tui.core.config import ROLE_ACTIONS
 from daintree_tui.core.errors import InputError, OperationError
+from daintree_tui.core.log import warn
 from daintree_tui.core.models import JsonRecord
 from daintree_tui.core.project import Project
 from daintree_tui.core.sandbox import worktree_role
@@ -111,6 +112,12 @@ class Approvals:
         return self.project.state_dir / "approvals.json"
 
     def _load(self) -> list[ApprovalRequest]:
+        if self.path in trust.tracked_state_files(self.project):
+            # It came through git (a clone, a pull, a merged branch): nobody asked for what it lists, and approving
+            # one runs it (`worktree remove b1 --force` took b1's uncommitted work).
+            warn(f"ignored approval requests {self.path}: git tracks it, so it came with the repository's history, "
+                 "not from an agent's session (delete it and `git rm --cached` it)")
+            return []
         data, _ = read_json(self.path, "approval requests")
         raw = data.get("requests", []) if isinstance(data, dict) else []
         valid = validate.valid_records(raw if isinstance(raw, list) else [], validate.approval_problem,

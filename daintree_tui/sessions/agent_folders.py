@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import hashlib
 import json
 import os
 import re
@@ -89,6 +90,60 @@ def project_memory(preset_folders: Sequence[str], projects: Sequence[Path]) -> l
         if "projects/*/memory" in DATA_OBEYED.get(raw, ()):
             groups += [(f"{raw}projects/{re.sub('[^A-Za-z0-9]', '-', str(p))}/memory/",) for p in projects]
     return groups
+
+
+# A data folder holding one folder per project, of which the session may write only its own (its worktree's):
+# claude's `projects/` (transcripts, and the auto memory that DATA_OBEYED names) and gemini's `history/` (a shadow
+# git repository per project for its checkpoints, run with that folder as HOME: its `.gitconfig`, `.git/config` and
+# hooks are what git runs). Writable whole, they let an agent make a memory folder for any other project of the
+# user's, or a hook in another project's shadow repository, which the user's own agent loads or runs there. The
+# folder is bound read-only; the session's own project's folder, made first, writable.
+PER_PROJECT: dict[str, tuple[str, str]] = {"~/.claude/": ("projects", "claude"),
+                                           "~/.config/claude/": ("projects", "claude"),
+                                           "~/.gemini/": ("history", "gemini")}
+
+
+def _project_folder_name(naming: str, project: Path) -> str | None:
+    """The name the agent gives `project`'s folder; None when it cannot be known beforehand."""
+    if naming == "gemini":
+        return hashlib.sha256(str(project).encode()).hexdigest()
+    from daintree_tui.sessions.agents.claude import SLUG_LIMIT, project_slug
+
+    slug = project_slug(str(project))
+    return slug if len(slug) <= SLUG_LIMIT else None  # a longer one ends in a hash of claude's own
+
+
+def per_project_data(preset_folders: Sequence[str], projects: Sequence[Path]) -> tuple[list[Path], list[Path]]:
+    """(read-only, writable inside them): each PER_PROJECT folder of the preset's state folders, and in it the
+    folders of `projects` (the session's worktree), named as the agent names them, made when missing.
+
+    Raises:
+        OperationError: one of those is a symbolic link (bound writable, its target would be).
+    """
+    read_only: list[Path] = []
+    writable: list[Path] = []
+    for raw in preset_folders:
+        if raw not in PER_PROJECT:
+            continue
+        name, naming = PER_PROJECT[raw]
+        root = Path(raw).expanduser()
+        names = [_project_folder_name(naming, p) for p in projects]
+        if root.is_symlink() or not root.is_dir() or None in names:
+            continue
+        folder = root / name
+        if folder.is_symlink():
+            continue  # bwrap cannot mount on a link; what it points to is the user's to keep
+        own = [folder / n for n in names if n is not None]
+        for path in own:
+            if path.is_symlink():
+                raise OperationError(f"sandbox: {path} is a symbolic link (to {os.readlink(path)}): the session "
+                                     "keeps its data there, so its target would be writable inside; replace the link "
+                                     "with a folder")
+            with contextlib.suppress(OSError):
+                path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        read_only.append(folder)
+        writable += [path for path in own if path.is_dir()]
+    return read_only, writable
 
 
 SETTINGS_LIMIT = 1024 * 1024  # a settings file or script read for the paths it names (a larger one is not read)

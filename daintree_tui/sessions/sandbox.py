@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
+from daintree_tui.core.errors import OperationError
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.project import Project
 from daintree_tui.core.sandbox import (
@@ -31,7 +32,7 @@ from daintree_tui.core.sandbox import (
 )
 from daintree_tui.core.store import create_new
 from daintree_tui.core.tasks import TaskService
-from daintree_tui.sessions.agent_folders import AGENT_OBEYED, project_memory, read_only_paths
+from daintree_tui.sessions.agent_folders import AGENT_OBEYED, per_project_data, project_memory, read_only_paths
 from daintree_tui.sessions.presets import Preset
 
 __all__ = ["INBOX_ENV", "INBOX_MOUNT", "BwrapSandbox", "NoSandbox", "Sandbox", "SandboxSpec", "SessionSandbox",
@@ -50,6 +51,17 @@ AGENT_STATE: dict[str, tuple[str, ...]] = {
 }
 
 
+# What of an agent's data folders the user's own agent, running at the same time outside, reads and runs: claude's
+# shell snapshots (sourced before every Bash command of the session that made them) and its session-env files
+# (sourced likewise), and codex's shell snapshots. Shared, a sandboxed agent rewrote the snapshot of the user's
+# running claude, and its next command ran the agent's code unconfined. And claude's ide/ lock files: each names
+# the port and auth token of an editor's MCP server (the VS Code extension's runs code in a notebook's kernel,
+# saves files), reachable over the shared network. Inside, each is a folder of the sandbox's own, kept with its
+# caches.
+AGENT_PRIVATE: dict[str, tuple[str, ...]] = {"claude": ("~/.claude/shell-snapshots/", "~/.claude/session-env/",
+                                                        "~/.claude/ide/"),
+                                             "codex": ("~/.codex/shell_snapshots/",)}
+
 T = TypeVar("T")
 
 
@@ -63,6 +75,36 @@ def agent_read_only_paths(preset: Preset, projects: Sequence[Path] = ()) -> list
     `projects`: the repository and worktree paths, whose auto memory is instructions too."""
     folders = _of_agent(AGENT_STATE, preset)
     return read_only_paths(folders, [*_of_agent(AGENT_OBEYED, preset), *project_memory(folders, projects)])
+
+
+def agent_project_paths(preset: Preset, projects: Sequence[Path]) -> tuple[list[Path], list[Path]]:
+    """Of the preset's per-project data folders (claude's projects/, gemini's history/): the folders bound
+    read-only, and this session's own project's folder inside them, bound writable again (see
+    agent_folders.per_project_data)."""
+    return per_project_data(_of_agent(AGENT_STATE, preset), projects)
+
+
+def agent_private_overlays(preset: Preset, sandbox_home: Path) -> list[tuple[Path, Path]]:
+    """(the sandbox's own folder, the agent folder it stands for) for the preset's AGENT_PRIVATE folders, both made.
+
+    Raises:
+        OperationError: such a folder is a symbolic link (bwrap cannot mount on one, and the agent could replace it).
+    """
+    overlays: list[tuple[Path, Path]] = []
+    home = Path.home()
+    for raw in _of_agent(AGENT_PRIVATE, preset):
+        shown_at = Path(raw).expanduser()
+        if shown_at.is_symlink():
+            raise OperationError(f"sandbox: {shown_at} is a symbolic link (to {os.readlink(shown_at)}): a sandboxed "
+                                 "agent gets a folder of its own there; replace the link with a folder")
+        if shown_at.parent.is_symlink() or not shown_at.parent.is_dir() or not shown_at.is_relative_to(home):
+            continue
+        source = sandbox_home / "agent" / shown_at.relative_to(home)
+        with contextlib.suppress(OSError):
+            shown_at.mkdir(mode=0o700, exist_ok=True)
+            source.mkdir(mode=0o700, parents=True, exist_ok=True)
+            overlays.append((source, shown_at))
+    return overlays
 
 
 def agent_state_paths(preset: Preset) -> list[Path]:
@@ -123,9 +165,13 @@ def session_sandbox(project: Project, entry: WorktreeEntry, preset: Preset, back
         return SessionSandbox(choice, None)
     state = agent_state_paths(preset)
     writable = writable_paths(project.config, [str(p) for p in state])
-    read_only = agent_read_only_paths(preset, [project.root.resolve(), Path(entry.path).resolve()])
-    return SessionSandbox(choice, spec_for(project, entry, writable=writable, read_only=read_only, interactive=True),
-                          agent_environment(preset))
+    projects = [project.root.resolve(), Path(entry.path).resolve()]
+    read_only = agent_read_only_paths(preset, projects)
+    per_project, own = agent_project_paths(preset, projects[1:])  # its own project: the worktree
+    spec = spec_for(project, entry, writable=writable, read_only=[*per_project, *read_only], interactive=True)
+    overlays = agent_private_overlays(preset, project.sandbox_home_for(entry.name))
+    spec = replace(spec, writable_inside=tuple(own), private_overlays=tuple(overlays))
+    return SessionSandbox(choice, spec, agent_environment(preset))
 
 
 # Claude Code saves ~/.claude.json by writing a temporary file beside it and renaming that over it: with $HOME
