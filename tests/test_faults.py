@@ -236,6 +236,7 @@ def test_an_error_naming_a_config_value_with_a_newline_is_one_line(tmp_path: Pat
     # second line, and a script reading the one-line error got half of it.
     repo = make_repo(tmp_path / "repo")
     (repo / ".daintree.toml").write_text('branch_prefix = "wt/\\nx"\n')
+    assert run_cli(capsys, "trust", "--repo", str(repo))[0] == 0  # untrusted, the repo's prefix is not used
     code, err = run_cli(capsys, "worktree", "create", "cfgtest", "--repo", str(repo))
     assert code == 2
     assert err.strip().splitlines() == ["daintree: invalid worktree name 'cfgtest': wt/\\nxcfgtest is not a valid "

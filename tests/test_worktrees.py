@@ -435,6 +435,18 @@ def test_discovery_knows_the_hooks_path_only_in_the_primary(repo: Path) -> None:
 def test_a_branch_prefix_of_the_users_is_still_checked_by_git(repo: Path, cli: CLI) -> None:
     # Under the default `wt/` a valid name is a valid branch without asking git; another prefix is asked.
     (repo / ".daintree.toml").write_text('branch_prefix = "bad..prefix/"\n')
+    cli.ok("trust")  # an untrusted repo config's prefix is not used at all
     proc = cli("worktree", "create", "w")
     assert proc.returncode == 2 and "is not a valid branch name" in proc.stderr, proc.stderr
     assert not (repo / ".worktrees" / "w").exists()
+
+
+def test_an_untrusted_repo_config_cannot_choose_the_branch_prefix(repo: Path, cli: CLI) -> None:
+    # A sandbox can write its prefix's ref folder: a clone's `release/` would hand running agents the user's next
+    # release branches. Untrusted, the prefix is ours (with a warning); trusted, the repository's.
+    (repo / ".daintree.toml").write_text('branch_prefix = "release/"\n')
+    made = cli("worktree", "create", "a", "--json")
+    assert made.returncode == 0 and json.loads(made.stdout)["branch"] == "wt/a"
+    assert "branch_prefix = 'release/'" in made.stderr and "daintree trust" in made.stderr
+    cli.ok("trust")
+    assert cli.json("worktree", "create", "b")["branch"] == "release/b"

@@ -525,6 +525,7 @@ def load(root: Path) -> Config:
     cfg.worktree_dir_source = "repo" if "worktree_dir" in repo else "user" if "worktree_dir" in user else "default"
     cfg.sandbox_repo_keys = _sandbox_keys(repo)
     _keep_user_network(cfg, user, repo_path)
+    _keep_user_branch_prefix(cfg, user, repo_path)
     if "roles" in user or "default_role" in user:
         _keep_user_policy(cfg, user, repo, repo_path)
     return cfg
@@ -543,6 +544,22 @@ def _keep_user_network(cfg: Config, user: dict[str, Any], repo_path: Path) -> No
         warn(f"config: sandbox.network = true in {repo_path} ignored: the repo config is not trusted "
              "(run `daintree trust`)")
         cfg.sandbox_network = False
+
+
+def _keep_user_branch_prefix(cfg: Config, user: dict[str, Any], repo_path: Path) -> None:
+    """An untrusted repository config cannot choose the branches' prefix: a sandbox can write its prefix's ref
+    folder (a branch made there after it started is writable to it), so `branch_prefix = "release/"` in a clone
+    would hand running agents the user's next release branches."""
+    own = user.get("branch_prefix")
+    fallback = own if isinstance(own, str) else DEFAULT_BRANCH_PREFIX
+    if cfg.branch_prefix == fallback:
+        return
+    from daintree_tui.core.trust import is_trusted  # function-level: trust imports this module
+
+    if not is_trusted(repo_path):
+        warn(f"config: branch_prefix = {cfg.branch_prefix!r} in {repo_path} ignored: the repo config is not "
+             f"trusted (run `daintree trust`); branches are {fallback}<name>")
+        cfg.branch_prefix = fallback
 
 
 _APPROVAL_STRICTNESS = {"none": 0, "checks": 1, "human": 2}
