@@ -25,9 +25,8 @@ def git(*args):
     return subprocess.run(["git", *args], capture_output=True, text=True, stdin=subprocess.DEVNULL)
 def pair(a, b):
     t = threading.Thread(target=b); t.start(); a(); t.join()
-git("rev-parse", "--path-format=absolute", "--git-common-dir", "--show-toplevel")
-pair(lambda: git("check-ref-format", "--branch", "wt/" + name),
-     lambda: git("rev-parse", "--path-format=absolute", "--git-path", "hooks"))
+git("rev-parse", "--path-format=absolute", "--git-common-dir", "--show-toplevel", "--git-path", "hooks")
+git("ls-files", "-z", "--", ":(literal).worktrees/")
 pair(lambda: git("rev-parse", "--verify", "--quiet", "--end-of-options", "HEAD^{commit}"),
      lambda: git("rev-parse", "--verify", "--quiet", "refs/heads/wt/" + name))
 pair(lambda: git("worktree", "add", "--quiet", "-b", "wt/" + name, ".worktrees/" + name),
