@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
+import pyperclip
 import pytest
 from textual.widgets._toast import Toast, ToastRack
 
 from daintree_tui.core.project import Project
+from daintree_tui.sessions.links import links_in
 from daintree_tui.tui.app import make_app
+from daintree_tui.tui.widgets.terminal import TerminalView
+from tests.conftest import CLI, trusted_config, wait_for
 from tests.test_dashboard import main_screen, until
 
 pytestmark = pytest.mark.usefixtures("tmux_socket")
@@ -29,3 +34,52 @@ async def test_a_toast_at_80_columns_is_wide_enough_for_a_worktrees_path(repo: P
         assert path in "".join(str(toast.render()).split("\n")), str(toast.render())
         rack = screen.query_one(ToastRack)
         assert rack.scrollbar_size_vertical == 0 or not rack.show_vertical_scrollbar
+
+
+SIGN_IN = ("https://claude.ai/oauth/authorize?code=true&client_id=9d1c250a-e61b-44d9-88ed-5944d1962f5e"
+           "&response_type=code&redirect_uri=https%3A%2F%2Fconsole.anthropic.com%2Foauth%2Fcode%2Fcallback"
+           "&scope=org%3Acreate_api_key+user%3Aprofile+user%3Ainference&code_challenge=Xq3v9kB0dFh2"
+           "&code_challenge_method=S256&state=a1b2c3d4e5f6")
+
+
+def test_links_in_puts_a_broken_url_back_together() -> None:
+    width = 60
+    pieces = [SIGN_IN[i:i + width - 2] for i in range(0, len(SIGN_IN), width - 2)]
+    # claude's layout breaks the URL itself, two spaces in; a box adds its border; the terminal's own wrap
+    # leaves full lines.
+    laid_out = "Browser didn't open? Visit:\n" + "\n".join(f"  {p}" for p in pieces) + "\n\nPaste code here >"
+    assert links_in(laid_out, width) == [SIGN_IN]
+    boxed = "\n".join(f"│ {p.ljust(width - 4)} │" for p in [SIGN_IN[i:i + width - 4]
+                                                           for i in range(0, len(SIGN_IN), width - 4)])
+    assert links_in(boxed, width) == [SIGN_IN]
+    wrapped = "\n".join(SIGN_IN[i:i + width] for i in range(0, len(SIGN_IN), width))
+    assert links_in(wrapped, width) == [SIGN_IN]
+    # A short link is not glued to the text under it, even a single word; two links stay two.
+    assert links_in("Visit https://example.com/device.\nPaste", 80) == ["https://example.com/device"]
+    edge = "x" * 34 + " https://example.com/a"
+    assert links_in(f"{edge}\nPaste code here\nhttps://b.example/x", 60) == ["https://example.com/a",
+                                                                             "https://b.example/x"]
+    assert links_in(f"{edge}\nhttps://b.example/x", 60) == ["https://example.com/a", "https://b.example/x"]
+
+
+async def test_u_copies_the_sign_in_link_the_agent_shows_whole(repo: Path, cli: CLI) -> None:
+    """claude's sign-in screen shows a URL of some 300 characters over six lines of the dashboard's terminal:
+    the mouse goes to the agent, and the user's own terminal copies the line breaks and the dashboard's border
+    with it, so the URL could not be copied at all. `u` copies the last link on the agent's screen, whole."""
+    code = (f"import time; print('Browser did not open? Visit:'); print('{SIGN_IN}'); "
+            "print('Paste code here if prompted >', flush=True); time.sleep(120)")
+    trusted_config(repo, f"[agents.signin]\ncommand = '''{sys.executable} -c \"{code}\"'''\n"
+                         "[notifications]\nbell = false\n")
+    cli.ok("worktree", "create", "login", "--agent", "signin")
+    wait_for(lambda: "Paste code" in cli.ok("session", "capture", "login").stdout)
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        screen = main_screen(app)
+        terminal = screen.query_one(TerminalView)
+        await until(pilot, lambda: terminal.attached and "Paste code" in terminal.screen_text())
+        assert SIGN_IN not in terminal.screen_text()  # broken over lines on screen
+        await pilot.press("u")
+        toast = "the link https://claude.ai/oauth/authorize?code=true&clie…"
+        await until(pilot, lambda: any(toast in str(t.render()) for t in screen.query(Toast)))
+        copied = pyperclip.paste() if "Copied" in str(screen.query(Toast).last().render()) else app.clipboard
+        assert copied == SIGN_IN

@@ -183,6 +183,10 @@ class Backend(Services):
     def dirty_files(self, name: str) -> list[str]:
         return self.worktrees.dirty_files(self.worktrees.get(name))
 
+    def screen_and_history(self, name: str, history: int = 500) -> str:
+        """The session's screen and the scrollback above it, as plain text (what `u` looks for links in)."""
+        return self.sessions.capture(name, history=history)
+
     def diff(self, name: str) -> str:
         """The worktree's changes against its base commit, untracked files included."""
         return self.review.diff(name)

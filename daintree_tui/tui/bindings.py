@@ -51,6 +51,8 @@ DASHBOARD_BINDINGS: list[BindingType] = [
     Binding("i", "inject_task", "Send task", id="inject_task", show=False,
             tooltip="Paste the task's text into the session"),
     Binding("c", "copy_path", "Copy path", id="copy_path", show=False, tooltip="Copy the worktree's path"),
+    Binding("u", "copy_link", "Copy link", id="copy_link", show=False,
+            tooltip="Copy the link the agent shows (a sign-in URL), whole"),
     Binding("e", "events", "Events", id="events", show=False, tooltip="The events log"),
     Binding("slash", "filter", "Filter", id="filter",
             tooltip="Filter tasks and worktrees; host:NAME shows one host's (esc clears)"),

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from textual.screen import ModalScreen
 
+from daintree_tui.core.errors import DaintreeError
 from daintree_tui.sessions.status import SessionStatus
 from daintree_tui.tui.screens.confirm import ConfirmScreen
 
@@ -229,12 +230,41 @@ async def diff(screen: DashboardActions, name: str) -> None:
 
 
 async def copy_path(screen: DashboardActions, path: str) -> None:
+    await copy_text(screen, path, path)
+
+
+async def copy_link(screen: DashboardActions, name: str) -> None:
+    """Copy the last link the agent's screen shows (a sign-in URL), put back together over its broken lines."""
+    from daintree_tui.sessions.links import links_in
+
+    terminal = screen.terminal
+    if not (terminal.attached and terminal.worktree == name):
+        screen.notify(f"No agent's screen in {name}: enter starts one", severity="warning")
+        return
+    # tmux's copy of the pane, with its scrollback: at 80x24 the view is shorter than claude's sign-in URL.
+    try:
+        text = await asyncio.to_thread(screen.backend.screen_and_history, name)
+    except DaintreeError:  # a remote host's session: what the view shows
+        text = terminal.screen_text()
+    links = links_in(text, terminal.emulator.screen.columns)
+    if not links:
+        screen.notify(f"No link on {name}'s screen", severity="warning")
+        return
+    link = links[-1]
+    await copy_text(screen, link, f"the link {link[:LINK_SHOWN]}{'…' if len(link) > LINK_SHOWN else ''}")
+
+
+LINK_SHOWN = 48
+"""How much of a copied link its toast shows: a sign-in URL of 300 characters filled the toast."""
+
+
+async def copy_text(screen: DashboardActions, text: str, shown: str) -> None:
     import pyperclip
 
     try:
-        await asyncio.to_thread(pyperclip.copy, path)
+        await asyncio.to_thread(pyperclip.copy, text)
     except pyperclip.PyperclipException:
-        screen.app.copy_to_clipboard(path)
-        screen.notify(f"No system clipboard; sent to the terminal's clipboard: {path}")
+        screen.app.copy_to_clipboard(text)
+        screen.notify(f"No system clipboard; sent to the terminal's clipboard: {shown}")
         return
-    screen.notify(f"Copied {path}")
+    screen.notify(f"Copied {shown}")
