@@ -83,3 +83,28 @@ async def test_u_copies_the_sign_in_link_the_agent_shows_whole(repo: Path, cli: 
         await until(pilot, lambda: any(toast in str(t.render()) for t in screen.query(Toast)))
         copied = pyperclip.paste() if "Copied" in str(screen.query(Toast).last().render()) else app.clipboard
         assert copied == SIGN_IN
+
+
+def test_session_log_n_into_a_pipe_counts_the_rows_a_full_screen_agent_draws(repo: Path, cli: CLI) -> None:
+    """`daintree session log with-opencode -n 5 | ...` printed 160 KB: opencode draws its screen row by row with
+    cursor moves and almost never a line break, and -n counted line breaks only. A cursor move to a row begins a
+    line too; the bytes are still the agent's (colours and cursor moves)."""
+    code = ("import sys, time\\n"
+            "for frame in range(300):\\n"
+            "    sys.stdout.write('\\\\x1b[H' + ''.join(f'\\\\x1b[{row};1H\\\\x1b[38;2;255;255;255mrow {row} of frame "
+            "{frame}' for row in range(1, 25)))\\n"
+            "sys.stdout.write('\\\\x1b[24;1Hlast row'); sys.stdout.flush(); time.sleep(120)\\n")
+    script = repo / "draw.py"
+    script.write_text(code.encode().decode("unicode_escape"))
+    trusted_config(repo, f"[agents.draw]\ncommand = \"{sys.executable} {script}\"\n")
+    cli.ok("worktree", "create", "tui", "--agent", "draw")
+    log = repo / ".worktrees" / ".logs" / "tui.log"
+    wait_for(lambda: log.exists() and b"last row" in log.read_bytes())
+    assert log.stat().st_size > 100_000
+    out = cli.ok("session", "log", "tui", "-n", "3").stdout
+    assert len(out) < 300, len(out)
+    assert out.startswith("\x1b[23;1H") and out.endswith("\x1b[24;1Hlast row"), repr(out)
+    assert "row 23 of frame 299" in out and "row 22 of" not in out
+    raw = cli.ok("session", "log", "tui", "-n", "1", "--raw").stdout
+    assert raw == "\x1b[24;1Hlast row"
+    assert cli.json("session", "log", "tui", "-n", "1")["text"] == "\x1b[24;1Hlast row"
