@@ -7,14 +7,15 @@ from pathlib import Path
 
 import pyperclip
 import pytest
+from textual.widgets import Button, Label
 from textual.widgets._toast import Toast, ToastRack
 
 from daintree_tui.core.project import Project
 from daintree_tui.sessions.links import links_in
 from daintree_tui.tui.app import make_app
 from daintree_tui.tui.widgets.terminal import TerminalView
-from tests.conftest import CLI, trusted_config, wait_for
-from tests.test_dashboard import main_screen, until
+from tests.conftest import CLI, events, trusted_config, wait_for
+from tests.test_dashboard import configure, main_screen, on_screen, until
 
 pytestmark = pytest.mark.usefixtures("tmux_socket")
 
@@ -108,3 +109,31 @@ def test_session_log_n_into_a_pipe_counts_the_rows_a_full_screen_agent_draws(rep
     raw = cli.ok("session", "log", "tui", "-n", "1", "--raw").stdout
     assert raw == "\x1b[24;1Hlast row"
     assert cli.json("session", "log", "tui", "-n", "1")["text"] == "\x1b[24;1Hlast row"
+
+
+async def test_shift_s_stops_the_agent_and_keeps_the_worktree(repo: Path, cli: CLI) -> None:
+    """A new user could not stop an agent from the dashboard: no key, no palette entry; `x` removes the worktree
+    with it, `s` starts another. `S` asks, then stops the agent; the worktree stays, enter starts it again."""
+    configure(repo)
+    cli.ok("worktree", "create", "busy", "--agent", "echo")
+    wait_for(lambda: cli.json("session", "list")[0]["status"] in ("running", "waiting"))
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: "busy" in screen.sessions and screen.selected == "busy")
+        await pilot.press("S")
+        await on_screen(pilot, app, "ConfirmScreen")
+        assert "Stop echo?" in " ".join(str(label.render()) for label in app.screen.query(Label))
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is screen)
+        assert "busy" in cli.ok("session", "list", "--json").stdout and "exited" not in cli.ok("session", "list").stdout
+        await pilot.press("S")
+        await on_screen(pilot, app, "ConfirmScreen")
+        app.screen.query_one("#yes", Button).press()
+        await until(pilot, lambda: app.screen is screen)
+        await until(pilot, lambda: all(s["status"] == "exited" for s in cli.json("session", "list")))
+        assert cli.json("worktree", "list")[0]["name"] == "busy"
+        assert any(e["event"] == "session.exited" and e.get("reason") == "stopped" for e in events(repo)), events(repo)
+        await until(pilot, lambda: "busy" not in screen.sessions or screen.sessions["busy"].status == "exited")
+        await pilot.press("S")
+        await until(pilot, lambda: any("No agent runs in busy" in str(t.render()) for t in screen.query(Toast)))

@@ -174,6 +174,9 @@ class Backend(Services):
             self.live.events.poke()  # the first session of a server has no control client to tell yet
         return info
 
+    def stop_session(self, name: str) -> bool:
+        return self.sessions.stop(name)
+
     def keep(self, name: str) -> WorktreeEntry:
         return self.worktrees.keep(name)
 

@@ -35,6 +35,8 @@ DASHBOARD_BINDINGS: list[BindingType] = [
             tooltip="New task (enter in the subject: task + worktree + session at once)"),
     Binding("enter", "open_session", "Open", id="open_session",
             tooltip="Type into the current worktree's session (starting its agent if none runs)"),
+    Binding("S", "stop_session", "Stop", id="stop_session", show=False,
+            tooltip="Stop the agent (asks; the worktree and its files stay, enter starts it again)"),
     Binding("s", "start_session", "Session", id="start_session",
             tooltip="Start or restart a session with a chosen agent"),
     Binding("k", "keep", "Keep", id="keep", tooltip="Keep the worktree"),

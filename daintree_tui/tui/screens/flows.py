@@ -130,6 +130,19 @@ async def pick_agent(screen: DashboardActions, name: str, restart: bool,
     await start_session(screen, name, choice.agent, restart, resume=choice.resume)
 
 
+async def stop_session(screen: DashboardActions, name: str) -> None:
+    info = screen.sessions.get(name)
+    if info is None or info.status == SessionStatus.EXITED:
+        screen.notify(f"No agent runs in {name}", severity="warning")
+        return
+    body = (f"{info.agent} is {info.status} in {name}. Whatever it is doing now is interrupted; the worktree and its "
+            "files stay as they are, and enter starts it again.")
+    if not await screen.app.push_screen_wait(ConfirmScreen(f"Stop {info.agent}?", body, yes=f"Stop {info.agent}")):
+        return
+    await asyncio.to_thread(screen.backend.stop_session, name)
+    screen.operation_done(f"Stopped {info.agent} in {name}")
+
+
 async def keep(screen: DashboardActions, name: str) -> None:
     await asyncio.to_thread(screen.backend.keep, name)
     screen.operation_done(f"Kept {name}")
