@@ -1291,3 +1291,33 @@ def test_gemini_saves_its_project_registry_inside_the_sandbox(repo: Path, sandbo
     assert not (gemini / "skills" / "evil").exists() and not (gemini / "agents" / "evil.md").exists()
     assert "pwned" not in (gemini / "trusted_hooks.json").read_text()
     cli.ok("session", "stop", "g1")
+
+
+GEMINI_TRUSTS = r"""#!/bin/sh
+t="${GEMINI_CLI_TRUSTED_FOLDERS_PATH:-$HOME/.gemini/trustedFolders.json}"
+{ cat "$t" 2>/dev/null; echo '"/w": "TRUST_PARENT"'; } > "$t.1.tmp" && mv "$t.1.tmp" "$t" && r=saved || r=failed
+echo "$r $t" > "$HOME/.gemini/tmp/trust-result"
+exec cat
+"""
+
+
+def test_sandboxed_gemini_keeps_its_folder_trust_answers_in_its_own_copy(repo: Path, sandbox_env: Path) -> None:
+    """Asked whether to trust a new worktree, sandboxed gemini saved the answer in ~/.gemini/trustedFolders.json,
+    which the sandbox binds read-only (the user's own gemini obeys it): the save failed and gemini exited (52), at
+    every new worktree. Sandboxed, it keeps them in a copy of the user's, which the user's own gemini never reads."""
+    gemini = sandbox_env / ".gemini"
+    (gemini / "tmp").mkdir(parents=True)
+    (gemini / "trustedFolders.json").write_text('"/mine": "TRUST_FOLDER"\n')
+    script = sandbox_env / "gemini-trusts.sh"
+    script.write_text(GEMINI_TRUSTS)
+    _write_user_config(f'[agents.gemini]\ncommand = "sh {script}"\nprompt_mode = "none"\n')
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "g2")
+    assert cli.json("session", "start", "g2", "--agent", "gemini")["sandbox"]["active"] is True
+    result = gemini / "tmp" / "trust-result"
+    wait_for(result.exists, timeout=30)
+    copy = gemini / "trustedFolders.sandbox.json"
+    assert result.read_text() == f"saved {copy}\n"
+    assert copy.read_text() == '"/mine": "TRUST_FOLDER"\n"/w": "TRUST_PARENT"\n'
+    assert (gemini / "trustedFolders.json").read_text() == '"/mine": "TRUST_FOLDER"\n'
+    cli.ok("session", "stop", "g2")

@@ -42,7 +42,8 @@ AGENT_DATA: dict[str, tuple[str, ...]] = {
     # gemini 0.61 renames a temporary file over projects.json (its registry of project folders) at every start:
     # bound read-only, the rename failed (EBUSY) and it died at once.
     "~/.gemini/": ("oauth_creds.json", "google_accounts.json", "installation_id", "user_id", "tmp", "history",
-                   "mcp-oauth-tokens.json", "projects.json", "state.json", "*.tmp*", "*.lock"),
+                   "mcp-oauth-tokens.json", "projects.json", "state.json", "trustedFolders.sandbox.json", "*.tmp*",
+                   "*.lock"),
     "~/.config/opencode/": (),
     "~/.local/share/opencode/": ("auth.json", "storage", "log", "snapshot", "project", "repos", "tool-output",
                                  "*.tmp*", "*.lock"),
