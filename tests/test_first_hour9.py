@@ -137,3 +137,16 @@ async def test_shift_s_stops_the_agent_and_keeps_the_worktree(repo: Path, cli: C
         await until(pilot, lambda: "busy" not in screen.sessions or screen.sessions["busy"].status == "exited")
         await pilot.press("S")
         await until(pilot, lambda: any("No agent runs in busy" in str(t.render()) for t in screen.query(Toast)))
+
+
+def test_one_file_is_one_file_not_one_file_s(repo: Path, cli: CLI) -> None:
+    """`worktree commit` said 'committed 1 file(s) in w', `worktree status` 'dirty:   1 file(s)', the dashboard
+    'Committed 1 file(s)' and '1 uncommitted file(s) would be lost'."""
+    cli.ok("worktree", "create", "w")
+    (repo / ".worktrees" / "w" / "a.txt").write_text("a\n")
+    assert "  dirty:   1 file\n" in cli.ok("worktree", "status", "w").stdout
+    assert cli.ok("worktree", "commit", "w", "-m", "a", "--all").stdout.startswith("committed 1 file in w: ")
+    for name in ("b.txt", "c.txt"):
+        (repo / ".worktrees" / "w" / name).write_text("x\n")
+    assert "  dirty:   2 files\n" in cli.ok("worktree", "status", "w").stdout
+    assert cli.ok("worktree", "commit", "w", "-m", "bc", "--all").stdout.startswith("committed 2 files in w: ")

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, TypeVar
 from textual.screen import ModalScreen
 
 from daintree_tui.core.errors import DaintreeError
+from daintree_tui.core.validate import files as count_files
 from daintree_tui.sessions.status import SessionStatus
 from daintree_tui.tui.screens.confirm import ConfirmScreen
 
@@ -183,7 +184,7 @@ async def commit(screen: DashboardActions, name: str) -> None:
         return
     result = await asyncio.to_thread(screen.backend.commit, name, choice.message, choice.all_changes)
     files = result["files"]
-    screen.operation_done(f"Committed {len(files) if isinstance(files, list) else 0} file(s) in {name}")
+    screen.operation_done(f"Committed {count_files(len(files) if isinstance(files, list) else 0)} in {name}")
 
 
 async def merge(screen: DashboardActions, name: str) -> None:
