@@ -614,3 +614,37 @@ def claude_usage_watched(repo: Path, name: str) -> tuple[Any, Any, Any, Path]:
     transcript = config_dir / "projects" / project_slug(str(ctx.worktree)) / "s.jsonl"
     transcript.parent.mkdir(parents=True)
     return manager, ctx, claude, transcript
+
+
+@needs_tmux
+@pytest.mark.parametrize("agent", ["claude", "gemini"])
+def test_the_dashboards_live_status_believes_hooks_as_session_list_does(cli: CLI, repo: Path, tmux_socket: str,
+                                                                          fake_bin: Path, agent: str) -> None:
+    """The dashboard showed gemini and opencode `running` for minutes while `session list` said `waiting`: its live
+    status read the agent's `waiting` signal as another agent's, so the first redraw after it (the dashboard
+    resizing the pane, a spinner, the user moving in a menu) turned it `running` until the next signal. A
+    hooked agent's `waiting` now holds there too until its hooks (or, for Codex, its records) say a turn began."""
+    from daintree_tui.sessions.live import LiveSessions
+
+    name = f"live-{agent}"
+    services = _start(cli, repo, name, agent)
+    manager = services.sessions
+    _ready(services, repo, name)
+    live = LiveSessions(manager, record=lambda change: None).start()
+    try:
+        status = lambda: next((str(i.status) for i in live.infos() if i.name == name), None)  # noqa: E731
+        wait_for(lambda: status() == "waiting", timeout=15)
+        manager.send(name, "/noise")
+        seen = set()
+
+        def bursts_over() -> bool:
+            seen.add(status())
+            return "redraw 3.19" in manager.capture(name, history=200)
+
+        wait_for(bursts_over, timeout=40, interval=0.3)
+        assert seen == {"waiting"}
+        manager.send(name, "spend")  # a turn: the agent's prompt hook says running
+        # A sandboxed agent's signal arrives through its inbox, which the dashboard's poll applies.
+        wait_for(lambda: _info(services, name) and status() == "running", timeout=15)
+    finally:
+        live.close()

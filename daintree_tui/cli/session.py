@@ -108,7 +108,7 @@ LOG_TAIL_LIMIT = 16 * 1024 * 1024
 
 
 def cmd_session_log(args: argparse.Namespace, services: Services) -> int:
-    from daintree_tui.core.follow import follow_lines, read_tail
+    from daintree_tui.core.follow import follow_lines, last_lines, line_starts, read_tail
     from daintree_tui.sessions.last_words import readable_lines
 
     if args.lines < 0:
@@ -133,15 +133,13 @@ def cmd_session_log(args: argparse.Namespace, services: Services) -> int:
                 return False
             if as_text:
                 return len(readable_lines(tail.decode("utf-8", errors="replace"))) > args.lines
-            return tail.count(b"\n") >= args.lines + (1 if tail.endswith(b"\n") else 0)
+            return len(line_starts(tail)) > args.lines  # and one more: the first may be cut
 
         # -n N of a log with no line breaks in gigabytes shows what its last LOG_TAIL_LIMIT bytes hold.
         data, read = read_tail(path, enough, LOG_TAIL_LIMIT if args.lines else None)
         whole = data
         if args.lines:
-            parts = data.split(b"\n")
-            keep = args.lines + 1 if data.endswith(b"\n") else args.lines  # a last line may be unfinished
-            data = b"\n".join(parts[-keep:])
+            data = last_lines(data, args.lines)
     if as_json and not args.follow:  # one document: the log is the agent's raw terminal output, as text
         emit(args, {"name": args.name, "path": str(path), "text": data.decode("utf-8", errors="replace")}, "")
         return 0

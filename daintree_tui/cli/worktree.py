@@ -13,6 +13,7 @@ from daintree_tui.cli.output import emit, table, wants_json, write_line
 from daintree_tui.core import trust
 from daintree_tui.core.errors import DaintreeError, InputError
 from daintree_tui.core.log import warn
+from daintree_tui.core.validate import files
 from daintree_tui.services import Services
 
 
@@ -115,7 +116,7 @@ def cmd_wt_status(args: argparse.Namespace, services: Services) -> int:
                  f"  ports:   {', '.join(map(str, entry.ports)) or '-'}",
                  f"  ahead/behind: +{facts.ahead}/-{facts.behind}",
                  f"  session: {_session_word(session)}",
-                 f"  dirty:   {len(dirty)} file(s)"]
+                 f"  dirty:   {files(len(dirty))}"]
         lines += [f"    {f}" for f in dirty[:50]]
         return "\n".join(lines)
 
@@ -196,7 +197,7 @@ def cmd_wt_diff(args: argparse.Namespace, services: Services) -> int:
 
 def cmd_wt_commit(args: argparse.Namespace, services: Services) -> int:
     result = services.review.commit(args.name, args.message, all_changes=args.all)
-    emit(args, result, f"committed {len(result['files'])} file(s) in {args.name}: {result['commit'][:10]}")
+    emit(args, result, f"committed {files(len(result['files']))} in {args.name}: {result['commit'][:10]}")
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -63,3 +64,25 @@ def read_tail(path: Path, enough: Callable[[bytes], bool], limit: int | None = N
                 break
             chunk *= 2
     return data, size
+
+
+# Where a line of an agent's raw output begins: after a line break, or at a cursor move to a row (`ESC [ row ; col
+# H`, or `ESC [ H`), with which a full-screen agent (opencode) draws its screen, and almost never a line break.
+LINE_START = re.compile(rb"\n|\x1b\[[0-9;]*[Hf]")
+
+
+def line_starts(data: bytes) -> list[int]:
+    """Where each line of raw terminal output `data` begins (the first may be cut: it begins at 0)."""
+    starts = [0]
+    for match in LINE_START.finditer(data):
+        starts.append(match.end() if match.group() == b"\n" else match.start())
+    if starts[-1] == len(data) and len(starts) > 1:  # after a last line break: no line yet
+        starts.pop()
+    return sorted(set(starts))
+
+
+def last_lines(data: bytes, count: int) -> bytes:
+    """The last `count` lines of raw terminal output, as bytes (see LINE_START)."""
+    starts = line_starts(data)
+    return data[starts[-count]:] if count < len(starts) else data
+

@@ -104,6 +104,11 @@ def is_number(value: object) -> bool:
 _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
+def files(n: int) -> str:
+    """'1 file', '3 files': what the CLI and the dashboard said as '1 file(s)'."""
+    return f"{n} file" if n == 1 else f"{n} files"
+
+
 def escape_controls(text: str) -> str:
     """`text` with every terminal control shown as an escape (`\\x1b`), so it is seen, never obeyed."""
     return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100

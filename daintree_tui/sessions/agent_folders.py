@@ -40,8 +40,11 @@ AGENT_DATA: dict[str, tuple[str, ...]] = {
     "~/.codex/": ("auth.json", "sessions", "archived_sessions", "log", "history.jsonl", "*.sqlite", "*.sqlite-*",
                   ".sqlite-maintenance.lock", "installation_id", "version.json", "tmp", "models_cache.json",
                   "internal_storage.json", "cache", "shell_snapshots", "*.tmp*", "*.lock"),
+    # gemini 0.61 renames a temporary file over projects.json (its registry of project folders) at every start:
+    # bound read-only, the rename failed (EBUSY) and it died at once.
     "~/.gemini/": ("oauth_creds.json", "google_accounts.json", "installation_id", "user_id", "tmp", "history",
-                   "mcp-oauth-tokens.json", "*.tmp*", "*.lock"),
+                   "mcp-oauth-tokens.json", "projects.json", "state.json", "trustedFolders.sandbox.json", "*.tmp*",
+                   "*.lock"),
     "~/.config/opencode/": (),
     "~/.local/share/opencode/": ("auth.json", "storage", "log", "snapshot", "project", "repos", "tool-output",
                                  "*.tmp*", "*.lock"),
@@ -63,8 +66,10 @@ AGENT_OBEYED: dict[str, tuple[tuple[str, ...], ...]] = {
     # .gemini/settings.json (its hooks and MCP servers) count: both loosen what the user's own agent does.
     "codex": (("~/.codex/config.toml",), ("~/.codex/AGENTS.md",), ("~/.codex/AGENTS.override.md",),
               ("~/.codex/prompts/",), ("~/.codex/skills/",), ("~/.codex/rules/",)),
+    # trusted_hooks.json lets a project's hooks run without asking; skills/ and agents/ are instructions.
     "gemini": (("~/.gemini/settings.json",), ("~/.gemini/extensions/",), ("~/.gemini/GEMINI.md",),
-               ("~/.gemini/commands/",), ("~/.gemini/trustedFolders.json",), ("~/.gemini/policies/",)),
+               ("~/.gemini/commands/",), ("~/.gemini/trustedFolders.json",), ("~/.gemini/policies/",),
+               ("~/.gemini/trusted_hooks.json",), ("~/.gemini/skills/",), ("~/.gemini/agents/",)),
     "opencode": (("~/.config/opencode/opencode.json", "~/.config/opencode/opencode.jsonc",
                   "~/.config/opencode/config.json"), ("~/.config/opencode/plugin/",),
                  ("~/.config/opencode/plugins/",), ("~/.config/opencode/AGENTS.md",),

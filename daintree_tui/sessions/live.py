@@ -35,7 +35,7 @@ from daintree_tui.sessions.control import (
 )
 from daintree_tui.sessions.host import SESSION_PREFIX
 from daintree_tui.sessions.manager import SessionInfo, SessionManager, session_record_path, status_source_of
-from daintree_tui.sessions.status import Observation, SessionStatus, derive_status
+from daintree_tui.sessions.status import SIGNAL_SLACK, Observation, SessionStatus, derive_status
 
 QUIET_BEFORE_CAPTURE = 1.2  # seconds without activity before a prompt pattern is checked (one report is ~1 s)
 TICK = 0.2
@@ -73,6 +73,9 @@ class LiveStatus:
         pattern_for: the waiting-prompt regex of a session's preset (by session name), or None.
         signal_for: the agent's own last signal (state, ts) for a session, or None.
         started_at_for: when the session was started (from its record), or None to use tmux's creation time.
+        hooks_for: whether the session's agent reports through hooks wired for it (its record's status_source):
+            its `waiting` then stays through redraws, as `session list` has it (status.py).
+        record_mtime_for: when its usage records last grew (a Codex turn starting shows there first).
         on_change: called with every status change, once, on this object's thread.
     """
 
@@ -80,6 +83,8 @@ class LiveStatus:
                  pattern_for: Callable[[str], str | None] = lambda _: None,
                  signal_for: Callable[[str], tuple[str, float] | None] = lambda _: None,
                  started_at_for: Callable[[str], float | None] = lambda _: None,
+                 hooks_for: Callable[[str], bool] = lambda _: False,
+                 record_mtime_for: Callable[[str], float | None] = lambda _: None,
                  on_change: Callable[[StatusChange], None] | None = None,
                  clock: Callable[[], float] = time.time, tick: float = TICK) -> None:
         self.source = source
@@ -87,6 +92,9 @@ class LiveStatus:
         self.pattern_for = pattern_for
         self.signal_for = signal_for
         self.started_at_for = started_at_for
+        self.hooks_for = hooks_for
+        self.record_mtime_for = record_mtime_for
+        self._record_mtimes: dict[str, tuple[float, float | None]] = {}
         self.changes: queue.SimpleQueue[StatusChange] = queue.SimpleQueue()
         self._on_change = on_change or self.changes.put
         self.clock = clock
@@ -185,10 +193,12 @@ class LiveStatus:
                     continue
                 signal = self.signal_for(name)
                 started = self.started_at_for(name) or facts.created
+                hooks = bool(signal) and self.hooks_for(name)
                 obs = Observation(alive=not facts.dead, exit_code=facts.exit_code, started_at=started,
                                   last_output=facts.last_output,
                                   signal_state=signal[0] if signal else None, signal_ts=signal[1] if signal else None,
-                                  screen_tail=facts.screen_tail)
+                                  screen_tail=facts.screen_tail, hooks=hooks,
+                                  record_mtime=self._record_mtime(name, now, facts, signal) if hooks else None)
                 new = derive_status(obs, now, self.debounce, self.pattern_for(name))
                 self.evaluations += 1
                 if new != old:
@@ -196,6 +206,20 @@ class LiveStatus:
                     changes.append(StatusChange(name, old, new, facts.exit_code, now))
         for change in changes:
             self._on_change(change)
+
+
+    def _record_mtime(self, name: str, now: float, facts: _Facts, signal: tuple[str, float] | None) -> float | None:
+        """When a hooked session's usage records last grew, looked at only where it could change the status (output
+        after a `waiting` signal: a redraw, or a turn its agent does not announce) and at most once a second."""
+        if not signal or signal[0] != SessionStatus.WAITING or (facts.last_output or 0.0) <= signal[1] + SIGNAL_SLACK:
+            return None
+        seen = self._record_mtimes.get(name)
+        if seen is None or now - seen[0] >= RECORDS_EVERY:
+            seen = self._record_mtimes[name] = (now, self.record_mtime_for(name))
+        return seen[1]
+
+
+RECORDS_EVERY = 1.0  # seconds between looks at one session's usage records
 
 
 def _initial_facts(record: PaneRecord) -> _Facts:
@@ -334,7 +358,9 @@ class LiveSessions:
         self.events = SessionEvents(base_argv(), prefix, env=server_env(), reconcile_interval=reconcile_interval)
         self.status = LiveStatus(self.events, project.config.waiting_debounce, pattern_for=self._pattern,
                                  signal_for=lambda s: self.records.signal(s[len(SESSION_PREFIX):]),
-                                 started_at_for=self._started_at, on_change=self._changed)
+                                 started_at_for=self._started_at, hooks_for=self._hooked,
+                                 record_mtime_for=lambda s: manager.usage.record_mtime(s[len(SESSION_PREFIX):]),
+                                 on_change=self._changed)
         self.previews = Previews(self.events)
         self._record = record
         self._on_change = on_change
@@ -358,6 +384,9 @@ class LiveSessions:
     def _pattern(self, session: str) -> str | None:
         preset = self.presets.get(str(self.records.get(session[len(SESSION_PREFIX):]).get("agent", "")))
         return preset.waiting_pattern if preset is not None else None
+
+    def _hooked(self, session: str) -> bool:
+        return self.records.get(session[len(SESSION_PREFIX):]).get("status_source") == "hooks"
 
     def _started_at(self, session: str) -> float | None:
         started = self.records.get(session[len(SESSION_PREFIX):]).get("started_at")

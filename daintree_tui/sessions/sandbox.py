@@ -179,11 +179,22 @@ def session_sandbox(project: Project, entry: WorktreeEntry, preset: Preset, back
 # the account) outlives the session. CLAUDE_CONFIG_DIR moves that file into ~/.claude/, which the sandbox binds
 # writable; it starts as a copy of ~/.claude.json, so what the user had comes along.
 CLAUDE_CONFIG_ENV = "CLAUDE_CONFIG_DIR"
+# Gemini CLI asks whether to trust each new folder and saves the answer in ~/.gemini/trustedFolders.json, which the
+# user's own gemini obeys (read-only in the sandbox): the answer failed to save and gemini exited (52) at once.
+# Sandboxed, it keeps its answers in a copy of its own, the same way as claude's ~/.claude.json.
+GEMINI_TRUST_ENV = "GEMINI_CLI_TRUSTED_FOLDERS_PATH"
+GEMINI_SANDBOX_TRUST = "trustedFolders.sandbox.json"
 
 
 def agent_environment(preset: Preset) -> dict[str, str]:
     """What a sandboxed session of `preset` adds to its environment so that its agent can keep its state."""
-    if "claude" not in (preset.name, Path(preset.argv()[0]).name) or os.environ.get(CLAUDE_CONFIG_ENV):
+    programs = (preset.name, Path(preset.argv()[0]).name)
+    if "gemini" in programs and not os.environ.get(GEMINI_TRUST_ENV):
+        gemini = Path.home() / ".gemini"
+        gemini.mkdir(parents=True, exist_ok=True)
+        _seed(gemini / "trustedFolders.json", gemini / GEMINI_SANDBOX_TRUST)
+        return {GEMINI_TRUST_ENV: str(gemini / GEMINI_SANDBOX_TRUST)}
+    if "claude" not in programs or os.environ.get(CLAUDE_CONFIG_ENV):
         return {}  # not claude, or the user chose the folder
     folder = Path.home() / ".claude"
     folder.mkdir(parents=True, exist_ok=True)

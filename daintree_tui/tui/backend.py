@@ -174,6 +174,9 @@ class Backend(Services):
             self.live.events.poke()  # the first session of a server has no control client to tell yet
         return info
 
+    def stop_session(self, name: str) -> bool:
+        return self.sessions.stop(name)
+
     def keep(self, name: str) -> WorktreeEntry:
         return self.worktrees.keep(name)
 
@@ -182,6 +185,10 @@ class Backend(Services):
 
     def dirty_files(self, name: str) -> list[str]:
         return self.worktrees.dirty_files(self.worktrees.get(name))
+
+    def screen_and_history(self, name: str, history: int = 500) -> str:
+        """The session's screen and the scrollback above it, as plain text (what `u` looks for links in)."""
+        return self.sessions.capture(name, history=history)
 
     def diff(self, name: str) -> str:
         """The worktree's changes against its base commit, untracked files included."""

@@ -209,6 +209,14 @@ class DashboardActions(Screen[None]):
             self.run_flow(flows.copy_path(self, entry.path), "copy path")
 
     @needs_worktree
+    def action_stop_session(self) -> None:
+        self.run_flow(flows.stop_session(self, str(self.selected)), "stop session")
+
+    @needs_worktree
+    def action_copy_link(self) -> None:
+        self.run_flow(flows.copy_link(self, str(self.selected)), "copy link")
+
+    @needs_worktree
     def action_diff(self) -> None:
         self.with_later(self.show_diff_tab)
 

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 from textual.screen import ModalScreen
 
+from daintree_tui.core.errors import DaintreeError
+from daintree_tui.core.validate import files as count_files
 from daintree_tui.sessions.status import SessionStatus
 from daintree_tui.tui.screens.confirm import ConfirmScreen
 
@@ -129,6 +131,19 @@ async def pick_agent(screen: DashboardActions, name: str, restart: bool,
     await start_session(screen, name, choice.agent, restart, resume=choice.resume)
 
 
+async def stop_session(screen: DashboardActions, name: str) -> None:
+    info = screen.sessions.get(name)
+    if info is None or info.status == SessionStatus.EXITED:
+        screen.notify(f"No agent runs in {name}", severity="warning")
+        return
+    body = (f"{info.agent} is {info.status} in {name}. Whatever it is doing now is interrupted; the worktree and its "
+            "files stay as they are, and enter starts it again.")
+    if not await screen.app.push_screen_wait(ConfirmScreen(f"Stop {info.agent}?", body, yes=f"Stop {info.agent}")):
+        return
+    await asyncio.to_thread(screen.backend.stop_session, name)
+    screen.operation_done(f"Stopped {info.agent} in {name}")
+
+
 async def keep(screen: DashboardActions, name: str) -> None:
     await asyncio.to_thread(screen.backend.keep, name)
     screen.operation_done(f"Kept {name}")
@@ -169,7 +184,7 @@ async def commit(screen: DashboardActions, name: str) -> None:
         return
     result = await asyncio.to_thread(screen.backend.commit, name, choice.message, choice.all_changes)
     files = result["files"]
-    screen.operation_done(f"Committed {len(files) if isinstance(files, list) else 0} file(s) in {name}")
+    screen.operation_done(f"Committed {count_files(len(files) if isinstance(files, list) else 0)} in {name}")
 
 
 async def merge(screen: DashboardActions, name: str) -> None:
@@ -229,12 +244,41 @@ async def diff(screen: DashboardActions, name: str) -> None:
 
 
 async def copy_path(screen: DashboardActions, path: str) -> None:
+    await copy_text(screen, path, path)
+
+
+async def copy_link(screen: DashboardActions, name: str) -> None:
+    """Copy the last link the agent's screen shows (a sign-in URL), put back together over its broken lines."""
+    from daintree_tui.sessions.links import links_in
+
+    terminal = screen.terminal
+    if not (terminal.attached and terminal.worktree == name):
+        screen.notify(f"No agent's screen in {name}: enter starts one", severity="warning")
+        return
+    # tmux's copy of the pane, with its scrollback: at 80x24 the view is shorter than claude's sign-in URL.
+    try:
+        text = await asyncio.to_thread(screen.backend.screen_and_history, name)
+    except DaintreeError:  # a remote host's session: what the view shows
+        text = terminal.screen_text()
+    links = links_in(text, terminal.emulator.screen.columns)
+    if not links:
+        screen.notify(f"No link on {name}'s screen", severity="warning")
+        return
+    link = links[-1]
+    await copy_text(screen, link, f"the link {link[:LINK_SHOWN]}{'…' if len(link) > LINK_SHOWN else ''}")
+
+
+LINK_SHOWN = 48
+"""How much of a copied link its toast shows: a sign-in URL of 300 characters filled the toast."""
+
+
+async def copy_text(screen: DashboardActions, text: str, shown: str) -> None:
     import pyperclip
 
     try:
-        await asyncio.to_thread(pyperclip.copy, path)
+        await asyncio.to_thread(pyperclip.copy, text)
     except pyperclip.PyperclipException:
-        screen.app.copy_to_clipboard(path)
-        screen.notify(f"No system clipboard; sent to the terminal's clipboard: {path}")
+        screen.app.copy_to_clipboard(text)
+        screen.notify(f"No system clipboard; sent to the terminal's clipboard: {shown}")
         return
-    screen.notify(f"Copied {path}")
+    screen.notify(f"Copied {shown}")

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 LOCAL_ONLY = {"commit": "worktree commit", "merge": "worktree merge", "pr": "worktree pr",
               "diff": "worktree diff", "copy_path": "worktree status", "inject_task": "session send",
-              "start_session": "session start"}
+              "start_session": "session start", "stop_session": "session stop"}
 
 
 class HostsScreen(DashboardActions):
@@ -245,6 +245,11 @@ class HostsScreen(DashboardActions):
     def action_start_session(self) -> None:
         if not self.refuse("start_session"):
             super().action_start_session()
+
+    @needs_worktree
+    def action_stop_session(self) -> None:
+        if not self.refuse("stop_session"):
+            super().action_stop_session()
 
     @needs_worktree
     def action_inject_task(self) -> None:

@@ -13,6 +13,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
 
+from daintree_tui.core.validate import files
 from daintree_tui.tui.widgets.plain import plain
 from daintree_tui.tui.widgets.ticks import TickBox
 
@@ -46,7 +47,8 @@ class RemoveScreen(ModalScreen[RemoveChoice | None]):
         with Vertical(id="dialog", classes="dialog"):
             yield Label(f"Remove worktree {self.worktree}?", classes="dialog-title")
             if self.dirty:
-                warning = Text(f"{len(self.dirty)} uncommitted file(s) would be lost:", style="bold red")
+                lost = files(len(self.dirty)).replace(" file", " uncommitted file")
+                warning = Text(f"{lost} would be lost:", style="bold red")
                 yield Static(warning)
                 with VerticalScroll(id="dirty-files"):
                     yield Static(plain("\n".join(f"  {f}" for f in self.dirty[:200])))
@@ -73,7 +75,7 @@ class RemoveScreen(ModalScreen[RemoveChoice | None]):
         if not self.armed:
             self.armed = True
             button = self.query_one("#remove", Button)
-            button.label = f"Yes, discard {len(self.dirty)} file(s) for good"
+            button.label = f"Yes, discard {files(len(self.dirty))} for good"
             self.notify("Press again to discard the uncommitted work", severity="warning")
             return
         self.dismiss(RemoveChoice(force=True, complete_task=complete))

@@ -7,6 +7,7 @@ from textual.reactive import reactive
 from textual.widgets import RichLog
 
 from daintree_tui.core.validate import escape_controls
+from daintree_tui.core.validate import files as count_files
 
 
 def changed_files(diff: str) -> list[str]:
@@ -44,7 +45,7 @@ class DiffView(RichLog):
         if not diff.strip():
             self.write(Text(f"{name}: no changes against its base", style="dim"))
             return
-        header = Text(f"{name}: {len(files)} file(s) changed: ", style="bold")
+        header = Text(f"{name}: {count_files(len(files))} changed: ", style="bold")
         header.append(", ".join(files), style="cyan")
         self.write(header)
         from rich.syntax import Syntax  # pygments is slow to import: load it on the first diff
