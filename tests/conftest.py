@@ -22,8 +22,11 @@ GIT_IDENTITY = {
 
 @pytest.fixture(autouse=True)
 def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every test gets its own user config/data dirs and a git identity; nothing of the real user's leaks in."""
+    """Every test gets its own home, user config/data dirs and a git identity: nothing of the real user's leaks in,
+    and nothing a test does lands in the real user's home (a sandboxed session makes the empty files it binds
+    read-only in the agent's folders, ~/.claude and the like)."""
     home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
     monkeypatch.setenv("XDG_STATE_HOME", str(home / "state"))
