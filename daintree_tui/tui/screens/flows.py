@@ -140,8 +140,13 @@ async def stop_session(screen: DashboardActions, name: str) -> None:
             "files stay as they are, and enter starts it again.")
     if not await screen.app.push_screen_wait(ConfirmScreen(f"Stop {info.agent}?", body, yes=f"Stop {info.agent}")):
         return
-    await asyncio.to_thread(screen.backend.stop_session, name)
-    screen.operation_done(f"Stopped {info.agent} in {name}")
+    left = await asyncio.to_thread(screen.backend.stop_session, name, info.started_at)
+    if left is None:
+        screen.operation_done(f"Stopped {info.agent} in {name}")
+        return
+    ended = "had already exited" if left.status == SessionStatus.EXITED else "is not the one asked about"
+    code = f" ({left.exit_code})" if left.status == SessionStatus.EXITED and left.exit_code is not None else ""
+    screen.notify(f"Not stopped: {name}'s {info.agent} {ended}{code}", severity="warning")
 
 
 async def keep(screen: DashboardActions, name: str) -> None:
