@@ -166,7 +166,7 @@ class WorktreeService:
         out = []
         if self.project.journal_dir.is_dir():
             for path in sorted(self.project.journal_dir.glob("*.json")):
-                if path in trust.tracked_state_files(self.project):
+                if trust.from_history(self.project, path):
                     # It came through git (a pull, a merged branch): "finish the remove of b1" is not ours to obey.
                     warn(f"skipping journal {path}: git tracks it, so it came with the repository's history, not "
                          "from daintree (delete it and `git rm --cached` it)")
