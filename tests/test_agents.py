@@ -271,9 +271,11 @@ def test_hooks_wired_per_session_report_each_turn(cli: CLI, repo: Path, tmux_soc
     assert usage["input"] == 100 * calls and usage["cache_read"] == 300 * calls
     assert usage["cache_write"] == (20 * calls if agent in ("claude", "opencode") else 0)
     # Nothing of the user's was edited: the only new files are the agent's own records, and the empty settings
-    # a sandbox makes read-only (sessions.sandbox.AGENT_AUTORUN) where the user had none.
+    # a sandbox makes read-only (sessions.sandbox.AGENT_AUTORUN) where the user had none, and the ownership marker
+    # of gemini's history folder for the worktree (agent_folders.GEMINI_OWNER), naming the worktree.
     new = [p for p in Path(os.environ["HOME"]).rglob("*") if p not in user_files and p.is_file()]
-    assert all(p.suffix == ".jsonl" or p.read_text() in ("{}\n", "") for p in new), new
+    assert all(p.suffix == ".jsonl" or p.read_text() in ("{}\n", "")
+               or (p.name == ".project_root" and p.read_text().endswith(f"/{name}")) for p in new), new
     listed = {s["name"]: s for s in cli.json("session", "list")}
     assert listed[name]["status_source"] == "hooks" and listed[name]["agent_installed"] is True
     assert listed[name]["usage"]["tokens"]["output"] == 50 * calls

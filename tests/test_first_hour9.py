@@ -80,8 +80,8 @@ async def test_u_copies_the_sign_in_link_the_agent_shows_whole(repo: Path, cli: 
         await until(pilot, lambda: terminal.attached and "Paste code" in terminal.screen_text())
         assert SIGN_IN not in terminal.screen_text()  # broken over lines on screen
         await pilot.press("u")
-        toast = "the link https://claude.ai/oauth/authorize?code=true&clie…"
-        await until(pilot, lambda: any(toast in str(t.render()) for t in screen.query(Toast)))
+        toast = "the link to claude.ai: https://claude.ai/oauth/authorize?code=true&clie…"
+        await until(pilot, lambda: any(toast in "".join(str(t.render()).split("\n")) for t in screen.query(Toast)))
         copied = pyperclip.paste() if "Copied" in str(screen.query(Toast).last().render()) else app.clipboard
         assert copied == SIGN_IN
 

@@ -52,12 +52,14 @@ class Index:
         """Why the index on disk is not daintree's, when git tracks it (or its `.bak`): it came with the
         repository's history (a clone, a pull, the user's own `git merge` of an agent's branch, which writes over
         ignored files), so the branch, base and task it gives each worktree are someone else's word."""
-        files = trust.tracked_state_files(self.project)
-        found = [p for p in (self.path, backup_path(self.path)) if p in files]
+        # The `.bak` only as git tracks it: daintree copies its last index there, so its content is as old as the
+        # index it was, whatever its time says (from_history's test).
+        found = [self.path] if trust.from_history(self.project, self.path) else [
+            p for p in (backup_path(self.path),) if p in trust.tracked_state_files(self.project)]
         if not found:
             return None
-        return (f"ignored index {found[0]}: git tracks it, so it came with the repository's history, not from "
-                "daintree (delete it and `git rm --cached` it; daintree rebuilds it from git)")
+        return (f"ignored index {found[0]}: git tracks it or checked it out, so it came with the repository's "
+                "history, not from daintree (delete it and `git rm --cached` it; daintree rebuilds it from git)")
 
     def heal_if_torn(self) -> None:
         """Recover a torn or unreadable index from its `.bak` (or from git) and write it back, as every

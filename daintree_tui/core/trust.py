@@ -9,7 +9,9 @@ writes or sets) is data: checked against git and the filesystem here, never obey
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
+import re
 import shutil
 import stat
 from collections.abc import Iterator
@@ -417,12 +419,99 @@ def tracked_state_files(project: Project) -> frozenset[Path]:
     return tracked
 
 
+_FROM_HISTORY: dict[Path, tuple[tuple[int, int, int], bool]] = {}
+HISTORY_CHECK_LIMIT = 16 * 1024 * 1024
+_IDENT = re.compile(rb"\$Id:[^$\n]*\$")
+
+
+def from_history(project: Project, path: Path) -> bool:
+    """Whether state file `path` came through git: git tracks it, or its content is a blob of the repository
+    (git checked it out: a merge or pull, then untracked with `git reset HEAD~1` or `git rm --cached`, which
+    leave the file as it was; daintree never writes its state into git). CRLF line ends and an expanded `$Id$`
+    (a `.gitattributes` can ask for both) are taken back to what the blob holds."""
+    if path in tracked_state_files(project):
+        return True
+    common = project.common_dir
+    try:
+        info = path.stat()
+    except OSError:
+        return False
+    key = (info.st_mtime_ns, info.st_size, info.st_ino)
+    cached = _FROM_HISTORY.get(path)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    found = False
+    if common is not None and stat.S_ISREG(info.st_mode) and info.st_size <= HISTORY_CHECK_LIMIT:
+        with contextlib.suppress(OSError):
+            data = path.read_bytes()
+            forms = {data, data.replace(b"\r\n", b"\n"), _IDENT.sub(b"$Id$", data.replace(b"\r\n", b"\n"))}
+            found = any(object_exists(common, blob_id(common, form), info.st_mtime_ns) for form in forms)
+    _FROM_HISTORY[path] = (key, found)
+    return found
+
+
+def blob_id(common: Path, data: bytes) -> bytes:
+    """The object name git gives `data` as a blob in the repository at `common` (sha1, or sha256)."""
+    try:
+        config = (common / "config").read_text(errors="replace").lower()
+    except OSError:
+        config = ""
+    sha256 = re.search(r"objectformat\s*=\s*sha256", config) is not None
+    hasher = hashlib.sha256() if sha256 else hashlib.sha1()  # git's object name, not a secret
+    hasher.update(b"blob %d\0" % len(data) + data)
+    return hasher.digest()
+
+
+def object_exists(common: Path, name: bytes, before_ns: int) -> bool:
+    """Whether object `name` (raw) is in the repository's objects, loose or packed, or its alternates', written no
+    later than `before_ns` (git writes a checkout's objects before its files): a sandboxed agent can write loose
+    objects, and one it made of daintree's own index after reading it would otherwise have that index ignored."""
+    stores = [common / "objects"]
+    with contextlib.suppress(OSError):
+        for line in (common / "objects" / "info" / "alternates").read_text().splitlines():
+            if line.strip() and not line.startswith("#"):
+                stores.append((common / "objects" / line.strip()).resolve())
+    hexname = name.hex()
+    for store in stores:
+        with contextlib.suppress(OSError):
+            if (store / hexname[:2] / hexname[2:]).stat().st_mtime_ns <= before_ns:
+                return True
+        with contextlib.suppress(OSError):
+            for idx in (store / "pack").glob("*.idx"):
+                if idx.stat().st_mtime_ns <= before_ns and _in_pack_index(idx, name):
+                    return True
+    return False
+
+
+def _in_pack_index(idx: Path, name: bytes) -> bool:
+    """Whether a pack's index (version 2) lists `name`: a binary search of its sorted names."""
+    size = len(name)
+    with idx.open("rb") as fh:
+        head = fh.read(8 + 256 * 4)
+        if len(head) < 8 + 256 * 4 or head[:8] != b"\xfftOc\x00\x00\x00\x02":
+            return False
+        fanout = [int.from_bytes(head[8 + 4 * i:12 + 4 * i], "big") for i in range(256)]
+        lo = fanout[name[0] - 1] if name[0] else 0
+        hi = fanout[name[0]]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            fh.seek(8 + 256 * 4 + mid * size)
+            here = fh.read(size)
+            if here == name:
+                return True
+            if here < name:
+                lo = mid + 1
+            else:
+                hi = mid
+    return False
+
+
 def read_own_state(project: Project, path: Path, what: str) -> Any:
     """A state file of ours (a session record), or None when git tracks it (with a warning): a record a pull
     wrote over ours would give a running session another role (a lead's tools, merges without approval)."""
-    if path in tracked_state_files(project):
-        warn(f"ignored {what} {path}: git tracks it, so it came with the repository's history, not from daintree "
-             "(delete it and `git rm --cached` it: daintree writes its own again)")
+    if from_history(project, path):
+        warn(f"ignored {what} {path}: git tracks it or checked it out, so it came with the repository's history, "
+             "not from daintree (delete it and `git rm --cached` it: daintree writes its own again)")
         return None
     data, _ = read_json(path, what)
     return data

@@ -166,10 +166,10 @@ class WorktreeService:
         out = []
         if self.project.journal_dir.is_dir():
             for path in sorted(self.project.journal_dir.glob("*.json")):
-                if path in trust.tracked_state_files(self.project):
+                if trust.from_history(self.project, path):
                     # It came through git (a pull, a merged branch): "finish the remove of b1" is not ours to obey.
-                    warn(f"skipping journal {path}: git tracks it, so it came with the repository's history, not "
-                         "from daintree (delete it and `git rm --cached` it)")
+                    warn(f"skipping journal {path}: git tracks it or checked it out, so it came with the "
+                         "repository's history, not from daintree (delete it and `git rm --cached` it)")
                     continue
                 data, _ = read_json(path, "journal")
                 # A journal is data (it may have come with a clone): only its name and op are used, both checked.

@@ -112,11 +112,11 @@ class Approvals:
         return self.project.state_dir / "approvals.json"
 
     def _load(self) -> list[ApprovalRequest]:
-        if self.path in trust.tracked_state_files(self.project):
+        if trust.from_history(self.project, self.path):
             # It came through git (a clone, a pull, a merged branch): nobody asked for what it lists, and approving
             # one runs it (`worktree remove b1 --force` took b1's uncommitted work).
-            warn(f"ignored approval requests {self.path}: git tracks it, so it came with the repository's history, "
-                 "not from an agent's session (delete it and `git rm --cached` it)")
+            warn(f"ignored approval requests {self.path}: git tracks it or checked it out, so it came with the "
+                 "repository's history, not from an agent's session (delete it and `git rm --cached` it)")
             return []
         data, _ = read_json(self.path, "approval requests")
         raw = data.get("requests", []) if isinstance(data, dict) else []

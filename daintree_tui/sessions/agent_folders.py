@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -139,16 +140,46 @@ def per_project_data(preset_folders: Sequence[str], projects: Sequence[Path]) ->
         if folder.is_symlink():
             continue  # bwrap cannot mount on a link; what it points to is the user's to keep
         own = [folder / n for n in names if n is not None]
-        for path in own:
+        for path, project in zip(own, projects, strict=True):
             if path.is_symlink():
                 raise OperationError(f"sandbox: {path} is a symbolic link (to {os.readlink(path)}): the session "
                                      "keeps its data there, so its target would be writable inside; replace the link "
                                      "with a folder")
             with contextlib.suppress(OSError):
                 path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if naming == "gemini" and path.is_dir():
+                read_only += _owner_marker(path, project)
         read_only.append(folder)
         writable += [path for path in own if path.is_dir()]
     return read_only, writable
+
+
+GEMINI_OWNER = ".project_root"
+"""gemini's ownership marker in each of a project's folders (tmp/, history/): the project's path. gemini finds a
+project's folder through ~/.gemini/projects.json (writable in the sandbox: it renames a file over it), checked
+against this marker: one the agent could write in its own writable folder, naming another project of the user's
+(mapped there in projects.json), handed that folder to the user's own gemini there as its checkpoint repository,
+whose `.git/config` and hooks git runs unconfined."""
+
+
+def _owner_marker(folder: Path, project: Path) -> list[Path]:
+    """Write `folder`'s ownership marker naming `project` (replacing whatever is there) and return it, to be bound
+    read-only; nothing when it cannot be written (the folder stays writable, as before)."""
+    marker = folder / GEMINI_OWNER
+    try:
+        if marker.is_symlink() or (marker.exists() and not marker.is_file()):
+            if marker.is_dir() and not marker.is_symlink():
+                shutil.rmtree(marker)
+            else:
+                marker.unlink()
+        if not marker.exists() or marker.read_text(errors="replace") != str(project):
+            tmp = folder / f"{GEMINI_OWNER}.daintree-tmp"
+            tmp.unlink(missing_ok=True)
+            tmp.write_text(str(project))
+            os.replace(tmp, marker)
+    except OSError:
+        return []
+    return [marker]
 
 
 SETTINGS_LIMIT = 1024 * 1024  # a settings file or script read for the paths it names (a larger one is not read)

@@ -17,6 +17,7 @@ from daintree_tui.core.project import Project
 from daintree_tui.core.review import MergeResult
 from daintree_tui.core.worktrees import Facts, RemoveResult, slugify
 from daintree_tui.services import Services
+from daintree_tui.sessions.status import SessionStatus
 
 if TYPE_CHECKING:
     from daintree_tui.sessions.host import SessionHost
@@ -174,8 +175,16 @@ class Backend(Services):
             self.live.events.poke()  # the first session of a server has no control client to tell yet
         return info
 
-    def stop_session(self, name: str) -> bool:
-        return self.sessions.stop(name)
+    def stop_session(self, name: str, started_at: float | None = None) -> SessionInfo | None:
+        """Stop the agent of worktree `name` the user was asked about (the one started at `started_at`): None when
+        stopped; else the session as it is now, left alone: it ended on its own while the question was open (its
+        exit code and last screen are the user's to read) or it is another one."""
+        if started_at is not None:
+            now = next((s for s in self.sessions.observe(with_screens=False) if s.name == name), None)
+            if now is None or now.status == SessionStatus.EXITED or abs(now.started_at - started_at) > 1e-3:
+                return now
+        self.sessions.stop(name)
+        return None
 
     def keep(self, name: str) -> WorktreeEntry:
         return self.worktrees.keep(name)

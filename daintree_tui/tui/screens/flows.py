@@ -140,8 +140,13 @@ async def stop_session(screen: DashboardActions, name: str) -> None:
             "files stay as they are, and enter starts it again.")
     if not await screen.app.push_screen_wait(ConfirmScreen(f"Stop {info.agent}?", body, yes=f"Stop {info.agent}")):
         return
-    await asyncio.to_thread(screen.backend.stop_session, name)
-    screen.operation_done(f"Stopped {info.agent} in {name}")
+    left = await asyncio.to_thread(screen.backend.stop_session, name, info.started_at)
+    if left is None:
+        screen.operation_done(f"Stopped {info.agent} in {name}")
+        return
+    ended = "had already exited" if left.status == SessionStatus.EXITED else "is not the one asked about"
+    code = f" ({left.exit_code})" if left.status == SessionStatus.EXITED and left.exit_code is not None else ""
+    screen.notify(f"Not stopped: {name}'s {info.agent} {ended}{code}", severity="warning")
 
 
 async def keep(screen: DashboardActions, name: str) -> None:
@@ -248,8 +253,11 @@ async def copy_path(screen: DashboardActions, path: str) -> None:
 
 
 async def copy_link(screen: DashboardActions, name: str) -> None:
-    """Copy the last link the agent's screen shows (a sign-in URL), put back together over its broken lines."""
-    from daintree_tui.sessions.links import links_in
+    """Copy the last link the agent's screen shows (a sign-in URL), put back together over its broken lines.
+
+    The screen is the agent's: only an http(s) link to a plain host goes to the clipboard (see `copyable`), and
+    the toast names that host whole (a link's first characters can look like any host)."""
+    from daintree_tui.sessions.links import copyable, host_of, links_in
 
     terminal = screen.terminal
     if not (terminal.attached and terminal.worktree == name):
@@ -260,12 +268,17 @@ async def copy_link(screen: DashboardActions, name: str) -> None:
         text = await asyncio.to_thread(screen.backend.screen_and_history, name)
     except DaintreeError:  # a remote host's session: what the view shows
         text = terminal.screen_text()
-    links = links_in(text, terminal.emulator.screen.columns)
+    links = await asyncio.to_thread(links_in, text, terminal.emulator.screen.columns)
     if not links:
         screen.notify(f"No link on {name}'s screen", severity="warning")
         return
-    link = links[-1]
-    await copy_text(screen, link, f"the link {link[:LINK_SHOWN]}{'…' if len(link) > LINK_SHOWN else ''}")
+    link = copyable(links[-1])
+    if link is None:
+        screen.notify(f"Not copied: the last link on {name}'s screen is not a plain http(s) link (a user part, "
+                      "a host in other letters, or too long)", severity="warning")
+        return
+    await copy_text(screen, link, f"the link to {host_of(link)}: {link[:LINK_SHOWN]}"
+                                  f"{'…' if len(link) > LINK_SHOWN else ''}")
 
 
 LINK_SHOWN = 48
