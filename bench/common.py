@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import os
+import shlex
 import statistics
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+# The command a user types: the installed `daintree` script beside this interpreter (not `python -m`, whose runpy
+# a user's command does not pay for), else the module.
+_SCRIPT = Path(sys.executable).parent / "daintree"
+DAINTREE = [str(_SCRIPT)] if _SCRIPT.is_file() else [sys.executable, "-m", "daintree_tui"]
+DAINTREE_LINE = shlex.join(DAINTREE)
 
 GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@daintree.invalid",
            "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@daintree.invalid"}

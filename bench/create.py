@@ -7,14 +7,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.common import GIT_ENV, ensure_bytecode, generated_repo, git, median_times, table
+from bench.common import DAINTREE, GIT_ENV, ensure_bytecode, generated_repo, git, median_times, table
 
 FILES = 10_000
 RUNS = 7
-# The command a user types: the installed `daintree` script beside this interpreter (not `python -m`, whose runpy
-# a user's command does not pay for), else the module.
-_SCRIPT = Path(sys.executable).parent / "daintree"
-DAINTREE = [str(_SCRIPT)] if _SCRIPT.is_file() else [sys.executable, "-m", "daintree_tui"]
 
 # The least any Python command could take: the interpreter's start, the standard library that running git needs,
 # and the git calls our create makes (in the same order and pairs), with none of our checks, writes or imports.

@@ -17,7 +17,7 @@ import time
 import uuid
 from pathlib import Path
 
-from bench.common import ensure_bytecode, idle_sessions, kill_tmux, small_repo, table
+from bench.common import DAINTREE_LINE, ensure_bytecode, idle_sessions, kill_tmux, small_repo, table
 
 WORKTREES = 50
 SESSIONS = 20
@@ -100,7 +100,7 @@ def run() -> str:
             repo = build(Path(tmp), socket)
             hello = Path(tmp) / "hello.py"
             hello.write_text(HELLO)
-            daintree = f"{sys.executable} -m daintree_tui"
+            daintree = DAINTREE_LINE
             hello_times, dash_times = [], []
             for _ in range(RUNS):
                 start = viewer.launch(f"{sys.executable} {hello}", repo, env)

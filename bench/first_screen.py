@@ -19,7 +19,7 @@ import time
 import uuid
 from pathlib import Path
 
-from bench.common import ensure_bytecode, generated_repo, idle_sessions, kill_tmux, table
+from bench.common import DAINTREE_LINE, ensure_bytecode, generated_repo, idle_sessions, kill_tmux, table
 from bench.dashboard import HELLO, Viewer
 
 FILES = 9_000
@@ -61,7 +61,7 @@ def run() -> str:
             for _ in range(RUNS):
                 start = viewer.launch(f"{sys.executable} {hello}", repo, env)
                 hello_times.append(viewer.wait_for("hello world marker") - start)
-                start = viewer.launch(f"{sys.executable} -m daintree_tui", repo, env)
+                start = viewer.launch(DAINTREE_LINE, repo, env)
                 paint_times.append(viewer.wait_for("wt-00 ") - start)
                 dash_times.append(wait_for_status(viewer) - start)
     finally:
