@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from tests.conftest import CLI, git
-from tests.test_adv9_state import _merge_state_files_from_a_branch
+from tests.test_adv9_state import _merge_state_files_from_a_branch, merge_a_planted_approval
 
 
 def test_an_index_merged_then_reset_is_still_not_daintrees(repo: Path) -> None:
@@ -26,19 +26,8 @@ def test_an_index_merged_then_reset_is_still_not_daintrees(repo: Path) -> None:
 
 def test_an_approval_untracked_with_git_rm_cached_is_still_nobodys(repo: Path) -> None:
     cli = CLI(repo)
-    cli.ok("worktree", "create", "a1")
-    cli.ok("worktree", "create", "b1")
-    (repo / ".worktrees" / "b1" / "notes.txt").write_text("uncommitted work\n")
-    a1 = repo / ".worktrees" / "a1"
-    (a1 / ".worktrees").mkdir()
     # CRLF line ends (a .gitattributes `eol=crlf` checks it out so): the file is not byte for byte the blob.
-    (a1 / ".gitattributes").write_text(".worktrees/approvals.json text eol=crlf\n")
-    (a1 / ".worktrees" / "approvals.json").write_text(json.dumps({"requests": [
-        {"id": 1, "worktree": "b1", "action": "remove", "argv": ["worktree", "remove", "b1", "--force"],
-         "role": "worker", "status": "pending", "created_at": 1.0}]}, indent=1))
-    git(a1, "add", "-f", "-A")
-    git(a1, "commit", "-qm", "agent work")
-    git(repo, "merge", "-q", "wt/a1")
+    merge_a_planted_approval(repo, cli, attributes=".worktrees/approvals.json text eol=crlf\n")
     assert b"\r\n" in (repo / ".worktrees" / "approvals.json").read_bytes()
     git(repo, "rm", "-q", "--cached", ".worktrees/approvals.json")  # the warning's advice, its second half first
     listed = cli("approvals", "--json")

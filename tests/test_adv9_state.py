@@ -50,22 +50,30 @@ def test_a_tracked_journal_never_removes_a_worktree(repo: Path) -> None:
     assert {w["name"] for w in listed} == {"a1", "b1"}
 
 
-def test_a_tracked_approval_request_is_nobodys(repo: Path) -> None:
-    """`.worktrees/approvals.json` holds what agents asked a person to approve; approving runs it. One that came
-    through git (here the user's own merge of a1) listed a pending `worktree remove b1 --force` as if an agent had
-    asked, and `daintree approve 1` deleted b1 with its uncommitted work."""
-    cli = CLI(repo)
+def merge_a_planted_approval(repo: Path, cli: CLI, attributes: str = "") -> None:
+    """Worktree a1's agent commits `.worktrees/approvals.json` asking `worktree remove b1 --force` (b1 holds
+    uncommitted work), with `attributes` as its `.gitattributes`; the user merges a1."""
     cli.ok("worktree", "create", "a1")
     cli.ok("worktree", "create", "b1")
     (repo / ".worktrees" / "b1" / "notes.txt").write_text("uncommitted work\n")
     a1 = repo / ".worktrees" / "a1"
     (a1 / ".worktrees").mkdir()
+    if attributes:
+        (a1 / ".gitattributes").write_text(attributes)
     (a1 / ".worktrees" / "approvals.json").write_text(json.dumps({"requests": [
         {"id": 1, "worktree": "b1", "action": "remove", "argv": ["worktree", "remove", "b1", "--force"],
-         "role": "worker", "status": "pending", "created_at": 1.0}]}))
+         "role": "worker", "status": "pending", "created_at": 1.0}]}, indent=1))
     git(a1, "add", "-f", "-A")
     git(a1, "commit", "-qm", "agent work")
     git(repo, "merge", "-q", "wt/a1")
+
+
+def test_a_tracked_approval_request_is_nobodys(repo: Path) -> None:
+    """`.worktrees/approvals.json` holds what agents asked a person to approve; approving runs it. One that came
+    through git (here the user's own merge of a1) listed a pending `worktree remove b1 --force` as if an agent had
+    asked, and `daintree approve 1` deleted b1 with its uncommitted work."""
+    cli = CLI(repo)
+    merge_a_planted_approval(repo, cli)
     listed = cli("approvals", "--json")
     assert json.loads(listed.stdout) == [], listed.stdout
     assert "git tracks it" in listed.stderr
