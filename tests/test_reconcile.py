@@ -89,6 +89,19 @@ def test_orphan_git_worktree_is_adopted(cli: CLI, repo: Path) -> None:
     assert any(e["event"] == "reconcile.fixed" for e in fixed)
 
 
+def test_a_git_worktree_on_a_branch_of_the_users_is_never_adopted(cli: CLI, repo: Path) -> None:
+    # A sandboxed session could write its branch's ref folder: refs/heads/release/, the user's release branches.
+    git(repo, "branch", "release/2.0")
+    git(repo, "worktree", "add", "-q", str(repo / ".worktrees" / "rel"), "release/2.0")
+    git(repo, "worktree", "add", "-q", "-b", "mine", str(repo / ".worktrees" / "other"))  # wt/other is ours
+    cli.ok("doctor", "--fix")
+    assert cli.json("worktree", "list") == []
+    (repo / ".worktrees" / "index.json").write_text("{torn")  # rebuilt from git: the same rule
+    (repo / ".worktrees" / "index.json.bak").unlink(missing_ok=True)
+    assert cli.json("worktree", "list") == []
+    assert cli("session", "start", "rel", "--agent", "shell").returncode == 2
+
+
 def test_hand_deleted_dir_marked_removed_and_task_unbound(cli: CLI, repo: Path) -> None:
     cli.ok("task", "create", "t")
     cli.ok("worktree", "create", "lost", "--task", "1")

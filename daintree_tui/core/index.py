@@ -90,17 +90,22 @@ class Index:
         write_json(self.path, {"worktrees": [e.to_dict() for e in entries]})
 
     def rebuild_from_git(self) -> list[WorktreeEntry]:
-        """Entries for the git worktrees under the worktree dir on our branch prefix (ports get reassigned)."""
+        """Entries for the git worktrees under the worktree dir on our branch prefix (`ours_in_git`; ports get
+        reassigned)."""
         if not self.project.is_git:
             return []
         return [self.entry_from_git(w) for w in self.ours_in_git()]
 
     def ours_in_git(self) -> list[g.GitWorktree]:
+        """The git worktrees a create of ours could have made: in the worktree dir, on `<prefix><name>`. Another
+        there (the user's `git worktree add .worktrees/rel release/2.0`) is not adopted: a sandboxed session in it
+        could write its branch's ref folder, the user's release branches."""
         root = self.project.worktrees_root
         primary = self.project.root.resolve()
+        prefix = self.project.config.branch_prefix
         return [w for w in g.list_worktrees(self.project.root)
                 if w.path.resolve().parent == root and w.path.resolve() != primary and not w.prunable
-                and validate.name_problem(w.path.name, new=False) is None]
+                and validate.name_problem(w.path.name, new=False) is None and w.branch == prefix + w.path.name]
 
     def entry_from_git(self, wt: g.GitWorktree) -> WorktreeEntry:
         branch = wt.branch or ""
