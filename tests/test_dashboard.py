@@ -1040,3 +1040,16 @@ async def test_the_last_worktree_gone_the_terminal_says_how_to_make_one(repo: Pa
         await until(pilot, lambda: screen.selected is None)
         await until(pilot, lambda: any("No worktree yet" in terminal.render_line(y).text
                                        for y in range(terminal.size.height)), timeout=5)
+
+
+async def test_an_attach_timer_that_fires_as_the_app_closes_does_nothing(repo: Path, cli: CLI) -> None:
+    """Moving in the list schedules the terminal's attach a moment later; quitting in that moment removed the
+    terminal before the screen's timer fired, and the attach raised NoMatches as the app closed (seen once in a
+    full `make test`: test_full_flow_from_the_keyboard)."""
+    cli.ok("worktree", "create", "w")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: screen.entries)
+        await screen.query_one(TerminalView).remove()  # as the app's closing does, before the timer
+        screen.attach_selected()

@@ -117,6 +117,8 @@ class CurrentWorktreeScreen(HostsScreen):
     def attach_selected(self) -> None:
         """Show the current worktree's session (after a short delay, so scrolling through the list is cheap)."""
         self._attach_timer = None
+        if not self.query(TerminalView):  # the app is closing: its widgets went before this screen's timer
+            return
         terminal = self.terminal
         name = self.selected
         if terminal.worktree == name:
