@@ -450,3 +450,40 @@ def test_an_untrusted_repo_config_cannot_choose_the_branch_prefix(repo: Path, cl
     assert "branch_prefix = 'release/'" in made.stderr and "daintree trust" in made.stderr
     cli.ok("trust")
     assert cli.json("worktree", "create", "b")["branch"] == "release/b"
+
+
+def test_git_while_runs_the_callers_work_beside_git_and_reports_both(repo: Path) -> None:
+    from daintree_tui.core import git as g
+    from daintree_tui.core.errors import OperationError
+
+    seen: list[str] = []
+    proc = g.git_while(repo, "rev-parse", "--verify", "HEAD", meanwhile=lambda: seen.append("meanwhile"))
+    assert seen == ["meanwhile"] and len(proc.stdout.strip()) == 40
+
+    def fail() -> None:
+        raise RuntimeError("the caller's work failed")
+
+    # The caller's failure is raised once git has ended: the branch git was making is there.
+    with pytest.raises(RuntimeError, match="caller's work"):
+        g.git_while(repo, "branch", "made-anyway", meanwhile=fail)
+    assert git(repo, "rev-parse", "--verify", "--quiet", "refs/heads/made-anyway").strip()
+    with pytest.raises(OperationError, match="git branch failed: fatal: a branch named 'made-anyway'"):
+        g.git_while(repo, "branch", "made-anyway", meanwhile=lambda: None)
+
+
+def test_the_quick_exit_keeps_the_exit_code_and_a_closed_pipe_quiet(repo: Path) -> None:
+    """The console script ends with `os._exit` once its output is flushed: the exit code is main's, and a reader
+    that went away (`| head`) costs no traceback."""
+    bad = subprocess.run([sys.executable, "-m", "daintree_tui", "worktree", "create", "../x"], cwd=repo,
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.startswith("daintree: invalid worktree name") and bad.stdout == ""
+    listed = subprocess.run([sys.executable, "-m", "daintree_tui", "--help"], cwd=repo, capture_output=True,
+                            text=True)
+    assert listed.returncode == 0 and "worktree" in listed.stdout
+    buffered = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # as a user's shell runs it
+    proc = subprocess.Popen([sys.executable, "-m", "daintree_tui", "--help"], cwd=repo, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=buffered)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # gone before the help is written
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 0 and "Traceback" not in err and "Exception ignored" not in err

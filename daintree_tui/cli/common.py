@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from daintree_tui.cli.output import error
+from daintree_tui.core import trust
 from daintree_tui.core.errors import InputError
 from daintree_tui.core.project import Project
 from daintree_tui.services import Services
@@ -127,7 +128,10 @@ class AddCommand(Protocol):
 def services_for(args: argparse.Namespace) -> Services:
     """The services of the repository a parsed command names (--repo, else the current directory). Sessions need
     tmux here: without it the CLI has no session host (a PTY session would die with this process)."""
-    return Services(Project.discover(getattr(args, "repo", None)))
+    project = Project.discover(getattr(args, "repo", None))
+    if project.is_git:
+        trust.start_tracked_state(project)  # its git runs while the command's modules import
+    return Services(project)
 
 
 def task_ids(text: str | None, flag: str) -> list[int]:

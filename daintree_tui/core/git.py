@@ -60,6 +60,26 @@ def git(cwd: Path, *args: str, check: bool = True, input: str | None = None) -> 
     return proc
 
 
+def git_while(cwd: Path, *args: str, meanwhile: Callable[[], object]) -> subprocess.CompletedProcess[str]:
+    """`git(cwd, *args)`, with `meanwhile` run here while git runs (its failure raised once git has ended).
+
+    For Python work of the caller's own beside a long git command: done in a thread instead, it held the GIL
+    while this thread waited to start git (imports are CPU work), and `worktree add` started 6-36 ms late."""
+    argv, env = command(cwd, *args)
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise OperationError("git is not installed or not on PATH") from None
+    try:
+        meanwhile()
+    finally:
+        stdout, stderr = proc.communicate()
+    if proc.returncode != 0:
+        raise OperationError(f"git {args[0]} failed: {last_line(stderr) or f'exit {proc.returncode}'}")
+    return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
+
+
 def both(first: Callable[[], A], second: Callable[[], B]) -> tuple[A, B]:
     """Two independent read-only queries at the same time (each is a fork and a wait for git): the second in a
     thread, the first here. An exception of either is raised after both have ended, the first's first."""

@@ -9,11 +9,11 @@ writes or sets) is data: checked against git and the filesystem here, never obey
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
 import shutil
 import stat
+import threading
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -394,12 +394,29 @@ def private_dir(path: Path) -> Path:
 # What git tracks under `.worktrees/`, per primary index (path, mtime, size, inode): one `git ls-files` per change
 # of the index, however often the dashboard reads a record.
 _TRACKED_STATE: dict[Path, tuple[tuple[int, int, int], frozenset[Path]]] = {}
+_TRACKED_STATE_LOCK = threading.Lock()  # one listing at a time: a second caller waits for the first's answer
+
+
+def start_tracked_state(project: Project) -> None:
+    """Begin `tracked_state_files` in the background: a command that changes state asks it first thing, and its
+    fork of git then runs while the command imports and reads what it needs (a caller waits for its answer)."""
+
+    def list_quietly() -> None:
+        with contextlib.suppress(Exception):  # the caller's own call meets (and reports) the same failure
+            tracked_state_files(project)
+
+    threading.Thread(target=list_quietly, name="tracked-state", daemon=True).start()
 
 
 def tracked_state_files(project: Project) -> frozenset[Path]:
     """The files under the state dir (`.worktrees/`) that git tracks in the primary: they came with the
     repository's history (a clone, or a `git pull`/merge of your own while a session runs: git writes over
     ignored files), so they are not daintree's, whatever they say."""
+    with _TRACKED_STATE_LOCK:
+        return _tracked_state_files(project)
+
+
+def _tracked_state_files(project: Project) -> frozenset[Path]:
     common = project.common_dir
     if common is None or not project.state_dir.is_relative_to(project.root):
         return frozenset()
@@ -457,6 +474,8 @@ def blob_id(common: Path, data: bytes) -> bytes:
     except OSError:
         config = ""
     sha256 = re.search(r"objectformat\s*=\s*sha256", config) is not None
+    import hashlib  # here, not at the top: loading OpenSSL's library is 3-6 ms of every command's start
+
     hasher = hashlib.sha256() if sha256 else hashlib.sha1()  # git's object name, not a secret
     hasher.update(b"blob %d\0" % len(data) + data)
     return hasher.digest()

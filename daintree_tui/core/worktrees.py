@@ -55,7 +55,8 @@ def base_ref_error(root: Path, base_ref: str) -> InputError:
 
 def _import_the_steps_after_the_add() -> None:
     """Import what a create needs after `git worktree add` while git checks the files out: the add is the create's
-    critical path, and these imports (hooks and what they run, ports and `socket`) would otherwise follow it."""
+    critical path, and these imports (hooks and what they run, ports and `socket`) would otherwise follow it.
+    Git is started first: a thread importing beside it delayed its start (see `git.git_while`)."""
     from daintree_tui.core import hooks, ports  # noqa: F401
 
 
@@ -341,10 +342,15 @@ class WorktreeService:
                 undo.push("delete the branch", lambda: self._delete_new_branch(branch))
             path.parent.mkdir(parents=True, exist_ok=True)
             skip = [project.worktrees_root, project.state_dir, project.tasks_dir]
-            scan = deps.IgnoredScan(root, skip)  # runs while git checks the files out
-            g.both(lambda: g.git(root, *hooks, "worktree", "add", "--quiet", "-B" if reset_branch else "-b",
-                                 branch, str(path), base_commit),
-                   _import_the_steps_after_the_add)
+            scans: list[deps.IgnoredScan] = []
+
+            def while_git_checks_out() -> None:
+                scans.append(deps.IgnoredScan(root, skip))  # reads the primary; the add writes only in `path`
+                _import_the_steps_after_the_add()
+
+            g.git_while(root, *hooks, "worktree", "add", "--quiet", "-B" if reset_branch else "-b", branch,
+                        str(path), base_commit, meanwhile=while_git_checks_out)
+            scan = scans[0]
             undo.push("remove the worktree directory", lambda: self.discard_worktree(path))
             assert project.common_dir is not None
             provided = deps.provide(root, path, self.cfg, project.common_dir, skip, scan)
