@@ -487,3 +487,27 @@ def test_the_quick_exit_keeps_the_exit_code_and_a_closed_pipe_quiet(repo: Path) 
     proc.stdout.close()  # gone before the help is written
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 0 and "Traceback" not in err and "Exception ignored" not in err
+
+
+def test_discovery_gives_heads_commit_only_while_fresh(repo: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from daintree_tui.core import project as project_mod
+    from daintree_tui.core.project import Project
+    from daintree_tui.core.worktrees import WorktreeService
+
+    project = Project.discover(repo)
+    assert project.fresh_head() == git(repo, "rev-parse", "HEAD").strip()
+    # From inside a linked worktree, HEAD is that worktree's: not the primary's, so not given.
+    inside = WorktreeService(project).create("inside")
+    assert Project.discover(inside.path).head_commit is None and Project.discover(inside.path).root == repo
+    # A long-lived project (the dashboard, the MCP server) asks git again: the create bases on HEAD as it is now.
+    git(repo, "commit", "--allow-empty", "-m", "later")
+    monkeypatch.setattr(project_mod, "HEAD_FRESH_SECONDS", 0.0)
+    later = WorktreeService(project).create("later")
+    assert later.base_commit == git(repo, "rev-parse", "HEAD").strip() != project.head_commit
+    # A repository with no commit yet is still a repository.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    git(empty, "init", "-q")
+    unborn = Project.discover(empty)
+    assert unborn.is_git and unborn.head_commit is None and unborn.hooks_path == empty / ".git" / "hooks"

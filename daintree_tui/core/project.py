@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -19,6 +20,7 @@ from daintree_tui.core.trust import check_worktree_dir, state_dir_problem
 from daintree_tui.core.validate import check_name
 
 STATE_EXCLUDES = ("/.tasks/", "/.worktrees/")
+HEAD_FRESH_SECONDS = 1.0
 
 
 def _checked(name: str) -> str:
@@ -35,6 +37,10 @@ class Project:
     common_dir: Path | None  # the shared .git directory; None outside a git repository
     # The hooks folder git runs here (`--git-path hooks`), when discovery already asked (see `pinned_hooks`).
     hooks_path: Path | None = field(default=None, compare=False)
+    # The primary's HEAD commit as discovery saw it (same fork), when it ran in the primary and HEAD names one,
+    # and when (`time.monotonic()`): see `fresh_head`.
+    head_commit: str | None = field(default=None, compare=False)
+    discovered_at: float = field(default_factory=time.monotonic, compare=False)
 
     @classmethod
     def discover(cls, start: Path | str | None = None) -> Project:
@@ -43,14 +49,16 @@ class Project:
         if not path.is_dir():
             raise InputError(f"no such directory: {path}")
         path = path.resolve()
-        # The hooks path comes in the same fork: a create needs it, and a fork is a few ms of its start-up.
+        # The hooks path and HEAD's commit come in the same fork: a create needs both, and a fork is a few ms of its
+        # start-up. Git prints the paths, then the commit; without one (a repository with no commit yet) it exits 1
+        # after the paths.
         proc = subprocess.run(
             ["git", "-C", str(path), "rev-parse", "--path-format=absolute", "--git-common-dir", "--show-toplevel",
-             "--git-path", "hooks"],
+             "--git-path", "hooks", "--verify", "--quiet", "HEAD^{commit}"],
             capture_output=True, text=True, stdin=subprocess.DEVNULL,
         )
         lines = proc.stdout.split("\n")
-        if proc.returncode != 0 or len(lines) < 3 or not lines[1]:
+        if proc.returncode not in (0, 1) or len(lines) < 3 or not lines[0] or not lines[1]:
             return cls(path, None)
         common, toplevel = Path(lines[0]), Path(lines[1])
         # The primary worktree is the one whose .git *is* the common dir; from inside a linked worktree
@@ -58,8 +66,16 @@ class Project:
         root = (common.parent if common.name == ".git" else toplevel).resolve()
         # A relative core.hooksPath is resolved against the worktree git runs in: only the primary's answer is
         # the primary's hooks (a linked worktree's would name a folder its agent wrote).
-        hooks = Path(lines[2]) if lines[2] and toplevel.resolve() == root else None
-        return cls(root, common, hooks)
+        primary = toplevel.resolve() == root
+        hooks = Path(lines[2]) if lines[2] and primary else None
+        head = lines[3] if proc.returncode == 0 and primary and len(lines) > 3 and len(lines[3]) in (40, 64) else None
+        return cls(root, common, hooks, head)
+
+    def fresh_head(self) -> str | None:
+        """HEAD's commit as discovery saw it, while that is the moment the command started (a second): a command
+        that creates a worktree first thing takes its base from there; a dashboard or a server hours later asks
+        git again."""
+        return self.head_commit if time.monotonic() - self.discovered_at < HEAD_FRESH_SECONDS else None
 
     def pinned_hooks(self) -> list[str]:
         """Options that make git run the hooks the primary worktree would run (`git.pinned_hooks`), without a

@@ -253,8 +253,13 @@ class WorktreeService:
                              "give the full name")
         branch = self.branch_for(name)
         root = self.project.root
-        base_commit, branch_taken = g.both(lambda: g.rev_parse_commit(root, candidates[0] if candidates else base_ref),
-                                           lambda: g.branch_exists(root, branch))
+        target = candidates[0] if candidates else base_ref
+        base_commit: str | None = self.project.fresh_head() if target == "HEAD" else None
+        if base_commit:  # discovery asked git a moment ago
+            branch_taken = g.branch_exists(root, branch)
+        else:
+            base_commit, branch_taken = g.both(lambda: g.rev_parse_commit(root, target),
+                                               lambda: g.branch_exists(root, branch))
         if base_commit is None:
             raise base_ref_error(root, base_ref)
         reset_branch = False
