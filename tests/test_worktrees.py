@@ -511,3 +511,20 @@ def test_discovery_gives_heads_commit_only_while_fresh(repo: Path, tmp_path: Pat
     git(empty, "init", "-q")
     unborn = Project.discover(empty)
     assert unborn.is_git and unborn.head_commit is None and unborn.hooks_path == empty / ".git" / "hooks"
+
+
+def test_a_tracked_state_listing_started_ahead_is_not_read_for_a_newer_index(repo: Path) -> None:
+    from daintree_tui.core import trust
+    from daintree_tui.core.project import Project
+
+    project = Project.discover(repo)
+    planted = repo / ".worktrees" / "index.json"
+    planted.parent.mkdir(exist_ok=True)
+    planted.write_text('{"worktrees": []}\n')
+    trust.start_tracked_state(project)  # lists the index as it is now: nothing tracked
+    started = trust._TRACKED_AHEAD[repo / ".git" / "index"][1]
+    started.wait(timeout=30)  # the listing has read the old index
+    git(repo, "add", "-f", ".worktrees/index.json")  # a pull or merge could do this while a command starts
+    assert planted in trust.tracked_state_files(project)
+    trust.start_tracked_state(project)  # answered already for this index: nothing started, the answer stands
+    assert planted in trust.tracked_state_files(project)

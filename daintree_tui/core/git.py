@@ -65,19 +65,29 @@ def git_while(cwd: Path, *args: str, meanwhile: Callable[[], object]) -> subproc
 
     For Python work of the caller's own beside a long git command: done in a thread instead, it held the GIL
     while this thread waited to start git (imports are CPU work), and `worktree add` started 6-36 ms late."""
-    argv, env = command(cwd, *args)
-    try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                stdin=subprocess.DEVNULL)
-    except FileNotFoundError:
-        raise OperationError("git is not installed or not on PATH") from None
+    proc = start(cwd, *args)
     try:
         meanwhile()
     finally:
         stdout, stderr = proc.communicate()
     if proc.returncode != 0:
         raise OperationError(f"git {args[0]} failed: {last_line(stderr) or f'exit {proc.returncode}'}")
-    return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+def start(cwd: Path, *args: str) -> subprocess.Popen[str]:
+    """`git -C cwd args...` started, its output piped as text: the caller reads it (`communicate`) when it needs
+    it, and does its own work meanwhile.
+
+    Raises:
+        OperationError: git is not installed.
+    """
+    argv, env = command(cwd, *args)
+    try:
+        return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise OperationError("git is not installed or not on PATH") from None
 
 
 def both(first: Callable[[], A], second: Callable[[], B]) -> tuple[A, B]:

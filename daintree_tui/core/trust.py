@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import stat
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
@@ -394,46 +395,64 @@ def private_dir(path: Path) -> Path:
 # What git tracks under `.worktrees/`, per primary index (path, mtime, size, inode): one `git ls-files` per change
 # of the index, however often the dashboard reads a record.
 _TRACKED_STATE: dict[Path, tuple[tuple[int, int, int], frozenset[Path]]] = {}
-_TRACKED_STATE_LOCK = threading.Lock()  # one listing at a time: a second caller waits for the first's answer
+# A listing started ahead (`start_tracked_state`), with the index it was started for, read by the first caller.
+_TRACKED_AHEAD: dict[Path, tuple[tuple[int, int, int], subprocess.Popen[str]]] = {}
+_TRACKED_STATE_LOCK = threading.Lock()  # the dashboard asks from several workers
+
+
+def _tracked_listing(project: Project) -> tuple[Path, tuple[int, int, int], list[str]] | None:
+    """The primary's index, its identity (mtime, size, inode) and the `ls-files` arguments that list what git
+    tracks under the state dir; None when there is nothing to list."""
+    common = project.common_dir
+    if common is None or not project.state_dir.is_relative_to(project.root):
+        return None
+    index = common / "index"
+    try:
+        info = index.stat()
+    except OSError:
+        return None
+    rel = project.state_dir.relative_to(project.root).as_posix()
+    return index, (info.st_mtime_ns, info.st_size, info.st_ino), ["ls-files", "-z", "--", f":(literal){rel}/"]
 
 
 def start_tracked_state(project: Project) -> None:
-    """Begin `tracked_state_files` in the background: a command that changes state asks it first thing, and its
-    fork of git then runs while the command imports and reads what it needs (a caller waits for its answer)."""
-
-    def list_quietly() -> None:
-        with contextlib.suppress(Exception):  # the caller's own call meets (and reports) the same failure
-            tracked_state_files(project)
-
-    threading.Thread(target=list_quietly, name="tracked-state", daemon=True).start()
+    """Start the listing `tracked_state_files` reads: a command that changes state asks it first thing, and its
+    git then runs while the command imports and reads what it needs. Started here, not in a thread: a thread
+    waited for the GIL behind those imports before it could start git."""
+    listing = _tracked_listing(project)
+    if listing is None:
+        return
+    index, key, args = listing
+    with _TRACKED_STATE_LOCK:
+        cached = _TRACKED_STATE.get(index)
+        if (cached is None or cached[0] != key) and index not in _TRACKED_AHEAD:
+            with contextlib.suppress(OperationError):  # no git: the caller's own call says so
+                _TRACKED_AHEAD[index] = (key, g.start(project.root, *args))
 
 
 def tracked_state_files(project: Project) -> frozenset[Path]:
     """The files under the state dir (`.worktrees/`) that git tracks in the primary: they came with the
     repository's history (a clone, or a `git pull`/merge of your own while a session runs: git writes over
     ignored files), so they are not daintree's, whatever they say."""
+    listing = _tracked_listing(project)
+    if listing is None:
+        return frozenset()
+    index, key, args = listing
     with _TRACKED_STATE_LOCK:
-        return _tracked_state_files(project)
-
-
-def _tracked_state_files(project: Project) -> frozenset[Path]:
-    common = project.common_dir
-    if common is None or not project.state_dir.is_relative_to(project.root):
-        return frozenset()
-    index = common / "index"
-    try:
-        info = index.stat()
-    except OSError:
-        return frozenset()
-    key = (info.st_mtime_ns, info.st_size, info.st_ino)
-    cached = _TRACKED_STATE.get(index)
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    rel = project.state_dir.relative_to(project.root).as_posix()
-    listed = g.git(project.root, "ls-files", "-z", "--", f":(literal){rel}/", check=False).stdout
-    tracked = frozenset(project.root / name for name in listed.split("\0") if name)
-    _TRACKED_STATE[index] = (key, tracked)
-    return tracked
+        cached = _TRACKED_STATE.get(index)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        ahead_key, ahead = _TRACKED_AHEAD.pop(index, (None, None))
+        if ahead is not None and ahead_key == key:
+            listed = ahead.communicate()[0]
+        else:
+            if ahead is not None:  # the index changed since: that listing may be of the old one
+                ahead.kill()
+                ahead.communicate()
+            listed = g.git(project.root, *args, check=False).stdout
+        tracked = frozenset(project.root / name for name in listed.split("\0") if name)
+        _TRACKED_STATE[index] = (key, tracked)
+        return tracked
 
 
 _FROM_HISTORY: dict[Path, tuple[tuple[int, int, int], bool]] = {}
@@ -446,8 +465,12 @@ def from_history(project: Project, path: Path) -> bool:
     (git checked it out: a merge or pull, then untracked with `git reset HEAD~1` or `git rm --cached`, which
     leave the file as it was; daintree never writes its state into git). CRLF line ends and an expanded `$Id$`
     (a `.gitattributes` can ask for both) are taken back to what the blob holds."""
-    if path in tracked_state_files(project):
-        return True
+    # The content first: its hashing is the caller's own work, done while the tracked listing that discovery
+    # started in the background (`start_tracked_state`) may still run.
+    return _content_from_history(project, path) or path in tracked_state_files(project)
+
+
+def _content_from_history(project: Project, path: Path) -> bool:
     common = project.common_dir
     try:
         info = path.stat()
