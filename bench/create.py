@@ -13,20 +13,25 @@ FILES = 10_000
 RUNS = 7
 
 # The least any Python command could take: the interpreter's start, the standard library that running git needs,
-# and the git calls our create makes (in the same order and pairs), with none of our checks, writes or imports.
+# and the git calls our create makes (in the same order, started as ours are), with none of our checks, writes or
+# imports.
 FLOOR = """
-import subprocess, sys, threading
+import subprocess, sys
 name = sys.argv[1]
+def start(*args):
+    return subprocess.Popen(["git", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL)
 def git(*args):
-    return subprocess.run(["git", *args], capture_output=True, text=True, stdin=subprocess.DEVNULL)
-def pair(a, b):
-    t = threading.Thread(target=b); t.start(); a(); t.join()
-git("rev-parse", "--path-format=absolute", "--git-common-dir", "--show-toplevel", "--git-path", "hooks")
-git("ls-files", "-z", "--", ":(literal).worktrees/")
-pair(lambda: git("rev-parse", "--verify", "--quiet", "--end-of-options", "HEAD^{commit}"),
-     lambda: git("rev-parse", "--verify", "--quiet", "refs/heads/wt/" + name))
-pair(lambda: git("worktree", "add", "--quiet", "-b", "wt/" + name, ".worktrees/" + name),
-     lambda: git("ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"))
+    return start(*args).communicate()
+git("rev-parse", "--path-format=absolute", "--git-common-dir", "--show-toplevel", "--git-path", "hooks",
+    "--verify", "--quiet", "HEAD^{commit}")
+tracked = start("ls-files", "-z", "--", ":(literal).worktrees/")
+tracked.communicate()
+git("rev-parse", "--verify", "--quiet", "refs/heads/wt/" + name)
+add = start("worktree", "add", "--quiet", "-b", "wt/" + name, ".worktrees/" + name)
+scan = start("ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory")
+scan.communicate()
+add.communicate()
 """
 
 
