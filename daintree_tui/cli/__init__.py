@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 from daintree_tui.cli import orchestrate, sandbox
 from daintree_tui.cli.common import AddCommand, Handler, Parser, services_for
 from daintree_tui.cli.output import configure_logging, error
+from daintree_tui.core import trust
 from daintree_tui.core.errors import DaintreeError
 from daintree_tui.services import Services
 
@@ -163,6 +164,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_on_host(args, argv, after)
         services = services_for(args)
+        changes_state = handler is not None and handler.__name__ in _STATE_CHANGING and services.project.is_git
+        if changes_state:
+            # Its first step (the torn-index check below) asks what git tracks in the state dir: git lists it
+            # while the command's own modules import.
+            trust.start_tracked_state(services.project)
         if handler is None:
             if args.command:  # `daintree task` without an action
                 parser.error(f"{args.command} needs an action (see daintree {args.command} --help)")
@@ -176,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         stop = orchestrate.policy_gate(args, services, [*argv, *(["--", *after] if after else [])])
         if stop is not None:
             return stop
-        if handler.__name__ in _STATE_CHANGING and services.project.is_git and not getattr(args, "dry_run", False):
+        if changes_state and not getattr(args, "dry_run", False):
             from daintree_tui.core.index import Index
 
             Index(services.project).heal_if_torn()  # DESIGN 3: a torn index is recovered before any change

@@ -11,7 +11,6 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from daintree_tui.cli.output import error
-from daintree_tui.core import trust
 from daintree_tui.core.errors import InputError
 from daintree_tui.core.project import Project
 from daintree_tui.services import Services
@@ -128,10 +127,7 @@ class AddCommand(Protocol):
 def services_for(args: argparse.Namespace) -> Services:
     """The services of the repository a parsed command names (--repo, else the current directory). Sessions need
     tmux here: without it the CLI has no session host (a PTY session would die with this process)."""
-    project = Project.discover(getattr(args, "repo", None))
-    if project.is_git:
-        trust.start_tracked_state(project)  # its git runs while the command's modules import
-    return Services(project)
+    return Services(Project.discover(getattr(args, "repo", None)))
 
 
 def task_ids(text: str | None, flag: str) -> list[int]:
