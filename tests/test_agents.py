@@ -281,23 +281,31 @@ def test_hooks_wired_per_session_report_each_turn(cli: CLI, repo: Path, tmux_soc
     assert listed[name]["usage"]["tokens"]["output"] == 50 * calls
 
 
+# The noise tests' quiet debounce (config `sessions.waiting_debounce`, 2 s by default) and the fake agent's pause
+# after each burst of output, longer than it (and than tmux's once-a-second activity report): a status that
+# followed output would turn `waiting` in each pause and `running` at each burst.
+NOISE_DEBOUNCE = 0.5
+NOISE_PAUSE = 1.3
+
+
 @needs_tmux
 def test_no_status_flapping_under_bursty_output(cli: CLI, repo: Path, tmux_socket: str, fake_bin: Path) -> None:
     """Bursts of output separated by more than the quiet debounce (a user navigating, a redraw) leave a hooked
     agent `waiting`: only its own hooks start a turn."""
     name = "burst"
+    (repo / ".daintree.toml").write_text(f"[sessions]\nwaiting_debounce = {NOISE_DEBOUNCE}\n")
     services = _start(cli, repo, name, "claude")
     manager = services.sessions
     _ready(services, repo, name)
     mark = len(events(repo))
-    manager.send(name, "/noise")
+    manager.send(name, f"/noise {NOISE_PAUSE}")
     seen = set()
 
     def bursts_over() -> bool:
         seen.add(str(_info(services, name).status))
         return "redraw 3.19" in manager.capture(name, history=200)
 
-    wait_for(bursts_over, timeout=40, interval=0.3)  # four bursts, 2.5 s apart (debounce: 2 s)
+    wait_for(bursts_over, timeout=40, interval=0.3)  # four bursts, each followed by more than the debounce
     assert seen == {"waiting"}
     assert _statuses_since(repo, name, mark) == []
 
@@ -629,6 +637,7 @@ def test_the_dashboards_live_status_believes_hooks_as_session_list_does(cli: CLI
     from daintree_tui.sessions.live import LiveSessions
 
     name = f"live-{agent}"
+    (repo / ".daintree.toml").write_text(f"[sessions]\nwaiting_debounce = {NOISE_DEBOUNCE}\n")
     services = _start(cli, repo, name, agent)
     manager = services.sessions
     _ready(services, repo, name)
@@ -636,7 +645,7 @@ def test_the_dashboards_live_status_believes_hooks_as_session_list_does(cli: CLI
     try:
         status = lambda: next((str(i.status) for i in live.infos() if i.name == name), None)  # noqa: E731
         wait_for(lambda: status() == "waiting", timeout=15)
-        manager.send(name, "/noise")
+        manager.send(name, f"/noise {NOISE_PAUSE}")
         seen = set()
 
         def bursts_over() -> bool:

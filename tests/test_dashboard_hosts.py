@@ -24,8 +24,17 @@ from tests.sshd import Sshd, sshd_available
 from tests.test_dashboard import until
 from tests.test_remote import far, far_repo, sshd  # noqa: F401 - the real-sshd fixtures
 
-pytestmark = [pytest.mark.usefixtures("tmux_socket"),
+pytestmark = [pytest.mark.usefixtures("tmux_socket", "quick_host_polls"),
               pytest.mark.skipif(not sshd_available(), reason="OpenSSH server or client not installed")]
+
+
+@pytest.fixture
+def quick_host_polls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dashboard polls its hosts every 0.5 s here, not every 2 s: each test waits on several polls (a host
+    going unreachable, coming back, a queue's passes), and what a poll shows does not depend on how often it runs."""
+    from daintree_tui.tui.hosts import HostsWatch
+
+    monkeypatch.setattr(HostsWatch, "interval", 0.5)
 
 
 async def eventually(pilot: Any, predicate: Callable[[], Any], timeout: float = 30.0) -> Any:

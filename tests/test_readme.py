@@ -142,11 +142,15 @@ def shop_repo(path: Path) -> Path:
 
 
 def stub_agents(bin_dir: Path) -> None:
+    """The agents, and the shop's test runner its bakeoff scores with: whatever `pytest` the machine has on PATH
+    (a pyenv shim here: four of them at once took 5 s) would find no tests in the shop and fail every candidate."""
     bin_dir.mkdir()
     for name in ("claude", "codex", "gemini"):
         script = bin_dir / name
         script.write_text(STUB_AGENT.format(python=sys.executable))
         script.chmod(0o755)
+    (bin_dir / "pytest").write_text("#!/bin/sh\necho '3 passed'\n")
+    (bin_dir / "pytest").chmod(0o755)
 
 
 def toml_block_with(text: str, needle: str) -> str:
