@@ -55,24 +55,29 @@ def git(cwd: Path, *args: str, check: bool = True, input: str | None = None) -> 
                               stdin=None if input is not None else subprocess.DEVNULL)
     except FileNotFoundError:
         raise OperationError("git is not installed or not on PATH") from None
-    if check and proc.returncode != 0:
-        raise OperationError(f"git {args[0]} failed: {last_line(proc.stderr) or f'exit {proc.returncode}'}")
+    if check:
+        _check(args, proc.returncode, proc.stderr)
     return proc
 
 
-def git_while(cwd: Path, *args: str, meanwhile: Callable[[], object]) -> subprocess.CompletedProcess[str]:
-    """`git(cwd, *args)`, with `meanwhile` run here while git runs (its failure raised once git has ended).
+def _check(args: Sequence[str], returncode: int, stderr: str) -> None:
+    if returncode != 0:
+        raise OperationError(f"git {args[0]} failed: {last_line(stderr) or f'exit {returncode}'}")
+
+
+def git_while(cwd: Path, *args: str, meanwhile: Callable[[], A]) -> A:
+    """Run `git -C cwd args...` (raising as `git()` does) with `meanwhile` run here while git runs; its result,
+    or its failure once git has ended.
 
     For Python work of the caller's own beside a long git command: done in a thread instead, it held the GIL
     while this thread waited to start git (imports are CPU work), and `worktree add` started 6-36 ms late."""
     proc = start(cwd, *args)
     try:
-        meanwhile()
+        result = meanwhile()
     finally:
-        stdout, stderr = proc.communicate()
-    if proc.returncode != 0:
-        raise OperationError(f"git {args[0]} failed: {last_line(stderr) or f'exit {proc.returncode}'}")
-    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+        _, stderr = proc.communicate()
+    _check(args, proc.returncode, stderr)
+    return result
 
 
 def start(cwd: Path, *args: str) -> subprocess.Popen[str]:

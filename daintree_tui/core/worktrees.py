@@ -347,15 +347,14 @@ class WorktreeService:
                 undo.push("delete the branch", lambda: self._delete_new_branch(branch))
             path.parent.mkdir(parents=True, exist_ok=True)
             skip = [project.worktrees_root, project.state_dir, project.tasks_dir]
-            scans: list[deps.IgnoredScan] = []
 
-            def while_git_checks_out() -> None:
-                scans.append(deps.IgnoredScan(root, skip))  # reads the primary; the add writes only in `path`
+            def while_git_checks_out() -> deps.IgnoredScan:
+                scan = deps.IgnoredScan(root, skip)  # reads the primary; the add writes only in `path`
                 _import_the_steps_after_the_add()
+                return scan
 
-            g.git_while(root, *hooks, "worktree", "add", "--quiet", "-B" if reset_branch else "-b", branch,
-                        str(path), base_commit, meanwhile=while_git_checks_out)
-            scan = scans[0]
+            scan = g.git_while(root, *hooks, "worktree", "add", "--quiet", "-B" if reset_branch else "-b", branch,
+                               str(path), base_commit, meanwhile=while_git_checks_out)
             undo.push("remove the worktree directory", lambda: self.discard_worktree(path))
             assert project.common_dir is not None
             provided = deps.provide(root, path, self.cfg, project.common_dir, skip, scan)
