@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import Label, Static
 
-from daintree_tui.cli import build_parser
+from daintree_tui.cli.dispatch import build_parser
 from daintree_tui.core.project import Project
 from daintree_tui.demo import registry
 from daintree_tui.sessions.control import Activity, SessionEvents

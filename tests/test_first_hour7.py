@@ -15,7 +15,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Label
 from textual.widgets._toast import Toast
 
-from daintree_tui.cli import build_parser
+from daintree_tui.cli.dispatch import build_parser
 from daintree_tui.core.project import Project
 from daintree_tui.core.trust import untrusted_commands
 from daintree_tui.sessions.last_words import with_last_words

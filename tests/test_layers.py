@@ -101,7 +101,7 @@ print(','.join(bad))
     "for m in pkgutil.walk_packages(p.__path__, 'daintree_tui.sessions.'): importlib.import_module(m.name)",
     "import pkgutil, importlib, daintree_tui.services as p\n"
     "for m in pkgutil.walk_packages(p.__path__, 'daintree_tui.services.'): importlib.import_module(m.name)",
-    "import daintree_tui.cli; daintree_tui.cli.build_parser()",
+    "import daintree_tui.cli.dispatch as d; d.build_parser()",
 ])
 def test_no_ui_import(imports: str) -> None:
     """Every module of core, sessions and services, imported in a fresh interpreter, loads neither textual nor

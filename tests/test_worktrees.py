@@ -512,7 +512,7 @@ def test_discovery_gives_heads_commit_only_while_fresh(repo: Path, tmp_path: Pat
 
 
 def test_a_tracked_state_listing_started_ahead_is_not_read_for_a_newer_index(repo: Path) -> None:
-    from daintree_tui.core import trust
+    from daintree_tui.core import spawn, trust
     from daintree_tui.core.project import Project
 
     project = Project.discover(repo)
@@ -520,9 +520,72 @@ def test_a_tracked_state_listing_started_ahead_is_not_read_for_a_newer_index(rep
     planted.parent.mkdir(exist_ok=True)
     planted.write_text('{"worktrees": []}\n')
     trust.start_tracked_state(project)  # lists the index as it is now: nothing tracked
-    started = trust._TRACKED_AHEAD[repo / ".git" / "index"][1]
+    started = spawn._AHEAD[(str(repo), spawn.TRACKED_STATE)][1]
     started.wait(timeout=30)  # the listing has read the old index
     git(repo, "add", "-f", ".worktrees/index.json")  # a pull or merge could do this while a command starts
     assert planted in trust.tracked_state_files(project)
     trust.start_tracked_state(project)  # answered already for this index: nothing started, the answer stands
     assert planted in trust.tracked_state_files(project)
+
+
+def test_the_console_script_starts_the_first_git_calls_ahead_and_the_command_takes_them(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`daintree` starts discovery's git (and, for a command that changes state, the tracked-state listing)
+    before its imports; the command takes each answer, wherever it was started from: none is left unread."""
+    from daintree_tui import cli
+    from daintree_tui.core import spawn, trust
+
+    monkeypatch.setattr(spawn, "_AHEAD", {})  # what other tests' commands left in this process
+    sub = repo / "src"
+    sub.mkdir()
+    for cwd, argv in [
+        (repo, ["worktree", "create", "ahead1"]),  # discovery and the listing, in the root
+        (sub, ["wt", "rm", "ahead1"]),  # from a subfolder: discovery there, the listing once the root is known
+        (tmp_path, ["--repo", str(repo), "task", "create", "x"]),  # --repo names where
+        (tmp_path, [f"--repo={repo}", "worktree", "list"]),  # a read: discovery only
+    ]:
+        monkeypatch.chdir(cwd)
+        monkeypatch.setattr(trust, "_TRACKED_STATE", {})  # each command is a process of its own
+        cli.start_ahead(argv)
+        assert spawn._AHEAD, argv
+        assert cli.main(argv) == 0, argv
+        assert not spawn._AHEAD, (argv, list(spawn._AHEAD))
+    # Help, a remote command and a command that needs no repository start nothing.
+    for argv in (["worktree", "create", "-h"], ["--host", "box", "worktree", "list"], ["agents"]):
+        cli.start_ahead(argv)
+        assert not spawn._AHEAD, argv
+
+
+@pytest.mark.parametrize(("argv", "changes"), [
+    (["worktree", "create", "x"], True), (["wt", "rm", "x"], True), (["--json", "worktree", "list"], False),
+    (["approve", "3"], True), (["--repo", "approve", "gc"], True), (["task", "create", "--", "-v broke"], True),
+    (["session", "log", "x"], False), (["task", "--json", "update", "1"], True), ([], False),
+])
+def test_which_commands_change_state(argv: list[str], changes: bool) -> None:
+    from daintree_tui.cli import changes_state
+
+    assert changes_state(argv) is changes
+
+
+def test_worktrees_are_checked_out_in_parallel_unless_git_config_says_otherwise(
+        repo: Path, cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`checkout.workers` one per core (git's parallel checkout, from 100 files); the user's own setting wins."""
+    for i in range(150):
+        (repo / f"f{i}.txt").write_text(f"{i}\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "many files")
+    trace = tmp_path / "trace2.json"
+    monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
+
+    def workers_started() -> int:
+        started = trace.read_text().count('"name":"checkout--worker"')
+        trace.unlink()
+        return started
+
+    cli.ok("worktree", "create", "parallel")
+    assert workers_started() >= 2
+    assert (repo / ".worktrees" / "parallel" / "f149.txt").read_text() == "149\n"
+    git(repo, "config", "checkout.workers", "1")
+    cli.ok("worktree", "create", "sequential")
+    assert workers_started() == 0
+    assert (repo / ".worktrees" / "sequential" / "f149.txt").read_text() == "149\n"

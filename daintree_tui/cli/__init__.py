@@ -3,87 +3,42 @@
 Exit codes: 0 ok (no-ops included), 1 the operation failed or was refused, 2 bad input. Errors are one line on
 stderr. With `--json`, stdout carries exactly one JSON document (a list for listings, an object otherwise).
 Importing this package does not import textual: the dashboard is imported only when it opens. One module per
-command group (task, worktree, session, orchestrate, system); `output` prints, `common` parses and builds the
-services a command runs on.
+command group (task, worktree, session, orchestrate, system); `dispatch` parses a command and runs it, `output`
+prints, `common` builds the services a command runs on.
+
+This module is the console script's first import, and it stays small: before anything else loads, `run` starts
+the git calls the command's first steps will make (`start_ahead`), so that git answers while Python imports.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-from collections.abc import Callable, Sequence
-from importlib import import_module
-from typing import Any, NoReturn
+from collections.abc import Sequence
+from typing import NoReturn
 
-from daintree_tui.cli import orchestrate, sandbox
-from daintree_tui.cli.common import AddCommand, Handler, Parser, services_for
-from daintree_tui.cli.output import configure_logging, error
-from daintree_tui.core import trust
-from daintree_tui.core.errors import DaintreeError
-from daintree_tui.services import Services
+from daintree_tui.core import spawn
 
-__all__ = ["build_parser", "main", "run"]
-
-
-def _common() -> Parser:
-    common = Parser(add_help=False)
-    common.add_argument("--repo", metavar="PATH", default=argparse.SUPPRESS, help="the repository (default: cwd)")
-    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                        help="print one JSON document on stdout")
-    common.add_argument("--host", metavar="NAME", default=argparse.SUPPRESS,
-                        help="run the command on a remote host (see `daintree host list`)")
-    return common
-
-
-def _apply_mcp_call(services: Services, owner: str, payload: dict[str, Any]) -> dict[str, Any]:
-    from daintree_tui.mcp.inbox import apply_call
-
-    return apply_call(services, owner, payload)
-
-
-# Every daintree process that applies inbox requests (the dashboard, `session watch`, doctor, the commands that
-# list what requests change) starts here, so a sandboxed session's MCP calls are known to each; the MCP package
-# is imported only when one arrives.
-Services.inbox_kinds["mcp"] = _apply_mcp_call
-
-Registrar = Callable[[Any, AddCommand, Parser], None]
-
-# The top-level commands each group registers (module, function), in the order `daintree --help` lists them.
-# A command imports only its own group's module: the others' imports would be most of a short command's time.
-GROUPS: tuple[tuple[tuple[str, ...], str, str], ...] = (
-    (("task",), "task", "register"),
-    (("worktree", "wt"), "worktree", "register"),
-    (("doctor", "trust"), "system", "register"),
-    (("session",), "session", "register"),
-    (("demo",), "system", "register_demo"),
-    (("bakeoff", "queue", "policy", "approvals", "approve", "reject", "gc"), "orchestrate", "register"),
-    (("host",), "host", "register"),
-    (("mcp",), "mcp", "register"),
-    (("sandbox",), "sandbox", "register"),
-    (("agents", "usage"), "agents", "register"),
-)
-
-
-def _from_group(module: str, name: str) -> Any:
-    """A function of a command group's module, importing only that module."""
-    return getattr(import_module(f"daintree_tui.cli.{module}"), name)
+__all__ = ["changes_state", "command_path", "command_word", "command_words", "main", "run", "start_ahead"]
 
 _TOP_OPTIONS_WITH_VALUE = ("--repo", "--host")
+_ALIASES = {"wt": "worktree", "rm": "remove"}
 
-# What works outside a git repository: tasks (by design: a plain folder can hold a task list), and the commands
-# that need no repository. Everything else, the dashboard included, is refused there in one line, rather than
-# half working (doctor said "all consistent", the dashboard opened and could create nothing).
-_NO_REPO_COMMANDS = ("task", "demo", "host", "agents", "usage", "sandbox", "mcp")
-
-
-# The commands that change state (tasks, worktrees, sessions): each first recovers a torn index from its `.bak`.
-# Reads only report it (and `doctor` reports it, then `doctor --fix` repairs it).
+# The commands that change state (tasks, worktrees, sessions): each first recovers a torn index from its `.bak`,
+# and so first asks what git tracks in the state dir. Reads only report a torn index (and `doctor` reports it,
+# then `doctor --fix` repairs it).
 _STATE_CHANGING = frozenset({
-    "cmd_task_create", "cmd_task_update", "cmd_wt_create", "cmd_wt_keep", "cmd_wt_remove", "cmd_wt_run",
-    "cmd_wt_commit", "cmd_wt_merge", "cmd_wt_pr", "cmd_session_start", "cmd_session_send", "cmd_session_keys",
-    "cmd_session_stop", "cmd_session_signal", "cmd_bakeoff_create", "cmd_bakeoff_score", "cmd_bakeoff_pick",
-    "cmd_queue_run", "cmd_approve", "cmd_reject", "cmd_gc",
+    ("task", "create"), ("task", "update"),
+    ("worktree", "create"), ("worktree", "keep"), ("worktree", "remove"), ("worktree", "run"),
+    ("worktree", "commit"), ("worktree", "merge"), ("worktree", "pr"),
+    ("session", "start"), ("session", "send"), ("session", "keys"), ("session", "stop"), ("session", "signal"),
+    ("bakeoff", "create"), ("bakeoff", "score"), ("bakeoff", "pick"), ("queue", "run"),
+    ("approve",), ("reject",), ("gc",),
+})
+# The commands that work on the repository here (the dashboard too, with no command), whose git calls start ahead.
+_REPOSITORY_COMMANDS = frozenset({
+    "task", "worktree", "wt", "session", "bakeoff", "queue", "policy", "approvals", "approve", "reject", "gc",
+    "doctor", "trust",
 })
 
 
@@ -109,102 +64,52 @@ def command_word(argv: Sequence[str]) -> str | None:
     return words[0] if words else None
 
 
-def build_parser(argv: Sequence[str] | None = None) -> Parser:
-    """The parser; given the arguments to parse, only the groups their command needs (each subparser costs
-    about a quarter of a millisecond of argparse and gettext, and a command runs once)."""
-    word = command_word(argv) if argv is not None else None
-    # The dashboard (no command) needs no group: not one group's module is imported before Textual's.
-    dashboard = argv is not None and word is None and not {"-h", "--help"} & set(argv)
-    groups: list[Registrar] = [] if dashboard else [
-        _from_group(module, fn) for names, module, fn in GROUPS if word is None or word in names]
-    if not groups and not dashboard:  # not one of ours: the full parser, whose error lists the choices
-        groups = [_from_group(module, fn) for _, module, fn in GROUPS]
-    common = _common()
-    parser = Parser(prog="daintree", parents=[common],
-                    description="Parallel AI coding agents, each in its own git worktree. Without a COMMAND: the "
-                                "dashboard of the repository here (or --repo PATH); `daintree demo` opens it on a "
-                                "throwaway repository with demo agents.")
-    parser.add_argument("--version", action="version", version=f"daintree {__import__('daintree_tui').__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+def command_path(argv: Sequence[str]) -> tuple[str, ...]:
+    """The command and its action, aliases spelled out (`wt rm x` -> `("worktree", "remove")`)."""
+    return tuple(_ALIASES.get(word, word) for word in command_words(argv)[:2])
 
-    def add(parent: Any, name: str, handler: Handler | None, help: str, aliases: Sequence[str] = ()) -> Parser:
-        p: Parser = parent.add_parser(name, parents=[common], help=help, aliases=list(aliases), description=help)
-        p.set_defaults(handler=handler)
-        return p
 
-    for registrar in groups:
-        registrar(sub, add, common)
-    return parser
+def changes_state(argv: Sequence[str]) -> bool:
+    """Whether the command in `argv` is one that changes tasks, worktrees or sessions."""
+    path = command_path(argv)
+    return path in _STATE_CHANGING or path[:1] in _STATE_CHANGING
+
+
+def _repo_option(argv: Sequence[str]) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            break
+        if arg == "--repo" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--repo="):
+            return arg.removeprefix("--repo=")
+    return None
+
+
+def start_ahead(argv: Sequence[str]) -> None:
+    """Start the git calls the command in `argv` will make first, in the directory it will make them in:
+    discovery's (`Project.discover`), and for a command that changes state, what git tracks in the state dir
+    (`trust.tracked_state_files`, in the primary's root only). Each answer is taken by the first caller asking
+    the same question there, and only while the index is the one it was asked of; one nobody asks for ends
+    with this process. A remote command (`--host`) and help start nothing."""
+    if {"--host", "-h", "--help", "--version"} & set(argv):
+        return
+    word = command_word(argv)
+    if word is not None and word not in _REPOSITORY_COMMANDS:
+        return
+    root = os.path.realpath(os.path.expanduser(_repo_option(argv) or os.getcwd()))
+    spawn.start_ahead(root, spawn.DISCOVERY)
+    if changes_state(argv):
+        identity = spawn.file_identity(os.path.join(root, ".git", "index"))
+        if identity is not None:
+            spawn.start_ahead(root, spawn.TRACKED_STATE, identity)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `daintree` console script."""
-    configure_logging()
-    argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(argv)
-    # For `worktree run`, everything after the first `--` is the command to run, never options of ours (argparse
-    # would mix them). For any other command `--` keeps its usual meaning: what follows is positional, so a task's
-    # subject may start with a dash (`daintree task create -- "-v is broken"`).
-    after: list[str] = []
-    if "--" in argv:
-        cut = argv.index("--")
-        argv, after = argv[:cut], argv[cut + 1:]
-    if after and command_words(argv)[:2] not in (["worktree", "run"], ["wt", "run"]):
-        argv, after = [*argv, "--", *after], []
-    try:
-        args = parser.parse_args(argv)
-        args.after_dashes = after
-    except SystemExit as exc:
-        return int(exc.code or 0) if isinstance(exc.code, int) else 2
-    handler: Handler | None = getattr(args, "handler", None)
-    services: Services | None = None
-    try:
-        if "host" in args:  # one dispatch point: the whole command runs on that host, by its own daintree
-            from daintree_tui.cli.host import run_on_host
+    """Run one command (default: this process's arguments) and return its exit code."""
+    from daintree_tui.cli.dispatch import main as dispatch
 
-            return run_on_host(args, argv, after)
-        services = services_for(args)
-        changes_state = handler is not None and handler.__name__ in _STATE_CHANGING and services.project.is_git
-        if changes_state:
-            # Its first step (the torn-index check below) asks what git tracks in the state dir: git lists it
-            # while the command's own modules import.
-            trust.start_tracked_state(services.project)
-        if handler is None:
-            if args.command:  # `daintree task` without an action
-                parser.error(f"{args.command} needs an action (see daintree {args.command} --help)")
-            handler = _from_group("system", "cmd_dashboard")
-        if not services.project.is_git and args.command not in _NO_REPO_COMMANDS:
-            services.project.require_git()
-        # Inside a sandbox, state changes go through the session inbox; outside, pending requests are applied.
-        stop = sandbox.route(args, services)
-        if stop is not None:
-            return stop
-        stop = orchestrate.policy_gate(args, services, [*argv, *(["--", *after] if after else [])])
-        if stop is not None:
-            return stop
-        if changes_state and not getattr(args, "dry_run", False):
-            from daintree_tui.core.index import Index
-
-            Index(services.project).heal_if_torn()  # DESIGN 3: a torn index is recovered before any change
-        return handler(args, services)
-    except DaintreeError as exc:
-        error(str(exc))
-        return exc.exit_code
-    except SystemExit as exc:
-        return int(exc.code) if isinstance(exc.code, int) else 2
-    except KeyboardInterrupt:
-        error("interrupted")
-        return 130
-    except BrokenPipeError:
-        return 0
-    except Exception as exc:
-        if os.environ.get("DAINTREE_DEBUG"):
-            raise
-        error(f"internal error: {type(exc).__name__}: {exc} (DAINTREE_DEBUG=1 for details)")
-        return 1
-    finally:
-        if services is not None:
-            services.close()  # hooks of the transitions this command recorded finish before it exits
+    return dispatch(argv)
 
 
 def run() -> NoReturn:
@@ -214,6 +119,7 @@ def run() -> NoReturn:
     teardown (clearing each module, collecting each object) frees nothing the kernel would not, and took 10-15 ms
     of every command on the 2-core target (a tenth of what `worktree create` adds to git's own time, bench 1).
     Every file this process writes is closed by then (state files are written whole, then renamed)."""
+    start_ahead(sys.argv[1:])
     code = main()
     if threading_idle():
         try:

@@ -6,13 +6,13 @@ All state lives under the *primary* worktree's root, also when a command runs fr
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 from daintree_tui.core import config as config_mod
+from daintree_tui.core import spawn
 from daintree_tui.core.errors import ConfigError, InputError, OperationError
 from daintree_tui.core.git import add_exclude, pinned_hooks
 from daintree_tui.core.store import EventLog, StateLock
@@ -51,13 +51,10 @@ class Project:
         path = path.resolve()
         # The hooks path and HEAD's commit come in the same fork: a create needs both, and a fork is a few ms of its
         # start-up. Git prints the paths, then the commit; without one (a repository with no commit yet) it exits 1
-        # after the paths.
-        proc = subprocess.run(
-            ["git", "-C", str(path), "rev-parse", "--path-format=absolute", "--git-common-dir", "--show-toplevel",
-             "--git-path", "hooks", "--verify", "--quiet", "HEAD^{commit}"],
-            capture_output=True, text=True, stdin=subprocess.DEVNULL,
-        )
-        lines = proc.stdout.split("\n")
+        # after the paths. The console script asked already, before its imports (`spawn.start_ahead`).
+        proc = spawn.take_ahead(str(path), spawn.DISCOVERY) or spawn.start(path, *spawn.DISCOVERY)
+        stdout, _ = proc.communicate()
+        lines = stdout.split("\n")
         if proc.returncode not in (0, 1) or len(lines) < 3 or not lines[0] or not lines[1]:
             return cls(path, None)
         common, toplevel = Path(lines[0]), Path(lines[1])

@@ -13,13 +13,13 @@ import os
 import re
 import shutil
 import stat
-import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from daintree_tui.core import git as g
+from daintree_tui.core import spawn
 from daintree_tui.core.config import REPO_CONFIG_NAME, Config, user_data_dir
 from daintree_tui.core.errors import ConfigError, InputError, OperationError
 from daintree_tui.core.log import warn
@@ -395,63 +395,54 @@ def private_dir(path: Path) -> Path:
 # What git tracks under `.worktrees/`, per primary index (path, mtime, size, inode): one `git ls-files` per change
 # of the index, however often the dashboard reads a record.
 _TRACKED_STATE: dict[Path, tuple[tuple[int, int, int], frozenset[Path]]] = {}
-# A listing started ahead (`start_tracked_state`), with the index it was started for, read by the first caller.
-_TRACKED_AHEAD: dict[Path, tuple[tuple[int, int, int], subprocess.Popen[str]]] = {}
 _TRACKED_STATE_LOCK = threading.Lock()  # the dashboard asks from several workers
 
 
-def _tracked_listing(project: Project) -> tuple[Path, tuple[int, int, int], list[str]] | None:
-    """The primary's index, its identity (mtime, size, inode) and the `ls-files` arguments that list what git
-    tracks under the state dir; None when there is nothing to list."""
+def _primary_index(project: Project) -> tuple[Path, tuple[int, int, int]] | None:
+    """The primary's index and its identity (mtime, size, inode), which what git tracks is a function of; None
+    when there is nothing to list."""
     common = project.common_dir
-    if common is None or not project.state_dir.is_relative_to(project.root):
+    if common is None:
         return None
     index = common / "index"
-    try:
-        info = index.stat()
-    except OSError:
-        return None
-    rel = project.state_dir.relative_to(project.root).as_posix()
-    return index, (info.st_mtime_ns, info.st_size, info.st_ino), ["ls-files", "-z", "--", f":(literal){rel}/"]
+    identity = spawn.file_identity(str(index))
+    return None if identity is None else (index, identity)
 
 
 def start_tracked_state(project: Project) -> None:
-    """Start the listing `tracked_state_files` reads: a command that changes state asks it first thing, and its
-    git then runs while the command imports and reads what it needs. Started here, not in a thread: a thread
-    waited for the GIL behind those imports before it could start git."""
-    listing = _tracked_listing(project)
-    if listing is None:
-        return
-    index, key, args = listing
-    with _TRACKED_STATE_LOCK:
-        cached = _TRACKED_STATE.get(index)
-        if (cached is None or cached[0] != key) and index not in _TRACKED_AHEAD:
-            with contextlib.suppress(OperationError):  # no git: the caller's own call says so
-                _TRACKED_AHEAD[index] = (key, g.start(project.root, *args))
+    """Start the listing `tracked_state_files` reads (unless the console script did, before its imports): a
+    command that changes state asks it first thing, and its git then runs while the command imports and reads
+    what it needs. Started here, not in a thread: a thread waited for the GIL behind those imports before it
+    could start git."""
+    listing = _primary_index(project)
+    if listing is not None:
+        index, identity = listing
+        with _TRACKED_STATE_LOCK:
+            cached = _TRACKED_STATE.get(index)
+            if cached is None or cached[0] != identity:
+                spawn.start_ahead(str(project.root), spawn.TRACKED_STATE, identity)
 
 
 def tracked_state_files(project: Project) -> frozenset[Path]:
     """The files under the state dir (`.worktrees/`) that git tracks in the primary: they came with the
     repository's history (a clone, or a `git pull`/merge of your own while a session runs: git writes over
     ignored files), so they are not daintree's, whatever they say."""
-    listing = _tracked_listing(project)
+    listing = _primary_index(project)
     if listing is None:
         return frozenset()
-    index, key, args = listing
+    index, identity = listing
     with _TRACKED_STATE_LOCK:
         cached = _TRACKED_STATE.get(index)
-        if cached is not None and cached[0] == key:
+        if cached is not None and cached[0] == identity:
             return cached[1]
-        ahead_key, ahead = _TRACKED_AHEAD.pop(index, (None, None))
-        if ahead is not None and ahead_key == key:
+        # A listing started for another version of the index is killed: it may be of the old one.
+        ahead = spawn.take_ahead(str(project.root), spawn.TRACKED_STATE, identity)
+        if ahead is not None:
             listed = ahead.communicate()[0]
         else:
-            if ahead is not None:  # the index changed since: that listing may be of the old one
-                ahead.kill()
-                ahead.communicate()
-            listed = g.git(project.root, *args, check=False).stdout
+            listed = g.git(project.root, *spawn.TRACKED_STATE, check=False).stdout
         tracked = frozenset(project.root / name for name in listed.split("\0") if name)
-        _TRACKED_STATE[index] = (key, tracked)
+        _TRACKED_STATE[index] = (identity, tracked)
         return tracked
 
 

@@ -305,10 +305,12 @@ class WorktreeService:
         if not name_ok:
             raise InputError(f"invalid worktree name {name!r}: {branch} is not a valid branch name")
         base_ref = base or self.cfg.base
+        checkout = g.ParallelCheckout(project.root)  # git answers while the checks below run
         with project.lock.hold():
             entries = self.index.load(heal=True)
             task, base_commit, reset_branch = self._validate_create(entries, name, task_id, base_ref)
-            entry, provided = self._create_locked(entries, name, task, base_ref, base_commit, reset_branch, hooks)
+            entry, provided = self._create_locked(entries, name, task, base_ref, base_commit, reset_branch,
+                                                  [*hooks, *checkout.options()])
             if task is not None:  # the events after this point show the task as the create left it: bound
                 task = self.tasks.find(task.id) or task
         from daintree_tui.core.hooks import run_hooks
@@ -327,7 +329,7 @@ class WorktreeService:
 
     def _create_locked(self, entries: list[WorktreeEntry], name: str, task: Task | None, base_ref: str,
                        base_commit: str, reset_branch: bool,
-                       hooks: list[str]) -> tuple[WorktreeEntry, deps.DepsReport]:
+                       options: list[str]) -> tuple[WorktreeEntry, deps.DepsReport]:
         project, root = self.project, self.project.root
         branch = self.branch_for(name)
         path = project.worktree_path(name)
@@ -353,7 +355,7 @@ class WorktreeService:
                 _import_the_steps_after_the_add()
                 return scan
 
-            scan = g.git_while(root, *hooks, "worktree", "add", "--quiet", "-B" if reset_branch else "-b", branch,
+            scan = g.git_while(root, *options, "worktree", "add", "--quiet", "-B" if reset_branch else "-b", branch,
                                str(path), base_commit, meanwhile=while_git_checks_out)
             undo.push("remove the worktree directory", lambda: self.discard_worktree(path))
             assert project.common_dir is not None
