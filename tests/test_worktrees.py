@@ -589,3 +589,15 @@ def test_worktrees_are_checked_out_in_parallel_unless_git_config_says_otherwise(
     cli.ok("worktree", "create", "sequential")
     assert workers_started() == 0
     assert (repo / ".worktrees" / "sequential" / "f149.txt").read_text() == "149\n"
+
+
+def test_a_deleted_current_folder_or_an_unknown_home_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    proc = subprocess.run(["sh", "-c", 'cd "$1" && rmdir "$1" && shift && exec "$@"', "sh", str(gone),
+                           sys.executable, "-m", "daintree_tui", "worktree", "create", "x"],
+                          capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stderr) == (2, "daintree: the current directory no longer exists\n")
+    proc = subprocess.run([sys.executable, "-m", "daintree_tui", "--repo", "~no-such-user-here/x", "worktree", "list"],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert (proc.returncode, proc.stderr) == (2, "daintree: no such directory: ~no-such-user-here/x\n")

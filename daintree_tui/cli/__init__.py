@@ -97,7 +97,10 @@ def start_ahead(argv: Sequence[str]) -> None:
     word = command_word(argv)
     if word is not None and word not in _REPOSITORY_COMMANDS:
         return
-    root = os.path.realpath(os.path.expanduser(_repo_option(argv) or os.getcwd()))
+    try:
+        root = os.path.realpath(os.path.expanduser(_repo_option(argv) or os.getcwd()))
+    except (OSError, RuntimeError):  # the folder here was deleted, `~nobody`: discovery's own error says so
+        return
     spawn.start_ahead(root, spawn.DISCOVERY)
     if changes_state(argv):
         identity = spawn.file_identity(os.path.join(root, ".git", "index"))

@@ -89,9 +89,9 @@ class ParallelCheckout:
     """Whether `git worktree add` checks out with several processes (`checkout.workers`): yes, one per core,
     unless the user's git config chose. Asked of git at once, read when the add is about to start.
 
-    On the 2-core target, a 10,000-file add took 0.8-0.4x of a sequential one when the disk was slow (it waits
-    on writes, which several workers overlap) and 0.95x when it was quick; git checks out fewer than
-    `checkout.thresholdForParallelism` files (100) in one process anyway."""
+    On the 2-core target a 10,000-file add took 0.3-0.6x as long as a sequential one while the disk was throttled
+    (it waits on writes, which several workers overlap), about 0.95x when the disk was quick, and the same on
+    tmpfs. Git checks out fewer than `checkout.thresholdForParallelism` files (100) in one process anyway."""
 
     def __init__(self, root: Path) -> None:
         self._asked: subprocess.Popen[str] | None = None

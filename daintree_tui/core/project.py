@@ -45,7 +45,12 @@ class Project:
     @classmethod
     def discover(cls, start: Path | str | None = None) -> Project:
         """Find the primary worktree root from `start` (default: the current directory)."""
-        path = Path(start or os.getcwd()).expanduser()
+        try:
+            path = Path(start or os.getcwd()).expanduser()
+        except FileNotFoundError:
+            raise InputError("the current directory no longer exists") from None
+        except RuntimeError:  # `~name` of no user
+            raise InputError(f"no such directory: {start}") from None
         if not path.is_dir():
             raise InputError(f"no such directory: {path}")
         path = path.resolve()
