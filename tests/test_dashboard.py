@@ -242,6 +242,43 @@ async def test_remove_dialog_dirty_needs_second_confirmation(repo: Path, cli: CL
         await until(pilot, lambda: index(repo)["clean"]["status"] == "removed")
 
 
+async def test_a_confirmed_discard_loses_only_the_files_the_dialog_listed(repo: Path, cli: CLI) -> None:
+    """The agent writes a file while the remove dialog is open: confirming twice discards what was listed, so
+    the remove is refused and both files stay; a fresh dialog lists both and removes."""
+    def armed() -> bool:
+        button = app.screen.query_one("#remove", Button)
+        return "Yes, discard" in str(button.label) and not button.has_class("-active")
+
+    configure(repo)
+    cli.ok("worktree", "create", "busy")
+    tree = repo / ".worktrees" / "busy"
+    (tree / "listed.txt").write_text("shown in the dialog")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: len(screen.entries) == 1)
+        await pilot.press("x")
+        await on_screen(pilot, app, "RemoveScreen")
+        assert app.screen.dirty == ["listed.txt"]
+        (tree / "written-meanwhile.txt").write_text("the agent's newest work")
+        await pilot.click("#remove")
+        await until(pilot, armed)
+        await pilot.click("#remove")
+        await until(pilot, lambda: any("not removed" in str(t.render()) and "written-meanwhile.txt" in str(t.render())
+                                       for t in app.screen.query("Toast")))
+        assert index(repo)["busy"]["status"] == "active"
+        assert (tree / "written-meanwhile.txt").read_text() == "the agent's newest work"
+        assert (tree / "listed.txt").exists()
+        await pilot.press("x")
+        await on_screen(pilot, app, "RemoveScreen")
+        assert sorted(app.screen.dirty) == ["listed.txt", "written-meanwhile.txt"]
+        await pilot.click("#remove")
+        await until(pilot, armed)
+        await pilot.click("#remove")
+        await until(pilot, lambda: index(repo)["busy"]["status"] == "removed")
+        assert not tree.exists()
+
+
 async def test_cli_change_appears_live(repo: Path, cli: CLI) -> None:
     configure(repo)
     app = make_app(Project.discover(repo))

@@ -253,10 +253,10 @@ def require_ours(project: Project, path: Path, what: str) -> None:
         raise OperationError(f"refusing to {what}: {problem}")
 
 
-def work_at_risk(project: Project, path: Path) -> list[str]:
+def work_at_risk(project: Project, path: Path, agreed: frozenset[str] = frozenset()) -> list[str]:
     """What deleting the worktree at `path` would lose, each as a reason: a tree git cannot inspect (its `.git`
-    file is gone), uncommitted or untracked files, checked-out submodules, commits on a detached HEAD that no
-    branch contains."""
+    file is gone), uncommitted or untracked files (but those in `agreed`, which the user agreed to lose),
+    checked-out submodules, commits on a detached HEAD that no branch contains."""
     if not path.is_dir():
         return []
     if not (path / ".git").is_file() and not (path / ".git").is_dir():
@@ -264,7 +264,7 @@ def work_at_risk(project: Project, path: Path) -> list[str]:
                 "`git worktree repair`)"]
     reasons = []
     try:
-        dirty = g.dirty_files(path)
+        dirty = [name for name in g.dirty_files(path) if name not in agreed]
     except OperationError as exc:
         return [f"{path} cannot be inspected: {exc}"]
     if dirty:

@@ -13,7 +13,7 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -445,9 +445,13 @@ class WorktreeService:
     # -- remove ----------------------------------------------------------------------------------------------
 
     def remove(self, name: str, *, force: bool = False, complete_task: bool = False,
-               delete_branch: bool = False) -> RemoveResult:
+               delete_branch: bool = False, discard: Collection[str] | None = None) -> RemoveResult:
         """Remove a worktree: refuse uncommitted work unless forced, stop its session, free its ports,
-        unbind (or complete) its task, and delete its branch only when asked and merged (or forced)."""
+        unbind (or complete) its task, and delete its branch only when asked and merged (or forced).
+
+        `discard`, with `force`: the uncommitted files the user was shown and agreed to lose; any other work
+        found (a file the agent wrote since, detached commits, a checked-out submodule) refuses the remove,
+        checked again once the session is stopped."""
         from daintree_tui.core.hooks import run_hooks
 
         project = self.project
@@ -457,7 +461,7 @@ class WorktreeService:
         if not entry.live:
             return RemoveResult(name, f"worktree {name} is already removed", removed=False, entry=entry)
         path = Path(entry.path)
-        self._check_removable(entry, force)
+        self._check_removable(entry, force, discard)
         # remove.before opens the log of the remove, as create.before does for a create: the pre_remove hooks and
         # the session's stop are steps of the remove (DESIGN 3), and a failure of any step is remove.failed.
         task = self.tasks.brief_of(entry.task_id)
@@ -474,7 +478,7 @@ class WorktreeService:
                 entry = find(entries, name) or entry
                 if not entry.live:
                     return RemoveResult(name, f"worktree {name} is already removed", removed=False, entry=entry)
-                self._check_removable(entry, force)  # again under the lock: the agent may have written since
+                self._check_removable(entry, force, discard)  # again under the lock: the agent may have written since
                 self._journal_write(name, op="remove", path=str(path), force=force, complete_task=complete_task)
                 self.finish_remove(entries, entry, complete_task)
         except BaseException as exc:
@@ -491,8 +495,9 @@ class WorktreeService:
         run_hooks(project, "post_remove", entry, cwd=project.root)
         return result
 
-    def _check_removable(self, entry: WorktreeEntry, force: bool) -> None:
-        """Refuse to remove what is not ours (always), or what would lose work (unless forced), saying why."""
+    def _check_removable(self, entry: WorktreeEntry, force: bool, discard: Collection[str] | None = None) -> None:
+        """Refuse to remove what is not ours (always), or what would lose work (unless forced, or beyond the
+        files `discard` names), saying why."""
         path = Path(entry.path)
         if not (path.exists() or path.is_symlink()):
             return
@@ -501,6 +506,11 @@ class WorktreeService:
             reasons = trust.work_at_risk(self.project, path)
             if reasons:
                 raise OperationError(f"worktree {entry.name} has {'; '.join(reasons)} (use --force to discard)")
+        elif discard is not None:
+            reasons = trust.work_at_risk(self.project, path, agreed=frozenset(discard))
+            if reasons:
+                raise OperationError(f"worktree {entry.name} not removed: it has {'; '.join(reasons)}, which the "
+                                     "removal you confirmed did not list")
 
     def finish_remove(self, entries: list[WorktreeEntry], entry: WorktreeEntry, complete_task: bool) -> None:
         """The locked part of remove, also used by reconcile to finish an interrupted remove."""

@@ -189,8 +189,8 @@ class Backend(Services):
     def keep(self, name: str) -> WorktreeEntry:
         return self.worktrees.keep(name)
 
-    def remove(self, name: str, force: bool, complete_task: bool) -> RemoveResult:
-        return self.worktrees.remove(name, force=force, complete_task=complete_task)
+    def remove(self, name: str, force: bool, complete_task: bool, discard: list[str] | None = None) -> RemoveResult:
+        return self.worktrees.remove(name, force=force, complete_task=complete_task, discard=discard)
 
     def dirty_files(self, name: str) -> list[str]:
         return self.worktrees.dirty_files(self.worktrees.get(name))

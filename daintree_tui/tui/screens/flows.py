@@ -167,7 +167,8 @@ async def remove(screen: DashboardActions, name: str) -> None:
         return
     screen.release(name)
     try:
-        result = await asyncio.to_thread(screen.backend.remove, name, choice.force, choice.complete_task)
+        # Forced, it discards only the files the dialog listed: what the agent wrote while it was open refuses it.
+        result = await asyncio.to_thread(screen.backend.remove, name, choice.force, choice.complete_task, dirty)
     except BaseException:
         screen.reattach(name)  # refused (a hook, dirty work): the session is still there, show it again
         raise
