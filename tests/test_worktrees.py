@@ -601,3 +601,22 @@ def test_a_deleted_current_folder_or_an_unknown_home_is_one_line_and_exit_2(tmp_
     proc = subprocess.run([sys.executable, "-m", "daintree_tui", "--repo", "~no-such-user-here/x", "worktree", "list"],
                           capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert (proc.returncode, proc.stderr) == (2, "daintree: no such directory: ~no-such-user-here/x\n")
+
+
+def test_the_collector_is_off_while_the_cli_loads_and_on_when_its_command_runs(repo: Path) -> None:
+    """Off during the imports (a few ms of every command), on for the command itself: the dashboard and the
+    MCP server run for hours. A caller of `main` with the collector on keeps it as it is, nothing frozen."""
+    probe = ("import gc, sys\n"
+             "from daintree_tui.cli import dispatch, run, task\n"
+             "real = task.cmd_task_list\n"
+             "def handler(*args):\n"
+             "    print('collector', gc.isenabled(), 'frozen', gc.get_freeze_count() > 0, flush=True)\n"
+             "    return real(*args)\n"
+             "task.cmd_task_list = handler\n"
+             "dispatch.main(['task', 'list'])\n"
+             "sys.argv = ['daintree', 'task', 'list']\n"
+             "run()\n")
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=repo, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    seen = [line for line in proc.stdout.splitlines() if line.startswith("collector")]
+    assert seen == ["collector True frozen False", "collector True frozen True"]

@@ -12,6 +12,7 @@ the git calls the command's first steps will make (`start_ahead`), so that git a
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from collections.abc import Sequence
@@ -121,7 +122,12 @@ def run() -> NoReturn:
     When no other thread is left, it ends with `os._exit` once its output is flushed: the interpreter's own
     teardown (clearing each module, collecting each object) frees nothing the kernel would not, and took 10-15 ms
     of every command on the 2-core target (a tenth of what `worktree create` adds to git's own time, bench 1).
-    Every file this process writes is closed by then (state files are written whole, then renamed)."""
+    Every file this process writes is closed by then (state files are written whole, then renamed).
+
+    The cyclic garbage collector is off while the command's modules load: they allocate hundreds of thousands of
+    objects that live as long as the process, and collecting them again and again cost several ms of each
+    command's start. `dispatch` turns it back on, with those objects frozen, before the command runs."""
+    gc.disable()
     start_ahead(sys.argv[1:])
     code = main()
     if threading_idle():

@@ -4,6 +4,7 @@ and the policy gate, then its handler; errors as one line and an exit code (`dai
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -146,6 +147,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             from daintree_tui.core.index import Index
 
             Index(services.project).heal_if_torn()  # DESIGN 3: a torn index is recovered before any change
+        if not gc.isenabled():  # `cli.run` turned the collector off while the modules loaded
+            # What has loaded so far lives as long as the process: the collector need never scan it again, and
+            # is on for what the command itself allocates.
+            gc.freeze()
+            gc.enable()
         return handler(args, services)
     except DaintreeError as exc:
         error(str(exc))
