@@ -48,10 +48,10 @@ def _changes(path: Path, watch: object) -> Iterator[object]:
 TAIL_CHUNK = 64 * 1024
 
 
-def read_tail(path: Path, enough: Callable[[bytes], bool], limit: int | None = None) -> tuple[bytes, int]:
-    """The end of `path`, read backwards in growing chunks until `enough(data)`, the start, or `limit` bytes; and
-    the size it was read at (where a follower goes on). `session log -n 20` of a log of gigabytes reads
-    kilobytes, not all of it."""
+def read_tail(path: Path, enough: Callable[[bytes, bool], bool], limit: int | None = None) -> tuple[bytes, int]:
+    """The end of `path`, read backwards in growing chunks until `enough(data, whole)` (`whole`: `data` is all of
+    the file), the start, or `limit` bytes; and the size it was read at (where a follower goes on). `session log
+    -n 20` of a log of gigabytes reads kilobytes, not all of it."""
     with path.open("rb") as fh:
         size = fh.seek(0, os.SEEK_END)
         start, chunk, data = size, TAIL_CHUNK, b""
@@ -60,7 +60,7 @@ def read_tail(path: Path, enough: Callable[[bytes], bool], limit: int | None = N
             start -= step
             fh.seek(start)
             data = fh.read(step) + data
-            if enough(data):
+            if enough(data, start == 0):
                 break
             chunk *= 2
     return data, size
@@ -71,18 +71,37 @@ def read_tail(path: Path, enough: Callable[[bytes], bool], limit: int | None = N
 LINE_START = re.compile(rb"\n|\x1b\[[0-9;]*[Hf]")
 
 
-def line_starts(data: bytes) -> list[int]:
-    """Where each line of raw terminal output `data` begins (the first may be cut: it begins at 0)."""
-    starts = [0]
-    for match in LINE_START.finditer(data):
-        starts.append(match.end() if match.group() == b"\n" else match.start())
-    if starts[-1] == len(data) and len(starts) > 1:  # after a last line break: no line yet
-        starts.pop()
-    return sorted(set(starts))
+# LINE_START read backwards (`ESC [ row ; col H` reversed): the last lines of a tail of megabytes are found from its
+# end, at the regex engine's speed. Read forwards, the cursor moves before them (millions, in a log of `ESC [ H`
+# only) took a Python step each, seconds of CPU for `session log -n 5`. The matches are the same either way: each
+# holds one ESC, at its start, or is one line break.
+_LINE_START_REVERSED = re.compile(rb"\n|[Hf][0-9;]*\[\x1b")
 
 
-def last_lines(data: bytes, count: int) -> bytes:
-    """The last `count` lines of raw terminal output, as bytes (see LINE_START)."""
-    starts = line_starts(data)
-    return data[starts[-count]:] if count < len(starts) else data
+def last_line_starts(data: bytes, count: int) -> list[int]:
+    """The last `count` places (or all, when fewer) where a line of raw terminal output `data` begins, in order.
 
+    The first line may be cut: it begins at 0; after a last line break no line begins yet. The cost is in the bytes
+    after the first of them, not in all of `data`.
+    """
+    if count <= 0:
+        return []
+    size, found = len(data), list[int]()
+    for match in _LINE_START_REVERSED.finditer(data[::-1]):
+        start = size - match.start() if match.group() == b"\n" else size - match.end()
+        if 0 < start < size and (not found or start < found[-1]):  # "\n ESC[H" begins one line, not two
+            found.append(start)
+            if len(found) == count:
+                break
+    else:
+        found.append(0)
+    return found[::-1]
+
+
+def first_line_start(data: bytes) -> int:
+    """Where the first whole line of `data` begins (a tail cut in a line, or in a cursor move: the part before it is
+    not shown as a line of its own); 0 when none does."""
+    match = LINE_START.search(data)
+    if match is None:
+        return 0
+    return match.end() if match.group() == b"\n" else match.start()

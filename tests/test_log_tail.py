@@ -1,0 +1,116 @@
+"""`session log -n N` of a hostile log: the end of megabytes of cursor moves, found without a Python step for each."""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from daintree_tui.core.follow import LINE_START, last_line_starts
+from daintree_tui.sessions.last_words import could_hold_lines, readable_lines
+
+# The CPU a run may take: generous (the runs below take a few tenths of a second; before, the one on a terminal
+# took half a minute).
+CPU_LIMIT = 10.0
+
+
+def _log(repo: Path, name: str, data: bytes) -> None:
+    path = repo / ".worktrees" / ".logs" / f"{name}.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def _run(repo: Path, *args: str, terminal: bool) -> tuple[bytes, float]:
+    """`daintree ARGS`, its stdout a pipe or a real PTY: what it wrote there, and the CPU it took."""
+    if terminal:
+        leader, follower = os.openpty()
+        out_fd = follower
+    else:
+        leader, out_fd = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-m", "daintree_tui", *args], cwd=repo, stdout=out_fd,
+                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    os.close(out_fd)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the writer closed the PTY
+            chunk = b""
+        if not chunk:
+            break
+        out += chunk
+    os.close(leader)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    assert proc.returncode == 0
+    return out, usage.ru_utime + usage.ru_stime
+
+
+def test_the_end_of_megabytes_of_cursor_moves_is_found_without_a_step_for_each(repo: Path) -> None:
+    """An agent's log of 18 MB of `ESC [ H` (a screen redrawn from its top, over and over, with no text) made
+    `session log NAME -n 5` on a terminal take half a minute of CPU: each tail read backwards, twice as long as
+    the last, was turned into text again, a Python step for each cursor move, up to 16 MB."""
+    _log(repo, "home", b"\x1b[2;1Hgone\n" + b"\x1b[H" * (6 * 1024 * 1024) + b"\x1b[5;1Hlast words")
+    shown, cpu = _run(repo, "session", "log", "home", "-n", "5", terminal=True)
+    assert shown.decode().splitlines() == ["last words"]
+    assert cpu < CPU_LIMIT, cpu
+    piped, cpu = _run(repo, "session", "log", "home", "-n", "5", terminal=False)
+    assert piped == b"\x1b[H" * 4 + b"\x1b[5;1Hlast words"  # a cursor move to a row begins a line
+    assert cpu < CPU_LIMIT, cpu
+    # A last line of megabytes after them: the line starts before it are not each a Python step either.
+    _log(repo, "home", b"\x1b[H" * (3 * 1024 * 1024) + b"\x1b[7;1H" + b"x" * (9 * 1024 * 1024))
+    piped, cpu = _run(repo, "session", "log", "home", "-n", "2", terminal=False)
+    assert piped == b"\x1b[H\x1b[7;1H" + b"x" * (9 * 1024 * 1024)
+    assert cpu < CPU_LIMIT, cpu
+    # Cursor moves to two rows in turn: a line each, all blank; what a terminal shows is the last megabyte's text.
+    _log(repo, "home", b"\x1b[1H\x1b[2H" * (2 * 1024 * 1024) + b"\x1b[3Hend")
+    shown, cpu = _run(repo, "session", "log", "home", "-n", "5", terminal=True)
+    assert shown.decode().splitlines() == ["end"]
+    assert cpu < CPU_LIMIT, cpu
+
+
+def test_a_log_of_megabytes_of_lines_shows_its_last(repo: Path) -> None:
+    line = b"\x1b[32mok\x1b[0m a normal line of output, number %d\r\n"
+    _log(repo, "lines", b"".join(line % n for n in range(300_000)))
+    shown, cpu = _run(repo, "session", "log", "lines", "-n", "3", terminal=True)
+    assert shown.decode().splitlines() == [f"ok a normal line of output, number {n}" for n in range(299_997, 300_000)]
+    assert cpu < CPU_LIMIT, cpu
+    piped, cpu = _run(repo, "session", "log", "lines", "-n", "3", terminal=False)
+    assert piped == b"".join(line % n for n in range(299_997, 300_000))
+    assert cpu < CPU_LIMIT, cpu
+
+
+def _line_starts(data: bytes) -> list[int]:
+    """Where each line of `data` begins, read forwards: what `last_line_starts` finds from the end."""
+    starts = [0]
+    for match in LINE_START.finditer(data):
+        starts.append(match.end() if match.group() == b"\n" else match.start())
+    if starts[-1] == len(data) and len(starts) > 1:  # after a last line break: no line yet
+        starts.pop()
+    return sorted(set(starts))
+
+
+def test_line_starts_found_from_the_end_are_those_found_from_the_start() -> None:
+    pieces = [b"\n", b"\r", b"\x1b", b"[", b"H", b"f", b"1", b";", b"x", b"\x1b[H", b"\x1b[2;5H", b"\n\x1b[3H"]
+    rng = random.Random(11)
+    for _ in range(20_000):
+        data = b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        for count in range(1, 5):
+            assert last_line_starts(data, count) == _line_starts(data)[-count:], (data, count)
+
+
+def test_readable_lines_keep_their_spacing_and_are_never_more_than_could_hold_lines_says() -> None:
+    # Moves to the same row one after another are a space each, as one move across the row is.
+    assert readable_lines("a\x1b[3;1H\x1b[3;4H\x1b[3;9Hb\x1b[3;1H\x1b[3Hc") == ["a", "  b  c"]
+    assert readable_lines("\x1b[H" * 1000 + "x\x1b[2H\x1b[1Hy") == [" " * 999 + "x", "y"]
+    pieces = ["\x1b[1H", "\x1b[H", "\x1b[2;3H", "\x1b[;5H", "\x1b]0;t\x07", "\x1b]", "\x1b[31m", "\x1b[5C", "\x1b[A",
+              "\x1b[1;", "\x1b", "x", " ", "\n", "\r", "\t", "\x07", "\u200b"]
+    rng = random.Random(12)
+    for _ in range(20_000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        lines = readable_lines(text)
+        assert could_hold_lines(text, len(lines)), text
+        assert all(re.sub(r"[ -~]", "", line) == "" for line in lines), text
