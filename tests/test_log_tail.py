@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from daintree_tui.core.follow import LINE_START, last_line_starts
+from daintree_tui.core.follow import LINE_START, LastLines
 from daintree_tui.sessions.last_words import could_hold_lines, readable_lines
 
 # The CPU a run may take: generous (the runs below take a few tenths of a second; before, the one on a terminal
@@ -93,13 +93,23 @@ def _line_starts(data: bytes) -> list[int]:
     return sorted(set(starts))
 
 
-def test_line_starts_found_from_the_end_are_those_found_from_the_start() -> None:
+def test_the_last_lines_found_from_the_end_chunk_by_chunk_are_those_found_from_the_start() -> None:
+    """`LastLines` scans each chunk of a tail read backwards once: a cursor move cut between two chunks, or a line
+    break at the cut, still begins a line, once."""
     pieces = [b"\n", b"\r", b"\x1b", b"[", b"H", b"f", b"1", b";", b"x", b"\x1b[H", b"\x1b[2;5H", b"\n\x1b[3H"]
     rng = random.Random(11)
     for _ in range(20_000):
-        data = b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        data = b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 14)))
+        cuts = sorted({rng.randint(0, len(data)) for _ in range(rng.randint(0, 4))} | {0}, reverse=True)
         for count in range(1, 5):
-            assert last_line_starts(data, count) == _line_starts(data)[-count:], (data, count)
+            last = LastLines(count)
+            for cut in cuts:  # the tails read_tail reads, each longer than the last
+                tail = data[cut:]
+                if last(tail, cut == 0):
+                    break
+            starts = _line_starts(tail)
+            expected = tail[starts[-count]:] if count < len(starts) else tail
+            assert last.of(tail) == expected, (data, cuts, count)
 
 
 def test_readable_lines_keep_their_spacing_and_are_never_more_than_could_hold_lines_says() -> None:

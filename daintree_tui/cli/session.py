@@ -112,7 +112,7 @@ TEXT_TAIL_LIMIT = 1024 * 1024
 
 
 def cmd_session_log(args: argparse.Namespace, services: Services) -> int:
-    from daintree_tui.core.follow import first_line_start, follow_lines, last_line_starts, read_tail
+    from daintree_tui.core.follow import LastLines, first_line_start, follow_lines, read_tail
     from daintree_tui.sessions.last_words import could_hold_lines, readable_lines
 
     if args.lines < 0:
@@ -135,21 +135,20 @@ def cmd_session_log(args: argparse.Namespace, services: Services) -> int:
         # With -n, only the end is read: as many lines as asked and one more (the first may be cut). Each tail is
         # read once, at the regex engine's speed where it can be (see TEXT_TAIL_LIMIT); the last reading is kept.
         text_read: tuple[int, list[str] | None] = (-1, None)  # the last tail's size and lines (None: too few)
-        starts_read: tuple[int, list[int]] = (-1, [])  # the last tail's size and where its last lines begin
+        last_lines = LastLines(args.lines)  # the last lines of the raw tail, found as it is read
 
         def text_of(tail: bytes, whole: bool) -> str:  # a tail cut in a line (or a cursor move): from the next line
             return tail[0 if whole else first_line_start(tail):].decode("utf-8", errors="replace")
 
         def enough(tail: bytes, whole: bool) -> bool:
-            nonlocal text_read, starts_read
+            nonlocal text_read
             if not args.lines:
                 return False
             if as_text:
                 text = text_of(tail, whole)
                 text_read = (len(tail), readable_lines(text) if could_hold_lines(text, args.lines + 1) else None)
                 return len(text_read[1] or ()) > args.lines
-            starts_read = (len(tail), last_line_starts(tail, args.lines + 1))
-            return len(starts_read[1]) > args.lines
+            return last_lines(tail, whole)
 
         # -n N of a log with no line breaks in gigabytes shows what its last LOG_TAIL_LIMIT bytes hold.
         data, read = read_tail(path, enough, (TEXT_TAIL_LIMIT if as_text else LOG_TAIL_LIMIT) if args.lines else None)
@@ -157,8 +156,7 @@ def cmd_session_log(args: argparse.Namespace, services: Services) -> int:
             kept = text_read[1] if text_read[0] == len(data) else None
             shown = readable_lines(text_of(data, len(data) == read)) if kept is None else kept
         elif args.lines:
-            starts = starts_read[1] if starts_read[0] == len(data) else last_line_starts(data, args.lines + 1)
-            data = data[starts[-args.lines]:] if args.lines < len(starts) else data
+            data = last_lines.of(data)
     if as_json and not args.follow:  # one document: the log is the agent's raw terminal output, as text
         emit(args, {"name": args.name, "path": str(path), "text": data.decode("utf-8", errors="replace")}, "")
         return 0

@@ -74,28 +74,51 @@ LINE_START = re.compile(rb"\n|\x1b\[[0-9;]*[Hf]")
 # LINE_START read backwards (`ESC [ row ; col H` reversed): the last lines of a tail of megabytes are found from its
 # end, at the regex engine's speed. Read forwards, the cursor moves before them (millions, in a log of `ESC [ H`
 # only) took a Python step each, seconds of CPU for `session log -n 5`. The matches are the same either way: each
-# holds one ESC, at its start, or is one line break.
-_LINE_START_REVERSED = re.compile(rb"\n|[Hf][0-9;]*\[\x1b")
+# holds one ESC, at its start, or is one line break. (Written to begin with one set of bytes, which the engine
+# skips to: as an alternation, `\n|[Hf]...`, it tried each byte in turn, four times slower.)
+_LINE_START_REVERSED = re.compile(rb"[\nHf](?:(?<=\n)|[0-9;]*\[\x1b)")
 
 
-def last_line_starts(data: bytes, count: int) -> list[int]:
-    """The last `count` places (or all, when fewer) where a line of raw terminal output `data` begins, in order.
-
-    The first line may be cut: it begins at 0; after a last line break no line begins yet. The cost is in the bytes
-    after the first of them, not in all of `data`.
-    """
-    if count <= 0:
-        return []
-    size, found = len(data), list[int]()
+def _starts_from_end(data: bytes) -> Iterator[int]:
+    """Where lines of `data` begin, from the last on: each once, none at 0 nor at the end (after a last line break
+    no line begins yet)."""
+    size = last = len(data)
     for match in _LINE_START_REVERSED.finditer(data[::-1]):
         start = size - match.start() if match.group() == b"\n" else size - match.end()
-        if 0 < start < size and (not found or start < found[-1]):  # "\n ESC[H" begins one line, not two
-            found.append(start)
-            if len(found) == count:
-                break
-    else:
-        found.append(0)
-    return found[::-1]
+        if 0 < start < last:  # "\n ESC[H" begins one line, not two
+            last = start
+            yield start
+
+
+# What of a cursor move to a row may be at a place in the bytes: one begun before it ends after it.
+_MOVE_REST = re.compile(rb"\x1b?\[?[0-9;]*[Hf]?")
+
+
+class LastLines:
+    """The last `count` lines of raw terminal output (see LINE_START), found as `read_tail` reads it backwards: as
+    its `enough`, true once the tail holds them and a line before (that one may be cut). Each byte is scanned
+    once, not again in each longer tail."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.seen = 0  # how much of the end was scanned
+        self.found: list[int] = []  # where the lines begin, as distances from the end, from the last on
+
+    def __call__(self, tail: bytes, whole: bool = False) -> bool:
+        new = len(tail) - self.seen  # tail[:new] is new, and a cursor move begun there may end after it
+        rest = _MOVE_REST.match(tail, new)
+        end = min(len(tail), (rest.end() if rest else new) + 1)
+        for start in _starts_from_end(tail[:end]) if len(self.found) < self.count else ():
+            if start <= new:  # (the ones after were found before)
+                self.found.append(len(tail) - start)
+                if len(self.found) == self.count:
+                    break
+        self.seen = len(tail)
+        return len(self.found) >= self.count
+
+    def of(self, tail: bytes) -> bytes:
+        """The last lines of `tail` (the one last read): all of it when it holds no more."""
+        return tail[len(tail) - self.found[self.count - 1]:] if len(self.found) >= self.count > 0 else tail
 
 
 def first_line_start(data: bytes) -> int:
