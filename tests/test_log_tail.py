@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 import random
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+from daintree_tui.cli.output import replayable
 from daintree_tui.core.follow import LINE_START, LastLines
 from daintree_tui.sessions.last_words import could_hold_lines, readable_lines
 
@@ -124,3 +127,74 @@ def test_readable_lines_keep_their_spacing_and_are_never_more_than_could_hold_li
         lines = readable_lines(text)
         assert could_hold_lines(text, len(lines)), text
         assert all(re.sub(r"[ -~]", "", line) == "" for line in lines), text
+
+
+def test_a_line_of_megabytes_growing_while_followed_is_read_once_and_replayed_at_once(repo: Path) -> None:
+    """`session log NAME --follow` of an agent writing megabytes of `ESC [ H` with no line break: the line begun
+    was copied and split again whole at each change of the file, and its replay into a pipe was a Python call for
+    each cursor move; the follower spent more CPU than the agent's whole run took and printed nothing for long."""
+    _log(repo, "grows", b"start\n")
+    reader, writer = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-m", "daintree_tui", "session", "log", "grows", "--follow"], cwd=repo,
+                            stdout=writer, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    os.close(writer)
+    os.set_blocking(reader, False)
+    out = bytearray()
+
+    def read_out() -> None:
+        while True:
+            try:
+                chunk = os.read(reader, 1 << 20)
+            except BlockingIOError:
+                return
+            if not chunk:
+                return
+            out.extend(chunk)
+
+    try:
+        deadline = time.monotonic() + 30
+        while b"start" not in out and time.monotonic() < deadline:
+            time.sleep(0.05)
+            read_out()
+        with (repo / ".worktrees" / ".logs" / "grows.log").open("ab") as log:
+            for _ in range(256):  # 18 MB in 256 writes, as an agent's output grows
+                log.write(b"\x1b[H" * 24 * 1024)
+                log.flush()
+                time.sleep(0.02)
+                read_out()
+            log.write(b"\ndone\n")
+        deadline = time.monotonic() + 90
+        while not out.endswith(b"done\n") and time.monotonic() < deadline:
+            time.sleep(0.05)
+            read_out()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, _, usage = os.wait4(proc.pid, 0)
+        os.close(reader)
+    assert out.endswith(b"\x1b[H" * 3 + b"\ndone\n") and len(out) == 6 + 256 * 24 * 1024 * 3 + 6
+    assert usage.ru_utime + usage.ru_stime < CPU_LIMIT / 2, usage  # (it takes under one; it took over ten)
+
+
+# `replayable` as it was: a Python call for each sequence, to tell which to keep.
+_OLD_SEQUENCES = re.compile(
+    r"\x1b\[([0-?]*)([ -/]*)([@-~])|\x1b[\]PX^_][\s\S]*?(?:\x07|\x1b\\|\x18|\x1a|\Z)|\x1b[ -/]*[0-~]?"
+    r"|[\x00-\x07\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def _old_replayable(text: str) -> str:
+    def keep(match: re.Match[str]) -> str:
+        params, intermediates, final = match.group(1, 2, 3)
+        kept = final is not None and not intermediates and final in "@ABCDEFGHJKLMPSTXZ`adefm"
+        return match.group() if kept and all(c in "0123456789;:" for c in params) else ""
+
+    return _OLD_SEQUENCES.sub(keep, text)
+
+
+def test_replay_keeps_and_drops_what_it_did() -> None:
+    pieces = ["\x1b", "[", "]", "P", "_", "1", ";", ":", "?", " ", "!", "m", "H", "J", "h", "q", "\x07", "\x18", "\\",
+              "x", "\n", "\r", "\t", "\x08", "\x00", "\x7f", "\x85", "\x9b", "\x1b[31m", "\x1b[?1049h",
+              "\x1b]52;c;x\x07", "\x1bP", "\x1b(B", "`", "\x1b[1;2H", "\x1b[1 q", "\x1b\\"]
+    rng = random.Random(13)
+    for _ in range(50_000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        assert replayable(text) == _old_replayable(text), text

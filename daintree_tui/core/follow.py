@@ -18,22 +18,26 @@ def follow_lines(path: Path, from_end: bool = True, offset: int | None = None) -
     path.parent.mkdir(parents=True, exist_ok=True)
     if offset is None:
         offset = path.stat().st_size if from_end and path.exists() else 0
-    pending = b""
+    # The line begun and not ended yet, in the pieces read: only what is new is searched for a line break (a line
+    # of megabytes, read as it grew, was copied and split again whole at each change).
+    pending: list[bytes] = []
     for _ in _changes(path, watch):
         try:
             size = path.stat().st_size
         except FileNotFoundError:
             continue
         if size < offset:  # truncated or replaced: start over
-            offset, pending = 0, b""
+            offset, pending = 0, []
         if size == offset:
             continue
         with path.open("rb") as fh:
             fh.seek(offset)
             chunk = fh.read(size - offset)
         offset = size
-        pending += chunk
-        *lines, pending = pending.split(b"\n")
+        *lines, rest = chunk.split(b"\n")
+        if lines:
+            lines[0], pending = b"".join([*pending, lines[0]]), []
+        pending.append(rest)
         for line in lines:
             yield line.decode("utf-8", errors="replace")
 
