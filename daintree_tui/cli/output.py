@@ -25,26 +25,22 @@ def printable(text: str) -> str:
 # replay reads as the pane did; everything else a terminal obeys is dropped: OSC, DCS, APC, PM and SOS strings
 # (`ESC ] 52` writes the user's clipboard, `ESC ] 0` the title, DCS passes through tmux), mode switches (mouse
 # reporting, key encodings), queries whose answers the terminal types into the user's shell (DSR, DA, window
-# reports), C1 controls and the C0 controls but tab, newline, carriage return and backspace.
-_REPLAY_SEQUENCES = re.compile(
-    r"\x1b\[([0-?]*)([ -/]*)([@-~])"  # CSI: parameters, intermediates, final
-    r"|\x1b[\]PX^_][\s\S]*?(?:\x07|\x1b\\|\x18|\x1a|\Z)"  # a string, to BEL, ST, CAN, SUB or the end
-    r"|\x1b[ -/]*[0-~]?"  # any other escape (or a lone ESC)
-    r"|[\x00-\x07\x0b\x0c\x0e-\x1f\x7f-\x9f]")
-_REPLAY_CSI = frozenset("@ABCDEFGHJKLMPSTXZ`adefm")  # edits, cursor moves, colours
-
-
-def _replay_sequence(match: re.Match[str]) -> str:
-    params, intermediates, final = match.group(1, 2, 3)
-    if final is not None and not intermediates and final in _REPLAY_CSI and all(c in "0123456789;:" for c in params):
-        return match.group()
-    return ""
+# reports), C1 controls and the C0 controls but tab, newline, carriage return and backspace. The pattern is what is
+# dropped: a CSI that edits, moves the cursor or sets colours (parameters of digits, ";" and ":", no intermediates)
+# is passed over by the lookahead and so kept, with no Python call for each sequence (megabytes of `ESC [ H` took
+# seconds to replay).
+_REPLAY_DROPPED = re.compile(
+    r"\x1b(?!\[[0-9;:]*[@A-HJKLMPSTXZ`adefm])(?:"
+    r"\[[0-?]*[ -/]*[@-~]"  # any other CSI: parameters, intermediates, final
+    r"|[\]PX^_][\s\S]*?(?:\x07|\x1b\\|\x18|\x1a|\Z)"  # a string, to BEL, ST, CAN, SUB or the end
+    r"|[ -/]*[0-~]?)"  # any other escape (or a lone ESC)
+    r"|[\x00-\x07\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f-\x9f]")
 
 
 def replayable(text: str) -> str:
     """`text` (a terminal log) without what it would make the user's terminal do beyond colours and cursor
-    moves: see _REPLAY_SEQUENCES."""
-    return _REPLAY_SEQUENCES.sub(_replay_sequence, text)
+    moves: see _REPLAY_DROPPED."""
+    return _REPLAY_DROPPED.sub("", text)
 
 
 def write_line(stream: TextIO, line: str) -> None:

@@ -105,11 +105,15 @@ def cmd_session_capture(args: argparse.Namespace, services: Services) -> int:
 
 
 LOG_TAIL_LIMIT = 16 * 1024 * 1024
+# On a terminal -n N shows the readable lines of at most this much of the end: a full-screen agent's log has some in
+# every few kilobytes, and one of megabytes of cursor moves and no text (`ESC [ H` over and over) took the 16 MB of
+# LOG_TAIL_LIMIT read as text, a Python step for each move: half a minute of CPU.
+TEXT_TAIL_LIMIT = 1024 * 1024
 
 
 def cmd_session_log(args: argparse.Namespace, services: Services) -> int:
-    from daintree_tui.core.follow import follow_lines, last_lines, line_starts, read_tail
-    from daintree_tui.sessions.last_words import readable_lines
+    from daintree_tui.core.follow import LastLines, first_line_start, follow_lines, read_tail
+    from daintree_tui.sessions.last_words import could_hold_lines, readable_lines
 
     if args.lines < 0:
         raise InputError("--lines must be zero or more")
@@ -119,7 +123,8 @@ def cmd_session_log(args: argparse.Namespace, services: Services) -> int:
     if not path.exists() and not args.follow:
         raise InputError(f"no log for worktree {args.name!r} ({path})")
     read = 0
-    data = whole = b""
+    data = b""
+    shown: list[str] = []  # on a terminal: the lines of text
     as_json = wants_json(args)
     # On a terminal, the agent's own controls would be obeyed, not shown: Codex's log switched the user's terminal
     # to the alternate screen, turned mouse reporting on and asked it questions whose answers landed at the
@@ -127,19 +132,31 @@ def cmd_session_log(args: argparse.Namespace, services: Services) -> int:
     # only (it may end at a terminal too), `--raw` the bytes.
     as_text = not as_json and not args.raw and sys.stdout.isatty()
     if path.exists():
-        # With -n, only the end is read: as many lines as asked and one more (the first may be cut).
-        def enough(tail: bytes) -> bool:
+        # With -n, only the end is read: as many lines as asked and one more (the first may be cut). Each tail is
+        # read once, at the regex engine's speed where it can be (see TEXT_TAIL_LIMIT); the last reading is kept.
+        text_read: tuple[int, list[str] | None] = (-1, None)  # the last tail's size and lines (None: too few)
+        last_lines = LastLines(args.lines)  # the last lines of the raw tail, found as it is read
+
+        def text_of(tail: bytes, whole: bool) -> str:  # a tail cut in a line (or a cursor move): from the next line
+            return tail[0 if whole else first_line_start(tail):].decode("utf-8", errors="replace")
+
+        def enough(tail: bytes, whole: bool) -> bool:
+            nonlocal text_read
             if not args.lines:
                 return False
             if as_text:
-                return len(readable_lines(tail.decode("utf-8", errors="replace"))) > args.lines
-            return len(line_starts(tail)) > args.lines  # and one more: the first may be cut
+                text = text_of(tail, whole)
+                text_read = (len(tail), readable_lines(text) if could_hold_lines(text, args.lines + 1) else None)
+                return len(text_read[1] or ()) > args.lines
+            return last_lines(tail, whole)
 
         # -n N of a log with no line breaks in gigabytes shows what its last LOG_TAIL_LIMIT bytes hold.
-        data, read = read_tail(path, enough, LOG_TAIL_LIMIT if args.lines else None)
-        whole = data
-        if args.lines:
-            data = last_lines(data, args.lines)
+        data, read = read_tail(path, enough, (TEXT_TAIL_LIMIT if as_text else LOG_TAIL_LIMIT) if args.lines else None)
+        if as_text:
+            kept = text_read[1] if text_read[0] == len(data) else None
+            shown = readable_lines(text_of(data, len(data) == read)) if kept is None else kept
+        elif args.lines:
+            data = last_lines.of(data)
     if as_json and not args.follow:  # one document: the log is the agent's raw terminal output, as text
         emit(args, {"name": args.name, "path": str(path), "text": data.decode("utf-8", errors="replace")}, "")
         return 0
@@ -147,7 +164,6 @@ def cmd_session_log(args: argparse.Namespace, services: Services) -> int:
         for line in data.decode("utf-8", errors="replace").splitlines():
             sys.stdout.write(json.dumps({"name": args.name, "line": line}) + "\n")
     elif as_text:  # the last N lines of text: a full-screen agent's raw log has few line breaks
-        shown = readable_lines(whole.decode("utf-8", errors="replace"))
         sys.stdout.write("".join(f"{line}\n" for line in shown[-args.lines if args.lines else 0:]))
     elif args.raw:
         sys.stdout.buffer.write(data)
@@ -160,7 +176,7 @@ def cmd_session_log(args: argparse.Namespace, services: Services) -> int:
             if as_json:
                 sys.stdout.write(json.dumps({"name": args.name, "line": line}) + "\n")
             elif as_text:
-                sys.stdout.write("".join(f"{shown}\n" for shown in readable_lines(line)))
+                sys.stdout.write("".join(f"{text}\n" for text in readable_lines(line)))
             else:
                 sys.stdout.write((line if args.raw else replayable(line)) + "\n")
             sys.stdout.flush()

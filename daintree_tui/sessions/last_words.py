@@ -24,6 +24,13 @@ _ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\
 _LINE_BREAKS = re.compile(r"[\r\n]+")
 
 
+# The same move to a row again and again (a screen redrawn from `ESC [ H`, over and over): each after the first is
+# a space, as `readable_lines` makes it, without a Python step each (a log of megabytes of them took seconds).
+_SAME_MOVE_AGAIN = re.compile(r"(\x1b\[[0-9]*(?:;[0-9]*)?[Hf])\1+")
+# What a person does not read: the C0 and C1 controls and DEL (a tab is four spaces).
+_CONTROLS = dict.fromkeys([*range(0x20), 0x7F, *range(0x80, 0xA0)], None) | {ord("\t"): "    "}
+
+
 def readable_lines(text: str) -> list[str]:
     """An agent's terminal output as the lines a person reads: a cursor sent to another row starts a line, a cursor
     moved across a row is a space, every other control is dropped; blank lines go."""
@@ -31,14 +38,37 @@ def readable_lines(text: str) -> list[str]:
 
     def to_row(move: re.Match[str]) -> str:
         nonlocal row
-        same_row = move.group(1) is not None and (move.group(1) or "1") == row
-        row = (move.group(1) or "1") if move.group(1) is not None else ""
+        to = move.group(1)
+        if to is None:  # up, down: another row
+            row = ""
+            return "\n"
+        same_row, row = (to or "1") == row, to or "1"
         return " " if same_row else "\n"
 
+    text = _SAME_MOVE_AGAIN.sub(lambda run: run.group(1) + " " * (run.group().count("\x1b") - 1), text)
     text = _ESCAPES.sub("", _CURSOR_ACROSS.sub(" ", _CURSOR_TO_ROW.sub(to_row, text)))
-    lines = ("".join(ch if ch.isprintable() else "    " if ch == "\t" else "" for ch in line).rstrip()
-             for line in _LINE_BREAKS.split(text))
+    lines = (_printable(line).rstrip() for line in _LINE_BREAKS.split(text))
     return [line for line in lines if line.strip()]
+
+
+def _printable(line: str) -> str:
+    if line.isprintable():
+        return line
+    line = line.translate(_CONTROLS)
+    return line if line.isprintable() else "".join(ch for ch in line if ch.isprintable())
+
+
+_BLANK = _CONTROLS | {ord(" "): None, ord("\t"): None}
+
+
+def could_hold_lines(text: str, count: int) -> bool:
+    """Whether `readable_lines(text)` may hold `count` lines, told at the regex engine's speed: not without as many
+    characters to read nor as many line breaks and cursor moves between them. Megabytes of cursor moves and no
+    text, or of text and no line, took seconds each time to turn into none or one."""
+    breaks = text.count("\n") + text.count("\r") + 1
+    if breaks + text.count("\x1b[") < count or len(_ESCAPES.sub("", text).translate(_BLANK)) < count:
+        return False
+    return breaks + len(_CURSOR_TO_ROW.findall(text)) >= count
 
 
 def last_output_line(log: Path) -> str:
