@@ -620,3 +620,15 @@ def test_the_collector_is_off_while_the_cli_loads_and_on_when_its_command_runs(r
     assert proc.returncode == 0, proc.stderr
     seen = [line for line in proc.stdout.splitlines() if line.startswith("collector")]
     assert seen == ["collector True frozen False", "collector True frozen True"]
+    # The dashboard loads Textual with it still off, then turns it on before the app runs.
+    dashboard = ("import gc, sys\n"
+                 "from daintree_tui.tui import app\n"
+                 "def opened(*args, **kwargs):\n"
+                 "    print('collector', gc.isenabled(), 'frozen', gc.get_freeze_count() > 0, flush=True)\n"
+                 "    return 0\n"
+                 "app.run_dashboard = opened\n"
+                 "sys.argv = ['daintree']\n"
+                 "from daintree_tui.cli import run\n"
+                 "run()\n")
+    proc = subprocess.run([sys.executable, "-c", dashboard], cwd=repo, capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stdout) == (0, "collector True frozen True\n"), proc.stderr

@@ -20,7 +20,8 @@ from typing import NoReturn
 
 from daintree_tui.core import spawn
 
-__all__ = ["changes_state", "command_path", "command_word", "command_words", "main", "run", "start_ahead"]
+__all__ = ["changes_state", "command_path", "command_word", "command_words", "main", "resume_collector", "run",
+           "start_ahead"]
 
 _TOP_OPTIONS_WITH_VALUE = ("--repo", "--host")
 _ALIASES = {"wt": "worktree", "rm": "remove"}
@@ -126,7 +127,8 @@ def run() -> NoReturn:
 
     The cyclic garbage collector is off while the command's modules load: they allocate hundreds of thousands of
     objects that live as long as the process, and collecting them again and again cost several ms of each
-    command's start. `dispatch` turns it back on, with those objects frozen, before the command runs."""
+    command's start. It is back on (`resume_collector`) before the command runs, or, for the dashboard, once
+    Textual has loaded."""
     gc.disable()
     start_ahead(sys.argv[1:])
     code = main()
@@ -140,6 +142,15 @@ def run() -> NoReturn:
             sys.modules["logging"].shutdown()
         os._exit(code)
     raise SystemExit(code)
+
+
+def resume_collector() -> None:
+    """The collector on again, after `run` turned it off while the modules loaded: what has loaded lives as long
+    as the process, so it is frozen (never scanned again), and what the command allocates is collected. A caller
+    of `main` with the collector on is left as it is."""
+    if not gc.isenabled():
+        gc.freeze()
+        gc.enable()
 
 
 def threading_idle() -> bool:

@@ -4,14 +4,13 @@ and the policy gate, then its handler; errors as one line and an exit code (`dai
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib import import_module
 from typing import Any
 
-from daintree_tui.cli import changes_state, command_path, command_word, orchestrate, sandbox
+from daintree_tui.cli import changes_state, command_path, command_word, orchestrate, resume_collector, sandbox
 from daintree_tui.cli.common import AddCommand, Handler, Parser, services_for
 from daintree_tui.cli.output import configure_logging, error
 from daintree_tui.core import trust
@@ -63,6 +62,10 @@ GROUPS: tuple[tuple[tuple[str, ...], str, str], ...] = (
 def _from_group(module: str, name: str) -> Any:
     """A function of a command group's module, importing only that module."""
     return getattr(import_module(f"daintree_tui.cli.{module}"), name)
+
+# The commands that open the dashboard: they load Textual with the collector still off (`cli.run`), which it swept
+# ~100 times while loading (~60 ms of the dashboard's first frame), and resume it themselves.
+_LOADS_THE_DASHBOARD = frozenset({"cmd_dashboard", "cmd_demo"})
 
 # What works outside a git repository: tasks (by design: a plain folder can hold a task list), and the commands
 # that need no repository. Everything else, the dashboard included, is refused there in one line, rather than
@@ -147,11 +150,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from daintree_tui.core.index import Index
 
             Index(services.project).heal_if_torn()  # DESIGN 3: a torn index is recovered before any change
-        if not gc.isenabled():  # `cli.run` turned the collector off while the modules loaded
-            # What has loaded so far lives as long as the process: the collector need never scan it again, and
-            # is on for what the command itself allocates.
-            gc.freeze()
-            gc.enable()
+        if handler.__name__ not in _LOADS_THE_DASHBOARD:  # those resume it once Textual has loaded
+            resume_collector()
         return handler(args, services)
     except DaintreeError as exc:
         error(str(exc))

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from daintree_tui.cli import resume_collector
 from daintree_tui.cli.common import AddCommand
 from daintree_tui.cli.output import emit, wants_json
 from daintree_tui.core.errors import InputError, OperationError
@@ -46,6 +47,7 @@ def cmd_trust(args: argparse.Namespace, services: Services) -> int:
 def cmd_dashboard(args: argparse.Namespace, services: Services) -> int:
     from daintree_tui.tui.app import run_dashboard
 
+    resume_collector()  # Textual has loaded (see `cli.run`)
     return run_dashboard(services.project)
 
 
@@ -54,6 +56,8 @@ def cmd_demo(args: argparse.Namespace, services: Services) -> int:
     from daintree_tui.demo import registry
     from daintree_tui.demo.repo import create_demo_repo
 
+    if args.clean or args.no_ui:
+        resume_collector()  # no dashboard to load first
     if args.clean:
         return _clean_demos(args)
     path = create_demo_repo(Path(args.path).expanduser() if args.path else None, start_agents=True)
@@ -65,6 +69,7 @@ def cmd_demo(args: argparse.Namespace, services: Services) -> int:
         return 0
     from daintree_tui.tui.app import run_dashboard
 
+    resume_collector()
     try:
         with registry.showing(path):
             code = run_dashboard(Project.discover(path), demo=True)
