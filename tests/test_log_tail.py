@@ -160,7 +160,7 @@ def test_a_line_of_megabytes_growing_while_followed_is_read_once_and_replayed_at
             for _ in range(256):  # 18 MB in 256 writes, as an agent's output grows
                 log.write(b"\x1b[H" * 24 * 1024)
                 log.flush()
-                time.sleep(0.02)
+                time.sleep(0.005)
                 read_out()
             log.write(b"\ndone\n")
         deadline = time.monotonic() + 90
