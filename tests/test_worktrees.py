@@ -543,6 +543,7 @@ def test_the_console_script_starts_the_first_git_calls_ahead_and_the_command_tak
         (sub, ["wt", "rm", "ahead1"]),  # from a subfolder: discovery there, the listing once the root is known
         (tmp_path, ["--repo", str(repo), "task", "create", "x"]),  # --repo names where
         (tmp_path, [f"--repo={repo}", "worktree", "list"]),  # a read: discovery only
+        (tmp_path, ["--rep", str(repo), "worktree", "create", "ahead2"]),  # argparse's prefix of --repo
     ]:
         monkeypatch.chdir(cwd)
         monkeypatch.setattr(trust, "_TRACKED_STATE", {})  # each command is a process of its own
@@ -551,7 +552,8 @@ def test_the_console_script_starts_the_first_git_calls_ahead_and_the_command_tak
         assert cli.main(argv) == 0, argv
         assert not spawn._AHEAD, (argv, list(spawn._AHEAD))
     # Help, a remote command and a command that needs no repository start nothing.
-    for argv in (["worktree", "create", "-h"], ["--host", "box", "worktree", "list"], ["agents"]):
+    for argv in (["worktree", "create", "-h"], ["--host", "box", "worktree", "list"], ["--ho", "box", "task", "list"],
+                 ["agents"]):
         cli.start_ahead(argv)
         assert not spawn._AHEAD, argv
 
@@ -560,6 +562,9 @@ def test_the_console_script_starts_the_first_git_calls_ahead_and_the_command_tak
     (["worktree", "create", "x"], True), (["wt", "rm", "x"], True), (["--json", "worktree", "list"], False),
     (["approve", "3"], True), (["--repo", "approve", "gc"], True), (["task", "create", "--", "-v broke"], True),
     (["session", "log", "x"], False), (["task", "--json", "update", "1"], True), ([], False),
+    # argparse takes a unique prefix of an option: `--rep PATH` is `--repo PATH`, and PATH is no command word.
+    (["--rep", "/x", "worktree", "create", "a"], True), (["--ho=box", "wt", "rm", "x"], True),
+    (["--rep", "/x", "worktree", "list"], False),
 ])
 def test_which_commands_change_state(argv: list[str], changes: bool) -> None:
     from daintree_tui.cli import changes_state

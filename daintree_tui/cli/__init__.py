@@ -21,8 +21,9 @@ from typing import NoReturn
 from daintree_tui.core import spawn
 
 __all__ = ["changes_state", "command_path", "command_word", "command_words", "main", "resume_collector", "run",
-           "start_ahead"]
+           "start_ahead", "top_option"]
 
+_TOP_OPTIONS = ("--repo", "--host", "--json", "--help", "--version")
 _TOP_OPTIONS_WITH_VALUE = ("--repo", "--host")
 _ALIASES = {"wt": "worktree", "rm": "remove"}
 
@@ -53,11 +54,21 @@ def command_words(argv: Sequence[str]) -> list[str]:
             skip = False
         elif arg == "--":
             break
-        elif arg in _TOP_OPTIONS_WITH_VALUE:
+        elif "=" not in arg and top_option(arg) in _TOP_OPTIONS_WITH_VALUE:  # (`--repo=PATH` is one word)
             skip = True
         elif not arg.startswith("-"):
             words.append(arg)
     return words
+
+
+def top_option(arg: str) -> str | None:
+    """The top-level option `arg` names as argparse reads it: whole, or a prefix of one option only (`--rep` is
+    `--repo`), without its `=VALUE`."""
+    name = arg.partition("=")[0]
+    if not name.startswith("--") or len(name) < 3:
+        return None
+    named = [option for option in _TOP_OPTIONS if option.startswith(name)]
+    return named[0] if len(named) == 1 else None
 
 
 def command_word(argv: Sequence[str]) -> str | None:
@@ -81,10 +92,11 @@ def _repo_option(argv: Sequence[str]) -> str | None:
     for i, arg in enumerate(argv):
         if arg == "--":
             break
-        if arg == "--repo" and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith("--repo="):
-            return arg.removeprefix("--repo=")
+        if top_option(arg) == "--repo":
+            if "=" in arg:
+                return arg.partition("=")[2]
+            if i + 1 < len(argv):
+                return argv[i + 1]
     return None
 
 
@@ -94,7 +106,7 @@ def start_ahead(argv: Sequence[str]) -> None:
     (`trust.tracked_state_files`, in the primary's root only). Each answer is taken by the first caller asking
     the same question there, and only while the index is the one it was asked of; one nobody asks for ends
     with this process. A remote command (`--host`) and help start nothing."""
-    if {"--host", "-h", "--help", "--version"} & set(argv):
+    if "-h" in argv or {"--host", "--help", "--version"} & {top_option(arg) for arg in argv}:
         return
     word = command_word(argv)
     if word is not None and word not in _REPOSITORY_COMMANDS:
