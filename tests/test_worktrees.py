@@ -511,6 +511,24 @@ def test_discovery_gives_heads_commit_only_while_fresh(repo: Path, tmp_path: Pat
     assert unborn.is_git and unborn.head_commit is None and unborn.hooks_path == empty / ".git" / "hooks"
 
 
+def test_a_discovery_answered_ahead_is_as_fresh_as_the_moment_git_was_asked(repo: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """HEAD from the console script's early discovery is a create's base only within HEAD_FRESH_SECONDS of when
+    git was asked, not of when the answer was read."""
+    from daintree_tui.core import spawn
+    from daintree_tui.core.project import HEAD_FRESH_SECONDS, Project
+
+    monkeypatch.setattr(spawn, "_AHEAD", {})
+    head = git(repo, "rev-parse", "HEAD").strip()
+    spawn.start_ahead(str(repo), spawn.DISCOVERY)
+    assert Project.discover(repo).fresh_head() == head
+    spawn.start_ahead(str(repo), spawn.DISCOVERY)
+    depends_on, proc, asked_at = spawn._AHEAD[(str(repo), spawn.DISCOVERY)]
+    spawn._AHEAD[(str(repo), spawn.DISCOVERY)] = (depends_on, proc, asked_at - HEAD_FRESH_SECONDS - 1)  # asked long ago
+    late = Project.discover(repo)
+    assert late.head_commit == head and late.fresh_head() is None
+
+
 def test_a_tracked_state_listing_started_ahead_is_not_read_for_a_newer_index(repo: Path) -> None:
     from daintree_tui.core import spawn, trust
     from daintree_tui.core.project import Project

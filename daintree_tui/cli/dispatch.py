@@ -63,6 +63,7 @@ def _from_group(module: str, name: str) -> Any:
     """A function of a command group's module, importing only that module."""
     return getattr(import_module(f"daintree_tui.cli.{module}"), name)
 
+
 # The commands that open the dashboard: they load Textual with the collector still off (`cli.run`), which it swept
 # ~100 times while loading (~60 ms of the dashboard's first frame), and resume it themselves.
 _LOADS_THE_DASHBOARD = frozenset({"cmd_dashboard", "cmd_demo"})

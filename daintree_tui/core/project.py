@@ -38,7 +38,8 @@ class Project:
     # The hooks folder git runs here (`--git-path hooks`), when discovery already asked (see `pinned_hooks`).
     hooks_path: Path | None = field(default=None, compare=False)
     # The primary's HEAD commit as discovery saw it (same fork), when it ran in the primary and HEAD names one,
-    # and when (`time.monotonic()`): see `fresh_head`.
+    # and when git was asked (`time.monotonic()`; the console script may have asked before its imports): see
+    # `fresh_head`.
     head_commit: str | None = field(default=None, compare=False)
     discovered_at: float = field(default_factory=time.monotonic, compare=False)
 
@@ -57,11 +58,16 @@ class Project:
         # The hooks path and HEAD's commit come in the same fork: a create needs both, and a fork is a few ms of its
         # start-up. Git prints the paths, then the commit; without one (a repository with no commit yet) it exits 1
         # after the paths. The console script asked already, before its imports (`spawn.start_ahead`).
-        proc = spawn.take_ahead(str(path), spawn.DISCOVERY) or spawn.start(path, *spawn.DISCOVERY)
+        ahead = spawn.take_ahead(str(path), spawn.DISCOVERY)
+        if ahead is None:
+            asked_at = time.monotonic()
+            proc = spawn.start(path, *spawn.DISCOVERY)
+        else:
+            proc, asked_at = ahead
         stdout, _ = proc.communicate()
         lines = stdout.split("\n")
         if proc.returncode not in (0, 1) or len(lines) < 3 or not lines[0] or not lines[1]:
-            return cls(path, None)
+            return cls(path, None, discovered_at=asked_at)
         common, toplevel = Path(lines[0]), Path(lines[1])
         # The primary worktree is the one whose .git *is* the common dir; from inside a linked worktree
         # --show-toplevel names the linked one, so derive the primary from the common dir instead.
@@ -71,7 +77,7 @@ class Project:
         primary = toplevel.resolve() == root
         hooks = Path(lines[2]) if lines[2] and primary else None
         head = lines[3] if proc.returncode == 0 and primary and len(lines) > 3 and len(lines[3]) in (40, 64) else None
-        return cls(root, common, hooks, head)
+        return cls(root, common, hooks, head, discovered_at=asked_at)
 
     def fresh_head(self) -> str | None:
         """HEAD's commit as discovery saw it, while that is the moment the command started (a second): a command

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
+import time
 
 from daintree_tui.core.errors import InputError, OperationError
 
@@ -31,8 +32,8 @@ DISCOVERY = ("rev-parse", "--path-format=absolute", "--git-common-dir", "--show-
 # What git tracks under the state dir (`trust.tracked_state_files`), asked in the primary worktree's root.
 TRACKED_STATE = ("ls-files", "-z", "--", ":(literal).worktrees/")
 
-# Started ahead: (directory, arguments) -> (what the answer depends on, the process).
-_AHEAD: dict[tuple[str, tuple[str, ...]], tuple[object, subprocess.Popen[str]]] = {}
+# Started ahead: (directory, arguments) -> (what the answer depends on, the process, when it was started).
+_AHEAD: dict[tuple[str, tuple[str, ...]], tuple[object, subprocess.Popen[str], float]] = {}
 _AHEAD_LOCK = threading.Lock()  # the dashboard's workers ask from several threads
 
 
@@ -72,24 +73,26 @@ def start_ahead(cwd: str, args: tuple[str, ...], depends_on: object = None) -> N
     with _AHEAD_LOCK:
         if (cwd, args) not in _AHEAD:
             try:  # noqa: SIM105 (contextlib and what it imports would load before git starts)
-                _AHEAD[(cwd, args)] = (depends_on, start(cwd, *args))
+                _AHEAD[(cwd, args)] = (depends_on, start(cwd, *args), time.monotonic())
             except (InputError, OperationError):
                 pass
 
 
-def take_ahead(cwd: str, args: tuple[str, ...], depends_on: object = None) -> subprocess.Popen[str] | None:
-    """The process `start_ahead` started for this question, if any and if what it depends on is unchanged; one
-    started for what has changed since (the index was written) is killed, and the caller asks git itself."""
+def take_ahead(cwd: str, args: tuple[str, ...],
+               depends_on: object = None) -> tuple[subprocess.Popen[str], float] | None:
+    """The process `start_ahead` started for this question and when (`time.monotonic()`: the moment its answer
+    is of), if any and if what it depends on is unchanged; one started for what has changed since (the index was
+    written) is killed, and the caller asks git itself."""
     with _AHEAD_LOCK:
         started = _AHEAD.pop((cwd, args), None)
     if started is None:
         return None
-    started_for, proc = started
+    started_for, proc, started_at = started
     if started_for != depends_on:
         proc.kill()
         proc.communicate()
         return None
-    return proc
+    return proc, started_at
 
 
 def file_identity(path: str) -> tuple[int, int, int] | None:

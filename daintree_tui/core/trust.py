@@ -438,7 +438,7 @@ def tracked_state_files(project: Project) -> frozenset[Path]:
         # A listing started for another version of the index is killed: it may be of the old one.
         ahead = spawn.take_ahead(str(project.root), spawn.TRACKED_STATE, identity)
         if ahead is not None:
-            listed = ahead.communicate()[0]
+            listed = ahead[0].communicate()[0]
         else:
             listed = g.git(project.root, *spawn.TRACKED_STATE, check=False).stdout
         tracked = frozenset(project.root / name for name in listed.split("\0") if name)
