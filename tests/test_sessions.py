@@ -388,29 +388,68 @@ def test_a_shared_tmux_socket_keeps_each_repositorys_sessions_apart(tmp_path: Pa
 def test_a_new_sessions_record_survives_an_observers_transition_of_the_old_one(cli: CLI, repo: Path) -> None:
     """Seen in the dashboard: `s` -> shell on a worktree whose codex session had been stopped left a record saying
     codex (hooks, its old start time) for the shell's session. The observer saw the new pane, read the old record
-    under the lock, and wrote it back with its new status after start() had written the new one without it."""
+    under the lock, and wrote it back with its new status after start() had written the new one without it.
+    start() now writes the record, under the lock, before the pane exists: an observer holding the old record
+    never sees the new pane, and its write lands first."""
     import threading
 
     configure_agents(repo)
     cli.ok("worktree", "create", "w", "--agent", "shell")
     cli.ok("session", "stop", "w")
     manager = SessionManager(Project.discover(repo))
+    holding = threading.Event()
+    pane_seen: list[bool] = []
 
     def observer() -> None:
         with manager.project.lock.hold():
             stale = manager.meta("w")
             assert stale["agent"] == "shell"
-            wait_for(lambda: (repo / ".worktrees" / ".logs" / "w.log").exists() and manager.host.exists("w"))
-            # Give start() every chance to write its record now (it cannot while the lock is held).
+            holding.set()
+            # Give start() every chance to start its pane now (it must not while the lock is held).
             with contextlib.suppress(AssertionError):
-                wait_for(lambda: manager.meta("w").get("agent") == "echo", timeout=3)
+                wait_for(lambda: manager.host.exists("w"), timeout=1)
+            pane_seen.append(manager.host.exists("w"))
             stale["status"] = "waiting"
             write_json(manager.meta_path("w"), stale)
 
     watcher = threading.Thread(target=observer)
     watcher.start()
     try:
+        holding.wait(10)
         manager.start("w", "echo")
     finally:
         watcher.join()
+    assert pane_seen == [False]
     assert manager.meta("w")["agent"] == "echo"
+
+
+def test_a_sessions_record_is_written_before_its_pane_starts(cli: CLI, repo: Path, tmux_socket: str) -> None:
+    """The dashboard showed a quick-created session's agent as `?`: its first poll saw the pane before start()
+    had written the record. A tmux hook copies the record the moment the session exists (run-shell without -b
+    holds the new-session call until the copy is done)."""
+    configure_agents(repo)
+    cli.ok("worktree", "create", "other", "--agent", "shell")  # the server runs
+    record, seen = repo / ".worktrees" / ".sessions" / "w.json", repo / "seen.json"
+    subprocess.run(["tmux", "-L", tmux_socket, "set-hook", "-g", "session-created",
+                    f"run-shell 'cat {record} > {seen} 2>&1 || true'"], check=True)
+    cli.ok("worktree", "create", "w")
+    cli.ok("session", "start", "w", "--agent", "echo")
+    assert seen.exists()
+    assert json.loads(seen.read_text())["agent"] == "echo"
+
+
+def test_a_start_that_fails_gives_the_previous_record_back(tmp_path: Path, tmux_socket: str) -> None:
+    first, second = CLI(make_repo(tmp_path / "first")), CLI(make_repo(tmp_path / "second"))
+    second.ok("worktree", "create", "feat", "--agent", "shell")
+    second.ok("session", "stop", "feat")
+    first.ok("worktree", "create", "feat", "--agent", "shell")  # dt-feat is the first one's now
+    record = tmp_path / "second" / ".worktrees" / ".sessions" / "feat.json"
+    before = record.read_bytes()
+    proc = second("session", "start", "feat", "--agent", "shell")
+    assert proc.returncode == 1 and "DAINTREE_TMUX_SOCKET" in proc.stderr
+    assert record.read_bytes() == before
+    third = CLI(make_repo(tmp_path / "third"))
+    third.ok("worktree", "create", "feat")
+    assert third("session", "start", "feat", "--agent", "shell").returncode == 1
+    assert not (tmp_path / "third" / ".worktrees" / ".sessions" / "feat.json").exists()
+    assert not (tmp_path / "third" / ".worktrees" / ".sessions" / "feat.json.bak").exists()

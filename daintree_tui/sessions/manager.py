@@ -25,7 +25,7 @@ from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.index import Index, find
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.project import Project
-from daintree_tui.core.store import create_new, write_json
+from daintree_tui.core.store import backup_path, create_new, write_json
 from daintree_tui.core.tasks import TaskService
 from daintree_tui.core.worktrees import require_worktree_ours
 from daintree_tui.sessions.agents import AgentIntegration, SessionContext
@@ -208,15 +208,27 @@ class SessionManager:
 
         sandbox = session_sandbox(self.project, entry, preset, role=role)
         pane_argv = sandbox.wrap(argv, env)
-        state = host.start(name, pane_argv, Path(entry.path), env, log, size or load_pane_size(self.project))
         meta = {"agent": preset.name, "command": argv, "started_at": now, "status": str(SessionStatus.STARTING),
                 "exit_code": None, "signal": None, "host": "tmux" if host.persistent else "pty", "role": role,
                 "sandbox": sandbox.record(), "program": preset.program, "status_source": preset.status_source,
                 "resumed": resume, "task_id": entry.task_id}
-        # Under the lock, as every read-modify-write of the record: an observer that saw the new pane already may
-        # be recording a transition on the old record, and its write must not land after this one.
+        # The record is written before its pane exists: an observer never sees a pane of ours without its agent
+        # (the dashboard showed `?` for the new session's first poll). Under the lock, as every read-modify-write
+        # of the record. A pane that fails to start gives the previous record back.
+        path = self.meta_path(name)
         with self.project.lock.hold():
-            write_json(self.meta_path(name), meta)
+            previous = self.meta(name)
+            write_json(path, meta)
+        try:
+            state = host.start(name, pane_argv, Path(entry.path), env, log, size or load_pane_size(self.project))
+        except BaseException:
+            with self.project.lock.hold():
+                if previous:
+                    write_json(path, previous)
+                else:
+                    path.unlink(missing_ok=True)
+                    backup_path(path).unlink(missing_ok=True)
+            raise
         if prompt and preset.prompt_mode == "type" and preset.name != "shell":
             self._type_first_prompt(name, prompt, log)
         self.project.events.append("session.started", worktree=entry.brief(), agent=preset.name,
