@@ -18,6 +18,7 @@ from textual.worker import WorkerState
 
 from daintree_tui.core.project import Project
 from daintree_tui.tui.app import DaintreeApp, make_app
+from daintree_tui.tui.messages import SessionsPolled
 from daintree_tui.tui.screens.main import MainScreen
 from daintree_tui.tui.screens.remove import RemoveScreen
 from daintree_tui.tui.widgets.session_title import TYPING_HINT
@@ -1082,7 +1083,7 @@ async def test_the_last_worktree_gone_the_terminal_says_how_to_make_one(repo: Pa
 async def test_an_attach_timer_that_fires_as_the_app_closes_does_nothing(repo: Path, cli: CLI) -> None:
     """Moving in the list schedules the terminal's attach a moment later; quitting in that moment removed the
     terminal before the screen's timer fired, and the attach raised NoMatches as the app closed (seen once in a
-    full `make test`: test_full_flow_from_the_keyboard)."""
+    full `make test`: test_full_flow_from_the_keyboard). A poll arriving then did the same."""
     cli.ok("worktree", "create", "w")
     app = make_app(Project.discover(repo))
     async with app.run_test(size=(120, 40)) as pilot:
@@ -1090,3 +1091,5 @@ async def test_an_attach_timer_that_fires_as_the_app_closes_does_nothing(repo: P
         await until(pilot, lambda: screen.entries)
         await screen.query_one(TerminalView).remove()  # as the app's closing does, before the timer
         screen.attach_selected()
+        # The feed's last poll arriving then did the same (seen with the machine busy).
+        screen.on_sessions_polled(SessionsPolled([], {}))

@@ -214,6 +214,8 @@ class MainScreen(CurrentWorktreeScreen):
         self.run_flow(prompts.trust(self, message.commands), "trust")
 
     def on_sessions_polled(self, message: SessionsPolled) -> None:
+        if not self.query(TerminalView):
+            return  # the app is closing: its widgets went before the feed's last poll arrived (seen under load)
         before = {name: info for name, info in self.sessions.items() if not is_remote(name)}
         now = time.monotonic()
         settled = {}
