@@ -425,17 +425,17 @@ def test_a_new_sessions_record_survives_an_observers_transition_of_the_old_one(c
 
 def test_a_sessions_record_is_written_before_its_pane_starts(cli: CLI, repo: Path, tmux_socket: str) -> None:
     """The dashboard showed a quick-created session's agent as `?`: its first poll saw the pane before start()
-    had written the record. A tmux hook copies the record the moment the session exists (run-shell without -b
-    holds the new-session call until the copy is done)."""
+    had written the record. A tmux hook copies the record the moment the session exists (a few milliseconds
+    before start() has its answer from tmux; the old order wrote the record after that)."""
     configure_agents(repo)
     cli.ok("worktree", "create", "other", "--agent", "shell")  # the server runs
     record, seen = repo / ".worktrees" / ".sessions" / "w.json", repo / "seen.json"
     subprocess.run(["tmux", "-L", tmux_socket, "set-hook", "-g", "session-created",
-                    f"run-shell 'cat {record} > {seen} 2>&1 || true'"], check=True)
+                    f"run-shell 'cat {record} > {seen}.part 2>&1; mv {seen}.part {seen}'"], check=True)
     cli.ok("worktree", "create", "w")
     cli.ok("session", "start", "w", "--agent", "echo")
-    assert seen.exists()
-    assert json.loads(seen.read_text())["agent"] == "echo"
+    wait_for(seen.exists)
+    assert seen.read_text().startswith("{") and json.loads(seen.read_text())["agent"] == "echo"
 
 
 def test_a_start_that_fails_gives_the_previous_record_back(tmp_path: Path, tmux_socket: str) -> None:
