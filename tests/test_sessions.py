@@ -18,6 +18,7 @@ from daintree_tui.core.project import Project
 from daintree_tui.core.store import write_json
 from daintree_tui.sessions.manager import SessionManager
 from daintree_tui.sessions.presets import resolve_preset
+from daintree_tui.sessions.status import SessionStatus
 from daintree_tui.sessions.tmux import TmuxHost
 from tests.conftest import CLI, Lines, events, make_repo, trusted_config, wait_for
 
@@ -453,3 +454,25 @@ def test_a_start_that_fails_gives_the_previous_record_back(tmp_path: Path, tmux_
     assert third("session", "start", "feat", "--agent", "shell").returncode == 1
     assert not (tmp_path / "third" / ".worktrees" / ".sessions" / "feat.json").exists()
     assert not (tmp_path / "third" / ".worktrees" / ".sessions" / "feat.json.bak").exists()
+
+
+def test_a_change_on_its_way_when_the_session_is_stopped_does_not_undo_the_stop(cli: CLI, repo: Path) -> None:
+    """Seen under load: the dashboard's quiet timer said `waiting` just after `S` stopped the agent; the record
+    went from exited back to waiting, and the dashboard took the stopped session for one the tmux server had lost
+    (its prompt took the next key)."""
+    from daintree_tui.services import Services
+
+    configure_agents(repo)
+    cli.ok("worktree", "create", "w", "--agent", "echo")
+    services = Services(Project.discover(repo))
+    assert services.sessions.stop("w")
+    wait_for(lambda: not services.sessions.host.exists("w"))
+    assert services.observer.record("w", SessionStatus.WAITING, None) is None  # the late change
+    assert services.observer.record("w", SessionStatus.RUNNING, None) is None
+    record = services.sessions.record("w")
+    assert record is not None and record.status == "exited"
+    assert services.lost_sessions(["w"]) == {}
+    kinds = [e["event"] for e in events(repo) if e["event"].startswith("session.")]
+    assert kinds[-1] == "session.exited" and "session.waiting" not in kinds[kinds.index("session.exited"):]
+    cli.ok("session", "start", "w", "--agent", "echo")  # a new run records its own changes
+    assert services.observer.record("w", SessionStatus.WAITING, None) is not None

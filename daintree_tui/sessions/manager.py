@@ -434,10 +434,14 @@ class SessionManager:
     def record_transition(self, name: str, status: SessionStatus, exit_code: int | None,
                           reason: str | None = None) -> bool:
         """Store a status change and log it as `session.<status>`; True only for the one caller that made the
-        change (a compare-and-set under the project lock, so several observers record it once)."""
+        change (a compare-and-set under the project lock, so several observers record it once).
+
+        An exited run stays exited: only `start` writes a new run's record. An observer's change that was on its
+        way when the session was stopped (a quiet timer saying `waiting`) wrote `waiting` over the stop, and the
+        dashboard then took the stopped session for one the tmux server had lost."""
         with self.project.lock.hold():
             meta = self.meta(name)
-            if meta.get("status") == str(status):
+            if meta.get("status") in (str(status), str(SessionStatus.EXITED)):
                 return False
             meta["status"] = str(status)
             if status == SessionStatus.EXITED:
