@@ -395,6 +395,9 @@ async def test_full_flow_from_the_keyboard(repo: Path, cli: CLI) -> None:
         await until(pilot, lambda: screen.started)
         await pilot.press("n", *"Add feature", "enter")
         await until(pilot, lambda: (repo / ".worktrees/add-feature/feature.txt").exists())
+        # The agent may write its file before the dashboard has its worktree (seen with the machine busy): the
+        # leave key and `d` are for the terminal the user sees, once it is there.
+        await until(pilot, lambda: screen.terminal_focused and screen.terminal.worktree == "add-feature")
         await pilot.press("ctrl+right_square_bracket", "d")
         from daintree_tui.tui.widgets.diff_view import DiffView
 
