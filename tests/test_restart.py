@@ -10,6 +10,7 @@ import pytest
 
 from daintree_tui.core.errors import InputError
 from daintree_tui.core.project import Project
+from daintree_tui.core.store import write_json
 from daintree_tui.core.worktrees import WorktreeService
 from daintree_tui.sessions.manager import SessionManager
 from daintree_tui.sessions.status import SessionStatus
@@ -108,9 +109,10 @@ def test_sessions_lost_with_the_server_are_offered_even_when_their_hangup_was_re
 
     user_agents()
     services = Services(Project.discover(repo))
+    seen = {}
     for name in ("hung", "stopped", "done", "running"):
         WorktreeService(services.project).create(name)
-        services.sessions.start(name, "echo")
+        seen[name] = services.sessions.start(name, "echo").started_at
     services.sessions.record_transition("hung", SessionStatus.EXITED, HANGUP_EXIT)
     services.sessions.stop("stopped")
     services.sessions.record_transition("done", SessionStatus.EXITED, 0)
@@ -118,3 +120,24 @@ def test_sessions_lost_with_the_server_are_offered_even_when_their_hangup_was_re
     assert services.lost_sessions(names) == {}, "the server still runs: nothing is lost"
     subprocess.run(["tmux", "-L", tmux_socket, "kill-server"], check=True)
     assert services.lost_sessions(names) == {"hung": "echo", "running": "echo"}
+    assert services.lost_sessions(names, seen) == {"hung": "echo", "running": "echo"}
+
+
+def test_restarting_the_only_session_is_not_a_lost_server(repo: Path, tmux_socket: str) -> None:
+    """Enter on the only session, exited: the restart stops it, and the tmux server ends with its last session
+    until the new one starts it again. A dashboard poll in that moment saw every session vanish and a record of
+    a run not ended (the new one's), and asked whether to restart the sessions of a lost tmux server."""
+    from daintree_tui.services.container import Services
+
+    user_agents()
+    services = Services(Project.discover(repo))
+    WorktreeService(services.project).create("only")
+    seen = {"only": services.sessions.start("only", "echo").started_at}
+    services.sessions.stop("only")
+    assert not services.sessions.host.serves_sessions()
+    # The new run's record, written before its pane (and before the server is back).
+    record = services.sessions.meta("only")
+    record.update(status="starting", exit_code=None, started_at=seen["only"] + 1)
+    write_json(services.sessions.meta_path("only"), record)
+    assert services.lost_sessions(["only"], seen) == {}
+    assert services.lost_sessions(["only"]) == {"only": "echo"}  # without the runs seen, as before

@@ -7,7 +7,7 @@ the bake-off or queue modules.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -170,9 +170,11 @@ class Services:
         """Approve a request and run its command (the same way from the CLI and the dashboard)."""
         return self.approvals.approve_and_run(request_id, extra_args)
 
-    def lost_sessions(self, names: list[str]) -> dict[str, str]:
+    def lost_sessions(self, names: Iterable[str], started: Mapping[str, float] | None = None) -> dict[str, str]:
         """Of sessions seen before, those that vanished with the tmux server (not stopped on purpose):
-        name -> the agent they ran."""
+        name -> the agent they ran. `started`: when each run seen had started; a record of a later run means
+        that session is being started again (a restart of the only session stops the server for a moment), not
+        lost."""
         from daintree_tui.sessions.tmux import TmuxHost
 
         if not isinstance(self.host, TmuxHost) or self.host.serves_sessions():
@@ -185,6 +187,9 @@ class Services:
             record = self.sessions.record(name)
             # A hangup as its exit: the server's death ended it, and the observer may have recorded that
             # before the session vanished (an exit of its own, or a stop, records another code).
+            seen_start = started.get(name) if started is not None else None
+            if seen_start is not None and record is not None and record.started_at not in (None, seen_start):
+                continue  # a later run's record: started again since (a restart), not lost
             if record is not None and record.agent and (not record.ended or record.exit_code == HANGUP_EXIT):
                 lost[name] = record.agent
         return lost

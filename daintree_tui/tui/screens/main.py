@@ -250,7 +250,8 @@ class MainScreen(CurrentWorktreeScreen):
                 self.run_flow(prompts.approval(self, request), "approval")
         vanished = [n for n in before if n not in settled]
         if vanished and not settled:
-            self.run_flow(prompts.server_lost(self, vanished), "check the tmux server")
+            self.run_flow(prompts.server_lost(self, {n: before[n].started_at for n in vanished}),
+                          "check the tmux server")
 
     def last_words(self, name: str, info: SessionInfo) -> str:
         """The last line an exited agent wrote (its log is read once per run: it ends with the agent)."""
