@@ -430,3 +430,39 @@ async def test_dashboard_shows_every_status_change_of_eight_busy_sessions(repo: 
         assert debounce - 0.4 <= waited < debounce + hold + slack, (name, "waiting", shown[name], mark)
         assert times[2] - mark["running2"] < hold + slack, (name, "running again", shown[name], mark)
         assert times[3] - mark["exit"] < slack, (name, "exited", shown[name], mark)
+
+
+def test_a_session_restarted_beside_others_starts_and_is_not_waiting(repo: Path, tmux_socket: str) -> None:
+    """Seen in the dashboard: a session restarted while others ran went `waiting` (a toast, an on_waiting hook) a
+    moment after `session.started`, then `running`. The observer's copy of the records still held the old run's
+    start time, so the new pane, without output yet, was long past its starting grace."""
+    from daintree_tui.core.hooks import trust
+    from daintree_tui.core.project import Project
+    from daintree_tui.core.worktrees import WorktreeService
+    from daintree_tui.sessions.live import LiveSessions
+    from daintree_tui.sessions.manager import SessionManager
+
+    (repo / ".daintree.toml").write_text(
+        "[agents.late]\ncommand = \"sh -c 'sleep 2; echo hi; exec cat'\"\n"
+        "[agents.idle]\ncommand = \"sh -c 'echo hi; exec cat'\"\n"
+        "[notifications]\nbell = false\ndesktop = false\n")
+    trust(Project.discover(repo))
+    project = Project.discover(repo)
+    for name in ("one", "other"):
+        WorktreeService(project).create(name)
+    manager = SessionManager(project)
+    seen: list[StatusChange] = []
+    live = LiveSessions(manager, record=lambda c: None, on_change=seen.append).start()
+    try:
+        manager.start("other", "idle", size=(80, 10))
+        first = manager.start("one", "late", size=(80, 10)).started_at
+        live.events.poke()
+        wait_for(lambda: time.time() > first + 4)  # the first run is past its starting grace
+        wait_for(lambda: any(c.worktree == "one" and c.new == SessionStatus.RUNNING for c in seen), timeout=10)
+        del seen[:]
+        manager.restart("one", "late", size=(80, 10))
+        live.events.poke()
+        wait_for(lambda: any(c.worktree == "one" and c.new == SessionStatus.RUNNING for c in seen), timeout=15)
+    finally:
+        live.close()
+    assert SessionStatus.WAITING not in [c.new for c in seen if c.worktree == "one"], seen

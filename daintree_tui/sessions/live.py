@@ -192,7 +192,9 @@ class LiveStatus:
                 if old == SessionStatus.EXITED and facts.dead:
                     continue
                 signal = self.signal_for(name)
-                started = self.started_at_for(name) or facts.created
+                # The later of the record's start and tmux's: a copy of the records read just before a restart
+                # still holds the old run's start, and the new pane, without output yet, looked long waiting.
+                started = max(self.started_at_for(name) or 0.0, facts.created)
                 hooks = bool(signal) and self.hooks_for(name)
                 obs = Observation(alive=not facts.dead, exit_code=facts.exit_code, started_at=started,
                                   last_output=facts.last_output,
