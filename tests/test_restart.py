@@ -117,10 +117,10 @@ def test_sessions_lost_with_the_server_are_offered_even_when_their_hangup_was_re
     services.sessions.stop("stopped")
     services.sessions.record_transition("done", SessionStatus.EXITED, 0)
     names = ["hung", "stopped", "done", "running"]
-    assert services.lost_sessions(names) == {}, "the server still runs: nothing is lost"
+    assert services.lost_sessions(dict.fromkeys(names)) == {}, "the server still runs: nothing is lost"
     subprocess.run(["tmux", "-L", tmux_socket, "kill-server"], check=True)
-    assert services.lost_sessions(names) == {"hung": "echo", "running": "echo"}
-    assert services.lost_sessions(names, seen) == {"hung": "echo", "running": "echo"}
+    assert services.lost_sessions(dict.fromkeys(names)) == {"hung": "echo", "running": "echo"}
+    assert services.lost_sessions(seen) == {"hung": "echo", "running": "echo"}
 
 
 def test_restarting_the_only_session_is_not_a_lost_server(repo: Path, tmux_socket: str) -> None:
@@ -139,5 +139,5 @@ def test_restarting_the_only_session_is_not_a_lost_server(repo: Path, tmux_socke
     record = services.sessions.meta("only")
     record.update(status="starting", exit_code=None, started_at=seen["only"] + 1)
     write_json(services.sessions.meta_path("only"), record)
-    assert services.lost_sessions(["only"], seen) == {}
-    assert services.lost_sessions(["only"]) == {"only": "echo"}  # without the runs seen, as before
+    assert services.lost_sessions(seen) == {}
+    assert services.lost_sessions({"only": None}) == {"only": "echo"}  # without the runs seen, as before

@@ -471,7 +471,7 @@ def test_a_change_on_its_way_when_the_session_is_stopped_does_not_undo_the_stop(
     assert services.observer.record("w", SessionStatus.RUNNING, None) is None
     record = services.sessions.record("w")
     assert record is not None and record.status == "exited"
-    assert services.lost_sessions(["w"]) == {}
+    assert services.lost_sessions({"w": None}) == {}
     kinds = [e["event"] for e in events(repo) if e["event"].startswith("session.")]
     assert kinds[-1] == "session.exited" and "session.waiting" not in kinds[kinds.index("session.exited"):]
     cli.ok("session", "start", "w", "--agent", "echo")  # a new run records its own changes

@@ -7,7 +7,7 @@ the bake-off or queue modules.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -170,27 +170,28 @@ class Services:
         """Approve a request and run its command (the same way from the CLI and the dashboard)."""
         return self.approvals.approve_and_run(request_id, extra_args)
 
-    def lost_sessions(self, names: Iterable[str], started: Mapping[str, float] | None = None) -> dict[str, str]:
-        """Of sessions seen before, those that vanished with the tmux server (not stopped on purpose):
-        name -> the agent they ran. `started`: when each run seen had started; a record of a later run means
-        that session is being started again (a restart of the only session stops the server for a moment), not
-        lost."""
+    def lost_sessions(self, runs: Mapping[str, float | None]) -> dict[str, str]:
+        """Of sessions seen before (name -> when the run seen had started, None when not known), those that
+        vanished with the tmux server (not stopped on purpose): name -> the agent they ran. A record of a later
+        run than the one seen means that session is being started again (a restart of the only session stops the
+        server for a moment), not lost."""
         from daintree_tui.sessions.tmux import TmuxHost
 
         if not isinstance(self.host, TmuxHost) or self.host.serves_sessions():
             return {}
         lost = {}
         live = {e.name for e in self.worktrees.entries()}
-        for name in names:
+        for name, seen_start in runs.items():
             if name not in live:
                 continue  # its worktree was removed: the session was stopped on purpose
             record = self.sessions.record(name)
+            if record is None or not record.agent:
+                continue
+            if seen_start is not None and record.started_at not in (None, seen_start):
+                continue  # a later run's record: started again since (a restart), not lost
             # A hangup as its exit: the server's death ended it, and the observer may have recorded that
             # before the session vanished (an exit of its own, or a stop, records another code).
-            seen_start = started.get(name) if started is not None else None
-            if seen_start is not None and record is not None and record.started_at not in (None, seen_start):
-                continue  # a later run's record: started again since (a restart), not lost
-            if record is not None and record.agent and (not record.ended or record.exit_code == HANGUP_EXIT):
+            if not record.ended or record.exit_code == HANGUP_EXIT:
                 lost[name] = record.agent
         return lost
 

@@ -18,6 +18,7 @@ from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.reactive import reactive
 from textual.widget import MountError, Widget
 from textual.widgets import DataTable, Header, Input, Label
@@ -214,7 +215,9 @@ class MainScreen(CurrentWorktreeScreen):
         self.run_flow(prompts.trust(self, message.commands), "trust")
 
     def on_sessions_polled(self, message: SessionsPolled) -> None:
-        if not self.query(TerminalView):
+        try:
+            terminal = self.terminal
+        except NoMatches:
             return  # the app is closing: its widgets went before the feed's last poll arrived (seen under load)
         before = {name: info for name, info in self.sessions.items() if not is_remote(name)}
         now = time.monotonic()
@@ -225,7 +228,6 @@ class MainScreen(CurrentWorktreeScreen):
         self.hysteresis.forget(set(before) - set(settled))
         self.sessions = self.merged_sessions(settled)
         previews = dict(message.previews)
-        terminal = self.terminal
         if terminal.attached and terminal.worktree in settled:
             # The session on screen is not captured (the terminal shows it): its row follows the terminal.
             previews[terminal.worktree] = terminal.screen_text()

@@ -47,10 +47,10 @@ async def trust(screen: DashboardActions, commands: list[str]) -> None:
         screen.operation_done("Trusted .daintree.toml: its hooks will run")
 
 
-async def server_lost(screen: DashboardActions, vanished: dict[str, float]) -> None:
+async def server_lost(screen: DashboardActions, vanished: Mapping[str, float | None]) -> None:
     """Sessions vanished all at once (name -> when the run seen had started): if the tmux server died under
     them, offer to start them again."""
-    lost = await asyncio.to_thread(screen.backend.lost_sessions, list(vanished), vanished)
+    lost = await asyncio.to_thread(screen.backend.lost_sessions, vanished)
     if not lost:
         return
     screen.notify(f"The tmux server stopped: {len(lost)} session(s) ended", severity="error", timeout=10)
