@@ -174,17 +174,21 @@ def is_ancestor(root: Path, commit: str, of: str) -> bool:
     return git(root, "merge-base", "--is-ancestor", commit, of, check=False).returncode == 0
 
 
-def dirty_files(worktree: Path) -> list[str]:
+# How a caller runs git: `git` itself, or a worktree's sandboxed runner (core/worktree_git.py) of the same shape.
+Runner = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def dirty_files(worktree: Path, run: Runner = git) -> list[str]:
     """Files with uncommitted or untracked changes in a worktree (ignored files excluded). A submodule counts
     when its HEAD moved; what is uncommitted inside one is not looked at (see `populated_submodules`)."""
-    proc = git(worktree, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules=dirty")
+    proc = run(worktree, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules=dirty")
     return parse_porcelain_z(proc.stdout)
 
 
-def populated_submodules(worktree: Path) -> list[str]:
+def populated_submodules(worktree: Path, run: Runner = git) -> list[str]:
     """Gitlinks of the worktree's index whose folder holds a repository: work there cannot be inspected from
     outside the sandbox (git would run that repository's own config), so deleting it may lose work."""
-    proc = git(worktree, "ls-files", "--stage", "-z")
+    proc = run(worktree, "ls-files", "--stage", "-z")
     found = []
     for record in proc.stdout.split("\0"):
         meta, _, path = record.partition("\t")

@@ -6,3 +6,5 @@ from __future__ import annotations
 from pathlib import Path
 
 INBOX_MOUNT = Path("/run/daintree/inbox")
+# The shared object store, read-only: the quarantine that a sandbox sees as `objects/` names it as its alternate.
+SHARED_OBJECTS_MOUNT = Path("/run/daintree/objects")

@@ -23,8 +23,10 @@ from daintree_tui.core import git as g
 from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.hooks import run_hooks
 from daintree_tui.core.models import WorktreeEntry
+from daintree_tui.core.sandbox import bring_in
 from daintree_tui.core.store import read_state_file
 from daintree_tui.core.trust import require_outside_session
+from daintree_tui.core.worktree_git import WorktreeGit
 from daintree_tui.core.worktrees import WorktreeService
 
 STRATEGIES = ("ff", "squash", "rebase")
@@ -78,6 +80,7 @@ class ReviewService:
         entry = self.worktrees.get(name, live=True)
         if not Path(entry.path).is_dir():
             raise OperationError(f"worktree {name} has no directory at {entry.path} (run `daintree doctor --fix`)")
+        bring_in(self.project, entry)  # what its agent committed, checked, on its branch before we read it
         # The branch's ref file is the agent's to write (its commits move it): written as `ref: refs/heads/release`,
         # it made every outside merge, commit or PR of this worktree act on `release` (a rebase merge merged
         # release's commits and then moved release itself).
@@ -101,9 +104,11 @@ class ReviewService:
         """Changes against the base commit: committed, uncommitted and untracked files alike."""
         entry = self._entry(name, check_log=False)  # what is in the worktree, whatever its branch says
         path = Path(entry.path)
+        git = WorktreeGit(self.project, entry)
         args = ["diff", "--no-color", "--no-ext-diff"] + (["--stat"] if stat else []) + [entry.base_commit]
-        parts = [g.git(path, *args).stdout]
-        for rel in _untracked(path):
+        parts = [git(*args).stdout]
+        shown: list[str] = []
+        for rel in git.untracked():
             try:
                 info = os.lstat(path / rel)
             except OSError:
@@ -117,8 +122,11 @@ class ReviewService:
                 lines = _line_count(path / rel) if file_mode.S_ISREG(info.st_mode) else 0
                 parts.append(f" {rel} (untracked) | {lines} +\n")
             else:
-                proc = g.git(path, "diff", "--no-color", "--no-index", "--", "/dev/null", rel, check=False)
-                parts.append(proc.stdout)
+                shown.append(rel)
+        if shown:
+            # One sandboxed git for them all: `diff --no-index` compares two paths, so a shell loop runs it.
+            loop = 'for f; do git diff --no-color --no-index -- /dev/null "$f"; done; exit 0'
+            parts.append(git.run_shell(loop, shown).stdout)
         return "".join(parts)
 
     # -- commit ----------------------------------------------------------------------------------------------
@@ -129,36 +137,38 @@ class ReviewService:
             raise InputError("a commit needs a message (-m)")
         entry = self._entry(name)
         path = Path(entry.path)
+        git = WorktreeGit(self.project, entry)
         # The worktree's HEAD lives in its admin dir, which its (sandboxed) agent may write: pointed at main or at
-        # another agent's branch, this commit (run by the user, unconfined) would land there.
-        head = g.git(path, "symbolic-ref", "--quiet", "HEAD", check=False).stdout.strip()
+        # another agent's branch, a commit would land there.
+        head = git("symbolic-ref", "--quiet", "HEAD", check=False).stdout.strip()
         if head != f"refs/heads/{entry.branch}":
             raise OperationError(f"{name}: HEAD is {head or 'detached'}, not its branch {entry.branch}: refusing to "
                                  f"commit (check out {entry.branch} in the worktree first)")
         if all_changes:
             # `add -A` runs `git status` inside each checked-out submodule, whatever the config says: a repository
-            # the agent made there would run its own config's commands here, outside the sandbox. Submodules are
-            # left as they are staged.
-            nested = [f":(exclude,literal){sub}" for sub in g.populated_submodules(path)]
-            g.git(path, "add", "-A", "--", ".", *nested)
-        staged = g.git(path, "diff", "--cached", "--name-only", "-z").stdout
+            # the agent made there would run its own config's commands. Submodules are left as they are staged.
+            nested = [f":(exclude,literal){sub}" for sub in g.populated_submodules(path, run=git.run)]
+            git("add", "-A", "--", ".", *nested)
+        staged = git("diff", "--cached", "--name-only", "-z").stdout
         files = [f for f in staged.split("\0") if f]
         if not files:
             raise OperationError(f"nothing to commit in {name}" + ("" if all_changes else " (use --all)"))
-        self._commit_confined(entry, message)
-        sha = g.git(path, "rev-parse", "HEAD").stdout.strip()
+        sha = self._commit_confined(entry, git, message)
         self.project.events.append("worktree.commit", worktree=entry.brief(), commit=sha, files=files,
                                    task=self.worktrees.tasks.brief_of(entry.task_id))
         return {"name": name, "commit": sha, "files": files, "message": message}
 
-    def _commit_confined(self, entry: WorktreeEntry, message: str) -> None:
-        """Commit in the worktree with the user's hooks run inside its sandbox and the commit itself made here.
+    def _commit_confined(self, entry: WorktreeEntry, git: WorktreeGit, message: str) -> str:
+        """Commit what is staged: the user's hooks and the tree run inside the worktree's sandbox, the commit
+        object and the branch's move are made here, from objects alone; the new commit.
 
         Hooks like pre-commit, husky's lint-staged or a `make lint` run what the worktree holds (an agent's
         `.pre-commit-config.yaml`, package.json, Makefile): run outside, an agent's own `worktree commit` request
         (applied from its inbox) ran its code with the user's full access. So pre-commit, prepare-commit-msg and
-        commit-msg run first, confined, and post-commit after; the commit is made here with no
-        hook at all, so that signing (gpg or ssh keys, hidden in the sandbox) still works.
+        commit-msg run first, confined, and post-commit after. `git commit` itself writes through the admin dir
+        (`COMMIT_EDITMSG`, `logs/HEAD`, the index), so the tree is written inside (`write-tree`, into the
+        quarantine), brought in checked, and the commit made here with `commit-tree`, which reads no file of the
+        worktree: signing (gpg or ssh keys, hidden in the sandbox) still works.
         """
         from daintree_tui.core.environment import worktree_env
         from daintree_tui.core.runner import run_command
@@ -194,11 +204,25 @@ class ReviewService:
             hook("prepare-commit-msg", str(msg_file), "message")
             hook("commit-msg", str(msg_file))
             final = read_state_file(msg_file).decode("utf-8", "replace")
-            g.git(path, *NO_HOOKS, "commit", "-q", "--cleanup=whitespace", "-F", "-", input=final)
         finally:
             msg_file.unlink(missing_ok=True)
+        cleaned = g.git(self.project.root, "stripspace", input=final).stdout
+        if not cleaned.strip():
+            raise OperationError(f"{entry.name}: the commit message is empty (after the commit-msg hook)")
+        tree = git("write-tree").stdout.strip()
+        parent = bring_in(self.project, entry)
+        root = self.project.root
+        if g.git(root, "cat-file", "-t", tree, check=False).stdout.strip() != "tree":
+            raise OperationError(f"{entry.name}: the staged tree {tree[:12]} did not come through the sandbox's check")
+        sign = g.git(root, "config", "--type=bool", "commit.gpgSign", check=False).stdout.strip() == "true"
+        sha = g.git(root, "commit-tree", *(["-S"] if sign else []), tree, *(["-p", parent] if parent else []),
+                    "-F", "-", input=cleaned).stdout.strip()
+        subject = cleaned.splitlines()[0] if cleaned.strip() else ""
+        g.git(root, "update-ref", "-m", f"commit: {subject}", f"refs/heads/{entry.branch}", sha, parent or "")
+        bring_in(self.project, entry)  # the agent's ref folder follows the branch
         with contextlib.suppress(OperationError):
             hook("post-commit")  # as git does: its failure changes nothing
+        return sha
 
     # -- merge -----------------------------------------------------------------------------------------------
 
@@ -235,7 +259,8 @@ class ReviewService:
         target = self.target_branch(entry, into)
         if target == entry.branch:
             raise InputError(f"cannot merge {entry.branch} into itself")
-        dirty = g.dirty_files(Path(entry.path))
+        worktree_git = WorktreeGit(self.project, entry)
+        dirty = worktree_git.dirty_files()
         if dirty:
             raise OperationError(f"worktree {name} has uncommitted changes: {', '.join(dirty[:10])} "
                                  "(commit them first: daintree worktree commit)")
@@ -270,7 +295,9 @@ class ReviewService:
                 raise
             if strategy == "rebase":
                 # The agent's branch follows its rebased commits (its worktree is clean, checked above).
-                g.git(Path(entry.path), *hooks, "reset", "-q", "--keep", new_tip, check=False)
+                # Inside its sandbox: `reset` writes the admin dir (`logs/HEAD`, the index), the agent's to link.
+                worktree_git("reset", "-q", "--keep", new_tip, check=False)
+                bring_in(self.project, entry)
         result = MergeResult(name, target, strategy, new_tip, f"merged {entry.branch} into {target} ({strategy})")
         self.project.events.append("worktree.merge.after", worktree=brief, commit=new_tip, task=task_brief)
         if remove:

@@ -29,20 +29,20 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
+from daintree_tui.core import agent_git
+from daintree_tui.core.agent_git import AgentGit
 from daintree_tui.core.config import Config, user_data_dir
 from daintree_tui.core.errors import OperationError
-from daintree_tui.core.git import last_line
 from daintree_tui.core.index import Index, find
 from daintree_tui.core.log import warn
 from daintree_tui.core.models import WorktreeEntry
-from daintree_tui.core.mounts import INBOX_MOUNT
+from daintree_tui.core.mounts import INBOX_MOUNT, SHARED_OBJECTS_MOUNT
 from daintree_tui.core.project import Project
 from daintree_tui.core.store import read_state_file
 from daintree_tui.core.tasks import TaskService
@@ -69,6 +69,7 @@ class SandboxSpec:
     git_admin_dir: Path  # .git/worktrees/<name>/
     branch: str  # e.g. wt/name
     tmpdir: Path
+    agent_git: AgentGit  # its quarantine and ref folders (core/agent_git.py)
     project_root: Path | None = None  # the primary worktree: readable (read-only) also when it lives in /tmp
     writable: tuple[Path, ...] = ()  # agent state folders, sandbox.writable
     read_only: tuple[Path, ...] = ()  # inside those: what would run code outside the sandbox later (agent hooks)
@@ -251,17 +252,10 @@ def _private_mounts(spec: SandboxSpec) -> list[str]:
 
 
 def _writable_mounts(spec: SandboxSpec) -> list[str]:
-    git = spec.git_common_dir
     args = ["--bind", str(spec.worktree), str(spec.worktree),
             "--bind", str(spec.git_admin_dir), str(spec.git_admin_dir),
             *_private_mounts(spec)]
-    # The object store takes new loose objects; existing packs and objects/info (alternates) stay read-only.
-    objects = git / "objects"
-    args += ["--bind", str(objects), str(objects)]
-    for sub in ("pack", "info"):
-        if (objects / sub).is_dir():
-            args += ["--ro-bind", str(objects / sub), str(objects / sub)]
-    args += _branch_mounts(spec)
+    args += _agent_git_mounts(spec)
     args += _git_pointer_mounts(spec)
     if spec.home_caches is not None:  # before the agent's folders: one of them may live under ~/.cache
         for name in PRIVATE_CACHES:
@@ -305,37 +299,30 @@ def _git_pointer_mounts(spec: SandboxSpec) -> list[str]:
     return args
 
 
-def _branch_mounts(spec: SandboxSpec) -> list[str]:
-    """The agent's own branch ref writable, every other ref read-only.
-
-    git updates a ref by creating `<ref>.lock` beside it and renaming it over the ref, so binding the ref FILE
-    alone fails (rename onto a mount point is EBUSY). The ref's directory (refs/heads/wt/) is therefore bound
-    writable, and every other entry in it (other agents' branches, made loose first by `prepare`) is bound
-    read-only on top: writing one is EROFS, renaming over or deleting one is EBUSY. The reflog is appended in
-    place, so its file alone is bound. Everything else under refs/ (main included) stays read-only.
-    """
-    ref_dir = spec.ref_file.parent
-    args = ["--bind", str(ref_dir), str(ref_dir)]
-    for entry in sorted(ref_dir.iterdir()):
-        if entry.name != spec.ref_file.name:
-            args += ["--ro-bind", str(entry), str(entry)]
-    args += ["--bind", str(spec.reflog_file), str(spec.reflog_file)]
-    return args
+def _agent_git_mounts(spec: SandboxSpec) -> list[str]:
+    """The shared object store and every ref read-only; the agent's own quarantine, ref folder and reflog folder
+    where git looks for them (core/agent_git.py says how the outside brings them in)."""
+    git = spec.git_common_dir
+    paths = spec.agent_git
+    ref_dir, log_dir = spec.ref_file.parent, spec.reflog_file.parent
+    return ["--ro-bind", str(git / "objects"), str(SHARED_OBJECTS_MOUNT),
+            "--bind", str(paths.objects), str(git / "objects"),
+            "--bind", str(paths.refs), str(ref_dir),
+            "--bind", str(paths.logs), str(log_dir)]
 
 
 def prepare(spec: SandboxSpec) -> None:
-    """Create what the mount table binds, before the sandbox starts.
-
-    Other branches that live only in packed-refs get a loose file with the same value: otherwise the agent could
-    create that loose file itself in the writable ref directory and so move another agent's branch.
-    """
+    """Create what the mount table binds, before the sandbox starts; bring in what an earlier sandbox of this
+    worktree left in its quarantine and ref folder first (core/agent_git.py)."""
     if spec.ref_file.parent == spec.git_common_dir / "refs" / "heads":
         raise OperationError("the sandbox needs a branch_prefix (like the default wt/): with branches directly "
                              "under refs/heads an agent could write main")
     # bwrap follows a symlinked source: a worktree, TMPDIR or inbox swapped for a link (by anything that ran
     # unconfined) would bind its target writable. Every writable source must be what it says it is.
     caches = spec.home_caches
-    for path in (spec.worktree, spec.git_admin_dir, spec.tmpdir, spec.tmpdir.parent, spec.ref_file.parent,
+    agent = spec.agent_git
+    for path in (spec.worktree, spec.git_admin_dir, spec.tmpdir, spec.tmpdir.parent, agent.root.parent, agent.root,
+                 agent.objects, agent.refs, agent.logs,
                  *((spec.inbox, spec.inbox.parent) if spec.inbox is not None else ()),
                  *((caches.parent, caches, *(caches / name for name in PRIVATE_CACHES)) if caches else ())):
         if path.is_symlink():
@@ -349,201 +336,17 @@ def prepare(spec: SandboxSpec) -> None:
             (caches / name).mkdir(parents=True, exist_ok=True)
             with contextlib.suppress(OSError):
                 (Path.home() / name).mkdir(exist_ok=True)  # the mount point: inside, $HOME is read-only
+    # The mount points of the agent's own ref folders (nothing is written in the real ones from inside).
     spec.ref_file.parent.mkdir(parents=True, exist_ok=True)
-    drop_planted_refs(spec.ref_file.parent)
-    for sub in ("pack", "info"):  # bound read-only: missing, the agent could make info/alternates (its own objects)
-        (spec.git_common_dir / "objects" / sub).mkdir(parents=True, exist_ok=True)
     spec.reflog_file.parent.mkdir(parents=True, exist_ok=True)
-    spec.reflog_file.touch(exist_ok=True)
+    private_dir(agent.root.parent)
+    agent_git.prepare(spec.git_common_dir, spec.branch, agent, spec.worktree.name)
     # Exists (empty) so that it is bound read-only: otherwise the agent could create it in its admin dir.
     (spec.git_admin_dir / "config.worktree").touch(exist_ok=True)
     if spec.inbox is not None:
         for folder in (spec.inbox.parent, spec.inbox):  # 0700: the requests are the agent's, the replies ours
             folder.mkdir(parents=True, exist_ok=True)
             os.chmod(folder, 0o700)
-    pack_loose_objects(spec.git_common_dir, spec.project_root)
-    prefix = "refs/heads/" + str(Path(spec.branch).parent) + "/"
-    for ref, value in packed_refs(spec.git_common_dir).items():
-        if not ref.startswith(prefix) or ref == f"refs/heads/{spec.branch}":
-            continue
-        loose = spec.git_common_dir / ref
-        if not os.path.lexists(loose) and loose.parent == spec.ref_file.parent:
-            # This folder is writable by running sandboxes: a fixed temporary name could be a link an agent left
-            # there (to ~/.bashrc), written through; a fresh one (O_EXCL, a random name) cannot.
-            fd, tmp = tempfile.mkstemp(prefix=f".{loose.name}.", suffix=".daintree-tmp", dir=loose.parent)
-            with os.fdopen(fd, "w") as out:
-                out.write(value + "\n")
-            os.replace(tmp, loose)
-
-
-def drop_planted_refs(ref_dir: Path) -> list[str]:
-    """Delete (with a warning) what no git writes in the branches' folder, which every running agent can write: a
-    link (bwrap cannot bind a dangling one, so every other sandbox's start failed) or a FIFO, socket or device
-    (every git that lists the branches, the user's `git branch` and our `git repack`, waited on it forever)."""
-    dropped: list[str] = []
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(ref_dir):
-            if entry.is_symlink() or not (entry.is_file(follow_symlinks=False) or entry.is_dir(follow_symlinks=False)):
-                with contextlib.suppress(OSError):
-                    os.unlink(entry.path)
-                    dropped.append(entry.name)
-    if dropped:
-        warn(f"sandbox: removed {', '.join(sorted(dropped))} from {ref_dir}: not a branch (a link, FIFO or socket "
-             "a sandboxed agent left there, which stopped other sandboxes from starting or hung git)")
-    return dropped
-
-
-def _has_loose_objects(objects: Path) -> bool:
-    try:
-        fanout = [e for e in os.scandir(objects) if len(e.name) == 2 and e.is_dir(follow_symlinks=False)]
-    except OSError:
-        return False
-    return any(next(os.scandir(e.path), None) is not None for e in fanout)
-
-
-def pack_loose_objects(common_dir: Path, root: Path | None = None) -> None:
-    """Move loose objects into a pack, which the sandbox mounts read-only.
-
-    git must be able to add objects, so the object store is writable; but `rm -rf` inside it would delete the
-    loose objects that existing commits (main's included) are made of. Packing them first leaves nothing of
-    the repository's history deletable. Objects that others write while the session runs are loose until the
-    next start packs them: see the README's sandbox limits.
-    """
-    if not _has_loose_objects(common_dir / "objects"):
-        return
-    drop_forged_loose_objects(common_dir, root)
-    # repack walks every worktree's HEAD: while another daintree (a second queue runner, the dashboard) is in the
-    # middle of `git worktree add`, that HEAD or its commondir is not written yet ("bad object worktrees/x/HEAD").
-    # The add takes a moment, so a failure is tried again before the session is refused.
-    for delay in (0.2, 0.5, 1.0, None):
-        proc = subprocess.run(["git", "--git-dir", str(common_dir), "repack", "-d", "-q", "--no-write-bitmap-index"],
-                              capture_output=True, text=True, stdin=subprocess.DEVNULL)
-        if proc.returncode == 0:
-            return
-        if delay is not None:
-            time.sleep(delay)
-    raise OperationError(f"sandbox: could not pack loose objects: {last_line(proc.stderr) or proc.returncode}")
-
-
-FORGERY_CHECK_LIMIT = 256 * 1024 * 1024  # bytes of loose objects checked per start (a larger backlog: the rest)
-
-
-def drop_forged_loose_objects(common_dir: Path, root: Path | None = None) -> list[str]:
-    """Delete (with a warning) every loose object whose content does not hash to its name; returns their ids.
-
-    The object store is writable inside a sandbox, and git never rewrites an object it finds: an agent that plants
-    `objects/c6/a8fd...` holding its own content, named after the hash of a file the user has changed but not yet
-    committed (the primary's working tree is readable), has the user's next `git add` keep the agent's content.
-    Packing such an object would make it permanent; so every loose one is checked first, up to a budget of bytes.
-    Those named after the uncommitted files of the primary `root` are checked first, whatever the budget: an agent
-    that wrote enough genuine objects to spend it had its forged one, later in name order, left unchecked.
-    """
-    import hashlib
-
-    objects = common_dir / "objects"
-    proc = subprocess.run(["git", "--git-dir", str(common_dir), "rev-parse", "--show-object-format"],
-                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
-    algorithm = proc.stdout.strip() or "sha1"
-    if algorithm not in ("sha1", "sha256"):
-        return []
-    forged: list[str] = []
-
-    def check(oid: str, limit: int, exact: bool = False) -> int:
-        loose = objects / oid[:2] / oid[2:]
-        matches, size = _loose_object_matches(loose, oid, algorithm, limit, exact)
-        if matches is False:
-            with contextlib.suppress(OSError):
-                loose.unlink()
-            forged.append(oid)
-        return size
-
-    for oid, size in _uncommitted_blobs(root, algorithm).items() if root is not None else ():
-        check(oid, size, exact=True)  # its genuine content is the user's file: anything longer is not
-    budget = FORGERY_CHECK_LIMIT
-    name_length = hashlib.new(algorithm).digest_size * 2 - 2
-    for fanout in sorted(objects.iterdir()):
-        if len(fanout.name) != 2 or fanout.is_symlink() or not fanout.is_dir():
-            continue
-        for loose in sorted(fanout.iterdir()):
-            if budget <= 0:
-                break
-            if len(loose.name) != name_length or not all(c in "0123456789abcdef" for c in loose.name):
-                continue  # git's own temporary files (tmp_obj_*): an object being written right now
-            budget -= check(fanout.name + loose.name, FORGERY_CHECK_LIMIT)
-    if forged:
-        warn(f"sandbox: deleted {len(forged)} loose object(s) whose content is not what their name says "
-             f"({', '.join(forged[:3])}{', ...' if len(forged) > 3 else ''}): planted by a sandboxed agent to "
-             "stand for content you had not committed yet; `git fsck` checks the rest")
-    return forged
-
-
-def _loose_object_matches(loose: Path, oid: str, algorithm: str, limit: int,
-                          exact: bool) -> tuple[bool | None, int]:
-    """Whether the loose object file's content hashes to `oid` (None: absent, unreadable or over `limit` bytes
-    inflated, not ours to judge: git reports what it must), and the bytes read. `exact`: the genuine object is
-    `limit` bytes, so more is not it."""
-    import hashlib
-    import zlib
-
-    digest = hashlib.new(algorithm)
-    try:
-        data = read_state_file(loose)
-    except OSError:
-        return None, 0
-    try:
-        inflate = zlib.decompressobj()
-        chunk, expanded = inflate.decompress(data, 1 << 20), 0
-        while chunk:  # in steps: a small file may inflate to gigabytes
-            digest.update(chunk)
-            expanded += len(chunk)
-            if expanded > limit:
-                return (False if exact else None), len(data)
-            chunk = inflate.decompress(inflate.unconsumed_tail, 1 << 20)
-    except zlib.error:
-        return None, len(data)
-    return digest.hexdigest() == oid, len(data)
-
-
-UNCOMMITTED_CHECK_FILES = 2000  # uncommitted files of the primary whose would-be objects are checked first
-UNCOMMITTED_CHECK_BYTES = 256 * 1024 * 1024
-
-
-def _uncommitted_blobs(root: Path, algorithm: str) -> dict[str, int]:
-    """The object ids (and their inflated sizes) that the primary's changed and untracked files would get from a
-    `git add` (no filters: a filtered file's object is not its bytes), a bounded number of regular files."""
-    import hashlib
-
-    proc = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "-m", "-o", "--exclude-standard"],
-                          capture_output=True, stdin=subprocess.DEVNULL)
-    out: dict[str, int] = {}
-    total = 0
-    for name in list(dict.fromkeys(proc.stdout.split(b"\0")))[:UNCOMMITTED_CHECK_FILES]:
-        if not name:
-            continue
-        try:
-            body = read_state_file(root / os.fsdecode(name))
-        except OSError:
-            continue  # gone, a link, not a regular file, or larger than a state file
-        total += len(body)
-        if total > UNCOMMITTED_CHECK_BYTES:
-            break
-        header = b"blob %d\0" % len(body)
-        out[hashlib.new(algorithm, header + body).hexdigest()] = len(header) + len(body)
-    return out
-
-
-def packed_refs(common_dir: Path) -> dict[str, str]:
-    refs: dict[str, str] = {}
-    try:
-        lines = (common_dir / "packed-refs").read_text().splitlines()
-    except OSError:
-        return refs
-    for line in lines:
-        if line.startswith(("#", "^")) or " " not in line:
-            continue
-        value, ref = line.split(" ", 1)
-        refs[ref.strip()] = value.strip()
-    return refs
 
 
 def git_admin_dir(common_dir: Path, worktree: Path) -> Path:
@@ -769,6 +572,23 @@ def secrets_dir() -> Path:
     return path
 
 
+AGENT_GIT_DIR = ".agent-git"
+
+
+def agent_git_of(project: Project, name: str) -> AgentGit:
+    """Worktree `name`'s quarantine and ref folders, in `.worktrees/.agent-git/<name>/`."""
+    return AgentGit(project.tmpdir_for(name).parent.parent / AGENT_GIT_DIR / name)
+
+
+def bring_in(project: Project, entry: WorktreeEntry) -> str | None:
+    """What the worktree's sandboxed git wrote, checked and brought into the repository (core/agent_git.py):
+    before the outside reads its branch. The branch's commit after, or None."""
+    common = project.common_dir
+    if common is None:
+        return None
+    return agent_git.bring_in(common, entry.branch, agent_git_of(project, entry.name), entry.name)
+
+
 def inbox_dir(project: Project, name: str) -> Path:
     """The session inbox of worktree `name` (0700): the only way its sandboxed `daintree` calls reach us."""
     return project.inbox_for(name)
@@ -789,13 +609,14 @@ def spec_for(project: Project, entry: WorktreeEntry, *, writable: Sequence[Path]
     hidden += [*secret_dirs, secrets_dir(), private_dir(project.logs_dir)]
     return SandboxSpec(
         worktree=worktree, git_common_dir=common, git_admin_dir=git_admin_dir(common, worktree),
-        branch=entry.branch, tmpdir=project.tmpdir_for(entry.name), project_root=project.root,
+        branch=entry.branch, tmpdir=project.tmpdir_for(entry.name), agent_git=agent_git_of(project, entry.name),
+        project_root=project.root,
         writable=tuple(writable), read_only=tuple(read_only), home_caches=project.sandbox_home_for(entry.name),
         inbox=inbox_dir(project, entry.name),
         network=project.config.sandbox_network if network is None else network, interactive=interactive,
         cwd=cwd, hidden=tuple(hidden), hidden_files=tuple(secret_files), background=background,
         private_roots=(project.tmp_root, project.sandbox_homes, project.state_dir / ".inbox",
-                       project.state_dir / ".run"),
+                       project.state_dir / ".run", project.state_dir / AGENT_GIT_DIR),
     )
 
 

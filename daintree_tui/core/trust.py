@@ -253,10 +253,12 @@ def require_ours(project: Project, path: Path, what: str) -> None:
         raise OperationError(f"refusing to {what}: {problem}")
 
 
-def work_at_risk(project: Project, path: Path, agreed: frozenset[str] = frozenset()) -> list[str]:
+def work_at_risk(project: Project, path: Path, agreed: frozenset[str] = frozenset(),
+                 run: g.Runner = g.git) -> list[str]:
     """What deleting the worktree at `path` would lose, each as a reason: a tree git cannot inspect (its `.git`
     file is gone), uncommitted or untracked files (but those in `agreed`, which the user agreed to lose),
-    checked-out submodules, commits on a detached HEAD that no branch contains."""
+    checked-out submodules, commits on a detached HEAD that no branch contains. `run` runs git there (the
+    worktree's sandboxed git, core/worktree_git.py)."""
     if not path.is_dir():
         return []
     if not (path / ".git").is_file() and not (path / ".git").is_dir():
@@ -264,27 +266,30 @@ def work_at_risk(project: Project, path: Path, agreed: frozenset[str] = frozense
                 "`git worktree repair`)"]
     reasons = []
     try:
-        dirty = [name for name in g.dirty_files(path) if name not in agreed]
+        dirty = [name for name in g.dirty_files(path, run=run) if name not in agreed]
     except OperationError as exc:
         return [f"{path} cannot be inspected: {exc}"]
     if dirty:
         shown = ", ".join(dirty[:10]) + (f" and {len(dirty) - 10} more" if len(dirty) > 10 else "")
         reasons.append(f"uncommitted changes: {shown}")
-    nested = g.populated_submodules(path)
+    try:
+        nested = g.populated_submodules(path, run=run)
+        unreachable = commits_on_no_branch(path, run=run)
+    except OperationError as exc:
+        return [f"{path} cannot be inspected: {exc}"]
     if nested:
         reasons.append(f"submodules whose own uncommitted work is not inspected: {', '.join(nested[:10])}")
-    unreachable = commits_on_no_branch(path)
     if unreachable:
         reasons.append(f"HEAD has {unreachable} commit(s) that no branch contains (detached HEAD work)")
     return reasons
 
 
-def commits_on_no_branch(path: Path) -> int:
+def commits_on_no_branch(path: Path, run: g.Runner = g.git) -> int:
     """How many commits reachable from the worktree's HEAD are on no branch (0 when HEAD is on a branch)."""
-    head = g.git(path, "symbolic-ref", "-q", "HEAD", check=False)
+    head = run(path, "symbolic-ref", "-q", "HEAD", check=False)
     if head.returncode == 0:
         return 0
-    proc = g.git(path, "rev-list", "--count", "HEAD", "--not", "--branches", check=False)
+    proc = run(path, "rev-list", "--count", "HEAD", "--not", "--branches", check=False)
     try:
         return int(proc.stdout.strip() or 0)
     except ValueError:

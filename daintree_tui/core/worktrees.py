@@ -27,8 +27,10 @@ from daintree_tui.core.index import Index, find
 from daintree_tui.core.log import warn
 from daintree_tui.core.models import Task, WorktreeEntry, WorktreeStatus
 from daintree_tui.core.project import Project
+from daintree_tui.core.sandbox import agent_git_of, bring_in
 from daintree_tui.core.store import read_json, write_json
 from daintree_tui.core.tasks import TaskService
+from daintree_tui.core.worktree_git import WorktreeGit
 
 if TYPE_CHECKING:
     from daintree_tui.core.runner import RunResult
@@ -204,7 +206,9 @@ class WorktreeService:
         if trust.ownership_problem(self.project, path, listed):
             return Facts(exists=True)  # never run git in a directory the index merely names
         try:
-            dirty = len(g.dirty_files(path))
+            git = WorktreeGit(self.project, entry)
+            git.bring_in()
+            dirty = len(git.dirty_files())
         except OperationError:
             dirty = 0
         base = g.rev_parse_commit(self.project.root, entry.base_ref) or entry.base_commit
@@ -224,7 +228,7 @@ class WorktreeService:
         path = Path(entry.path)
         if not (path / ".git").exists():
             return []
-        return g.dirty_files(path)
+        return WorktreeGit(self.project, entry).dirty_files()
 
     def free_name(self, base: str, also_taken: set[str] | frozenset[str] = frozenset()) -> str:
         """`base`, or `base-2`, `base-3`...: the first name no live worktree and no branch uses."""
@@ -503,19 +507,31 @@ class WorktreeService:
             return
         trust.require_ours(self.project, path, f"remove worktree {entry.name}")
         if not force:
-            reasons = trust.work_at_risk(self.project, path)
+            reasons = self.work_at_risk(entry)
             if reasons:
                 raise OperationError(f"worktree {entry.name} has {'; '.join(reasons)} (use --force to discard)")
         elif discard is not None:
-            reasons = trust.work_at_risk(self.project, path, agreed=frozenset(discard))
+            reasons = self.work_at_risk(entry, agreed=frozenset(discard))
             if reasons:
                 raise OperationError(f"worktree {entry.name} not removed: it has {'; '.join(reasons)}, which the "
                                      "removal you confirmed did not list")
+
+    def work_at_risk(self, entry: WorktreeEntry, agreed: frozenset[str] = frozenset()) -> list[str]:
+        """What removing the worktree would lose (`trust.work_at_risk`), asked of git inside its sandbox, after
+        what its agent's git wrote is brought in (its commits are then on its branch, which stays)."""
+        try:
+            git = WorktreeGit(self.project, entry)
+            git.bring_in()
+        except OperationError as exc:
+            return [f"{entry.path} cannot be inspected: {exc}"]
+        return trust.work_at_risk(self.project, Path(entry.path), agreed, run=git.run)
 
     def finish_remove(self, entries: list[WorktreeEntry], entry: WorktreeEntry, complete_task: bool) -> None:
         """The locked part of remove, also used by reconcile to finish an interrupted remove."""
         project = self.project
         path = Path(entry.path)
+        with contextlib.suppress(OperationError):
+            bring_in(project, entry)  # its agent's last commits join the branch, which outlives the worktree
         if path.exists() or path.is_symlink():
             trust.require_ours(project, path, f"delete {path}")
             self._move_to_trash(path)
@@ -524,6 +540,7 @@ class WorktreeService:
         if tmpdir.exists():
             self._move_to_trash(tmpdir)
         shutil.rmtree(project.sandbox_home_for(entry.name), ignore_errors=True)  # caches: nothing to keep
+        shutil.rmtree(agent_git_of(project, entry.name).root, ignore_errors=True)  # brought in above
         released = entry.ports
         entry.status = WorktreeStatus.REMOVED
         entry.removed_at = time.time()
