@@ -476,10 +476,10 @@ def test_a_config_that_links_to_a_trusted_one_is_not_trusted(tmp_path: Path) -> 
 @needs_bwrap
 def test_a_planted_loose_object_does_not_outlive_the_next_sandbox_start(repo: Path,
                                                                        sandbox_env: Path) -> None:  # noqa: F811
-    """The object store is writable inside the sandbox and git never rewrites an object it finds: an agent that
-    reads the user's uncommitted `app.py` in the primary plants `objects/<hash of it>` holding its own code, and the
-    user's `git add` keeps the agent's. The next sandbox start packed such an object for good; now it is checked
-    and deleted (with a warning) first, and the user's content is written when next added."""
+    """Git never rewrites an object it finds: an agent that reads the user's uncommitted `app.py` in the primary
+    plants `objects/<hash of it>` holding its own code, and the user's `git add` kept the agent's. What the agent
+    sees as objects/ is its quarantine: the plant lands there, is refused when brought in, and the user's content
+    is written when next added."""
     import zlib
 
     from tests.conftest import git
@@ -496,8 +496,9 @@ def test_a_planted_loose_object_does_not_outlive_the_next_sandbox_start(repo: Pa
                        .replace("$0", plant.replace('"', '\\"')))
     assert proc.returncode == 0, proc.stderr
     oid = git(repo, "hash-object", "app.py").strip()
-    planted = repo / objects / "objects" / oid[:2] / oid[2:]
+    planted = repo / ".worktrees" / ".agent-git" / "me" / "objects" / oid[:2] / oid[2:]
     assert b"the agent" in zlib.decompress(planted.read_bytes())  # the attack: it is there, under the user's hash
-    _run_inside(sandbox, env, "true")  # the next start (another session, a hook) checks before it packs
+    assert not (repo / objects / "objects" / oid[:2] / oid[2:]).exists()  # but not in the shared store
+    _run_inside(sandbox, env, "true")  # the next start (another session, a hook) brings it in, checked
     git(repo, "add", "app.py")
     assert git(repo, "cat-file", "-p", f":{'app.py'}") == "print('the user')\n"

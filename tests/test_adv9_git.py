@@ -32,9 +32,10 @@ git rev-parse HEAD > "$C/refs/heads/wt/b1" && echo moved
 
 def test_a_branch_made_while_another_agent_runs_cannot_be_moved_into_a_merge(repo: Path,
                                                                              sandbox_env: Path) -> None:  # noqa: F811
-    """The sandbox binds the agent's ref folder (refs/heads/wt/) writable and every branch already in it read-only;
+    """The sandbox bound the agent's ref folder (refs/heads/wt/) writable and every branch already in it read-only;
     a branch created later (a lead's new worker, the user's next worktree) was writable to the running agent, which
-    pointed it at its own commit: the user's merge of b1 then merged a1's setup.sh into main."""
+    pointed it at its own commit: the user's merge of b1 then merged a1's setup.sh into main. Now the ref folder an
+    agent sees is its own: what it writes there for b1 is seen by nobody else."""
     cli = CLI(repo)
     cli.ok("worktree", "create", "a1")
     attacker = subprocess.Popen([sys.executable, "-m", "daintree_tui", "worktree", "run", "a1", "--", "sh", "-c",
@@ -48,20 +49,13 @@ def test_a_branch_made_while_another_agent_runs_cannot_be_moved_into_a_merge(rep
     finally:
         if attacker.poll() is None:
             attacker.kill()
-    assert "moved" in out, out + err  # the live window: the folder is shared (see the README's sandbox limits)
+    assert "moved" in out, out + err  # it wrote: into its own folder
     main = git(repo, "rev-parse", "main").strip()
-    for args in (("worktree", "merge", "b1"), ("worktree", "merge", "b1", "--strategy", "squash"),
-                 ("worktree", "commit", "b1", "-m", "x", "--all")):
-        refused = cli(*args)
-        assert refused.returncode == 1, (args, refused.stdout, refused.stderr)
-        assert "moved without git" in refused.stderr, refused.stderr
+    assert git(repo, "rev-parse", "wt/b1").strip() == main
+    cli.ok("worktree", "merge", "b1")
+    cli.ok("worktree", "merge", "b1", "--strategy", "squash")
     assert git(repo, "rev-parse", "main").strip() == main
     assert not (repo / "setup.sh").exists()
-    # What the message says puts it back, and then b1 is the user's to merge again.
-    expected = git(repo, "rev-parse", "wt/b1@{0}").strip()
-    git(repo, "update-ref", "refs/heads/wt/b1", expected)
-    cli.ok("worktree", "merge", "b1")
-    assert git(repo, "rev-parse", "main").strip() == main
 
 
 def test_an_agents_own_commits_still_merge(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
@@ -74,9 +68,9 @@ def test_an_agents_own_commits_still_merge(repo: Path, sandbox_env: Path) -> Non
 
 
 def test_a_link_or_fifo_planted_among_the_branches_stops_nothing(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
-    """refs/heads/wt/ is writable to every running agent: a dangling link left there stopped every other worktree's
-    sandbox from starting (bwrap: "Can't find source path"), and a FIFO hung every git that lists the branches
-    (the user's `git branch`, and the `git repack` of the next sandbox start)."""
+    """refs/heads/wt/ was writable to every running agent: a dangling link left there stopped every other
+    worktree's sandbox from starting (bwrap: "Can't find source path"), and a FIFO hung every git that lists the
+    branches. What an agent plants in its ref folder now stays there, seen by no other."""
     cli = CLI(repo, subprocess=True)
     cli.ok("worktree", "create", "a1")
     cli.ok("worktree", "create", "b1")
@@ -84,11 +78,9 @@ def test_a_link_or_fifo_planted_among_the_branches_stops_nothing(repo: Path, san
                'C=$(git rev-parse --path-format=absolute --git-common-dir)/refs/heads/wt; '
                'ln -s /nonexistent "$C/zz" && mkfifo "$C/zf" && echo planted')
     assert "planted" in proc.stdout, proc.stderr
-    (repo / ".worktrees" / "b1" / "loose.txt").write_text("x\n")
-    git(repo / ".worktrees" / "b1", "add", "loose.txt")  # a loose object: the next start packs
+    assert not any(p.name in ("zz", "zf") for p in (repo / ".git" / "refs" / "heads" / "wt").iterdir())
     run = cli("worktree", "run", "b1", "--", "echo", "inside-b1", timeout=60)
     assert run.returncode == 0 and "inside-b1" in run.stdout, run.stderr
-    assert "zz" in run.stderr and "zf" in run.stderr  # said, naming what it removed
     subprocess.run(["git", "-C", str(repo), "branch"], check=True, capture_output=True, timeout=20)
     assert git(repo, "rev-parse", "wt/a1").strip() == git(repo, "rev-parse", "main").strip()
 
@@ -100,17 +92,13 @@ PLANT = ("import hashlib, os, sys, zlib\n"
          "open(os.path.join(d, oid[2:]), 'wb').write(zlib.compress(b'blob %d\\0' % len(evil) + evil))\n")
 
 
-def test_a_planted_object_cannot_hide_behind_the_check_budget(repo: Path, sandbox_env: Path,  # noqa: F811
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """A sandbox start checks loose objects against their names only up to a budget of bytes, in name order, and
-    then packs: an agent that wrote enough genuine objects first (random blobs, whose names sort before) had its
-    forged object, named after the user's uncommitted app.py, left unchecked, and the user's `git add` kept the
-    agent's content. Objects named after the primary's uncommitted files are now checked first, whatever the
-    budget."""
-    from daintree_tui.core import sandbox as sandbox_module
+def test_a_planted_object_cannot_hide_behind_the_check_budget(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+    """A sandbox start checked loose objects against their names only up to a budget of bytes, in name order: an
+    agent that wrote enough genuine objects first had its forged object, named after the user's uncommitted app.py,
+    left unchecked, and the user's `git add` kept the agent's content. Every object now comes in checked through
+    the agent's quarantine, whatever came before it."""
     from tests.test_adv7 import _agent_sandbox_of_me, _run_inside
 
-    monkeypatch.setattr(sandbox_module, "FORGERY_CHECK_LIMIT", 64 * 1024)  # 256 MB in real life: same order
     sandbox, env = _agent_sandbox_of_me(repo, "claude")
     (repo / "app.py").write_text("print('the user')\n")  # changed, not committed yet
     objects = repo / git(repo, "rev-parse", "--git-common-dir").strip() / "objects"
@@ -124,18 +112,16 @@ def test_a_planted_object_cannot_hide_behind_the_check_budget(repo: Path, sandbo
 
 
 def test_alternates_cannot_be_added_where_objects_info_is_missing(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
-    """objects/info (alternates: where else git finds objects) is bound read-only when it exists; a repository
-    without it (git gc or a tool removed the empty folder) let the agent create `objects/info/alternates` naming a
-    folder of its own, whose objects the user's git then finds (a forged one standing for an uncommitted file
-    included), never checked by the sandbox's forged-object sweep."""
+    """A repository without objects/info (git gc or a tool removed the empty folder) let the agent create
+    `objects/info/alternates` naming a folder of its own, whose objects the user's git then found. What the agent
+    sees as objects/ is its quarantine now: an alternates file written there names folders for its own git only."""
     import shutil
 
     objects = repo / ".git" / "objects"
     cli = CLI(repo)
     cli.ok("worktree", "create", "i1")
-    cli.ok("worktree", "run", "i1", "--", "true")  # packs what is loose: the next start has nothing to pack
-    shutil.rmtree(objects / "info")
-    proc = cli("worktree", "run", "i1", "--", "sh", "-c",
-               f'mkdir -p {objects}/info && echo "$(pwd)/.objs" > {objects}/info/alternates && echo planted')
-    assert "planted" not in proc.stdout, proc.stdout
+    shutil.rmtree(objects / "info", ignore_errors=True)
+    cli("worktree", "run", "i1", "--", "sh", "-c",
+        f'mkdir -p {objects}/info && echo "$(pwd)/.objs" > {objects}/info/alternates && echo planted')
     assert not (objects / "info" / "alternates").exists()
+    cli.ok("worktree", "run", "i1", "--", "git", "log", "-1")  # its own git is whole again at the next start

@@ -163,8 +163,9 @@ prompt_mode = "none"
 
     must_fail = ["primary_file", "other_worktree", "home_file", "settings_hook", "settings_swap", "settings_rm",
                  "plugin_plant", "main_update_ref", "main_merge", "hooks_write",
-                 "config_write", "config_git", "other_branch", "other_branch_f", "other_branch_rm", "remount",
-                 "merge_cleared", "merge_forged", "merge_other"]
+                 "config_write", "config_git", "remount", "merge_cleared", "merge_forged", "merge_other"]
+    # other_branch, other_branch_f, other_branch_rm write the agent's own ref folder (core/agent_git.py): whatever
+    # they print, wt/other is checked below.
     must_pass = ["commit", "tests_with_tmpdir", "agent_cache", "signal", "approval"]
     assert {k: results.get(k) for k in must_fail if results.get(k) == 0} == {}, log
     assert {k: results.get(k) for k in must_pass if results.get(k) != 0} == {}, log
@@ -713,7 +714,8 @@ def test_the_users_http_mcp_server_refuses_a_sandboxed_agent(repo: Path, sandbox
 
 def test_a_branch_turned_into_a_symbolic_ref_cannot_steer_a_merge(repo: Path, sandbox_env: Path) -> None:
     """The agent's own ref file is writable (its commits move it). Written as `ref: refs/heads/release`, the user's
-    rebase merge of the worktree merged release's unreviewed commit into main and then moved release itself."""
+    rebase merge of the worktree merged release's unreviewed commit into main and then moved release itself. The
+    agent's ref file is its own copy now: a symbolic ref there is not a commit, and the branch stays as it was."""
     git(repo, "branch", "release")
     cli = CLI(repo)
     cli.ok("worktree", "create", "s1")
@@ -729,9 +731,9 @@ def test_a_branch_turned_into_a_symbolic_ref_cannot_steer_a_merge(repo: Path, sa
     assert proc.returncode == 0, proc.stderr
     for args in (("worktree", "merge", "s1", "--strategy", "rebase"), ("worktree", "merge", "s1", "--strategy",
                  "squash"), ("worktree", "commit", "s1", "-m", "x", "--all")):
-        refused = cli(*args)
-        assert refused.returncode == 1 and "symbolic ref" in refused.stderr, (args, refused.stdout, refused.stderr)
-    assert {b: git(repo, "rev-parse", b).strip() for b in before} == before
+        cli(*args)
+        assert {b: git(repo, "rev-parse", b).strip() for b in before} == before, args
+    assert subprocess.run(["git", "-C", str(repo), "symbolic-ref", "-q", "refs/heads/wt/s1"]).returncode != 0
 
 
 def test_links_an_agent_plants_where_daintree_writes_are_never_followed(repo: Path, sandbox_env: Path,
@@ -1080,31 +1082,6 @@ def test_an_npm_agent_under_tmp_runs_inside(repo: Path, sandbox_env: Path, tmp_p
     cli.ok("worktree", "create", "n1")
     proc = cli("worktree", "run", "n1", "--", "npm-agent")
     assert proc.returncode == 0 and proc.stdout.strip() == "from the platform package", proc.stderr
-
-
-def test_packing_waits_out_a_worktree_another_process_is_adding(repo: Path) -> None:
-    """While `git worktree add` runs (another queue runner, the dashboard), the new admin dir's HEAD holds the null
-    id for a moment and `git repack` fails on it ("bad object worktrees/x/HEAD"): a session start then failed.
-    The pack is tried again while the add finishes."""
-    import threading
-
-    from daintree_tui.core.sandbox import pack_loose_objects
-
-    (repo / "loose.txt").write_text("loose\n")
-    git(repo, "add", "loose.txt")
-    git(repo, "commit", "-q", "-m", "a loose object or three")
-    admin = repo / ".git" / "worktrees" / "half-made"
-    admin.mkdir(parents=True)
-    (admin / "HEAD").write_text("0" * 40 + "\n")  # what the add writes first
-    (admin / "commondir").write_text("../..\n")
-    (admin / "gitdir").write_text(str(repo.parent / "half-made" / ".git") + "\n")
-    finished = threading.Timer(0.3, lambda: (admin / "HEAD").write_text(git(repo, "rev-parse", "HEAD")))
-    finished.start()
-    try:
-        pack_loose_objects(repo / ".git")
-    finally:
-        finished.join()
-    assert not any(p.is_dir() and len(p.name) == 2 and any(p.iterdir()) for p in (repo / ".git" / "objects").iterdir())
 
 
 def test_a_deeply_nested_request_cannot_stop_everyones_inbox(repo: Path, sandbox_env: Path) -> None:

@@ -164,8 +164,10 @@ def _take_object(fanout_fd: int, name: str, oid: str, shared: Path, algorithm: s
     """One quarantined object into the shared store (True), or refused (False); the agent's file is removed."""
     try:
         src = os.open(name, _READ, dir_fd=fanout_fd)
-    except OSError:
-        return False  # a link (ELOOP), or gone meanwhile
+    except OSError:  # a link (ELOOP), or gone meanwhile
+        with contextlib.suppress(OSError):
+            os.unlink(name, dir_fd=fanout_fd)
+        return False
     target_dir = shared / oid[:2]
     target = target_dir / oid[2:]
     try:
@@ -376,10 +378,31 @@ def sync_branch(common_dir: Path, branch: str, paths: AgentGit, who: str) -> str
     return real
 
 
-def bring_in(common_dir: Path, branch: str, paths: AgentGit, who: str) -> str | None:
-    """Objects in (checked), then the branch; the branch's value after."""
+def _has_news(paths: AgentGit, branch: str) -> bool:
+    """Whether the agent's git wrote anything since the last bring-in: an object, a pack, a move of its branch.
+    A few directory reads, no git: the dashboard asks at every poll."""
+    mine = agent_value(paths, branch)
+    if mine is not None and mine != _synced(paths):
+        return True
+    try:
+        with os.scandir(paths.objects) as entries:
+            for entry in entries:
+                if entry.name == "pack" or (len(entry.name) == 2 and set(entry.name) <= _HEX):
+                    with contextlib.suppress(OSError), os.scandir(entry.path) as inner:
+                        if any(not e.name.startswith("tmp_") for e in inner):
+                            return True
+    except OSError:
+        return False
+    return False
+
+
+def bring_in(common_dir: Path, branch: str, paths: AgentGit, who: str, quick: bool = False) -> str | None:
+    """Objects in (checked), then the branch; the branch's value after (None with `quick` when nothing was new:
+    then no git runs at all)."""
     if not paths.root.is_dir():
-        return _real(common_dir, branch)
+        return None if quick else _real(common_dir, branch)
+    if quick and not _has_news(paths, branch):
+        return None
     ingest(common_dir, paths.objects)
     return sync_branch(common_dir, branch, paths, who)
 

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
 from pathlib import Path
 
 from daintree_tui.core import git as g
 from daintree_tui.core import trust
+from daintree_tui.core.errors import OperationError
 from daintree_tui.core.index import find
 from daintree_tui.core.models import LIVE, TaskStatus, WorktreeEntry, WorktreeStatus
 from daintree_tui.core.ports import lease_block
 from daintree_tui.core.project import Project
+from daintree_tui.core.sandbox import AGENT_GIT_DIR, bring_in
 from daintree_tui.core.store import read_json, write_json
 from daintree_tui.core.tasks import TaskService
 from daintree_tui.core.worktrees import WorktreeService
@@ -46,6 +49,8 @@ class Reconciler:
             if self.worktrees.index.recovered:
                 self._found(self.worktrees.index.recovered)
             self._check_journals(entries)
+            if fix:
+                self._bring_in(entries)
             self._prune()
             self._check_dirs(entries)
             self._adopt_orphans(entries)
@@ -108,7 +113,7 @@ class Reconciler:
         otherwise it is rolled back: the worktree stays, live, and the journal goes."""
         name, path = entry.name, Path(entry.path)
         problem = trust.ownership_problem(self.project, path) if path.exists() or path.is_symlink() else None
-        reasons = [problem] if problem else trust.work_at_risk(self.project, path)
+        reasons = [problem] if problem else self.worktrees.work_at_risk(entry)
         if reasons:
             if self._found(f"remove of {name} was interrupted, but {'; '.join(reasons)}: rolled the remove back "
                            "(the worktree stays)"):
@@ -200,6 +205,14 @@ class Reconciler:
         if changed and self.fix:
             self.worktrees.index.save(entries)
 
+    def _bring_in(self, entries: list[WorktreeEntry]) -> None:
+        """What each live worktree's sandboxed git left in its quarantine and ref folder, checked, into the
+        repository (core/agent_git.py): a commit made while no daintree looked is on its branch after a fix."""
+        for entry in entries:
+            if entry.live:
+                with contextlib.suppress(OperationError, OSError):
+                    bring_in(self.project, entry)
+
     def _check_leftovers(self, entries: list[WorktreeEntry]) -> None:
         run = self.project.state_dir / ".run"
         # A launch file (a session's environment, secrets included) that no pane read within a minute never will.
@@ -227,6 +240,12 @@ class Reconciler:
                 if home.name not in live and self._found(f"sandbox caches of removed worktree {home.name}; "
                                                          "deleted them"):
                     shutil.rmtree(home, ignore_errors=True)
+        agent_git = self.project.state_dir / AGENT_GIT_DIR
+        if agent_git.is_dir() and not agent_git.is_symlink():
+            for folder in agent_git.iterdir():
+                if folder.name not in live and self._found(f"git quarantine of removed worktree {folder.name}; "
+                                                           "deleted it"):
+                    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _age(path: Path) -> float:

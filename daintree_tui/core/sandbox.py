@@ -580,13 +580,14 @@ def agent_git_of(project: Project, name: str) -> AgentGit:
     return AgentGit(project.tmpdir_for(name).parent.parent / AGENT_GIT_DIR / name)
 
 
-def bring_in(project: Project, entry: WorktreeEntry) -> str | None:
+def bring_in(project: Project, entry: WorktreeEntry, quick: bool = False) -> str | None:
     """What the worktree's sandboxed git wrote, checked and brought into the repository (core/agent_git.py):
-    before the outside reads its branch. The branch's commit after, or None."""
+    before the outside reads its branch. The branch's commit after, or None (`quick`: no git when nothing is
+    new, for the dashboard's every poll)."""
     common = project.common_dir
     if common is None:
         return None
-    return agent_git.bring_in(common, entry.branch, agent_git_of(project, entry.name), entry.name)
+    return agent_git.bring_in(common, entry.branch, agent_git_of(project, entry.name), entry.name, quick)
 
 
 def inbox_dir(project: Project, name: str) -> Path:

@@ -160,7 +160,7 @@ def collect(worktrees: WorktreeService, older_than_days: float = 14.0, dry_run: 
         if path.exists() or path.is_symlink():
             # Never on the index's word alone: the path must be ours, and nothing in it may be lost.
             problem = trust.ownership_problem(project, path)
-            reasons = [problem] if problem else trust.work_at_risk(project, path)
+            reasons = [problem] if problem else worktrees.work_at_risk(entry)
             if reasons:
                 report.kept_dirty.append(entry.name)
                 report.actions.append(f"keep {entry.name}: {'; '.join(reasons)}")

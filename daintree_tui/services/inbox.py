@@ -34,7 +34,7 @@ from daintree_tui.core.errors import DaintreeError, InputError, OperationError
 from daintree_tui.core.index import Index, find
 from daintree_tui.core.mounts import INBOX_MOUNT
 from daintree_tui.core.project import Project
-from daintree_tui.core.sandbox import on_behalf_of_sandboxed
+from daintree_tui.core.sandbox import bring_in, on_behalf_of_sandboxed
 from daintree_tui.services.container import Services
 
 MAX_REQUEST_BYTES = 64 * 1024
@@ -159,7 +159,13 @@ def process_inboxes(services: Services) -> list[Outcome]:
     with _processing_lock(project) as mine:
         if not mine:
             return []
-        live = {e.name for e in Index(project).load() if e.live}
+        entries = [e for e in Index(project).load() if e.live]
+        live = {e.name for e in entries}
+        for entry in entries:
+            # What each sandbox's git wrote comes in as its requests do: checked, at every poll (a few stats when
+            # nothing is new), so its commits are on its branch for the user's own git too.
+            with contextlib.suppress(OperationError, OSError):
+                bring_in(project, entry, quick=True)
         for owner_dir in sorted(root.iterdir()):
             if owner_dir.name.startswith(".") or owner_dir.is_symlink() or not owner_dir.is_dir():
                 continue
