@@ -1,6 +1,6 @@
 """Issue 26.5: a merge overwrote the primary's ignored files. git treats an ignored file as expendable: an agent
 commits `.env` with `git add -f`, and `worktree merge` (ff, squash and rebase alike) replaced the user's own `.env`
-in the primary with exit 0."""
+in the primary with exit 0, while `worktree diff` showed it as one more added file."""
 
 from __future__ import annotations
 
@@ -119,6 +119,7 @@ def test_no_refusal_when_nothing_ignored_is_there(cli: CLI, repo: Path) -> None:
     cli.ok("worktree", "create", "w")
     wt = repo / ".worktrees" / "w"
     agent_forces(wt, {".env": "API_KEY=the-agents\n", "src/new.py": "n = 1\n"})
+    assert "replaces an ignored file" not in cli.ok("worktree", "diff", "w").stdout
     cli.ok("worktree", "merge", "w", "--strategy", "squash")
     assert (repo / ".env").read_text() == "API_KEY=the-agents\n"  # nothing of the user's was there to lose
     assert (repo / "src" / "debug.log").read_bytes() == b"the user's log\n"
@@ -148,3 +149,57 @@ def test_a_worktree_holding_the_target_is_the_checkout_checked(cli: CLI, repo: P
     proc = cli("worktree", "merge", "w", "--into", "release")
     assert proc.returncode == 1 and str(other) in proc.stderr and ".env" in proc.stderr, proc.stderr
     assert (other / ".env").read_bytes() == USERS
+
+
+def test_diff_marks_a_path_that_replaces_an_ignored_file(cli: CLI, repo: Path) -> None:
+    ignoring(repo, ".env", "build/")
+    (repo / ".env").write_bytes(USERS)
+    (repo / "build").mkdir()
+    (repo / "build" / "app.bin").write_bytes(b"the user's build\n")
+    cli.ok("worktree", "create", "w")
+    wt = repo / ".worktrees" / "w"
+    agent_forces(wt, {".env": "API_KEY=the-agents\n"})
+    (wt / "build").mkdir()
+    (wt / "build" / "out.js").write_text("staged, not committed\n")
+    git(wt, "add", "-f", "build/out.js")
+    text = cli.ok("worktree", "diff", "w").stdout
+    assert text.startswith("replaces an ignored file: .env\nreplaces an ignored file: build/\n"), text
+    assert "+API_KEY=the-agents" in text  # the diff itself follows
+    stat = cli.ok("worktree", "diff", "w", "--stat").stdout
+    assert stat.startswith("replaces an ignored file: .env\nreplaces an ignored file: build/\n"), stat
+    assert any(line.startswith(" .env ") and "|" in line for line in stat.splitlines()), stat  # git's stat follows
+    shown = cli.json("worktree", "diff", "w")
+    assert shown["replaces_ignored"] == [".env", "build/"]
+    assert shown["diff"].startswith("diff --git a/.env b/.env\n"), shown["diff"]  # a patch as git gives it
+    (repo / ".env").unlink()  # nothing of the user's there any more: no mark
+    assert cli.json("worktree", "diff", "w")["replaces_ignored"] == ["build/"]
+
+
+async def test_the_dashboards_diff_shows_the_mark(cli: CLI, repo: Path) -> None:
+    """The dashboard's diff view shows what the service gives it (`Backend.diff`): the mark first, in red."""
+    from textual.app import App, ComposeResult
+
+    from daintree_tui.core.project import Project
+    from daintree_tui.tui.backend import Backend
+    from daintree_tui.tui.widgets.diff_view import DiffView
+
+    ignoring(repo, ".env")
+    (repo / ".env").write_bytes(USERS)
+    cli.ok("worktree", "create", "w")
+    agent_forces(repo / ".worktrees" / "w", {".env": "API_KEY=the-agents\n"})
+    text = Backend(Project.discover(repo)).diff("w")
+
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            yield DiffView(id="diff")
+
+    app = One()
+    async with app.run_test(size=(100, 30)) as pilot:
+        view = app.query_one(DiffView)
+        view.show("w", text)
+        await pilot.pause()
+        shown = [line.text for line in view.lines]
+    assert shown[0].startswith("w: 2 files changed: ") and ".env" in shown[0], shown
+    assert shown[1] == "replaces an ignored file: .env", shown
+    assert not any(line.startswith("replaces") for line in shown[2:]), shown
+    assert any("+API_KEY=the-agents" in line for line in shown), shown

@@ -15,7 +15,7 @@ import stat as file_mode
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,12 +69,13 @@ def _untracked(path: Path) -> list[str]:
     return [p for p in out.split("\0") if p]
 
 
+IGNORED_MARK = "replaces an ignored file: "  # how `worktree diff` (and the dashboard's diff) marks such a path
 _SPECS_PER_CALL = 500  # pathspecs per `ls-files`: a merge of many thousand files stays under the argv limit
 
 
-def _written_paths(cwd: Path, *revs: str) -> list[str]:
+def _written_paths(cwd: Path, *revs: str, run: Callable[..., subprocess.CompletedProcess[str]] = g.git) -> list[str]:
     """The paths a change between `revs` adds, modifies, renames to or changes the type of (deletions aside)."""
-    out = g.git(cwd, "diff", "--name-only", "-z", "--no-renames", "--diff-filter=d", *revs, "--").stdout
+    out = run(cwd, "diff", "--name-only", "-z", "--no-renames", "--diff-filter=d", *revs, "--").stdout
     return [p for p in out.split("\0") if p]
 
 
@@ -116,6 +117,11 @@ def _shown(path: str) -> str:
     return json.dumps(path, ensure_ascii=False) if any(c < " " or c in '"\\\x7f' for c in path) else path
 
 
+def marked(diff: str, ignored: list[str]) -> str:
+    """`diff` after a line `replaces an ignored file: PATH` for each of `ignored`."""
+    return "".join(f"{IGNORED_MARK}{_shown(path)}\n" for path in ignored) + diff
+
+
 def _named(paths: list[str], most: int = 5) -> str:
     return ", ".join(map(_shown, paths[:most])) + (f" and {len(paths) - most} more" if len(paths) > most else "")
 
@@ -153,14 +159,21 @@ class ReviewService:
     # -- diff ------------------------------------------------------------------------------------------------
 
     def diff(self, name: str, stat: bool = False) -> str:
-        """Changes against the base commit: committed, uncommitted and untracked files alike."""
+        """Changes against the base commit: committed, uncommitted and untracked files alike; first a line
+        `replaces an ignored file: PATH` for each path that a merge would refuse (`ignored_replaced`)."""
+        return marked(*self.diff_report(name, stat))
+
+    def diff_report(self, name: str, stat: bool = False) -> tuple[str, list[str]]:
+        """The diff as git gives it (no mark), and what it would replace that is ignored (`ignored_replaced`)."""
         entry = self._entry(name, check_log=False)  # what is in the worktree, whatever its branch says
         path = Path(entry.path)
         git = WorktreeGit(self.project, entry)
+        untracked = git.untracked()
+        ignored = self.ignored_replaced(entry, git, untracked)
         args = ["diff", "--no-color", "--no-ext-diff"] + (["--stat"] if stat else []) + [entry.base_commit]
         parts = [git(*args).stdout]
         shown: list[str] = []
-        for rel in git.untracked():
+        for rel in untracked:
             try:
                 info = os.lstat(path / rel)
             except OSError:
@@ -179,7 +192,19 @@ class ReviewService:
             # One sandboxed git for them all: `diff --no-index` compares two paths, so a shell loop runs it.
             loop = 'for f; do git diff --no-color --no-index -- /dev/null "$f"; done; exit 0'
             parts.append(git.run_shell(loop, shown).stdout)
-        return "".join(parts)
+        return "".join(parts), ignored
+
+    def ignored_replaced(self, entry: WorktreeEntry, git: WorktreeGit, untracked: list[str]) -> list[str]:
+        """What the checkout of the worktree's merge target holds ignored that its changes would replace (so a
+        merge of them now refuses): its committed and uncommitted changes against its base (read by `git`, in its
+        sandbox), and `untracked`."""
+        try:
+            holder = self._checked_out_at(self.target_branch(entry, None))
+        except InputError:  # the primary on a detached HEAD: no target to say anything of
+            return []
+        if holder is None:
+            return []
+        return ignored_in_the_way(holder, _written_paths(git.path, entry.base_commit, run=git.run) + untracked)
 
     # -- commit ----------------------------------------------------------------------------------------------
 
