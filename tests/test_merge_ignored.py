@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CLI, events, git
+from tests.conftest import CLI, events, git, trusted_config
 
 USERS = b"API_KEY=the-users-own\n"
 
@@ -203,3 +203,19 @@ async def test_the_dashboards_diff_shows_the_mark(cli: CLI, repo: Path) -> None:
     assert shown[1] == "replaces an ignored file: .env", shown
     assert not any(line.startswith("replaces") for line in shown[2:]), shown
     assert any("+API_KEY=the-agents" in line for line in shown), shown
+
+
+def test_a_file_that_appears_while_the_checks_run_is_still_refused(cli: CLI, repo: Path) -> None:
+    """Asked again of the new commit just before the target moves: here the user's own pre_merge check (run
+    unconfined, the user's choice) writes the user's `.env` after the first look found none."""
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "daintree" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('[sandbox]\nmode = "off"\n')
+    ignoring(repo, ".env")
+    trusted_config(repo, f"[hooks]\npre_merge = [\"printf 'API_KEY=the-users-own\\\\n' > {repo / '.env'}\"]\n")
+    cli.ok("worktree", "create", "w")
+    agent_forces(repo / ".worktrees" / "w", {".env": "API_KEY=the-agents\n"})
+    refused_and_unmoved(cli, repo, "squash", ".env")
+    assert (repo / ".env").read_bytes() == USERS
+    failed = [e for e in events(repo) if e["event"] == "worktree.merge.failed"]
+    assert failed and "would replace files that git ignores" in str(failed[-1]["error"])
