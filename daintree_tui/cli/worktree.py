@@ -190,8 +190,11 @@ def cmd_wt_events(args: argparse.Namespace, services: Services) -> int:
 
 
 def cmd_wt_diff(args: argparse.Namespace, services: Services) -> int:
-    text = services.review.diff(args.name, stat=args.stat)
-    emit(args, {"name": args.name, "diff": text}, text or f"{args.name}: no changes against its base")
+    from daintree_tui.core.review import marked
+
+    text, ignored = services.review.diff_report(args.name, stat=args.stat)
+    emit(args, {"name": args.name, "diff": text, "replaces_ignored": ignored},
+         marked(text, ignored) or f"{args.name}: no changes against its base")
     return 0
 
 

@@ -8,13 +8,14 @@ leaves every branch and worktree exactly as it was and names the files.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import stat as file_mode
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,63 @@ def _untracked(path: Path) -> list[str]:
     return [p for p in out.split("\0") if p]
 
 
+IGNORED_MARK = "replaces an ignored file: "  # how `worktree diff` (and the dashboard's diff) marks such a path
+_SPECS_PER_CALL = 500  # pathspecs per `ls-files`: a merge of many thousand files stays under the argv limit
+
+
+def _written_paths(cwd: Path, *revs: str, run: Callable[..., subprocess.CompletedProcess[str]] = g.git) -> list[str]:
+    """The paths a change between `revs` adds, modifies, renames to or changes the type of (deletions aside)."""
+    out = run(cwd, "diff", "--name-only", "-z", "--no-renames", "--diff-filter=d", *revs, "--").stdout
+    return [p for p in out.split("\0") if p]
+
+
+def ignored_in_the_way(checkout: Path, paths: list[str]) -> list[str]:
+    """What `checkout` holds untracked and ignored that writing `paths` there would replace or write into.
+
+    Git treats an ignored file as expendable: a checkout or fast-forward that brings a tracked `.env` replaces
+    the user's own with no word (an agent commits one with `git add -f`). In the way are: an ignored file, link or
+    folder at one of `paths`; an ignored file or link where one of them needs a folder (`logs` for `logs/a`); an
+    ignored folder one of them would go into (`node_modules/` for `node_modules/.bin/x`); and what is ignored
+    inside a folder that one of them replaces with a file. Git decides what is ignored (every exclude source it
+    reads itself); folders are named with a trailing `/`.
+    """
+    wanted = set(paths)
+    above: set[str] = set()  # the folders `paths` need
+    for path in wanted:
+        parts = path.split("/")
+        above.update("/".join(parts[:i]) for i in range(1, len(parts)))
+    specs = sorted(wanted | above)
+    entries: dict[str, None] = {}
+    for start in range(0, len(specs), _SPECS_PER_CALL):
+        chunk = [f":(literal){spec}" for spec in specs[start:start + _SPECS_PER_CALL]]
+        out = g.git(checkout, "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory", "--",
+                    *chunk).stdout
+        entries.update(dict.fromkeys(e for e in out.split("\0") if e))
+    found = []
+    for entry in entries:
+        bare = entry.rstrip("/")
+        parts = bare.split("/")
+        inside_replaced = any("/".join(parts[:i]) in wanted for i in range(1, len(parts)))
+        # An entry only under a folder that stays a folder (ignored `src/x.pyc` beside a new `src/y.py`) is safe.
+        if bare in wanted or bare in above or inside_replaced:
+            found.append(entry)
+    return sorted(found)
+
+
+def _shown(path: str) -> str:
+    """A path as one line of text: quoted (JSON's escapes) when it holds a control, a quote or a backslash."""
+    return json.dumps(path, ensure_ascii=False) if any(c < " " or c in '"\\\x7f' for c in path) else path
+
+
+def marked(diff: str, ignored: list[str]) -> str:
+    """`diff` after a line `replaces an ignored file: PATH` for each of `ignored`."""
+    return "".join(f"{IGNORED_MARK}{_shown(path)}\n" for path in ignored) + diff
+
+
+def _named(paths: list[str], most: int = 5) -> str:
+    return ", ".join(map(_shown, paths[:most])) + (f" and {len(paths) - most} more" if len(paths) > most else "")
+
+
 class ReviewService:
     """Diff, commit, merge and PR for the worktrees of one project."""
 
@@ -101,14 +159,21 @@ class ReviewService:
     # -- diff ------------------------------------------------------------------------------------------------
 
     def diff(self, name: str, stat: bool = False) -> str:
-        """Changes against the base commit: committed, uncommitted and untracked files alike."""
+        """Changes against the base commit: committed, uncommitted and untracked files alike; first a line
+        `replaces an ignored file: PATH` for each path that a merge would refuse (`ignored_replaced`)."""
+        return marked(*self.diff_report(name, stat))
+
+    def diff_report(self, name: str, stat: bool = False) -> tuple[str, list[str]]:
+        """The diff as git gives it (no mark), and what it would replace that is ignored (`ignored_replaced`)."""
         entry = self._entry(name, check_log=False)  # what is in the worktree, whatever its branch says
         path = Path(entry.path)
         git = WorktreeGit(self.project, entry)
+        untracked = git.untracked()
+        ignored = self.ignored_replaced(entry, git, untracked)
         args = ["diff", "--no-color", "--no-ext-diff"] + (["--stat"] if stat else []) + [entry.base_commit]
         parts = [git(*args).stdout]
         shown: list[str] = []
-        for rel in git.untracked():
+        for rel in untracked:
             try:
                 info = os.lstat(path / rel)
             except OSError:
@@ -127,7 +192,19 @@ class ReviewService:
             # One sandboxed git for them all: `diff --no-index` compares two paths, so a shell loop runs it.
             loop = 'for f; do git diff --no-color --no-index -- /dev/null "$f"; done; exit 0'
             parts.append(git.run_shell(loop, shown).stdout)
-        return "".join(parts)
+        return "".join(parts), ignored
+
+    def ignored_replaced(self, entry: WorktreeEntry, git: WorktreeGit, untracked: list[str]) -> list[str]:
+        """What the checkout of the worktree's merge target holds ignored that its changes would replace (so a
+        merge of them now refuses): its committed and uncommitted changes against its base (read by `git`, in its
+        sandbox), and `untracked`."""
+        try:
+            holder = self._checked_out_at(self.target_branch(entry, None))
+        except InputError:  # the primary on a detached HEAD: no target to say anything of
+            return []
+        if holder is None:
+            return []
+        return ignored_in_the_way(holder, _written_paths(git.path, entry.base_commit, run=git.run) + untracked)
 
     # -- commit ----------------------------------------------------------------------------------------------
 
@@ -280,6 +357,7 @@ class ReviewService:
             raise OperationError(f"{target} has diverged from {entry.branch}: a fast-forward is impossible "
                                  "(use --strategy rebase or squash)")
         self._refuse_state_changes(entry, target_tip, branch_tip)
+        self._refuse_ignored_overwrites(entry, target, holder, f"{target_tip}...{branch_tip}")
         if verify:
             run_hooks(self.project, "pre_merge", entry)  # fails closed: an untrusted check refuses the merge
         brief = {**entry.brief(), "target": target, "strategy": strategy, "verified": verify}
@@ -289,6 +367,7 @@ class ReviewService:
         with self._hooks_as_they_are(holder or root) as hooks:
             try:
                 new_tip = self._merge_in_temp(entry, target, target_tip, strategy, hooks)
+                self._refuse_ignored_overwrites(entry, target, holder, target_tip, new_tip)
                 self._advance(target, target_tip, new_tip, holder, hooks)
             except OperationError as exc:
                 self.project.events.append("worktree.merge.failed", worktree=brief, error=str(exc), task=task_brief)
@@ -331,6 +410,21 @@ class ReviewService:
             raise OperationError(f"{entry.branch} changes daintree's own state ({', '.join(changed[:5])}): refusing "
                                  "it (merged, those files would overwrite the state of this repository's sessions "
                                  "and tasks); drop them from the branch first")
+
+    def _refuse_ignored_overwrites(self, entry: WorktreeEntry, target: str, holder: Path | None,
+                                   *revs: str) -> None:
+        """Refuse a merge that would replace what the checkout of `target` holds ignored (`ignored_in_the_way`):
+        the user's `.env`, a build folder, a link. Asked twice: before the checks run, of what the branch brings
+        (`target...branch`), and before `target` moves, of the commit that it moves to. A target that no worktree
+        has checked out has no files to lose."""
+        if holder is None:
+            return
+        lost = ignored_in_the_way(holder, _written_paths(self.project.root, *revs))
+        if lost:
+            raise OperationError(f"{entry.branch} would replace files that git ignores in {holder}, where "
+                                 f"{target} is checked out ({_named(lost)}): refusing it (git writes over ignored "
+                                 "files without a word); nothing was changed: move them aside or drop them from "
+                                 "the branch, then merge again")
 
     def _merge_in_temp(self, entry: WorktreeEntry, target: str, target_tip: str, strategy: str,
                        hooks: list[str]) -> str:

@@ -6,6 +6,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import RichLog
 
+from daintree_tui.core.review import IGNORED_MARK
 from daintree_tui.core.validate import escape_controls
 from daintree_tui.core.validate import files as count_files
 
@@ -16,6 +17,17 @@ def changed_files(diff: str) -> list[str]:
         if line.startswith("+++ ") and line[4:] != "/dev/null":
             files.append(line[6:] if line[4:6] == "b/" else line[4:])
     return files
+
+
+def ignored_marks(diff: str) -> list[str]:
+    """The paths the diff's first lines mark as replacing an ignored file of the target's checkout (so its
+    merge is refused until they are dealt with)."""
+    marks = []
+    for line in diff.splitlines():
+        if not line.startswith(IGNORED_MARK):
+            break
+        marks.append(line[len(IGNORED_MARK):])
+    return marks
 
 
 class DiffView(RichLog):
@@ -48,6 +60,12 @@ class DiffView(RichLog):
         header = Text(f"{name}: {count_files(len(files))} changed: ", style="bold")
         header.append(", ".join(files), style="cyan")
         self.write(header)
+        marks = ignored_marks(diff)
+        for path in marks:
+            warning = Text(IGNORED_MARK, style="bold red")
+            warning.append(path, style="bold")
+            self.write(warning)
+        diff = "".join(diff.splitlines(keepends=True)[len(marks):])
         from rich.syntax import Syntax  # pygments is slow to import: load it on the first diff
 
         self.write(Syntax(diff, "diff", theme="ansi_dark", background_color="default", word_wrap=False))
