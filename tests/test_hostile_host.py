@@ -383,3 +383,51 @@ def test_listings_are_capped_in_count_and_text_is_escaped_and_cut() -> None:
     assert len(shown["usage"]["model"]) == 100 and shown["usage"]["model"].endswith("…")
     made = task("evil", {"id": 3, "subject": "\x9b2J" + "s" * 1000, "extra": [[[]]]}, "task create --json")
     assert made["subject"].startswith("\\x9b2J") and len(made["subject"]) == 500 and "extra" not in made
+
+
+# -- the dashboard --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("tmux_socket")
+async def test_the_dashboard_shows_a_hosts_rows_typed_and_its_junk_as_that_hosts_error(
+        evil: Hostile, repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`cost: "x"` in a session's usage reached the worktree table's `${cost:.2f}` (a ValueError while rendering);
+    an agent's name with an OSC 52 reached the table. Now the rows show what was typed, and a bad answer greys the
+    host's rows with its error in the terminal pane while polling goes on."""
+    from rich.text import Text
+
+    from daintree_tui.core.project import Project
+    from daintree_tui.tui.app import make_app
+    from daintree_tui.tui.hosts import HostsWatch
+    from daintree_tui.tui.screens.main import MainScreen
+    from daintree_tui.tui.widgets.terminal import TerminalView
+    from daintree_tui.tui.widgets.worktree_table import WorktreeTable
+    from tests.test_dashboard import select, until
+
+    monkeypatch.setattr(HostsWatch, "interval", 0.5)
+    running = session_record("a", status="exited", exit_code=3, usage={"cost": 1.5, "model": "m\x1b]52;c;eA==\x07"})
+    evil.answer({"worktree list": [worktree_record("a", evil.repo, running)]})
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(220, 40)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, MainScreen)
+        table = screen.query_one(WorktreeTable)
+        await until(pilot, lambda: "a@evil" in [str(k.value) for k in table.rows])
+        cells = {column: str(cell) for column, cell in table.row_cells("a@evil").items()}
+        assert cells["session"] == "■ exited 3 $1.50" and cells["host"] == "evil"
+        assert not any("\x1b" in text for text in cells.values())
+        assert screen.sessions["a@evil"].usage["model"] == "m\\x1b]52;c;eA==\\x07"  # type: ignore[index]
+        await select(pilot, screen, "a@evil")
+
+        junk = session_record("a", status="exited", exit_code="0x", usage={"cost": "x"})
+        evil.answer({"worktree list": [worktree_record("a", evil.repo, junk)]})
+        watch = screen.hosts_watch
+        await until(pilot, lambda: watch.states["evil"].status == "error")
+        error = str(watch.states["evil"].error)
+        assert error.startswith("host evil answered `worktree list --json`: worktree a.session.exit_code"), error
+        passes = watch.passes
+        await until(pilot, lambda: watch.passes > passes + 1)  # the poller lives on
+        row = table.row_cells("a@evil")
+        assert all(isinstance(c, Text) and any("grey42" in str(s.style) for s in c.spans)
+                   for c in row.values() if str(c))
+        await until(pilot, lambda: error in screen.query_one(TerminalView).placeholder)
