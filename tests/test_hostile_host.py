@@ -334,7 +334,8 @@ GOOD_SESSION = session_record("a", status="exited", exit_code=0)
     ("tmux_conf", "relative.conf", "tmux_conf is not an absolute path"),
     ("agent", ["shell"], "agent is not a string (got a list of 1)"),
     ("usage", {"cost": "x"}, "usage.cost is not a number"),
-    ("usage", {"tokens": {"total": -1}}, "usage.tokens.total is not a whole number"),
+    ("usage", {"tokens": {"total": 2**63}}, "usage.tokens.total is not a whole number"),
+    ("usage", {"cost": float("nan")}, "usage.cost is not a number from -1e+12 to 1e+12 (got nan)"),
     ("name", "../x", "session.name is not a worktree name"),
 ])
 def test_each_bad_session_field_is_named(field: str, value: Any, expected: str) -> None:

@@ -260,9 +260,11 @@ def _usage(r: Reader) -> Any:
         rec = r.record(value, where)
         tokens = r.record(rec.get("tokens") or {}, f"{where}.tokens")
         return {
-            "tokens": {key: r.optional(tokens, key, f"{where}.tokens", r.whole, 0, MAX_COUNT, default=0)
+            # Signed: an agent's own records may correct an earlier one (usage.Tokens.clamp), and a sum of them
+            # below zero is odd but no reason to refuse a whole host.
+            "tokens": {key: r.optional(tokens, key, f"{where}.tokens", r.whole, -MAX_COUNT, MAX_COUNT, default=0)
                        for key in ("input", "output", "cache_read", "cache_write", "total")},
-            "cost": r.optional(rec, "cost", where, r.number, 0, 1e12, default=0.0),
+            "cost": r.optional(rec, "cost", where, r.number, -1e12, 1e12, default=0.0),
             "model": r.optional(rec, "model", where, r.text, 100, default=""),
             "unpriced_models": [r.text(m, f"{where}.unpriced_models", 100)
                                 for m in r.items(rec.get("unpriced_models") or [], f"{where}.unpriced_models", 50)],
