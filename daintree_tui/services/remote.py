@@ -7,6 +7,10 @@ so after the first call each one costs a local mux client and one round trip, no
 Trust: hosts come only from the user's own config (`~/.config/daintree/config.toml`), never from a repository's
 `.daintree.toml` (a cloned repo must not make us connect anywhere). Every word of a remote command is quoted for
 the remote POSIX shell, and an ssh target can never be read as an option (no leading `-`, and `--` before it).
+
+What a host prints is data, never trusted in size or shape: an answer is read by `read_capped` (a byte cap, its
+timeout, ssh killed past either), a stream line by line within MAX_LINE_BYTES, and JSON is typed by
+services/host_answers.py before anything uses it.
 """
 
 from __future__ import annotations
