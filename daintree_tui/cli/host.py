@@ -85,9 +85,9 @@ def run_host_queue(args: argparse.Namespace, services: Services) -> int:
     text = (f"placed: {placed}; completed: {report.completed or '-'}; free slots: "
             f"{', '.join(f'{h} {n}' for h, n in report.free.items())}; ready or blocked: {report.waiting_tasks}"
             + "".join(f"\nunreachable: {h}" for h in report.unreachable)
-            + "".join(f"\nerror: {e}" for e in report.errors))
+            + "".join(f"\nerror: {e}" for e in [*report.host_errors.values(), *report.errors]))
     emit(args, report.to_dict(), text)
-    return 1 if report.errors else 0
+    return 1 if report.errors or report.host_errors else 0
 
 
 # -- host commands ----------------------------------------------------------------------------------------------

@@ -21,7 +21,10 @@ from daintree_tui.core.errors import DaintreeError, InputError, OperationError
 from daintree_tui.core.models import Task, TaskStatus
 from daintree_tui.core.project import Project
 from daintree_tui.core.tasks import TaskService
+from daintree_tui.core.validate import name_problem
 from daintree_tui.core.worktrees import slugify
+from daintree_tui.services import host_answers as answers
+from daintree_tui.services.host_answers import MAX_ID
 from daintree_tui.services.hosts_feed import HostsFeed, HostState, free_slots, place
 from daintree_tui.services.queue import is_ready
 from daintree_tui.services.remote import RemoteHost
@@ -40,11 +43,13 @@ class HostStepReport:
     errors: list[str] = field(default_factory=list)
     free: dict[str, int] = field(default_factory=dict)
     unreachable: list[str] = field(default_factory=list)
+    host_errors: dict[str, str] = field(default_factory=dict)  # host -> why its answer was refused this pass
     waiting_tasks: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"placed": self.placed, "completed": self.completed, "failed": self.failed, "errors": self.errors,
-                "free": self.free, "unreachable": self.unreachable, "waiting_tasks": self.waiting_tasks}
+                "free": self.free, "unreachable": self.unreachable, "host_errors": self.host_errors,
+                "waiting_tasks": self.waiting_tasks}
 
 
 class HostQueue:
@@ -62,6 +67,8 @@ class HostQueue:
         report = HostStepReport()
         states = self.feed.poll()
         report.unreachable = [name for name, s in states.items() if s.status == "unreachable"]
+        # A host that answered what we cannot use (junk, too much): nothing is placed or reaped there this pass.
+        report.host_errors = {name: str(s.error) for name, s in states.items() if s.status == "error"}
         self._reap(states, report)
         report.free = free_slots(states)
         claimed = self.claim(sum(report.free.values()))
@@ -139,7 +146,7 @@ class HostQueue:
                 session = next((s for s in state.sessions if s.get("name") == remote.get("worktree")), None)
                 if session is None or session.get("status") != "exited" or session.get("exit_code") is None:
                     continue
-                code = int(session["exit_code"])
+                code = session["exit_code"]  # typed by host_answers.session: an int from -255 to 255
                 if code == 0:
                     task.status = TaskStatus.COMPLETED
                     self.tasks.save(task)
@@ -159,11 +166,20 @@ class HostQueue:
 
 @dataclass(frozen=True)
 class RemoteCreated:
-    """What `create_on_host` made there: the host's task and worktree (as its `--json` printed them)."""
+    """What `create_on_host` made there: the host's task and worktree, typed (host_answers.task and
+    host_answers.created_worktree) before they were kept here."""
 
     host: str
     task: dict[str, Any]
     worktree: dict[str, Any]
+
+    def __post_init__(self) -> None:
+        # Built from typed answers only; checked again because a bad id here would be stored in a local task.
+        task_id, name = self.task.get("id"), self.worktree.get("name")
+        if not isinstance(task_id, int) or isinstance(task_id, bool) or not 1 <= task_id <= MAX_ID \
+                or not isinstance(name, str) or name_problem(name, new=False):
+            raise OperationError(f"host {self.host}: the task and worktree made there are not a task id and a "
+                                 "worktree name")
 
     @property
     def name(self) -> str:
@@ -176,15 +192,11 @@ class RemoteCreated:
 
 def create_task_on_host(host: RemoteHost, subject: str, description: str, agent: str) -> dict[str, Any]:
     """A task made by the host's own CLI. Values go as `--option=value` and the subject after `--`, so text that
-    starts with a dash is text there too, never an option."""
-    remote_task = host.run_json(["task", "create", f"--description={description}", f"--agent={agent}", "--",
-                                 subject])
-    if not isinstance(remote_task, dict) or isinstance(remote_task.get("id"), bool) \
-            or not isinstance(remote_task.get("id"), int) or remote_task["id"] < 1:
-        # Host output is data: a shape we did not ask for is an error the queue handles, never a TypeError that
-        # ends the dashboard's host poller with the claim left behind.
-        raise OperationError(f"host {host.name}: `task create --json` did not print a task")
-    return dict(remote_task)
+    starts with a dash is text there too, never an option. Its answer is typed (host_answers.task): a shape we did
+    not ask for is an error the queue handles, never a TypeError that ends the dashboard's host poller with the
+    claim left behind."""
+    return answers.task(host.name, host.run_json(["task", "create", f"--description={description}",
+                                                  f"--agent={agent}", "--", subject]), "task create --json")
 
 
 def create_on_host(host: RemoteHost, subject: str, description: str, agent: str, *, base: str | None = None,
@@ -203,7 +215,7 @@ def create_on_host(host: RemoteHost, subject: str, description: str, agent: str,
         with contextlib.suppress(DaintreeError):
             host.run_json(["task", "update", str(remote_task["id"]), "--owner", CREATE_FAILED_OWNER])
         raise
-    return RemoteCreated(host.name, dict(remote_task), dict(worktree))
+    return RemoteCreated(host.name, remote_task, worktree)
 
 
 def _create_worktree(host: RemoteHost, task_id: str, base_name: str, agent: str, base: str | None,
@@ -220,7 +232,5 @@ def _create_worktree(host: RemoteHost, task_id: str, base_name: str, agent: str,
             error = exc  # the name, its branch or its folder is taken there: the next one
             continue
         # Only the worktree we asked for: its name is shown, keyed and attached here.
-        if not isinstance(made, dict) or made.get("name") != name:
-            raise OperationError(f"host {host.name}: `worktree create --json` did not print worktree {name}")
-        return dict(made)
+        return answers.created_worktree(host.name, made, name)
     raise error or InputError(f"no free worktree name for {base_name!r} on host {host.name}")

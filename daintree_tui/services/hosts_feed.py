@@ -63,14 +63,14 @@ class HostState:
 
 def read_host(host: RemoteHost, timeout: float = 30.0) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """A host's worktrees and sessions, in one round trip and one run of its daintree: `worktree list --json`
-    carries each worktree's git facts, disk use and session. Raises HostUnreachable or OperationError."""
-    from daintree_tui.core.errors import OperationError
+    carries each worktree's git facts, disk use and session. The answer is read within a byte cap and `timeout`
+    and typed (host_answers.worktree_list): the lists hold only checked values. Raises HostUnreachable or
+    OperationError."""
+    from daintree_tui.services.host_answers import worktree_list
 
-    worktrees = host.run_json(["worktree", "list"], timeout=timeout)
-    if not isinstance(worktrees, list) or not all(isinstance(w, dict) for w in worktrees):
-        raise OperationError(f"host {host.name}: `daintree worktree list --json` did not print a list of worktrees")
-    sessions = [w["session"] for w in worktrees if isinstance(w.get("session"), dict)]
-    return list(worktrees), sessions
+    worktrees = worktree_list(host.name, host.run_json(["worktree", "list"], timeout=timeout))
+    sessions = [w["session"] for w in worktrees if w["session"] is not None]
+    return worktrees, sessions
 
 
 @dataclass

@@ -7,13 +7,19 @@ so after the first call each one costs a local mux client and one round trip, no
 Trust: hosts come only from the user's own config (`~/.config/daintree/config.toml`), never from a repository's
 `.daintree.toml` (a cloned repo must not make us connect anywhere). Every word of a remote command is quoted for
 the remote POSIX shell, and an ssh target can never be read as an option (no leading `-`, and `--` before it).
+
+What a host prints is data, never trusted in size or shape: an answer is read by `read_capped` (a byte cap, its
+timeout, ssh killed past either), a stream line by line within MAX_LINE_BYTES, and JSON is typed by
+services/host_answers.py before anything uses it.
 """
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import os
 import re
+import selectors
 import shlex
 import signal
 import stat
@@ -39,6 +45,12 @@ DEFAULT_PERSIST = "10m"
 SSH_FAILED = 255  # ssh's own exit code when it could not connect (or the connection broke)
 HOST_KEYS = ("ssh", "repo", "max_sessions", "daintree", "ssh_config")
 CLOCK_SKEW_LIMIT = 5.0
+# What one answer of a host may take (services/host_answers.py types it): a JSON answer of daintree is far smaller
+# (1,000 worktrees with their sessions are about 1.5 MB); past the cap ssh is killed and the answer refused.
+MAX_ANSWER_BYTES = 4 * 1024 * 1024
+MAX_ERROR_BYTES = 256 * 1024  # what a host prints on stderr beside one answer
+MAX_LINE_BYTES = 64 * 1024  # one line of a stream (events, a log followed), or one piece of a passthrough line
+MAX_REASON = 300  # characters of a host's own words kept in an error message
 
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 _CONTROL_RE = re.compile(r"[\x00-\x20\x7f]")
@@ -361,6 +373,93 @@ def _forward_sigterm(proc: subprocess.Popen[Any]) -> Iterator[list[int]]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def host_words(text: str, limit: int = MAX_REASON) -> str:
+    """A host's own words (an error line, ssh's reason) as our messages quote them: one line, its terminal controls
+    shown escaped, cut to `limit` characters."""
+    from daintree_tui.services.host_answers import clean_text
+
+    return clean_text(" ".join(text.split()), limit)
+
+
+def _size(limit: int) -> str:
+    return f"{limit // (1024 * 1024)} MiB" if limit >= 1024 * 1024 else f"{limit // 1024} KiB"
+
+
+def read_capped(proc: subprocess.Popen[bytes], host: str, what: str, *, input: str | None = None,
+                timeout: float | None, limit: int = MAX_ANSWER_BYTES,
+                error_limit: int = MAX_ERROR_BYTES) -> tuple[bytes, bytes]:
+    """`proc`'s stdout and stderr, read to their end within the caps; `proc` has ended when it returns.
+
+    The one place a host's answer is read: never `communicate()`, which holds whatever a host sends (600 MB gave a
+    1.78 GB peak). Past `limit` bytes of stdout, `error_limit` of stderr or `timeout` seconds, `proc` (ssh, which
+    closes the channel, so the far side's writer ends too) is killed and the answer refused in one line.
+
+    Raises:
+        OperationError: an output passed its cap.
+        HostUnreachable: no full answer within `timeout`.
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    selector = selectors.DefaultSelector()
+    out, err = bytearray(), bytearray()
+    caps: dict[int, tuple[bytearray, int, str]] = {}
+    for pipe, buffer, cap, label in ((proc.stdout, out, limit, "output"),
+                                     (proc.stderr, err, error_limit, "error output")):
+        if pipe is not None:
+            caps[pipe.fileno()] = (buffer, cap, label)
+            selector.register(pipe.fileno(), selectors.EVENT_READ)
+    pending = memoryview((input or "").encode("utf-8", "surrogateescape"))
+    stdin_fd = -1
+    if proc.stdin is not None:
+        if pending:
+            stdin_fd = proc.stdin.fileno()
+            os.set_blocking(stdin_fd, False)
+            selector.register(stdin_fd, selectors.EVENT_WRITE)
+        else:
+            proc.stdin.close()
+    try:
+        while selector.get_map():
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise HostUnreachable(host, f"no answer within {timeout:g}s")
+            for key, _ in selector.select(left):
+                if key.fd == stdin_fd:
+                    try:
+                        pending = pending[os.write(key.fd, pending[:65536]):]
+                    except BlockingIOError:
+                        continue
+                    except BrokenPipeError:
+                        pending = pending[:0]
+                    if not pending:
+                        selector.unregister(key.fd)
+                        if proc.stdin is not None:
+                            proc.stdin.close()
+                    continue
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    selector.unregister(key.fd)
+                    continue
+                buffer, cap, label = caps[key.fd]
+                if len(buffer) + len(chunk) > cap:
+                    raise OperationError(f"host {host} answered more than {_size(cap)} of {label} to `{what}`: "
+                                         "stopped reading there (no answer of daintree is that long)")
+                buffer += chunk
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        try:
+            proc.wait(timeout=left)
+        except subprocess.TimeoutExpired:
+            raise HostUnreachable(host, f"no answer within {timeout:g}s") from None
+    finally:
+        selector.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+    return bytes(out), bytes(err)
+
+
 # -- results --------------------------------------------------------------------------------------------------------
 
 
@@ -471,7 +570,9 @@ class RemoteHost:
         if code != SSH_FAILED:
             return None
         try:
-            text = Path(log_path).read_text(errors="replace")
+            with open(log_path, "rb") as log:  # its tail only: a banner or a host's words may make it long
+                log.seek(max(0, os.fstat(log.fileno()).st_size - MAX_ERROR_BYTES))
+                text = log.read(MAX_ERROR_BYTES).decode("utf-8", "replace")
         except OSError:
             return None
         lines = [ln.strip() for ln in text.splitlines()
@@ -479,30 +580,36 @@ class RemoteHost:
         if not lines:
             return None
         reason = lines[-1]
-        return reason[5:] if reason.startswith("ssh: ") else reason
+        return host_words(reason[5:] if reason.startswith("ssh: ") else reason)
 
     def run_command(self, remote: str, *, input: str | None = None, timeout: float | None = 60.0,
-                    batch: bool = True) -> RemoteResult:
-        """Run a remote shell command string, capturing its output."""
+                    batch: bool = True, limit: int = MAX_ANSWER_BYTES, what: str | None = None) -> RemoteResult:
+        """Run a remote shell command string, capturing its output within `limit` bytes and `timeout` seconds.
+
+        Raises:
+            HostUnreachable: ssh could not connect, or no full answer came within `timeout` (ssh is killed).
+            OperationError: the host printed more than `limit` bytes (or MAX_ERROR_BYTES on stderr): ssh is killed,
+                and what was read so far is dropped.
+        """
         fd, log_path = self._log_file()
         os.close(fd)
         argv = self.command_argv(remote, batch=batch, no_stdin=input is None)
         argv[1:1] = ["-E", log_path]
         try:
-            proc = subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout,
-                                  stdin=None if input is not None else subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            raise HostUnreachable(self.name, f"no answer within {timeout:g}s") from None
-        except FileNotFoundError:
-            raise OperationError("ssh is not installed (install the OpenSSH client)") from None
-        try:
+            try:
+                proc = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            except FileNotFoundError:
+                raise OperationError("ssh is not installed (install the OpenSSH client)") from None
+            stdout, stderr = read_capped(proc, self.name, what or "a command", input=input, timeout=timeout,
+                                         limit=limit)
             reason = self._ssh_failure(proc.returncode, log_path)
         finally:
             with contextlib.suppress(OSError):
                 os.unlink(log_path)
         if reason is not None:
             raise HostUnreachable(self.name, reason)
-        return RemoteResult(proc.returncode, proc.stdout, proc.stderr)
+        return RemoteResult(proc.returncode, stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace"))
 
     def run(self, args: Sequence[str], *, input: str | None = None, timeout: float | None = 60.0) -> RemoteResult:
         """Run `daintree ARGS` on the host (in its repo) and capture the result."""
@@ -511,15 +618,17 @@ class RemoteHost:
     def run_json(self, args: Sequence[str], timeout: float | None = 60.0) -> Any:
         """`daintree ARGS --json` on the host, parsed; a failure is an OperationError with the remote's words."""
         cut = list(args).index("--") if "--" in args else len(args)  # after `--` it would be text, not an option
-        result = self.run([*args[:cut], "--json", *args[cut:]], timeout=timeout)
+        what = f"daintree {' '.join(args[:min(cut, 2)])} --json"
+        result = self.run_command(self.daintree_command([*args[:cut], "--json", *args[cut:]]), timeout=timeout,
+                                  what=what)
         if result.exit_code != 0:
             error = OperationError if result.exit_code != 2 else InputError
             detail = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else f"exit {result.exit_code}"
-            raise error(f"host {self.name}: {detail}")
+            raise error(f"host {self.name}: {host_words(detail)}")
         try:
             return result.json()
         except (ValueError, RecursionError):  # a host's `[[[[...` is a RecursionError: no JSON of ours either
-            raise OperationError(f"host {self.name}: `daintree {' '.join(args)} --json` did not print JSON "
+            raise OperationError(f"host {self.name}: `{what}` did not print JSON "
                                  "(is the daintree there the same version? try `daintree host check`)") from None
 
     def passthrough(self, args: Sequence[str], *, follow: bool = False, stdin: IO[Any] | None = None,
@@ -589,12 +698,18 @@ class RemoteHost:
         """
         command = self.watched(self.daintree_command(args))
         proc = subprocess.Popen(self.command_argv(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True, bufsize=1)
+                                stderr=subprocess.DEVNULL)
 
         def lines() -> Iterator[str]:
             assert proc.stdout is not None
-            for line in proc.stdout:
-                yield line.rstrip("\n")
+            while True:
+                raw = proc.stdout.readline(MAX_LINE_BYTES + 1)
+                if not raw:
+                    return
+                if len(raw) > MAX_LINE_BYTES:
+                    raise OperationError(f"host {self.name} sent a line longer than {_size(MAX_LINE_BYTES)} on "
+                                         f"`daintree {' '.join(args[:2])}`: stopped reading there")
+                yield raw.decode("utf-8", "replace").rstrip("\n")
 
         try:
             yield lines()
@@ -602,13 +717,13 @@ class RemoteHost:
             if proc.stdin is not None:
                 with contextlib.suppress(OSError):
                     proc.stdin.close()
+            if proc.stdout is not None:
+                proc.stdout.close()  # a host still writing gets EPIPE, not a reader that never comes
             try:
                 proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 proc.terminate()
                 proc.wait()
-            if proc.stdout is not None:
-                proc.stdout.close()
 
     # -- the master connection -----------------------------------------------------------------------------------
 
@@ -626,7 +741,7 @@ class RemoteHost:
         result = self.run_command("true", timeout=self.connect_timeout + 20)
         if result.exit_code != 0:
             raise OperationError(f"host {self.name}: `true` failed there (exit {result.exit_code}): "
-                                 f"{result.stderr.strip()}")
+                                 f"{host_words(result.stderr)}")
         return time.perf_counter() - began
 
     def stop_master(self) -> bool:
@@ -636,7 +751,10 @@ class RemoteHost:
     # -- checking ------------------------------------------------------------------------------------------------
 
     def check(self, local_version: str) -> HostCheck:
-        """Reach the host once and look at everything daintree needs there."""
+        """Reach the host once and look at everything daintree needs there (what it prints is typed and cut:
+        see host_answers.probe_lines)."""
+        from daintree_tui.services.host_answers import epoch, probe_lines
+
         report = HostCheck(self.name)
         daintree = remote_word(self.config.daintree)
         repo = remote_word(self.config.repo)
@@ -651,21 +769,20 @@ class RemoteHost:
         ])
         began = time.time()
         try:
-            result = self.run_command(f"sh -c {shlex.quote(script)}", timeout=self.connect_timeout + 30)
+            # Five lines of one line each: a host that prints more is refused (an OperationError, one line).
+            result = self.run_command(f"sh -c {shlex.quote(script)}", timeout=self.connect_timeout + 30,
+                                      limit=MAX_LINE_BYTES, what="host check")
         except HostUnreachable as exc:
             report.problems.append(str(exc))
             return report
         ended = time.time()
         report.reachable = True
         report.round_trip = round(ended - began, 3)
-        probes: dict[str, tuple[int, str]] = {}
-        for line in result.stdout.splitlines():
-            parts = line.split("\t", 2)
-            if len(parts) == 3 and parts[1].isdigit():
-                probes[parts[0]] = (int(parts[1]), parts[2])
+        probes = probe_lines(result.stdout)
         code, text = probes.get("time", (1, ""))
-        if code == 0 and text.strip().isdigit():
-            skew = int(text.strip()) - (began + ended) / 2
+        now = epoch(text) if code == 0 else None
+        if now is not None:
+            skew = now - (began + ended) / 2
             report.clock_skew = round(skew, 1)
             if abs(skew) > CLOCK_SKEW_LIMIT + (ended - began) / 2:
                 report.problems.append(f"host {self.name}: clock is {skew:+.0f}s off ours (sync it: NTP)")
@@ -694,8 +811,13 @@ class RemoteHost:
 
 
 def _pump(source: IO[bytes], target: IO[str], shown: Callable[[str], str]) -> None:
-    """Copy a host's output to our terminal line by line, each line as `shown` makes it."""
-    for raw in source:
-        target.write(shown(raw.decode("utf-8", errors="replace")))
+    """Copy a host's output to our terminal line by line, each line as `shown` makes it; a line longer than
+    MAX_LINE_BYTES goes in pieces of that size (each piece filtered alone: an escape cut in two is dropped, never
+    completed), so no line of a host is held whole."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    while raw := source.readline(MAX_LINE_BYTES):
+        target.write(shown(decoder.decode(raw)))
         target.flush()
+    target.write(shown(decoder.decode(b"", final=True)))
+    target.flush()
     source.close()

@@ -125,7 +125,8 @@ def remote_sessions(state: HostState) -> dict[str, SessionInfo]:
             info = SessionInfo(
                 name=remote_key(state.name, str(raw["name"])), session=str(raw["session"]), agent=str(raw["agent"]),
                 status=SessionStatus(str(raw["status"])), exit_code=_int(raw.get("exit_code")),
-                pid=_int(raw.get("pid")), started_at=float(raw.get("started_at") or 0), log=str(raw.get("log", "")),
+                # Its log is a path on the host: nothing here may read a local file a host names.
+                pid=_int(raw.get("pid")), started_at=float(raw.get("started_at") or 0), log="",
                 persistent=True, socket=_str(raw.get("socket")), tmux_conf=_str(raw.get("tmux_conf")),
                 usage=raw.get("usage") if isinstance(raw.get("usage"), dict) else None)
         except (KeyError, TypeError, ValueError):

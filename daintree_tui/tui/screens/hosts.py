@@ -93,7 +93,11 @@ class HostsScreen(DashboardActions):
         if not hasattr(self, "_placeholder"):
             self._placeholder = terminal.placeholder
         state = self.host_state(key)
-        if state is not None and state.status != "ok":
+        if state is not None and state.status == "error":
+            # Its words were typed and escaped by host_answers (or are ours): safe to show as they are.
+            terminal.placeholder = (f"{state.error} ({last_update(state)}). Its agents keep running there; this "
+                                    "terminal reattaches when it answers well again.")
+        elif state is not None and state.status != "ok":
             terminal.placeholder = (f"Host {state.name} does not answer ({last_update(state)}). Its agents keep "
                                     "running there; this terminal reattaches when it is back.")
         elif state is not None:
