@@ -518,9 +518,9 @@ async def test_bakeoff_view_scores_and_picks(repo: Path, cli: CLI) -> None:
         assert len(terminals) == 2
         await until(pilot, lambda: all(t.attached for t in terminals))
         def committed(name: str) -> bool:
-            out = subprocess.run(["git", "-C", str(repo), "rev-list", "--count", f"main..wt/{name}"],
-                                 capture_output=True, text=True).stdout.strip()
-            return out == "1"
+            # As daintree shows it: an agent's commit reaches its branch when daintree looks (core/agent_git.py).
+            listed = {e["name"]: e for e in cli.json("worktree", "list")}
+            return name in listed and listed[name]["facts"]["ahead"] == 1
 
         await until(pilot, lambda: committed("pick-a-number-x") and committed("pick-a-number-y"), timeout=20)
         await pilot.press("r")
