@@ -535,7 +535,8 @@ class ReviewService:
         args = [gh, "pr", "create", "--head", entry.branch, "--base", target, "--title", title, "--body", body]
         if draft:
             args.append("--draft")
-        proc = subprocess.run(args, capture_output=True, text=True, cwd=Path(entry.path))
+        # From the primary: gh runs git where it starts, and the worktree and its admin dir are the agent's.
+        proc = subprocess.run(args, capture_output=True, text=True, cwd=root)
         if proc.returncode != 0:
             raise OperationError(f"gh pr create failed: {g.last_line(proc.stderr) or proc.returncode}")
         url = g.last_line(proc.stdout)
