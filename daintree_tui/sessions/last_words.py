@@ -89,6 +89,50 @@ def last_output_lines(log: Path, count: int) -> list[str]:
     return [" ".join(line.split())[:LONGEST] for line in readable_lines(data.decode("utf-8", "replace"))[-count:]]
 
 
+# What says why an agent stopped or is stuck, in the words agents use: an error over everything else.
+_TELLS_WHY = re.compile(
+    r"\b(?:errors?|fail(?:ed|ure|s)?|fatal|denied|refused|forbidden|unauthori[sz]ed|exception|traceback|panic(?:ked)?"
+    r"|invalid|unable|cannot|can't|could ?n[o']t|not found|no such|no space|not allowed|permission|read-only"
+    r"|timed? ?out|crash(?:ed)?|abort(?:ed)?|missing)\b", re.IGNORECASE)
+_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)
+# A frame's sides: box drawing and block elements (gemini's `│ text │`), and ASCII's `|`.
+_FRAME = "".join(chr(c) for c in range(0x2500, 0x25A0)) + " \t|"
+TELLING_WINDOW = 8  # of the last lines, how many are weighed: older ones speak of another moment
+
+
+def _weight(line: str) -> int:
+    """How well `line` says what happened: an error (3), plain words (2), a pointer to a web page (1), a border, a
+    spinner or punctuation (0)."""
+    if not any(ch.isalnum() for ch in line):
+        return 0
+    if _TELLS_WHY.search(_URL.sub(" ", line)):
+        return 3
+    return 1 if _URL.search(line) else 2
+
+
+def unframed(line: str) -> str:
+    """`line` without the box it is drawn in (gemini's `│ text │`), its spaces collapsed."""
+    return " ".join(line.strip(_FRAME).split()) if any(ch.isalnum() for ch in line) else " ".join(line.split())
+
+
+def telling(lines: list[str], window: int = TELLING_WINDOW) -> str:
+    """Of the last `window` of `lines`, the one that says why: an error line over plain words over a URL over a
+    border or a blank (claude, offline, ends with `https://anthropic.com/supported-countries` four lines below
+    `Failed to connect to api.anthropic.com`; gemini's last line is its box's bottom). The latest of the best;
+    without its frame; "" when none has a word."""
+    best, chosen = 0, ""
+    for line in lines[-window:]:
+        weight = _weight(line)
+        if weight and weight >= best:
+            best, chosen = weight, unframed(line)
+    return chosen
+
+
+def telling_line(log: Path) -> str:
+    """Of the last lines of `log`, the one that says why the agent stopped (`telling`), at most LONGEST characters."""
+    return telling(last_output_lines(log, TELLING_WINDOW))[:LONGEST]
+
+
 # tmux's line on a pane whose program ended (remain-on-exit's default format): "Pane is dead (status 1, <date>)".
 _DEAD_PANE = re.compile(r"^Pane is dead \((?:status|signal) [^)]*\)\s*$")
 

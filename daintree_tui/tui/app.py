@@ -24,7 +24,7 @@ from daintree_tui.core.config import in_quiet_hours
 from daintree_tui.core.errors import DaintreeError
 from daintree_tui.core.project import Project
 from daintree_tui.core.validate import escape_controls
-from daintree_tui.sessions.last_words import last_output_line
+from daintree_tui.sessions.last_words import telling_line
 from daintree_tui.sessions.status import SessionStatus
 from daintree_tui.tui.backend import Backend
 from daintree_tui.tui.commands import DashboardCommands
@@ -175,7 +175,7 @@ class DaintreeApp(App[None]):
         what = "is waiting for you" if str(info.status) == "waiting" else (
             f"exited ({info.exit_code})" if info.exit_code is not None else "exited")
         if info.exit_code not in (None, 0) and info.log:
-            why = last_output_line(Path(info.log))  # the pane may not show it: tmux scrolls it away
+            why = telling_line(Path(info.log))  # the pane may not show it: tmux scrolls it away
             if why:
                 what += f": {why}"
         return what

@@ -26,7 +26,7 @@ from textual.worker import Worker
 
 from daintree_tui.core.models import Task, WorktreeEntry
 from daintree_tui.core.worktrees import Facts
-from daintree_tui.sessions.last_words import last_output_line, with_last_words
+from daintree_tui.sessions.last_words import telling_line, with_last_words
 from daintree_tui.sessions.status import SessionStatus, StatusHysteresis
 from daintree_tui.tui.agents_view import BudgetAlerts, usage_text
 from daintree_tui.tui.bindings import DASHBOARD_BINDINGS
@@ -256,10 +256,11 @@ class MainScreen(CurrentWorktreeScreen):
                           "check the tmux server")
 
     def last_words(self, name: str, info: SessionInfo) -> str:
-        """The last line an exited agent wrote (its log is read once per run: it ends with the agent)."""
+        """The line that says why an exited agent ended, of its last ones (its log is read once per run: it ends
+        with the agent)."""
         run = (name, info.started_at)
         if run not in self._last_words:
-            self._last_words[run] = last_output_line(Path(info.log))
+            self._last_words[run] = telling_line(Path(info.log))
         return self._last_words[run]
 
     def to_announce(self, name: str, info: SessionInfo) -> bool:

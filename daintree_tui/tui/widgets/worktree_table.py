@@ -20,6 +20,7 @@ from textual.widgets import DataTable
 
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.worktrees import Facts
+from daintree_tui.sessions.last_words import telling
 from daintree_tui.tui.agents_view import status_source_glyph
 from daintree_tui.tui.hosts import LOCAL, is_remote, matches, remote_cells, row_host, shown_name
 from daintree_tui.tui.widgets.rows import GAP, Cell, Row, RowTable, window
@@ -56,12 +57,10 @@ def disk_text(size: int | None) -> str:
 
 
 def last_output_line(screen: str, width: int = 48) -> str:
-    """The last non-empty line of a session's screen, for the preview column."""
-    for line in reversed(screen.splitlines()):
-        if line.strip():
-            line = " ".join(line.split())
-            return line if len(line) <= width else line[: width - 1] + "…"
-    return ""
+    """Of the last lines of a session's screen, the one that says most (an error over words over a URL over a
+    border: `last_words.telling`), for the latest-output column."""
+    line = telling([line for line in screen.splitlines() if line.strip()])
+    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,100 @@
+"""Honest status and messages for real agents (issue 27 items 3 and 4): an agent that draws nothing is not
+`waiting`; the exit toast and the latest-output column quote the line that says why; `sandbox check` checks the
+worktree's own agent; an `auto` sandbox that cannot start at run time runs the agent unsandboxed and says so.
+Sessions are real tmux on a private socket; the agents are small scripts replaying what real CLIs printed."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from textual.widgets._toast import Toast
+
+from daintree_tui.core.project import Project
+from daintree_tui.sessions.last_words import telling
+from daintree_tui.tui.app import make_app
+from daintree_tui.tui.widgets.worktree_table import WorktreeTable
+from tests.conftest import CLI, trusted_config, wait_for
+from tests.test_dashboard import main_screen, until
+from tests.test_first_hour import CLAUDE_OFFLINE_TAIL
+
+pytestmark = pytest.mark.usefixtures("tmux_socket")
+
+# A replayed agent: prints the bytes of a recording, then exits with the code given or stays (reading its input).
+REPLAY = """\
+import sys
+sys.stdout.buffer.write(open(sys.argv[1], "rb").read())
+sys.stdout.flush()
+if sys.argv[2] != "stay":
+    sys.exit(int(sys.argv[2]))
+for _ in sys.stdin:
+    pass
+"""
+
+# claude 2.1 with no route to its API, as it places its words (cursor moves): the cause, four lines above the
+# URL it ends with (the end is the recorded CLAUDE_OFFLINE_TAIL).
+CLAUDE_OFFLINE = (
+    b"\x1b[2GUnable\x1b[9Gto\x1b[12Gconnect\x1b[20Gto\x1b[23GAnthropic\x1b[33Gservices\r\r\n\r\r\n"
+    b"\x1b[2GFailed\x1b[9Gto\x1b[12Gconnect\x1b[20Gto\x1b[23Gapi.anthropic.com:\x1b[42GERR_BAD_REQUEST\r\r\n"
+    + CLAUDE_OFFLINE_TAIL
+)
+
+
+def _row(row: int, text: str) -> bytes:
+    return f"\x1b[{row};1H{text}".encode()
+
+
+# gemini 0.61's sign-in screen, drawn in a box on the alternate screen: its last line is the box's bottom.
+GEMINI_SIGN_IN = b"\x1b[?1049h\x1b[2J" + b"".join(_row(r, t) for r, t in enumerate((
+    "╭──────────────────────────────────────────────────────────╮",
+    "│ Get started                                              │",
+    "│                                                          │",
+    "│ How would you like to authenticate for this project?     │",
+    "│                                                          │",
+    "│ ● 1. Login with Google                                   │",
+    "│   2. Use Gemini API Key                                  │",
+    "│   3. Vertex AI                                           │",
+    "│                                                          │",
+    "│ (Use Enter to select)                                    │",
+    "╰──────────────────────────────────────────────────────────╯",
+), start=1))
+
+
+def replayed(repo: Path, name: str, recording: bytes, then: str) -> str:
+    """The command of an agent that replays `recording` (a file in the repository, which its sandbox can read)."""
+    (repo / "replay.py").write_text(REPLAY)
+    (repo / f"{name}.rec").write_bytes(recording)
+    return f"{sys.executable} {repo / 'replay.py'} {repo / f'{name}.rec'} {then}"
+
+
+def test_the_line_that_says_why_is_an_error_over_a_url_over_a_border() -> None:
+    assert telling(["Failed to connect to api.anthropic.com", "Please check your connection.",
+                    "Check supported countries at", "https://anthropic.com/supported-countries"]) == \
+        "Failed to connect to api.anthropic.com"
+    assert telling(["│ How would you like to authenticate │", "│ (Use Enter to select) │", "╰────────╯"]) == \
+        "(Use Enter to select)"
+    assert telling(["working", "see https://example.com/docs"]) == "working"
+    assert telling(["╭──╮", "", "+----+"]) == ""
+    assert telling(["error: old", *(f"line {i}" for i in range(10))]) == "line 9"  # an old error is old news
+
+
+async def test_the_exit_toast_and_the_latest_output_quote_the_cause(repo: Path, cli: CLI) -> None:
+    """claude exited (1) offline and the toast and the column said `https://anthropic.com/supported-countries`,
+    its last line, while `Failed to connect to api.anthropic.com` stood four lines up; gemini's row showed the
+    bottom of its box."""
+    trusted_config(repo, f"[agents.offline]\ncommand = '''{replayed(repo, 'claude', CLAUDE_OFFLINE, '1')}'''\n"
+                         f"[agents.signin]\ncommand = '''{replayed(repo, 'gemini', GEMINI_SIGN_IN, 'stay')}'''\n"
+                         "[notifications]\nbell = false\n")
+    cli.ok("worktree", "create", "died", "--agent", "offline")
+    cli.ok("worktree", "create", "asks", "--agent", "signin")
+    wait_for(lambda: {s["name"]: s["status"] for s in cli.json("session", "list")}.get("died") == "exited")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(200, 50), notifications=True) as pilot:
+        screen = main_screen(app)
+        table = screen.query_one(WorktreeTable)
+        told = await until(pilot, lambda: [str(t.render()) for t in screen.query(Toast) if "died" in str(t.render())])
+        assert "exited (1): Failed to connect to api.anthropic.com: ERR_BAD_REQUEST" in told[0], told
+        await until(pilot, lambda: table.cell_text("died", "activity").startswith(
+            "Failed to connect to api.anthropic.com"))
+        await until(pilot, lambda: table.cell_text("asks", "activity") == "(Use Enter to select)")
