@@ -98,3 +98,60 @@ async def test_the_exit_toast_and_the_latest_output_quote_the_cause(repo: Path, 
         await until(pilot, lambda: table.cell_text("died", "activity").startswith(
             "Failed to connect to api.anthropic.com"))
         await until(pilot, lambda: table.cell_text("asks", "activity") == "(Use Enter to select)")
+
+
+# opencode 1.18 with its database read-only: the alternate screen, a clear, the cursor hidden, a question to the
+# terminal (DCS), and then nothing, ever.
+OPENCODE_BLANK = b"\x1b[?1049h\x1b[2J\x1b[H\x1b[?25l\x1bP+q544e\x1b\\\x1b[?1000h\x1b[?2004h"
+
+
+async def test_an_agent_that_draws_nothing_is_stalled_not_waiting(repo: Path, cli: CLI) -> None:
+    """opencode drew a blank screen (4 of 4 starts) and its row said WAITING, which hid the hang; an agent that
+    prints nothing at all was `waiting` after three seconds too."""
+    trusted_config(repo, f"[agents.blank]\ncommand = '''{replayed(repo, 'opencode', OPENCODE_BLANK, 'stay')}'''\n"
+                         f"[agents.mute]\ncommand = '''{sys.executable} -c \"import sys; sys.stdin.read()\"'''\n"
+                         "[sessions]\nwaiting_debounce = 0.5\nstalled_after = 3\n"
+                         "[notifications]\nbell = false\n")
+    cli.ok("worktree", "create", "blank", "--agent", "blank")
+    cli.ok("worktree", "create", "mute", "--agent", "mute")
+    seen: dict[str, list[str]] = {"blank": [], "mute": []}
+
+    def statuses() -> dict[str, str]:
+        now = {s["name"]: s["status"] for s in cli.json("session", "list")}
+        for name, status in now.items():
+            seen[name].append(status)
+        return now
+
+    wait_for(lambda: set(statuses().values()) == {"stalled"}, timeout=30)
+    assert all(set(said) <= {"starting", "stalled"} for said in seen.values()), seen
+    assert (repo / ".worktrees" / ".logs" / "blank.log").stat().st_size > 0  # it printed: controls only
+    recorded = cli.json("session", "watch", "--once")
+    assert {(r["name"], r["status"]) for r in recorded} == {("blank", "stalled"), ("mute", "stalled")}
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(200, 50), notifications=True) as pilot:
+        screen = main_screen(app)
+        table = screen.query_one(WorktreeTable)
+        for name in ("blank", "mute"):
+            await until(pilot, lambda n=name: table.cell_text(n, "session") == "◌ STALLED")  # type: ignore[misc]
+            assert table.cell_text(name, "activity") == "nothing drawn since it started"
+        told = await until(pilot, lambda: [str(t.render()) for t in screen.query(Toast)
+                                           if "has drawn nothing since it started" in str(t.render())])
+        assert "blank" in told[0] and "mute" in told[0]
+
+
+async def test_an_agent_that_draws_is_no_longer_stalled(repo: Path, cli: CLI, tmux_socket: str) -> None:
+    """The hint while it starts, and the first visible character ends `stalled`: a slow start is not a hang."""
+    script = repo / "late.py"
+    script.write_text("import sys\nsys.stdin.readline()\nprint('ready at last', flush=True)\nsys.stdin.read()\n")
+    trusted_config(repo, f"[agents.late]\ncommand = '''{sys.executable} {script}'''\n"
+                         "[sessions]\nwaiting_debounce = 0.5\nstalled_after = 2\n[notifications]\nbell = false\n")
+    cli.ok("worktree", "create", "late", "--agent", "late")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = main_screen(app)
+        table = screen.query_one(WorktreeTable)
+        await until(pilot, lambda: table.cell_text("late", "session") == "◌ STALLED")
+        cli.ok("session", "send", "late", "go")
+        await until(pilot, lambda: table.cell_text("late", "activity") == "ready at last")
+        await until(pilot, lambda: screen.sessions["late"].status == "waiting")
+    assert cli.json("session", "list")[0]["status"] == "waiting"

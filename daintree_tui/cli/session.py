@@ -29,7 +29,7 @@ def cmd_session_start(args: argparse.Namespace, services: Services) -> int:
     return 0
 
 
-_STATUS_GLYPH = {"starting": "◌", "running": "▶", "waiting": "●", "exited": "■"}
+_STATUS_GLYPH = {"starting": "◌", "running": "▶", "waiting": "●", "stalled": "◌", "exited": "■"}
 
 
 def cmd_session_list(args: argparse.Namespace, services: Services) -> int:

@@ -6,6 +6,7 @@ one line and died (`bwrap: execvp claude: No such file or directory`) shows a bl
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -87,6 +88,34 @@ def last_output_lines(log: Path, count: int) -> list[str]:
     except OSError:
         return []
     return [" ".join(line.split())[:LONGEST] for line in readable_lines(data.decode("utf-8", "replace"))[-count:]]
+
+
+# Strings a terminal obeys and never shows, which `_ESCAPES` leaves the body of: DCS, SOS, PM and APC (ESC P, X, ^,
+# _ ... ST). opencode asks the terminal what it can do so before it draws anything.
+_STRINGS = re.compile(r"\x1b[PX^_].*?(?:\x1b\\|\x07|$)", re.DOTALL)
+DRAWN_LOOK = (64 * 1024, 1024 * 1024)  # how much of a run's output is read for a visible character: first, at most
+
+
+def drew_since(log: Path, offset: int) -> bool | None:
+    """Whether the agent has printed a visible character into `log` since byte `offset` (its run's start): not when
+    it printed only controls (a blank screen: the alternate screen, a clear, a hidden cursor) or nothing. None when
+    the log cannot be read, or holds more than DRAWN_LOOK's most without one (not known: believed drawn)."""
+    try:
+        with log.open("rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size <= offset:
+                return False
+            for most in DRAWN_LOOK:
+                fh.seek(offset)
+                data = fh.read(most).decode("utf-8", "replace")
+                text = _ESCAPES.sub("", _STRINGS.sub("", data))
+                if text.translate(_BLANK):
+                    return True
+                if size - offset <= most:
+                    return False
+    except OSError:
+        return None
+    return None
 
 
 # What says why an agent stopped or is stuck, in the words agents use: an error over everything else.

@@ -157,7 +157,7 @@ class DaintreeApp(App[None]):
         if not said:
             return
         lines = [f"{name}: {info.agent} {what}" for name, info, what in said]
-        waiting = any(str(info.status) == "waiting" for _, info, _ in said)
+        waiting = any(str(info.status) in ("waiting", "stalled") for _, info, _ in said)
         self.notify("\n".join(lines), title="daintree", severity="warning" if waiting else "information")
         if in_quiet_hours(cfg.quiet_hours, time.strftime("%H:%M", time.localtime(self.clock()))):
             return
@@ -172,6 +172,9 @@ class DaintreeApp(App[None]):
 
     @staticmethod
     def what_happened(info: SessionInfo) -> str:
+        if str(info.status) == "stalled":
+            return (f"has drawn nothing since it started: hung, or a blank screen (`daintree session log "
+                    f"{info.name}` has what it printed)")
         what = "is waiting for you" if str(info.status) == "waiting" else (
             f"exited ({info.exit_code})" if info.exit_code is not None else "exited")
         if info.exit_code not in (None, 0) and info.log:

@@ -264,10 +264,10 @@ class MainScreen(CurrentWorktreeScreen):
         return self._last_words[run]
 
     def to_announce(self, name: str, info: SessionInfo) -> bool:
-        """Waiting or exited, once per change, including a session already waiting when first seen; never for
-        the session being typed into."""
+        """Waiting, stalled or exited, once per change, including a session already waiting when first seen; never
+        for the session being typed into."""
         status = info.status
-        if status not in (SessionStatus.WAITING, SessionStatus.EXITED):
+        if status not in (SessionStatus.WAITING, SessionStatus.EXITED, SessionStatus.STALLED):
             self._announced.pop(name, None)
             return False
         if self._announced.get(name) == status:

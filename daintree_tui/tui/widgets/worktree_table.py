@@ -29,6 +29,7 @@ SESSION_GLYPH = {
     "starting": Text("◌ starting", style="dim"),
     "running": Text("▶ running", style="green"),
     "waiting": Text("● WAITING", style="bold black on yellow"),
+    "stalled": Text("◌ STALLED", style="bold yellow"),
     "exited": Text("■ exited", style="red"),
 }
 
@@ -61,6 +62,19 @@ def last_output_line(screen: str, width: int = 48) -> str:
     border: `last_words.telling`), for the latest-output column."""
     line = telling([line for line in screen.splitlines() if line.strip()])
     return line if len(line) <= width else line[: width - 1] + "…"
+
+
+# What the latest-output column says of a session that has drawn nothing visible since it started (status.py).
+NOTHING_YET = {"starting": Text("no output yet", style="dim italic"),
+               "stalled": Text("nothing drawn since it started", style="yellow")}
+
+
+def activity_cell(info: SessionInfo | None, screen: str) -> Text:
+    """The latest-output column: the line of the screen that says most, or, with nothing on it, why not."""
+    line = last_output_line(screen)
+    if not line and info is not None and str(info.status) in NOTHING_YET:
+        return NOTHING_YET[str(info.status)].copy()
+    return Text(line, style="dim")
 
 
 @dataclass(frozen=True)
@@ -229,7 +243,7 @@ class WorktreeTable(RowTable):
             "ab": Text("", style="dim") if fact is None else Text(f"↑{fact.ahead}↓{fact.behind}", style="dim"),
             "disk": Text(disk_text(self.disk.get(entry.name)), style="dim"),
             "branch": Text(entry.branch, style="dim"),
-            "activity": Text(last_output_line(self.previews.get(entry.name, "")), style="dim"),
+            "activity": activity_cell(info, self.previews.get(entry.name, "")),
             "host": Text(row_host(entry), style="dim" if row_host(entry) == LOCAL else "cyan"),
         }
         if is_remote(entry.name):
