@@ -155,3 +155,30 @@ async def test_an_agent_that_draws_is_no_longer_stalled(repo: Path, cli: CLI, tm
         await until(pilot, lambda: table.cell_text("late", "activity") == "ready at last")
         await until(pilot, lambda: screen.sessions["late"].status == "waiting")
     assert cli.json("session", "list")[0]["status"] == "waiting"
+
+
+def test_sandbox_check_checks_the_worktrees_own_agent(repo: Path, cli: CLI) -> None:
+    """`daintree sandbox check` of an opencode worktree checked the default agent's folders (claude's) and said
+    "the boundary holds"; it checks the agent the worktree runs (its session's, else its task's), or `--agent`."""
+    trusted_config(repo, "[agents.opencode]\ncommand = \"sh -c 'echo up; exec cat'\"\n")
+    cli.ok("worktree", "create", "oc", "--agent", "opencode")
+    home = Path.home()
+
+    def checked(*args: str) -> tuple[dict[str, object], set[str]]:
+        report = cli.json("sandbox", "check", *args)
+        assert report["holds"] is True, report
+        return report, {r["target"] for r in report["results"] if r["what"].startswith("agent state")}
+
+    report, targets = checked("oc")
+    assert (report["agent"], report["agent_from"]) == ("opencode", "its session")
+    assert any(t.startswith(str(home / ".local" / "share" / "opencode")) for t in targets), targets
+    assert not any("/.claude" in t for t in targets), targets
+    assert "worktree oc, agent opencode (its session)" in cli.ok("sandbox", "check", "oc").stdout
+    report, targets = checked("oc", "--agent", "codex")
+    assert (report["agent"], report["agent_from"]) == ("codex", "--agent")
+    assert {Path(t).parent for t in targets} == {home / ".codex"}, targets
+    task = cli.json("task", "create", "Sign in", "--agent", "gemini")
+    cli.ok("worktree", "create", "gm", "--task", str(task["id"]))
+    report, targets = checked("gm")
+    assert (report["agent"], report["agent_from"]) == ("gemini", f"its task #{task['id']}")
+    assert {Path(t).parent for t in targets} == {home / ".gemini"}, targets
