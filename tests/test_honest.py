@@ -5,6 +5,7 @@ Sessions are real tmux on a private socket; the agents are small scripts replayi
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from daintree_tui.core.project import Project
 from daintree_tui.sessions.last_words import telling
 from daintree_tui.tui.app import make_app
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
-from tests.conftest import CLI, trusted_config, wait_for
+from tests.conftest import CLI, events, trusted_config, wait_for
 from tests.test_dashboard import main_screen, until
 from tests.test_first_hour import CLAUDE_OFFLINE_TAIL
 
@@ -23,6 +24,7 @@ pytestmark = pytest.mark.usefixtures("tmux_socket")
 
 # A replayed agent: prints the bytes of a recording, then exits with the code given or stays (reading its input).
 REPLAY = """\
+import os
 import sys
 sys.stdout.buffer.write(open(sys.argv[1], "rb").read())
 sys.stdout.flush()
@@ -182,3 +184,85 @@ def test_sandbox_check_checks_the_worktrees_own_agent(repo: Path, cli: CLI) -> N
     report, targets = checked("gm")
     assert (report["agent"], report["agent_from"]) == ("gemini", f"its task #{task['id']}")
     assert {Path(t).parent for t in targets} == {home / ".gemini"}, targets
+
+
+@pytest.fixture
+def namespaces_run_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A `bwrap` first on PATH that is the real one until the returned file exists, and from then on fails as
+    bubblewrap does when the machine's user namespaces are used up (without using them up: this machine is shared).
+    Its probe has passed once already, as in a dashboard that started before they ran out."""
+    import shutil
+
+    from daintree_tui.core.sandbox import BwrapSandbox
+
+    real = shutil.which("bwrap")
+    if real is None:
+        pytest.skip("bubblewrap is not installed")
+    out = tmp_path / "namespaces-used-up"
+    bin_dir = tmp_path / "bwrap-bin"
+    bin_dir.mkdir()
+    (bin_dir / "bwrap").write_text(
+        f"#!/bin/sh\nif [ -e '{out}' ]; then\n"
+        "  echo 'bwrap: Creating new namespace failed: No space left on device' >&2\n  exit 1\nfi\n"
+        f"exec '{real}' \"$@\"\n")
+    (bin_dir / "bwrap").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    sandbox = BwrapSandbox()
+    assert sandbox.binary == str(bin_dir / "bwrap") and sandbox.available()[0]
+    return out
+
+
+def test_auto_runs_the_agent_unsandboxed_when_bubblewrap_cannot_start_and_says_so(
+        repo: Path, cli: CLI, namespaces_run_out: Path) -> None:
+    """With user namespaces used up (ENOSPC) after the probe had passed, `auto` sessions died with bwrap's message
+    and the queue marked their tasks failed. The launcher tries the sandbox once more before the agent: an `auto`
+    session then runs unsandboxed, with a one-line notice, an event and a SANDBOX column that say so; `on` refuses
+    with the reason."""
+    home = Path.home()
+    agent = f"sh -c 'touch {home}/wrote-home; echo agent ran; exec cat'"
+    trusted_config(repo, f"[agents.loose]\ncommand = \"{agent}\"\n"
+                         f"[agents.strict]\ncommand = \"{agent}\"\nsandbox = \"on\"\n")
+    cli.ok("worktree", "create", "w")
+    cli.ok("worktree", "create", "s")
+    namespaces_run_out.touch()
+    cli.ok("session", "start", "w", "--agent", "loose")
+    log = repo / ".worktrees" / ".logs" / "w.log"
+    wait_for(lambda: b"agent ran" in log.read_bytes())
+    text = log.read_text()
+    assert ("daintree: bubblewrap cannot start (bwrap: Creating new namespace failed: No space left on device): "
+            "running without the sandbox (sandbox = auto)") in text
+    assert (home / "wrote-home").exists()  # unconfined: inside, HOME is read-only
+    listed = {s["name"]: s for s in cli.json("session", "list")}
+    assert listed["w"]["status"] != "exited"
+    sandbox = listed["w"]["sandbox"]
+    assert sandbox["active"] is False and sandbox["mode"] == "auto" and "No space left on device" in sandbox["reason"]
+    assert "none (auto: bwrap failed)" in cli.ok("session", "list").stdout
+    told = [e for e in events(repo) if e["event"] == "session.unsandboxed"]
+    assert len(told) == 1 and told[0]["worktree"]["name"] == "w" and told[0]["agent"] == "loose"
+    assert told[0]["reason"] == "bwrap: Creating new namespace failed: No space left on device"
+    (home / "wrote-home").unlink()
+    cli.ok("session", "start", "s", "--agent", "strict")
+    wait_for(lambda: {s["name"]: s["status"] for s in cli.json("session", "list")}["s"] == "exited")
+    refused = {s["name"]: s for s in cli.json("session", "list")}["s"]
+    assert refused["exit_code"] == 1 and not (home / "wrote-home").exists()
+    assert ("daintree: the sandbox is required (sandbox = on) but bubblewrap cannot start: bwrap: Creating new "
+            "namespace failed: No space left on device; the agent was not started") in \
+        (repo / ".worktrees" / ".logs" / "s.log").read_text()
+    assert len([e for e in events(repo) if e["event"] == "session.unsandboxed"]) == 1
+
+
+async def test_the_dashboard_says_when_a_session_runs_unsandboxed(repo: Path, cli: CLI,
+                                                                  namespaces_run_out: Path) -> None:
+    trusted_config(repo, "[agents.loose]\ncommand = \"sh -c 'echo agent ran; exec cat'\"\n"
+                         "[notifications]\nbell = false\n")
+    cli.ok("worktree", "create", "w")
+    namespaces_run_out.touch()
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(200, 50), notifications=True) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: screen.started)
+        cli.ok("session", "start", "w", "--agent", "loose")
+        told = await until(pilot, lambda: [str(t.render()) for t in screen.query(Toast)
+                                           if "WITHOUT the sandbox" in str(t.render())])
+        assert "w: loose runs WITHOUT the sandbox (sandbox = auto): bwrap: Creating new namespace failed: No space " \
+               "left on device" in told[0]

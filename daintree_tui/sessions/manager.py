@@ -209,7 +209,11 @@ class SessionManager:
         from daintree_tui.sessions.sandbox import session_sandbox
 
         sandbox = session_sandbox(self.project, entry, preset, role=role)
+        unconfined_env = dict(env)
         pane_argv = sandbox.wrap(argv, env)
+        start_check = sandbox.start_check(argv, unconfined_env)
+        if start_check is not None:  # the launcher records it here when the sandbox cannot start after all
+            start_check["record"] = {"root": str(self.project.root), "worktree": name, "started_at": now}
         try:
             log_offset = log.stat().st_size  # the log keeps every run: this one's output starts here
         except OSError:
@@ -227,7 +231,8 @@ class SessionManager:
             previous = self.meta(name)
             write_json(path, meta)
         try:
-            state = host.start(name, pane_argv, Path(entry.path), env, log, size or load_pane_size(self.project))
+            state = host.start(name, pane_argv, Path(entry.path), env, log, size or load_pane_size(self.project),
+                               start_check=start_check)
         except BaseException:
             with self.project.lock.hold():
                 if previous:
@@ -242,6 +247,25 @@ class SessionManager:
                                    session=session_name(name), pid=state.pid,
                                    task=TaskService(self.project).brief_of(entry.task_id))
         return self._info(name, state, meta, SessionStatus.STARTING)
+
+    def record_unsandboxed(self, name: str, started_at: float, reason: str) -> bool:
+        """The session's sandbox could not start when its pane did (bubblewrap's probe failed in the launcher, after
+        this process had seen it work): its `auto` agent runs unconfined. The record of that run says so, for the
+        SANDBOX column, and a `session.unsandboxed` event gives the reason. False when the record is another run's."""
+        with self.project.lock.hold():
+            meta = self.meta(name)
+            if meta.get("started_at") != started_at:
+                return False
+            was = meta.get("sandbox")
+            mode = str(was.get("mode", "auto")) if isinstance(was, dict) else "auto"
+            meta["sandbox"] = {"backend": "none", "mode": mode, "active": False, "at_start": "failed",
+                               "reason": f"not sandboxed: bubblewrap could not start when the session did ({reason})"}
+            write_json(self.meta_path(name), meta)
+        task_id = meta.get("task_id")
+        task = TaskService(self.project).brief_of(task_id) if isinstance(task_id, int) else None
+        self.project.events.append("session.unsandboxed", worktree={"name": name}, agent=meta.get("agent"),
+                                   reason=reason, mode=mode, task=task)
+        return True
 
     def _role(self, entry: WorktreeEntry, preset: Preset) -> str | None:
         """The session's role, recorded at its start (the task's, else its agent's, else the default role): what

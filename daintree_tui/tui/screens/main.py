@@ -28,7 +28,7 @@ from daintree_tui.core.models import Task, WorktreeEntry
 from daintree_tui.core.worktrees import Facts
 from daintree_tui.sessions.last_words import telling_line, with_last_words
 from daintree_tui.sessions.status import SessionStatus, StatusHysteresis
-from daintree_tui.tui.agents_view import BudgetAlerts, usage_text
+from daintree_tui.tui.agents_view import BudgetAlerts, unsandboxed_notice, usage_text
 from daintree_tui.tui.bindings import DASHBOARD_BINDINGS
 from daintree_tui.tui.feed import DashboardFeed
 from daintree_tui.tui.hosts import HostsWatch, is_remote
@@ -207,6 +207,12 @@ class MainScreen(CurrentWorktreeScreen):
             self.early_events.extend(message.records)
         for text, severity in self.budget_alerts.new(message.records):
             self.notify(text, title="Budget", severity=severity, timeout=15)
+        for record in message.records:
+            ts = record.get("ts")
+            unsandboxed = unsandboxed_notice(record) if isinstance(ts, int | float) and \
+                ts >= self.budget_alerts.since else None
+            if unsandboxed:
+                self.notify(unsandboxed, title="Sandbox", severity="warning", timeout=15)
 
     def on_notice(self, message: Notice) -> None:
         self.notify(message.text, title=message.title)
