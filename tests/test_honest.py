@@ -266,3 +266,19 @@ async def test_the_dashboard_says_when_a_session_runs_unsandboxed(repo: Path, cl
                                            if "WITHOUT the sandbox" in str(t.render())])
         assert "w: loose runs WITHOUT the sandbox (sandbox = auto): bwrap: Creating new namespace failed: No space " \
                "left on device" in told[0]
+
+
+def test_the_latest_output_column_says_why_it_is_empty() -> None:
+    from dataclasses import replace
+
+    from daintree_tui.sessions.manager import SessionInfo
+    from daintree_tui.sessions.status import SessionStatus
+    from daintree_tui.tui.widgets.worktree_table import activity_cell
+
+    starting = SessionInfo(name="w", session="dt-w", agent="x", status=SessionStatus.STARTING, exit_code=None,
+                           pid=None, started_at=0.0, log="", persistent=True)
+    assert str(activity_cell(starting, "\n\n")) == "no output yet"
+    assert str(activity_cell(replace(starting, status=SessionStatus.STALLED), "")) == "nothing drawn since it started"
+    assert str(activity_cell(replace(starting, status=SessionStatus.RUNNING), "")) == ""
+    assert str(activity_cell(starting, "loading…")) == "loading…"
+    assert str(activity_cell(None, "")) == ""
