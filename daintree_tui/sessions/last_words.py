@@ -103,7 +103,9 @@ def drew_since(log: Path, offset: int) -> bool | None:
     try:
         with log.open("rb") as fh:
             size = os.fstat(fh.fileno()).st_size
-            if size <= offset:
+            if size < offset:  # cut since the run started (by hand): what it printed is not known
+                return None
+            if size == offset:
                 return False
             for most in DRAWN_LOOK:
                 fh.seek(offset)
