@@ -564,7 +564,8 @@ async def test_auto_queue_and_approval_prompt(repo: Path, cli: CLI) -> None:
 @pytest.mark.usefixtures("cpu_burners")
 async def test_waiting_session_raises_a_notification_and_paste_is_bracketed(repo: Path, cli: CLI) -> None:
     trusted_config(repo,
-        "[agents.paster]\ncommand = \"sh -c 'printf \\\"\\\\033[?2004h\\\"; stty raw -echo; exec od -c'\"\n"
+        # It shows a prompt: an agent that has drawn nothing is `starting`, never `waiting` (sessions/status.py).
+        "[agents.paster]\ncommand = \"sh -c 'printf \\\"\\\\033[?2004hpaste here> \\\"; stty raw -echo; exec od -c'\"\n"
         "[sessions]\nwaiting_debounce = 0.5\n[notifications]\nbell = false\ndesktop = false\n")
     cli.ok("worktree", "create", "p", "--agent", "paster")
     app = make_app(Project.discover(repo))
