@@ -70,8 +70,9 @@ def checked(argv: list[str], env: dict[str, str], check: dict[str, Any] | None) 
     if why is None:
         return argv, env
     if check.get("required"):
-        sys.stderr.write(f"daintree: the sandbox is required (sandbox = {check.get('mode', 'on')}) but bubblewrap "
-                         f"cannot start: {why}; the agent was not started\n")
+        by = "sandbox = on" if check.get("mode") == "on" else "asked for by a sandboxed session"
+        sys.stderr.write(f"daintree: the sandbox is required ({by}) but bubblewrap cannot start: {why}; the agent "
+                         "was not started\n")
         raise SystemExit(1)
     sys.stderr.write(f"daintree: bubblewrap cannot start ({why}): running without the sandbox (sandbox = auto)\n")
     plain, plain_env = list(check["argv"]), dict(check["env"])
