@@ -36,6 +36,34 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
         monkeypatch.setenv(key, value)
 
 
+# The agent CLIs the presets look for. A test about what is installed puts its own fakes on PATH; the real ones,
+# where this machine has them (npm puts claude, codex, gemini and opencode in /usr/bin), must not count.
+AGENT_PROGRAMS = ("claude", "codex", "gemini", "opencode", "aider")
+
+
+def path_without_agents(path: str | None = None) -> str:
+    """`path` (default: PATH) with no agent CLI on it: each folder that holds one is replaced by a folder of links
+    to all else it holds, made in $HOME (which a sandboxed session can read; /tmp it cannot), so git, tmux and sh
+    are found where they were and `claude` is not found at all."""
+    home = Path(os.environ["HOME"])
+    out = []
+    for index, folder in enumerate((path if path is not None else os.environ.get("PATH", "")).split(os.pathsep)):
+        try:
+            names = os.listdir(folder) if folder else []
+        except OSError:
+            continue
+        if not any(name in names for name in AGENT_PROGRAMS):
+            out.append(folder)
+            continue
+        shadow = home / "path-without-agents" / str(index)
+        shadow.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            if name not in AGENT_PROGRAMS and not (shadow / name).is_symlink():
+                (shadow / name).symlink_to(Path(folder) / name)
+        out.append(str(shadow))
+    return os.pathsep.join(out)
+
+
 def git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True).stdout
 

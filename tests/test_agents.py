@@ -32,7 +32,7 @@ from daintree_tui.sessions.usage import (
     price_for,
     read_new_lines,
 )
-from tests.conftest import CLI, events, wait_for
+from tests.conftest import CLI, events, path_without_agents, wait_for
 
 FIXTURES = Path(__file__).parent / "fixtures"
 sys.path.insert(0, str(FIXTURES))
@@ -153,8 +153,8 @@ def fake_bin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     bin_dir = fake_agent.install(tmp_path / "bin")
     home = tmp_path / "agent-home"
     home.mkdir()
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{path_without_agents()}")  # the fakes, never the real CLIs
     for var in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME", "GEMINI_CLI_SYSTEM_DEFAULTS_PATH",
                 "OPENCODE_CONFIG", "OPENCODE_CONFIG_DIR"):
         monkeypatch.delenv(var, raising=False)

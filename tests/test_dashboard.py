@@ -117,7 +117,10 @@ async def test_quick_create_from_n_then_type_into_terminal_and_leave(repo: Path)
         await pilot.press("enter")
         await until(pilot, lambda: "fix-login-bug" in index(repo) if (repo / ".worktrees/index.json").exists()
                     else False)
-        task = json.loads((repo / ".tasks" / "task_1.json").read_text())
+        # The task is bound to its worktree after the index has it: wait for the binding, then read what it says.
+        task_file = repo / ".tasks" / "task_1.json"
+        await until(pilot, lambda: task_file.exists() and json.loads(task_file.read_text()).get("worktree"))
+        task = json.loads(task_file.read_text())
         assert task["subject"] == "Fix login bug" and task["worktree"] == "fix-login-bug"
         terminal = app.screen.query_one(TerminalView)
         await until(pilot, lambda: terminal.has_focus and terminal.worktree == "fix-login-bug")
@@ -561,7 +564,8 @@ async def test_auto_queue_and_approval_prompt(repo: Path, cli: CLI) -> None:
 @pytest.mark.usefixtures("cpu_burners")
 async def test_waiting_session_raises_a_notification_and_paste_is_bracketed(repo: Path, cli: CLI) -> None:
     trusted_config(repo,
-        "[agents.paster]\ncommand = \"sh -c 'printf \\\"\\\\033[?2004h\\\"; stty raw -echo; exec od -c'\"\n"
+        # It shows a prompt: an agent that has drawn nothing is `starting`, never `waiting` (sessions/status.py).
+        "[agents.paster]\ncommand = \"sh -c 'printf \\\"\\\\033[?2004hpaste here> \\\"; stty raw -echo; exec od -c'\"\n"
         "[sessions]\nwaiting_debounce = 0.5\n[notifications]\nbell = false\ndesktop = false\n")
     cli.ok("worktree", "create", "p", "--agent", "paster")
     app = make_app(Project.discover(repo))

@@ -18,7 +18,7 @@ from daintree_tui.core.project import Project
 from daintree_tui.tui.app import DaintreeApp, make_app
 from daintree_tui.tui.widgets.terminal import TerminalView
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
-from tests.conftest import CLI
+from tests.conftest import CLI, path_without_agents
 from tests.test_dashboard import main_screen, on_screen, select, title_text, until
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
@@ -33,8 +33,8 @@ def only_codex(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     bin_dir = fake_agent.install(tmp_path / "bin", ("codex",))
     home = tmp_path / "agent-home"
     home.mkdir()
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{path_without_agents()}")  # the real CLIs, if here, too
     monkeypatch.delenv("CODEX_HOME", raising=False)
     return bin_dir
 
@@ -156,9 +156,11 @@ async def test_first_quick_create_says_which_agent_and_how_to_change_it(repo: Pa
         assert not [t for t in toasts(app) if "Quick-create started" in t]
 
 
-async def test_quick_create_never_types_the_task_into_a_shell(repo: Path, tmux_socket: str) -> None:
+async def test_quick_create_never_types_the_task_into_a_shell(repo: Path, tmux_socket: str,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     from daintree_tui.sessions.presets import default_agent_name
 
+    monkeypatch.setenv("PATH", path_without_agents())  # the agent CLIs this machine may have are not installed here
     project = Project.discover(repo)
     assert default_agent_name(project.config) == "shell"  # no agent CLI on this PATH
     app = make_app(project)

@@ -137,7 +137,7 @@ def cmd_sandbox_check(args: argparse.Namespace, services: Services) -> int:
     sandbox = report.sandbox
 
     def text() -> str:
-        head = f"worktree {report.worktree}: {sandbox['reason']}"
+        head = f"worktree {report.worktree}, agent {report.agent} ({report.agent_from}): {sandbox['reason']}"
         lines = [head, *(describe(r) for r in report.results)]
         lines.append("the boundary holds" if report.holds else "the boundary does NOT hold (see FAIL lines)")
         return "\n".join(lines)
@@ -168,5 +168,6 @@ def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None
     ssub = sandbox.add_subparsers(dest="sandbox_command", metavar="ACTION", required=True)
     p = add(ssub, "check", cmd_sandbox_check, "try, inside a session's sandbox, what it can and cannot write")
     p.add_argument("name", nargs="?", help="a live worktree (default: the first; none: a temporary one)")
-    p.add_argument("--agent", metavar="PRESET", help="the agent whose state folders to include (default agent)")
+    p.add_argument("--agent", metavar="PRESET", help="the agent whose sandbox to check (default: the worktree's "
+                   "own: its session's, else its task's, else the default agent)")
     add(ssub, "status", cmd_sandbox_status, "whether sessions here are sandboxed, and why")

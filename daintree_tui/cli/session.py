@@ -29,7 +29,7 @@ def cmd_session_start(args: argparse.Namespace, services: Services) -> int:
     return 0
 
 
-_STATUS_GLYPH = {"starting": "◌", "running": "▶", "waiting": "●", "exited": "■"}
+_STATUS_GLYPH = {"starting": "◌", "running": "▶", "waiting": "●", "stalled": "◌", "exited": "■"}
 
 
 def cmd_session_list(args: argparse.Namespace, services: Services) -> int:
@@ -62,9 +62,12 @@ def cmd_session_list(args: argparse.Namespace, services: Services) -> int:
 
 
 def _sandbox_cell(record: dict[str, Any] | None) -> str:
-    """`bwrap`, or plainly `none` with the mode when a session runs unconfined."""
+    """`bwrap`, or plainly `none` with the mode when a session runs unconfined (and why, when the sandbox was chosen
+    but could not start with it)."""
     if not record:
         return "-"
+    if record.get("at_start") == "failed":  # chosen, then bubblewrap could not start with the session
+        return f"none ({record.get('mode')}: bwrap failed)"
     return str(record.get("backend")) if record.get("active") else f"none ({record.get('mode')})"
 
 

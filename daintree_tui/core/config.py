@@ -91,6 +91,7 @@ class Config:
     notify_on: dict[str, bool] = field(default_factory=lambda: {"waiting": True, "exited": True})
     quiet_hours: tuple[str, str] | None = None
     waiting_debounce: float = 2.0
+    stalled_after: float = 30.0  # seconds without a visible character since a start: the session is `stalled`
     max_sessions: int = 3
     bakeoff_score: str | None = None
     roles: dict[str, Role] = field(default_factory=dict)
@@ -120,7 +121,7 @@ _SECTION_KEYS = {
     "ports": {"range", "per_worktree"},
     "hooks": {*HOOK_NAMES, "timeout"},
     "notifications": {"bell", "desktop", "quiet_hours", "on_waiting", "on_exited"},
-    "sessions": {"waiting_debounce"},
+    "sessions": {"waiting_debounce", "stalled_after"},
     "bakeoff": {"score"},
     "events": {"max_mb"},
 }
@@ -400,6 +401,8 @@ def parse(data: dict[str, Any], repo_config_path: Path | None = None) -> Config:
     _expect(isinstance(sessions, dict), "sessions", "a table", sessions)
     if "waiting_debounce" in sessions:
         cfg.waiting_debounce = _number(sessions["waiting_debounce"], "sessions.waiting_debounce")
+    if "stalled_after" in sessions:
+        cfg.stalled_after = _number(sessions["stalled_after"], "sessions.stalled_after")
     bakeoff = data.get("bakeoff", {})
     _expect(isinstance(bakeoff, dict), "bakeoff", "a table", bakeoff)
     if "score" in bakeoff:

@@ -23,7 +23,6 @@ Why these bwrap options, and what each one closes (tested as an attacker in test
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import shutil
 import subprocess
@@ -44,6 +43,7 @@ from daintree_tui.core.log import warn
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.mounts import INBOX_MOUNT, SHARED_OBJECTS_MOUNT
 from daintree_tui.core.project import Project
+from daintree_tui.core.sandbox_probe import probe_failure
 from daintree_tui.core.store import read_state_file
 from daintree_tui.core.tasks import TaskService
 from daintree_tui.core.trust import private_dir, read_own_state
@@ -130,17 +130,26 @@ class NoSandbox:
         return list(argv)
 
 
-@functools.cache
+def probe_argv(binary: str) -> list[str]:
+    """The exact confinement we use, around `true`: whether bubblewrap can start here, now. A session's launcher
+    runs it again just before its agent (sessions/launch.py): user namespaces can run out after this process
+    probed (ENOSPC, other jobs holding them all), and an `auto` session then starts without the sandbox."""
+    return [binary, *_isolation(True), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--", "true"]
+
+
+_WORKED: set[str] = set()  # the binaries whose probe passed in this process
+
+
 def _probe(binary: str) -> tuple[bool, str]:
-    """Run the exact confinement we use once, so `auto` knows whether it works (user namespaces may be off)."""
-    argv = [binary, *_isolation(True), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--", "true"]
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=20)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return False, f"bubblewrap cannot start: {exc}"
-    if proc.returncode != 0:
-        why = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
-        return False, f"bubblewrap cannot create a sandbox here: {why}"
+    """Run the probe, so `auto` knows whether bubblewrap works (user namespaces may be off or used up). A pass is
+    remembered for the process; a failure is not: namespaces used up by other jobs come back, and a dashboard that
+    started in that moment ran every later session unconfined."""
+    if binary not in _WORKED:
+        why = probe_failure(probe_argv(binary))
+        if why is not None:
+            return False, why if why.startswith("bubblewrap cannot start") else \
+                f"bubblewrap cannot create a sandbox here: {why}"
+        _WORKED.add(binary)
     return True, f"bubblewrap ({binary}) with a user namespace"
 
 

@@ -75,7 +75,8 @@ class SessionHost(Protocol):
     persistent: bool
 
     def start(self, worktree: str, argv: Sequence[str], cwd: Path, env: Mapping[str, str], log: Path,
-              size: tuple[int, int] = (200, 50)) -> PaneState: ...
+              size: tuple[int, int] = (200, 50),
+              start_check: Mapping[str, object] | None = None) -> PaneState: ...
 
     def list(self) -> list[PaneState]: ...
 

@@ -6,6 +6,7 @@ one line and died (`bwrap: execvp claude: No such file or directory`) shows a bl
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -87,6 +88,80 @@ def last_output_lines(log: Path, count: int) -> list[str]:
     except OSError:
         return []
     return [" ".join(line.split())[:LONGEST] for line in readable_lines(data.decode("utf-8", "replace"))[-count:]]
+
+
+# Strings a terminal obeys and never shows, which `_ESCAPES` leaves the body of: DCS, SOS, PM and APC (ESC P, X, ^,
+# _ ... ST). opencode asks the terminal what it can do so before it draws anything.
+_STRINGS = re.compile(r"\x1b[PX^_].*?(?:\x1b\\|\x07|$)", re.DOTALL)
+DRAWN_LOOK = (64 * 1024, 1024 * 1024)  # how much of a run's output is read for a visible character: first, at most
+
+
+def drew_since(log: Path, offset: int) -> bool | None:
+    """Whether the agent has printed a visible character into `log` since byte `offset` (its run's start): not when
+    it printed only controls (a blank screen: the alternate screen, a clear, a hidden cursor) or nothing. None when
+    the log cannot be read, or holds more than DRAWN_LOOK's most without one (not known: believed drawn)."""
+    try:
+        with log.open("rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size < offset:  # cut since the run started (by hand): what it printed is not known
+                return None
+            if size == offset:
+                return False
+            for most in DRAWN_LOOK:
+                fh.seek(offset)
+                data = fh.read(most).decode("utf-8", "replace")
+                text = _ESCAPES.sub("", _STRINGS.sub("", data))
+                if text.translate(_BLANK):
+                    return True
+                if size - offset <= most:
+                    return False
+    except OSError:
+        return None
+    return None
+
+
+# What says why an agent stopped or is stuck, in the words agents use: an error over everything else.
+_TELLS_WHY = re.compile(
+    r"\b(?:errors?|fail(?:ed|ure|s)?|fatal|denied|refused|forbidden|unauthori[sz]ed|exception|traceback|panic(?:ked)?"
+    r"|invalid|unable|cannot|can't|could ?n[o']t|not found|no such|no space|not allowed|permission|read-only"
+    r"|timed? ?out|crash(?:ed)?|abort(?:ed)?|missing)\b", re.IGNORECASE)
+_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)
+# A frame's sides: box drawing and block elements (gemini's `│ text │`), and ASCII's `|`.
+_FRAME = "".join(chr(c) for c in range(0x2500, 0x25A0)) + " \t|"
+TELLING_WINDOW = 8  # of the last lines, how many are weighed: older ones speak of another moment
+
+
+def _weight(line: str) -> int:
+    """How well `line` says what happened: an error (3), plain words (2), a pointer to a web page (1), a border, a
+    spinner or punctuation (0)."""
+    if not any(ch.isalnum() for ch in line):
+        return 0
+    if _TELLS_WHY.search(_URL.sub(" ", line)):
+        return 3
+    return 1 if _URL.search(line) else 2
+
+
+def unframed(line: str) -> str:
+    """`line` without the box it is drawn in (gemini's `│ text │`), its spaces collapsed."""
+    return " ".join(line.strip(_FRAME).split()) if any(ch.isalnum() for ch in line) else " ".join(line.split())
+
+
+def telling(lines: list[str], window: int = TELLING_WINDOW) -> str:
+    """Of the last `window` of `lines`, the one that says why: an error line over plain words over a URL over a
+    border or a blank (claude, offline, ends with `https://anthropic.com/supported-countries` four lines below
+    `Failed to connect to api.anthropic.com`; gemini's last line is its box's bottom). The latest of the best;
+    without its frame; "" when none has a word."""
+    best, chosen = 0, ""
+    for line in lines[-window:]:
+        weight = _weight(line)
+        if weight and weight >= best:
+            best, chosen = weight, unframed(line)
+    return chosen
+
+
+def telling_line(log: Path) -> str:
+    """Of the last lines of `log`, the one that says why the agent stopped (`telling`), at most LONGEST characters."""
+    return telling(last_output_lines(log, TELLING_WINDOW))[:LONGEST]
 
 
 # tmux's line on a pane whose program ended (remain-on-exit's default format): "Pane is dead (status 1, <date>)".

@@ -35,7 +35,13 @@ from daintree_tui.sessions.control import (
 )
 from daintree_tui.sessions.host import SESSION_PREFIX
 from daintree_tui.sessions.manager import SessionInfo, SessionManager, session_record_path, status_source_of
-from daintree_tui.sessions.status import SIGNAL_SLACK, Observation, SessionStatus, derive_status
+from daintree_tui.sessions.status import (
+    SIGNAL_SLACK,
+    STALLED_AFTER,
+    Observation,
+    SessionStatus,
+    derive_status,
+)
 
 QUIET_BEFORE_CAPTURE = 1.2  # seconds without activity before a prompt pattern is checked (one report is ~1 s)
 TICK = 0.2
@@ -62,6 +68,8 @@ class _Facts:
     exit_code: int | None = None
     screen_tail: str | None = None
     captured_at: float = 0.0
+    drawn: bool | None = None  # as `drawn_for` last said; True is final for the run
+    drawn_checked: float = float("-inf")
 
 
 class LiveStatus:
@@ -76,6 +84,9 @@ class LiveStatus:
         hooks_for: whether the session's agent reports through hooks wired for it (its record's status_source):
             its `waiting` then stays through redraws, as `session list` has it (status.py).
         record_mtime_for: when its usage records last grew (a Codex turn starting shows there first).
+        drawn_for: whether a session's current run (by its pane's creation time) has drawn anything visible (None:
+            not known); asked again at most every DRAWN_EVERY seconds until it has.
+        stalled_after: seconds without a visible character since the start after which a session is `stalled`.
         on_change: called with every status change, once, on this object's thread.
     """
 
@@ -85,6 +96,8 @@ class LiveStatus:
                  started_at_for: Callable[[str], float | None] = lambda _: None,
                  hooks_for: Callable[[str], bool] = lambda _: False,
                  record_mtime_for: Callable[[str], float | None] = lambda _: None,
+                 drawn_for: Callable[[str, float], bool | None] = lambda _, __: None,
+                 stalled_after: float = STALLED_AFTER,
                  on_change: Callable[[StatusChange], None] | None = None,
                  clock: Callable[[], float] = time.time, tick: float = TICK) -> None:
         self.source = source
@@ -94,6 +107,8 @@ class LiveStatus:
         self.started_at_for = started_at_for
         self.hooks_for = hooks_for
         self.record_mtime_for = record_mtime_for
+        self.drawn_for = drawn_for
+        self.stalled_after = stalled_after
         self._record_mtimes: dict[str, tuple[float, float | None]] = {}
         self.changes: queue.SimpleQueue[StatusChange] = queue.SimpleQueue()
         self._on_change = on_change or self.changes.put
@@ -200,8 +215,9 @@ class LiveStatus:
                                   last_output=facts.last_output,
                                   signal_state=signal[0] if signal else None, signal_ts=signal[1] if signal else None,
                                   screen_tail=facts.screen_tail, hooks=hooks,
-                                  record_mtime=self._record_mtime(name, now, facts, signal) if hooks else None)
-                new = derive_status(obs, now, self.debounce, self.pattern_for(name))
+                                  record_mtime=self._record_mtime(name, now, facts, signal) if hooks else None,
+                                  drawn=None if facts.dead else self._drawn(now, facts, name))
+                new = derive_status(obs, now, self.debounce, self.pattern_for(name), self.stalled_after)
                 self.evaluations += 1
                 if new != old:
                     self._status[name] = new
@@ -209,6 +225,13 @@ class LiveStatus:
         for change in changes:
             self._on_change(change)
 
+
+    def _drawn(self, now: float, facts: _Facts, name: str) -> bool | None:
+        """Whether the session has drawn something visible, from `drawn_for` once per DRAWN_EVERY until it has."""
+        if facts.drawn or now - facts.drawn_checked < DRAWN_EVERY:
+            return facts.drawn
+        facts.drawn, facts.drawn_checked = self.drawn_for(name, facts.created), now
+        return facts.drawn
 
     def _record_mtime(self, name: str, now: float, facts: _Facts, signal: tuple[str, float] | None) -> float | None:
         """When a hooked session's usage records last grew, looked at only where it could change the status (output
@@ -222,6 +245,7 @@ class LiveStatus:
 
 
 RECORDS_EVERY = 1.0  # seconds between looks at one session's usage records
+DRAWN_EVERY = 0.5  # seconds between looks at the log of a session that has drawn nothing yet
 
 
 def _initial_facts(record: PaneRecord) -> _Facts:
@@ -362,6 +386,7 @@ class LiveSessions:
                                  signal_for=lambda s: self.records.signal(s[len(SESSION_PREFIX):]),
                                  started_at_for=self._started_at, hooks_for=self._hooked,
                                  record_mtime_for=lambda s: manager.usage.record_mtime(s[len(SESSION_PREFIX):]),
+                                 drawn_for=self._drawn, stalled_after=project.config.stalled_after,
                                  on_change=self._changed)
         self.previews = Previews(self.events)
         self._record = record
@@ -389,6 +414,16 @@ class LiveSessions:
 
     def _hooked(self, session: str) -> bool:
         return self.records.get(session[len(SESSION_PREFIX):]).get("status_source") == "hooks"
+
+    def _drawn(self, session: str, created: float) -> bool | None:
+        worktree = session[len(SESSION_PREFIX):]
+        meta = self.records.get(worktree)
+        started = meta.get("started_at")
+        # The record is written just before its pane starts: one older than the pane is the previous run's (a copy
+        # read before a restart), whose answer is not this run's.
+        if not isinstance(started, (int, float)) or started < created - 5.0:
+            return None
+        return self.manager.drawn(worktree, meta, float(started))
 
     def _started_at(self, session: str) -> float | None:
         started = self.records.get(session[len(SESSION_PREFIX):]).get("started_at")

@@ -32,6 +32,7 @@ from daintree_tui.sessions.agents import AgentIntegration, SessionContext
 from daintree_tui.sessions.agents.base import write_signal_script
 from daintree_tui.sessions.host import PaneState, SessionHost, host_for, session_name
 from daintree_tui.sessions.keys import paste_text
+from daintree_tui.sessions.last_words import drew_since
 from daintree_tui.sessions.pane_size import load_pane_size
 from daintree_tui.sessions.presets import Preset, all_presets, resolve_preset, session_mcp_wiring, unwire_mcp
 from daintree_tui.sessions.records import UsageTracker, session_dir
@@ -116,6 +117,7 @@ class SessionManager:
         resolved = host if host is not None else host_for(project, create=False)
         self._host = resolved
         self._screen_cache: dict[str, tuple[float | None, str]] = {}
+        self._drawn: set[tuple[str, float]] = set()  # runs (worktree, start) seen drawing: no need to look again
         self.usage = UsageTracker(project)
 
     @property
@@ -207,8 +209,17 @@ class SessionManager:
         from daintree_tui.sessions.sandbox import session_sandbox
 
         sandbox = session_sandbox(self.project, entry, preset, role=role)
+        unconfined_env = dict(env)
         pane_argv = sandbox.wrap(argv, env)
+        start_check = sandbox.start_check(argv, unconfined_env)
+        if start_check is not None:  # the launcher records it here when the sandbox cannot start after all
+            start_check["record"] = {"root": str(self.project.root), "worktree": name, "started_at": now}
+        try:
+            log_offset = log.stat().st_size  # the log keeps every run: this one's output starts here
+        except OSError:
+            log_offset = 0
         meta = {"agent": preset.name, "command": argv, "started_at": now, "status": str(SessionStatus.STARTING),
+                "log_offset": log_offset,
                 "exit_code": None, "signal": None, "host": "tmux" if host.persistent else "pty", "role": role,
                 "sandbox": sandbox.record(), "program": preset.program, "status_source": preset.status_source,
                 "resumed": resume, "task_id": entry.task_id}
@@ -220,7 +231,8 @@ class SessionManager:
             previous = self.meta(name)
             write_json(path, meta)
         try:
-            state = host.start(name, pane_argv, Path(entry.path), env, log, size or load_pane_size(self.project))
+            state = host.start(name, pane_argv, Path(entry.path), env, log, size or load_pane_size(self.project),
+                               start_check=start_check)
         except BaseException:
             with self.project.lock.hold():
                 if previous:
@@ -235,6 +247,25 @@ class SessionManager:
                                    session=session_name(name), pid=state.pid,
                                    task=TaskService(self.project).brief_of(entry.task_id))
         return self._info(name, state, meta, SessionStatus.STARTING)
+
+    def record_unsandboxed(self, name: str, started_at: float, reason: str) -> bool:
+        """The session's sandbox could not start when its pane did (bubblewrap's probe failed in the launcher, after
+        this process had seen it work): its `auto` agent runs unconfined. The record of that run says so, for the
+        SANDBOX column, and a `session.unsandboxed` event gives the reason. False when the record is another run's."""
+        with self.project.lock.hold():
+            meta = self.meta(name)
+            if meta.get("started_at") != started_at:
+                return False
+            was = meta.get("sandbox")
+            mode = str(was.get("mode", "auto")) if isinstance(was, dict) else "auto"
+            meta["sandbox"] = {"backend": "none", "mode": mode, "active": False, "at_start": "failed",
+                               "reason": f"not sandboxed: bubblewrap could not start when the session did ({reason})"}
+            write_json(self.meta_path(name), meta)
+        task_id = meta.get("task_id")
+        task = TaskService(self.project).brief_of(task_id) if isinstance(task_id, int) else None
+        self.project.events.append("session.unsandboxed", worktree={"name": name}, agent=meta.get("agent"),
+                                   reason=reason, mode=mode, task=task)
+        return True
 
     def _role(self, entry: WorktreeEntry, preset: Preset) -> str | None:
         """The session's role, recorded at its start (the task's, else its agent's, else the default role): what
@@ -385,7 +416,8 @@ class SessionManager:
         for state in states:
             meta = metas[state.worktree]
             status = derive_status(self._observe(state, meta, screens.get(state.worktree)), now,
-                                   self.project.config.waiting_debounce, patterns.get(state.worktree))
+                                   self.project.config.waiting_debounce, patterns.get(state.worktree),
+                                   self.project.config.stalled_after)
             infos.append(self._info(state.worktree, state, meta, status))
         return sorted(infos, key=lambda i: i.started_at)
 
@@ -426,10 +458,26 @@ class SessionManager:
         signal = meta.get("signal") or {}
         hooks = meta.get("status_source") == "hooks"
         record_mtime = self.usage.record_mtime(state.worktree) if hooks and signal else None
+        started_at = float(meta.get("started_at") or state.created)
         return Observation(alive=not state.dead, exit_code=state.exit_code,
-                           started_at=float(meta.get("started_at") or state.created), last_output=last_output,
+                           started_at=started_at, last_output=last_output,
                            signal_state=signal.get("state"), signal_ts=signal.get("ts"), screen_tail=screen,
-                           hooks=hooks, record_mtime=record_mtime)
+                           hooks=hooks, record_mtime=record_mtime,
+                           drawn=None if state.dead else self.drawn(state.worktree, meta, started_at))
+
+    def drawn(self, name: str, meta: Mapping[str, Any], started_at: float) -> bool | None:
+        """Whether the session's current run has drawn anything visible (its log since the run's `log_offset`);
+        None for a run recorded without one. Once drawn, a run is not read again."""
+        offset = meta.get("log_offset")
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+            return None
+        run = (name, started_at)
+        if run in self._drawn:
+            return True
+        drawn = drew_since(self.project.log_path(name), offset)
+        if drawn:
+            self._drawn.add(run)
+        return drawn
 
     def record_transition(self, name: str, status: SessionStatus, exit_code: int | None,
                           reason: str | None = None) -> bool:
@@ -447,7 +495,7 @@ class SessionManager:
             if status == SessionStatus.EXITED:
                 meta["exit_code"] = exit_code
             write_json(self.meta_path(name), meta)
-        if status in (SessionStatus.WAITING, SessionStatus.EXITED, SessionStatus.RUNNING):
+        if status in (SessionStatus.WAITING, SessionStatus.EXITED, SessionStatus.RUNNING, SessionStatus.STALLED):
             task_id = meta.get("task_id")
             task = TaskService(self.project).brief_of(task_id) if isinstance(task_id, int) else None
             self.project.events.append(f"session.{status}", worktree={"name": name}, agent=meta.get("agent"),

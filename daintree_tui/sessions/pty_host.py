@@ -68,7 +68,10 @@ class PtyHost:
         self._sessions: dict[str, _PtySession] = {}
 
     def start(self, worktree: str, argv: Sequence[str], cwd: Path, env: Mapping[str, str], log: Path,
-              size: tuple[int, int] = (200, 50)) -> PaneState:
+              size: tuple[int, int] = (200, 50),
+              start_check: Mapping[str, object] | None = None) -> PaneState:
+        # `start_check` (the sandbox's probe before the agent) is the tmux launcher's: here the agent is forked
+        # from the dashboard, whose own probe chose its sandbox a moment ago.
         if worktree in self._sessions and not self._sessions[worktree].dead:
             raise InputError(f"session {session_name(worktree)} is already running")
         log.parent.mkdir(parents=True, exist_ok=True)

@@ -26,7 +26,9 @@ from daintree_tui.core.sandbox import (
     Sandbox,
     SandboxSpec,
     choose,
+    probe_argv,
     program_dirs,
+    sandboxed_caller,
     spec_for,
     writable_paths,
 )
@@ -139,6 +141,17 @@ class SessionSandbox:
 
     def record(self) -> dict[str, object]:
         return self.choice.to_dict()
+
+    def start_check(self, argv: Sequence[str], env: Mapping[str, str]) -> dict[str, object] | None:
+        """What the pane's launcher needs to find, just before the agent starts, that bubblewrap cannot start now
+        (user namespaces used up after this process probed): the probe, whether the sandbox is required (mode
+        `on`, or started for a sandboxed caller), and the unconfined `argv` and `env` an `auto` session then runs.
+        None when nothing confines the session, or the backend has no probe."""
+        binary = getattr(self.choice.backend, "binary", None)
+        if self.spec is None or not isinstance(self.choice.backend, BwrapSandbox) or not binary:
+            return None
+        return {"probe": probe_argv(binary), "required": self.choice.mode == "on" or sandboxed_caller() is not None,
+                "mode": self.choice.mode, "argv": list(argv), "env": dict(env)}
 
 
 def session_role(project: Project, entry: WorktreeEntry, preset: Preset) -> str | None:

@@ -1,8 +1,9 @@
 """`daintree sandbox check`: what a session in this repo could and could not write, found by trying it.
 
-One small Python program runs inside the session's sandbox (the same mount table a session of the default agent
-gets) and attempts each write. Every attempt is harmless when it succeeds: a probe file is removed at once,
-`.git/config` is only opened for appending, a ref that moves is moved back at once.
+One small Python program runs inside the session's sandbox (the same mount table a session of the worktree's own
+agent gets: its session's, else its task's, else the default agent) and attempts each write. Every attempt is
+harmless when it succeeds: a probe file is removed at once, `.git/config` is only opened for appending, a ref that
+moves is moved back at once.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.index import Index, find
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.project import Project
-from daintree_tui.sessions.presets import resolve_preset
+from daintree_tui.core.tasks import TaskService
+from daintree_tui.sessions.manager import read_session_record
+from daintree_tui.sessions.presets import all_presets, resolve_preset
 from daintree_tui.sessions.sandbox import SessionSandbox, session_sandbox
 
 # Runs inside the sandbox: argv[1] is a JSON list of [label, kind, target, extra]; prints one JSON result list.
@@ -90,14 +93,16 @@ class CheckReport:
     worktree: str
     sandbox: dict[str, object]
     results: list[ProbeResult]
+    agent: str = ""  # the preset whose sandbox was checked
+    agent_from: str = ""  # where that came from: --agent, its session, its task, the default agent
 
     @property
     def holds(self) -> bool:
         return all(r.holds for r in self.results)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"worktree": self.worktree, "sandbox": self.sandbox, "holds": self.holds,
-                "results": [r.to_dict() for r in self.results]}
+        return {"worktree": self.worktree, "agent": self.agent, "agent_from": self.agent_from,
+                "sandbox": self.sandbox, "holds": self.holds, "results": [r.to_dict() for r in self.results]}
 
 
 def probes(project: Project, entry: WorktreeEntry, others: list[WorktreeEntry], sandbox: SessionSandbox,
@@ -136,14 +141,30 @@ def probes(project: Project, entry: WorktreeEntry, others: list[WorktreeEntry], 
     return out
 
 
+def worktree_agent(project: Project, entry: WorktreeEntry) -> tuple[str | None, str]:
+    """The agent a worktree's sessions run, and where that was found: its session record's, else its task's (the
+    queue's `--agent`); (None, "the default agent") when neither names a preset this config knows."""
+    known = all_presets(project.config)
+    record = read_session_record(project, entry.name)
+    if record is not None and record.agent in known:
+        return record.agent, "its session"
+    task = TaskService(project).find(entry.task_id) if entry.task_id is not None else None
+    wanted = task.extra.get("agent") if task is not None else None
+    if isinstance(wanted, str) and wanted in known:
+        return wanted, f"its task #{entry.task_id}"
+    return None, "the default agent"
+
+
 def check(project: Project, name: str, agent: str | None = None) -> CheckReport:
-    """Try every probe inside the sandbox a session of `agent` in worktree `name` would get."""
+    """Try every probe inside the sandbox a session of `agent` (default: the worktree's own, `worktree_agent`) in
+    worktree `name` would get. `daintree sandbox check` of an opencode worktree checked claude's folders."""
     project.require_git()
     entries = Index(project).load()
     entry = find(entries, name)
     if entry is None or not entry.live:
         raise InputError(f"no live worktree named {name!r}")
     others = [e for e in entries if e.live and e.name != name and Path(e.path).is_dir()]
+    agent, agent_from = (agent, "--agent") if agent else worktree_agent(project, entry)
     preset = resolve_preset(project.config, agent)
     sandbox = session_sandbox(project, entry, preset)
     tag = uuid.uuid4().hex[:8]
@@ -151,7 +172,8 @@ def check(project: Project, name: str, agent: str | None = None) -> CheckReport:
     if sandbox.spec is None:
         # Nothing confines it: every probe would really write (and move main). Say so without trying.
         return CheckReport(name, sandbox.record(), [
-            ProbeResult(p.label, p.target, True, p.expect_writable, "no sandbox: not tried") for p in plan])
+            ProbeResult(p.label, p.target, True, p.expect_writable, "no sandbox: not tried") for p in plan],
+            preset.name, agent_from)
     env = worktree_env(project, entry)
     argv = sandbox.wrap([sys.executable, "-c", PROBE_PROGRAM,
                          json.dumps([[p.label, p.kind, p.target, p.extra] for p in plan])], env)
@@ -164,7 +186,7 @@ def check(project: Project, name: str, agent: str | None = None) -> CheckReport:
         raise OperationError(f"sandbox check could not run: {proc.stderr.strip() or proc.returncode}") from None
     results = [ProbeResult(p.label, p.target, bool(ok), p.expect_writable, str(detail))
                for p, (_, ok, detail) in zip(plan, raw, strict=True)]
-    return CheckReport(name, sandbox.record(), results)
+    return CheckReport(name, sandbox.record(), results, preset.name, agent_from)
 
 
 def describe(result: ProbeResult) -> str:

@@ -1,6 +1,10 @@
 """Session status: `starting`, `running`, `waiting`, `exited`, derived from facts, never stored as truth.
 
-Precedence: a dead pane is `exited` (with its exit code). A session whose agent reports its own state through
+Precedence: a dead pane is `exited` (with its exit code). A session that has drawn nothing visible since it
+started (`drawn` is False: its log holds controls only, or nothing) is `starting`, and `stalled` once that has
+lasted `stalled_after` seconds: an agent hung on start, or drawing a blank screen, is not waiting for anyone, whatever
+its quiet output or its hooks say (opencode, its database read-only, drew a blank screen and showed `waiting`). A
+session whose agent reports its own state through
 hooks (`hooks`: wired per session, see sessions/agents/) is believed once it has reported: `waiting` stays until
 the agent says `running` or its usage records grow again (a new turn; Codex reports only turn ends), so typing,
 redraws and bursts of output never flip it; `running` stays while output flows and falls back to `waiting` after
@@ -20,12 +24,14 @@ class SessionStatus(StrEnum):
     STARTING = "starting"
     RUNNING = "running"
     WAITING = "waiting"
+    STALLED = "stalled"  # alive, and nothing visible drawn since it started, for `stalled_after` seconds
     EXITED = "exited"
 
 
 STARTING_GRACE = 3.0
 SIGNAL_SLACK = 1.0  # output within this long after a `waiting` signal is the agent finishing its redraw
 HOOK_QUIET = 30.0  # a hooked agent at work redraws its spinner every second: this much silence means it stopped
+STALLED_AFTER = 30.0  # seconds without a visible character since the start (config `sessions.stalled_after`)
 
 
 @dataclass(frozen=True)
@@ -41,6 +47,7 @@ class Observation:
     screen_tail: str | None = None
     hooks: bool = False  # the agent's own hooks are wired: its signals are the truth
     record_mtime: float | None = None  # when its usage records last grew
+    drawn: bool | None = None  # it printed something visible since it started; None: not known (believed drawn)
 
 
 def last_line(text: str) -> str:
@@ -50,9 +57,12 @@ def last_line(text: str) -> str:
     return ""
 
 
-def derive_status(obs: Observation, now: float, debounce: float, pattern: str | None) -> SessionStatus:
+def derive_status(obs: Observation, now: float, debounce: float, pattern: str | None,
+                  stalled_after: float = STALLED_AFTER) -> SessionStatus:
     if not obs.alive:
         return SessionStatus.EXITED
+    if obs.drawn is False:
+        return SessionStatus.STARTING if now - obs.started_at < stalled_after else SessionStatus.STALLED
     if obs.hooks and obs.signal_state in (SessionStatus.WAITING, SessionStatus.RUNNING) and obs.signal_ts is not None:
         return _from_hooks(obs, now)
     if obs.signal_state and obs.signal_ts is not None:

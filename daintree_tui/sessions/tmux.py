@@ -79,6 +79,11 @@ _SERVER_ENV_KEYS = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL"
 _NOT_PASSED = ("TMUX", "TMUX_PANE")
 
 
+def _passed(env: Mapping[str, str]) -> dict[str, str]:
+    """What of `env` a pane gets: not tmux's own variables (tmux sets them for the pane)."""
+    return {k: v for k, v in env.items() if "=" not in k and k not in _NOT_PASSED}
+
+
 def server_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k in _SERVER_ENV_KEYS}
 
@@ -210,8 +215,10 @@ class TmuxHost:
     # -- the interface ---------------------------------------------------------------------------------------
 
     def start(self, worktree: str, argv: Sequence[str], cwd: Path, env: Mapping[str, str], log: Path,
-              size: tuple[int, int] = (200, 50)) -> PaneState:
+              size: tuple[int, int] = (200, 50), start_check: Mapping[str, object] | None = None) -> PaneState:
         """Create `dt-<worktree>` running `argv` as the pane's first process, logged from its first byte.
+        `start_check`: the sandbox's probe and the unconfined command, which the launcher runs instead when the
+        sandbox cannot start (SessionSandbox.start_check).
 
         One tmux call: new-session (with every environment variable passed explicitly: a tmux server keeps
         the environment of the client that started it) and pipe-pane.
@@ -229,7 +236,7 @@ class TmuxHost:
         name = session_name(worktree)
         # The log holds everything the agent printed: the user's only, from its first byte.
         open_private_append(log).close()
-        launch = self._launch_file(argv, {k: v for k, v in env.items() if "=" not in k and k not in _NOT_PASSED})
+        launch = self._launch_file(argv, _passed(env), start_check)
         cols, rows = size
         args = ["new-session", "-d", "-s", name, "-c", tmux_arg(str(cwd)), "-x", str(cols), "-y", str(rows),
                 "--", sys.executable, "-I", "-m", "daintree_tui.sessions.launch", launch,
@@ -245,13 +252,18 @@ class TmuxHost:
             raise OperationError(f"session {name} did not come up")
         return state
 
-    def _launch_file(self, argv: Sequence[str], env: Mapping[str, str]) -> str:
+    def _launch_file(self, argv: Sequence[str], env: Mapping[str, str],
+                     start_check: Mapping[str, object] | None = None) -> str:
         """Write the session's command and environment to a 0600 file in a 0700 folder; the pane's first
         process (sessions/launch.py) reads it, deletes it and execs the agent."""
         folder = private_dir(self.project.state_dir / ".run")
         fd, path = tempfile.mkstemp(prefix="launch-", suffix=".json", dir=folder)
+        data: dict[str, object] = {"argv": list(argv), "env": dict(env)}
+        if start_check is not None:
+            unconfined = start_check.get("env")
+            data["sandbox"] = {**start_check, "env": _passed(unconfined) if isinstance(unconfined, Mapping) else {}}
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump({"argv": list(argv), "env": dict(env)}, fh)
+            json.dump(data, fh)
         return path
 
     def list(self) -> list[PaneState]:

@@ -90,6 +90,16 @@ def budget_notice(record: Mapping[str, Any]) -> tuple[str, str, SeverityLevel] |
     return None
 
 
+def unsandboxed_notice(record: Mapping[str, Any]) -> str | None:
+    """The one line for a `session.unsandboxed` event (an `auto` session whose sandbox could not start with it),
+    else None."""
+    if record.get("event") != "session.unsandboxed":
+        return None
+    worktree = record.get("worktree")
+    name = worktree.get("name") if isinstance(worktree, Mapping) else "?"
+    return f"{name}: {record.get('agent')} runs WITHOUT the sandbox (sandbox = auto): {record.get('reason')}"
+
+
 class BudgetAlerts:
     """Which budget events became notifications: each alert once, and none from before the dashboard started
     (the events log is read from its tail at startup; the status cell shows a session that is over budget)."""

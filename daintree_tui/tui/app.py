@@ -24,7 +24,7 @@ from daintree_tui.core.config import in_quiet_hours
 from daintree_tui.core.errors import DaintreeError
 from daintree_tui.core.project import Project
 from daintree_tui.core.validate import escape_controls
-from daintree_tui.sessions.last_words import last_output_line
+from daintree_tui.sessions.last_words import telling_line
 from daintree_tui.sessions.status import SessionStatus
 from daintree_tui.tui.backend import Backend
 from daintree_tui.tui.commands import DashboardCommands
@@ -157,7 +157,7 @@ class DaintreeApp(App[None]):
         if not said:
             return
         lines = [f"{name}: {info.agent} {what}" for name, info, what in said]
-        waiting = any(str(info.status) == "waiting" for _, info, _ in said)
+        waiting = any(str(info.status) in ("waiting", "stalled") for _, info, _ in said)
         self.notify("\n".join(lines), title="daintree", severity="warning" if waiting else "information")
         if in_quiet_hours(cfg.quiet_hours, time.strftime("%H:%M", time.localtime(self.clock()))):
             return
@@ -172,10 +172,13 @@ class DaintreeApp(App[None]):
 
     @staticmethod
     def what_happened(info: SessionInfo) -> str:
+        if str(info.status) == "stalled":
+            return (f"has drawn nothing since it started: hung, or a blank screen (`daintree session log "
+                    f"{info.name}` has what it printed)")
         what = "is waiting for you" if str(info.status) == "waiting" else (
             f"exited ({info.exit_code})" if info.exit_code is not None else "exited")
         if info.exit_code not in (None, 0) and info.log:
-            why = last_output_line(Path(info.log))  # the pane may not show it: tmux scrolls it away
+            why = telling_line(Path(info.log))  # the pane may not show it: tmux scrolls it away
             if why:
                 what += f": {why}"
         return what

@@ -26,9 +26,9 @@ from textual.worker import Worker
 
 from daintree_tui.core.models import Task, WorktreeEntry
 from daintree_tui.core.worktrees import Facts
-from daintree_tui.sessions.last_words import last_output_line, with_last_words
+from daintree_tui.sessions.last_words import telling_line, with_last_words
 from daintree_tui.sessions.status import SessionStatus, StatusHysteresis
-from daintree_tui.tui.agents_view import BudgetAlerts, usage_text
+from daintree_tui.tui.agents_view import BudgetAlerts, unsandboxed_notice, usage_text
 from daintree_tui.tui.bindings import DASHBOARD_BINDINGS
 from daintree_tui.tui.feed import DashboardFeed
 from daintree_tui.tui.hosts import HostsWatch, is_remote
@@ -207,6 +207,12 @@ class MainScreen(CurrentWorktreeScreen):
             self.early_events.extend(message.records)
         for text, severity in self.budget_alerts.new(message.records):
             self.notify(text, title="Budget", severity=severity, timeout=15)
+        for record in message.records:
+            ts = record.get("ts")
+            unsandboxed = unsandboxed_notice(record) if isinstance(ts, int | float) and \
+                ts >= self.budget_alerts.since else None
+            if unsandboxed:
+                self.notify(unsandboxed, title="Sandbox", severity="warning", timeout=15)
 
     def on_notice(self, message: Notice) -> None:
         self.notify(message.text, title=message.title)
@@ -256,17 +262,18 @@ class MainScreen(CurrentWorktreeScreen):
                           "check the tmux server")
 
     def last_words(self, name: str, info: SessionInfo) -> str:
-        """The last line an exited agent wrote (its log is read once per run: it ends with the agent)."""
+        """The line that says why an exited agent ended, of its last ones (its log is read once per run: it ends
+        with the agent)."""
         run = (name, info.started_at)
         if run not in self._last_words:
-            self._last_words[run] = last_output_line(Path(info.log))
+            self._last_words[run] = telling_line(Path(info.log))
         return self._last_words[run]
 
     def to_announce(self, name: str, info: SessionInfo) -> bool:
-        """Waiting or exited, once per change, including a session already waiting when first seen; never for
-        the session being typed into."""
+        """Waiting, stalled or exited, once per change, including a session already waiting when first seen; never
+        for the session being typed into."""
         status = info.status
-        if status not in (SessionStatus.WAITING, SessionStatus.EXITED):
+        if status not in (SessionStatus.WAITING, SessionStatus.EXITED, SessionStatus.STALLED):
             self._announced.pop(name, None)
             return False
         if self._announced.get(name) == status:

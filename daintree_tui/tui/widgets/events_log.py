@@ -13,7 +13,7 @@ from textual.widgets import RichLog
 from daintree_tui.core.validate import escape_controls
 
 EVENT_STYLE = {"failed": "red", "removed": "magenta", "remove": "magenta", "created": "green", "create": "green",
-               "waiting": "yellow", "exited": "red", "completed": "green", "fixed": "cyan"}
+               "waiting": "yellow", "stalled": "yellow", "exited": "red", "completed": "green", "fixed": "cyan"}
 
 
 def format_event(record: dict[str, Any], clock_format: Callable[[float], str] | None = None) -> Text:

@@ -20,6 +20,7 @@ from textual.widgets import DataTable
 
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.worktrees import Facts
+from daintree_tui.sessions.last_words import telling
 from daintree_tui.tui.agents_view import status_source_glyph
 from daintree_tui.tui.hosts import LOCAL, is_remote, matches, remote_cells, row_host, shown_name
 from daintree_tui.tui.widgets.rows import GAP, Cell, Row, RowTable, window
@@ -28,6 +29,7 @@ SESSION_GLYPH = {
     "starting": Text("◌ starting", style="dim"),
     "running": Text("▶ running", style="green"),
     "waiting": Text("● WAITING", style="bold black on yellow"),
+    "stalled": Text("◌ STALLED", style="bold yellow"),
     "exited": Text("■ exited", style="red"),
 }
 
@@ -56,12 +58,23 @@ def disk_text(size: int | None) -> str:
 
 
 def last_output_line(screen: str, width: int = 48) -> str:
-    """The last non-empty line of a session's screen, for the preview column."""
-    for line in reversed(screen.splitlines()):
-        if line.strip():
-            line = " ".join(line.split())
-            return line if len(line) <= width else line[: width - 1] + "…"
-    return ""
+    """Of the last lines of a session's screen, the one that says most (an error over words over a URL over a
+    border: `last_words.telling`), for the latest-output column."""
+    line = telling([line for line in screen.splitlines() if line.strip()])
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+# What the latest-output column says of a session that has drawn nothing visible since it started (status.py).
+NOTHING_YET = {"starting": Text("no output yet", style="dim italic"),
+               "stalled": Text("nothing drawn since it started", style="yellow")}
+
+
+def activity_cell(info: SessionInfo | None, screen: str) -> Text:
+    """The latest-output column: the line of the screen that says most, or, with nothing on it, why not."""
+    line = last_output_line(screen)
+    if not line and info is not None and str(info.status) in NOTHING_YET:
+        return NOTHING_YET[str(info.status)].copy()
+    return Text(line, style="dim")
 
 
 @dataclass(frozen=True)
@@ -230,7 +243,7 @@ class WorktreeTable(RowTable):
             "ab": Text("", style="dim") if fact is None else Text(f"↑{fact.ahead}↓{fact.behind}", style="dim"),
             "disk": Text(disk_text(self.disk.get(entry.name)), style="dim"),
             "branch": Text(entry.branch, style="dim"),
-            "activity": Text(last_output_line(self.previews.get(entry.name, "")), style="dim"),
+            "activity": activity_cell(info, self.previews.get(entry.name, "")),
             "host": Text(row_host(entry), style="dim" if row_host(entry) == LOCAL else "cyan"),
         }
         if is_remote(entry.name):
