@@ -236,8 +236,9 @@ class GitWorktree:
 # The files of a linked worktree's admin dir that `git worktree list` reads. That dir is writable inside the
 # worktree's sandbox (git writes HEAD there by renaming over it), so an agent can put a link to /dev/zero (or a
 # huge file) in their place, and git then reads it until memory runs out: `git worktree list` (ours, the
-# dashboard's, the user's own) hung. Such a file is removed before we ask git, with a warning.
-ADMIN_FILES = ("HEAD", "gitdir", "commondir")
+# dashboard's, the user's own) hung. Such a file is removed before we ask git, with a warning. `locked` too: the
+# listing reads it whole for the lock's reason (a FIFO there hung it).
+ADMIN_FILES = ("HEAD", "gitdir", "commondir", "locked")
 MAX_ADMIN_FILE = 64 * 1024
 
 
