@@ -223,3 +223,25 @@ def test_an_agent_that_deletes_its_head_gets_it_back_from_the_index(repo: Path, 
     cli.ok("doctor", "--fix")
     assert (_admin(repo, "a") / "HEAD").read_text() == "ref: refs/heads/wt/a\n"
     git(repo, "fsck")
+
+
+def test_a_merge_never_runs_git_where_a_forged_record_says_the_target_is(repo: Path, sandbox_env: Path,  # noqa: F811
+                                                                          tmp_path: Path) -> None:
+    """The merge asks git where its target is checked out, and checks that checkout for uncommitted work there:
+    a's record saying `release` is checked out at a repository of the agent's choosing had the user's git run
+    that repository's config (a `core.fsmonitor` command) outside every sandbox."""
+    mark = tmp_path / "fsmonitor-ran"
+    evil = tmp_path / "evil"
+    git(tmp_path, "init", "-q", str(evil))
+    git(evil, "config", "core.fsmonitor", f"touch {mark}; false")
+    git(repo, "branch", "release")
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "a")
+    _with_work(cli, repo, "c")
+    proc = cli("worktree", "run", "a", "--", "sh", "-c",
+               'echo "ref: refs/heads/release" > "$(git rev-parse --absolute-git-dir)/HEAD"')
+    assert proc.returncode == 0, proc.stderr  # HEAD is the agent's to write
+    _forge(repo, "a", f"{evil}/.git\n")
+    cli("worktree", "merge", "c", "--into", "release")
+    assert not mark.exists(), "the merge ran git in the repository a's record named"
+    assert (_admin(repo, "a") / "gitdir").read_text() == f"{_worktree(repo, 'a')}/.git\n"
