@@ -127,7 +127,7 @@ def collect(worktrees: WorktreeService, older_than_days: float = 14.0, dry_run: 
     root = project.root
     # Never git's word on which records are stale alone: what an agent wrote in its own decides nothing.
     pruned = admin_dirs.prune(project, dry_run=True, fix=not dry_run)
-    report.actions += pruned.findings
+    report.actions += [f"repair: {f.split('; ')[0]}" for f in pruned.findings]  # what, not the verb (dry runs)
     if pruned.stale:
         report.actions.append(f"prune git worktree records: {len(pruned.stale)}")
         if not dry_run:
