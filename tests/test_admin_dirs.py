@@ -245,3 +245,18 @@ def test_a_merge_never_runs_git_where_a_forged_record_says_the_target_is(repo: P
     cli("worktree", "merge", "c", "--into", "release")
     assert not mark.exists(), "the merge ran git in the repository a's record named"
     assert (_admin(repo, "a") / "gitdir").read_text() == f"{_worktree(repo, 'a')}/.git\n"
+
+
+def test_a_record_found_by_name_alone_is_never_another_worktrees(repo: Path, sandbox_env: Path,  # noqa: F811
+                                                                 tmp_path: Path) -> None:
+    """A worktree whose `.git` file is gone is matched to a record by git's naming (`worktrees/<name>`); the user's
+    own `git worktree add ../x` holds the record `x` (daintree's x then got `x1`), and it stays the user's."""
+    mine = tmp_path / "x"
+    git(repo, "worktree", "add", "-q", "-b", "mine", str(mine))
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "x")
+    assert git(_worktree(repo, "x"), "rev-parse", "--absolute-git-dir").strip() == str(_admin(repo, "x1"))
+    (_worktree(repo, "x") / ".git").unlink()
+    cli("doctor", "--fix")
+    assert (_admin(repo, "x") / "gitdir").read_text() == f"{mine}/.git\n"
+    assert git(mine, "rev-parse", "--abbrev-ref", "HEAD").strip() == "mine"

@@ -138,9 +138,20 @@ def owned_admin_dirs(project: Project, entries: list[WorktreeEntry] | None = Non
             claimed[admin] = Owned(entry, real, admin)
     for entry, real in unnamed:
         admin = common / "worktrees" / real.name
-        if admin not in claimed and _is_dir(admin):
+        if admin not in claimed and _is_dir(admin) and _may_be_of(admin, real, Path(entry.path)):
             claimed[admin] = Owned(entry, real, admin)
     return list(claimed.values())
+
+
+def _may_be_of(admin: Path, real: Path, path: Path) -> bool:
+    """Whether a record found by its name alone may be this worktree's: its `gitdir` names it, or names nothing
+    that is there (git would prune it anyway). Never one naming a worktree that exists elsewhere: the user's own
+    `git worktree add ../x` has the record `x`, and a daintree worktree `x` made after it has `x1`."""
+    text = _small_text(admin / "gitdir")
+    if text is None:
+        return True
+    said = os.path.normpath(os.path.join(admin, text.rstrip("\r\n")))
+    return said in (f"{real}/.git", str(path / ".git")) or not os.path.lexists(said)
 
 
 def _gitdir_problem(admin: Path, want: str, also: str) -> str | None:
