@@ -260,3 +260,22 @@ def test_a_record_found_by_name_alone_is_never_another_worktrees(repo: Path, san
     cli("doctor", "--fix")
     assert (_admin(repo, "x") / "gitdir").read_text() == f"{mine}/.git\n"
     assert git(mine, "rev-parse", "--abbrev-ref", "HEAD").strip() == "mine"
+
+
+def test_every_prune_and_repair_goes_through_the_guard() -> None:
+    """No module of ours asks git to prune or repair worktree records but the guard's: a new call would trust
+    every admin dir again."""
+    import ast
+    import itertools
+
+    package = Path(__file__).resolve().parent.parent / "daintree_tui"
+    found = []
+    for path in package.rglob("*.py"):
+        if path.name == "admin_dirs.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                words = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+                if any(a == "worktree" and b in ("prune", "repair") for a, b in itertools.pairwise(words)):
+                    found.append(f"{path.relative_to(package)}:{node.lineno}")
+    assert not found, found

@@ -257,7 +257,7 @@ def guard(project: Project, entries: list[WorktreeEntry] | None = None, *, fix: 
     rewrote, removed = ("rewrote", "removed") if fix else ("would rewrite", "would remove")
 
     def found(what: str, entry: WorktreeEntry | None, repair: Callable[[], object]) -> None:
-        """Record a finding; with `fix`, repair it now ."""
+        """Record a finding; with `fix`, repair it now."""
         findings.append(what)
         if not fix:
             return
