@@ -36,6 +36,7 @@ def _with_work(cli: CLI, repo: Path, name: str) -> str:
     cli.ok("worktree", "create", name)
     cli.ok("worktree", "run", name, "--", "sh", "-c", f"echo {name} > {name}.txt && git add {name}.txt && "
            f"git commit -qm '{name} work'")
+    cli.ok("doctor", "--fix")  # brings the commit in from the sandbox's quarantine onto the branch
     return git(_worktree(repo, name), "rev-parse", "HEAD").strip()
 
 
