@@ -191,12 +191,15 @@ def test_an_agents_lock_on_its_record_neither_hangs_a_listing_nor_outlives_its_r
     cli.ok("worktree", "remove", "a")
     assert not _admin(repo, "a").exists()
     cli.ok("worktree", "create", "a")
-    # A FIFO there: `git worktree list` reads a lock's reason whole, and waited for a writer forever.
+    # A FIFO there: `git worktree list` reads a lock's reason whole, and waited for a writer forever; a folder
+    # made it die ("failed to read"), and every listing of ours with it.
     locked = _admin(repo, "a") / "locked"
-    os.mkfifo(locked)
-    listed = cli("worktree", "list", "--json", timeout=60)
-    assert listed.returncode == 0, listed.stderr
-    assert not os.path.lexists(locked)
+    for how in ('mkfifo "$L"', 'mkdir -p "$L/x"'):
+        proc = cli("worktree", "run", "a", "--", "sh", "-c", f'L="$(git rev-parse --absolute-git-dir)/locked"; {how}')
+        assert proc.returncode == 0 and os.path.lexists(locked), proc.stderr
+        listed = cli("worktree", "list", "--json", timeout=60)
+        assert listed.returncode == 0, listed.stderr
+        assert not os.path.lexists(locked), how
 
 
 def test_a_user_lock_stays_and_an_interrupted_prunes_lock_goes(repo: Path, sandbox_env: Path) -> None:  # noqa: F811

@@ -63,11 +63,15 @@ def _small_text(path: Path) -> str | None:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
-    with os.fdopen(fd, "rb") as fh:
+    try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_POINTER:
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_POINTER:  # a folder too: open() lets one through
             return None
-        raw = fh.read(MAX_POINTER + 1)
+        raw = os.read(fd, MAX_POINTER + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     if len(raw) > MAX_POINTER:
         return None
     try:

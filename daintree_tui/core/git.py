@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import stat
 import subprocess
 import threading
@@ -258,7 +259,7 @@ def drop_unreadable_admin_files(common_dir: Path) -> list[Path]:
                 continue
             if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_ADMIN_FILE:
                 with contextlib.suppress(OSError):
-                    path.unlink()
+                    shutil.rmtree(path) if stat.S_ISDIR(st.st_mode) else path.unlink()  # a folder: git dies on it
                     dropped.append(path)
                     warn(f"removed {path}: not a small regular file (git would read it forever); set the worktree's "
                          f"branch again if it was its HEAD (git -C <worktree> checkout <branch>)")
