@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import stat
 import subprocess
 import threading
@@ -236,8 +237,9 @@ class GitWorktree:
 # The files of a linked worktree's admin dir that `git worktree list` reads. That dir is writable inside the
 # worktree's sandbox (git writes HEAD there by renaming over it), so an agent can put a link to /dev/zero (or a
 # huge file) in their place, and git then reads it until memory runs out: `git worktree list` (ours, the
-# dashboard's, the user's own) hung. Such a file is removed before we ask git, with a warning.
-ADMIN_FILES = ("HEAD", "gitdir", "commondir")
+# dashboard's, the user's own) hung. Such a file is removed before we ask git, with a warning. `locked` too: the
+# listing reads it whole for the lock's reason (a FIFO there hung it).
+ADMIN_FILES = ("HEAD", "gitdir", "commondir", "locked")
 MAX_ADMIN_FILE = 64 * 1024
 
 
@@ -257,7 +259,7 @@ def drop_unreadable_admin_files(common_dir: Path) -> list[Path]:
                 continue
             if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_ADMIN_FILE:
                 with contextlib.suppress(OSError):
-                    path.unlink()
+                    shutil.rmtree(path) if stat.S_ISDIR(st.st_mode) else path.unlink()  # a folder: git dies on it
                     dropped.append(path)
                     warn(f"removed {path}: not a small regular file (git would read it forever); set the worktree's "
                          f"branch again if it was its HEAD (git -C <worktree> checkout <branch>)")

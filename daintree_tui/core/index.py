@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from daintree_tui.core import admin_dirs, trust, validate
 from daintree_tui.core import git as g
-from daintree_tui.core import trust, validate
 from daintree_tui.core.log import warn
 from daintree_tui.core.models import WorktreeEntry, WorktreeStatus
 from daintree_tui.core.project import Project
@@ -96,16 +96,21 @@ class Index:
             return []
         return [self.entry_from_git(w) for w in self.ours_in_git()]
 
-    def ours_in_git(self) -> list[g.GitWorktree]:
+    def ours_in_git(self, *, repair: bool = True) -> list[g.GitWorktree]:
         """The git worktrees a create of ours could have made: in the worktree dir, on `<prefix><name>`. Another
         there (the user's `git worktree add .worktrees/rel release/2.0`) is not adopted: a sandboxed session in it
-        could write its branch's ref folder, the user's release branches."""
+        could write its branch's ref folder, the user's release branches. Each path once: two admin dirs claiming
+        one path (a forged `gitdir`) are one worktree at most, whatever git lists."""
         root = self.project.worktrees_root
         primary = self.project.root.resolve()
         prefix = self.project.config.branch_prefix
-        return [w for w in g.list_worktrees(self.project.root)
-                if w.path.resolve().parent == root and w.path.resolve() != primary and not w.prunable
-                and validate.name_problem(w.path.name, new=False) is None and w.branch == prefix + w.path.name]
+        admin_dirs.guard(self.project, fix=repair)
+        found: dict[Path, g.GitWorktree] = {}
+        for w in g.list_worktrees(self.project.root):
+            if (w.path.resolve().parent == root and w.path.resolve() != primary and not w.prunable
+                    and validate.name_problem(w.path.name, new=False) is None and w.branch == prefix + w.path.name):
+                found.setdefault(w.path.resolve(), w)
+        return list(found.values())
 
     def entry_from_git(self, wt: g.GitWorktree) -> WorktreeEntry:
         branch = wt.branch or ""

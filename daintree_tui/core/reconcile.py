@@ -7,8 +7,8 @@ import shutil
 import time
 from pathlib import Path
 
+from daintree_tui.core import admin_dirs, trust
 from daintree_tui.core import git as g
-from daintree_tui.core import trust
 from daintree_tui.core.errors import OperationError
 from daintree_tui.core.index import find
 from daintree_tui.core.models import LIVE, TaskStatus, WorktreeEntry, WorktreeStatus
@@ -48,10 +48,12 @@ class Reconciler:
             entries = self.worktrees.index.load(heal=fix)
             if self.worktrees.index.recovered:
                 self._found(self.worktrees.index.recovered)
+            # First: every check below asks git, and git believes what each admin dir's `gitdir` says.
+            self.findings += admin_dirs.guard(project, entries, fix=fix, quiet=True)
             self._check_journals(entries)
             if fix:
                 self._bring_in(entries)
-            self._prune()
+            self._prune(entries)
             self._check_dirs(entries)
             self._adopt_orphans(entries)
             self._check_ports(entries)
@@ -122,14 +124,16 @@ class Reconciler:
         if self._found(f"remove of {name} was interrupted; finished it"):
             self.worktrees.finish_remove(entries, entry, complete_task)
 
-    def _prune(self) -> None:
-        proc = g.git(self.project.root, "worktree", "prune", "--dry-run", "--verbose", check=False)
-        out = (proc.stdout + proc.stderr).strip()  # git reports on stderr
-        if out and self._found(f"git has stale worktree records: {out.splitlines()[0]}"):
-            g.git(self.project.root, "worktree", "prune", check=False)
+    def _prune(self, entries: list[WorktreeEntry]) -> None:
+        report = admin_dirs.prune(self.project, entries, dry_run=True, fix=self.fix, quiet=True)
+        self.findings += [f for f in report.findings if f not in self.findings]
+        if report.stale and self._found(f"git has stale worktree records: {report.stale[0]}"):
+            admin_dirs.prune(self.project, entries, quiet=True)
 
     def _check_dirs(self, entries: list[WorktreeEntry]) -> None:
-        listed = trust.linked_worktrees(self.project)
+        listed = trust.linked_worktrees(self.project, repair=self.fix)
+        if not self.fix:  # what the fix's repair of the admin dirs makes git list again
+            listed += [own.path for own in admin_dirs.owned_admin_dirs(self.project, entries)]
         for entry in entries:
             path = Path(entry.path)
             problem = trust.ownership_problem(self.project, path, listed) if entry.live and path.is_dir() else None
@@ -151,8 +155,8 @@ class Reconciler:
 
     def _adopt_orphans(self, entries: list[WorktreeEntry]) -> None:
         live_paths = {Path(e.path) for e in entries if e.live}
-        listed = trust.linked_worktrees(self.project)
-        for wt in self.worktrees.index.ours_in_git():
+        listed = trust.linked_worktrees(self.project, repair=self.fix)
+        for wt in self.worktrees.index.ours_in_git(repair=self.fix):
             if wt.path in live_paths or trust.ownership_problem(self.project, wt.path, listed):
                 continue
             self._found(f"git worktree {wt.path} is not in the index; adopted it as {wt.path.name}")
@@ -231,7 +235,7 @@ class Reconciler:
                     if self._found(f"an interrupted merge left {tmp.name}; removed it (no branch was changed)"):
                         g.git(self.project.root, "worktree", "remove", "--force", "--force", str(tmp), check=False)
                         shutil.rmtree(tmp, ignore_errors=True)
-                        g.git(self.project.root, "worktree", "prune", check=False)
+                        admin_dirs.prune(self.project, entries, quiet=True)
                 elif tmp.name not in live and self._found(f"temp dir of removed worktree {tmp.name}; deleted it"):
                     shutil.rmtree(tmp, ignore_errors=True)
         homes = self.project.sandbox_homes

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from daintree_tui.core import admin_dirs
 from daintree_tui.core import git as g
 from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.hooks import run_hooks
@@ -318,6 +319,9 @@ class ReviewService:
         return head
 
     def _checked_out_at(self, branch: str) -> Path | None:
+        # The listing names the path each admin dir's `gitdir` claims: checked against the index first, so a
+        # holder is a worktree's own path, never one an agent wrote (`git -C <it> status` runs there).
+        admin_dirs.guard(self.project)
         for wt in g.list_worktrees(self.project.root):
             if wt.branch == branch:
                 return wt.path
@@ -460,7 +464,7 @@ class ReviewService:
         finally:
             g.git(root, "worktree", "remove", "--force", "--force", str(tmp), check=False)
             shutil.rmtree(tmp, ignore_errors=True)
-            g.git(root, "worktree", "prune", check=False)
+            admin_dirs.prune(self.project)
 
     def _conflict(self, tmp: Path, entry: WorktreeEntry, target: str, what: str) -> str:
         files = g.git(tmp, "diff", "--name-only", "--diff-filter=U", check=False).stdout.split()

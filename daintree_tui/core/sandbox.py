@@ -293,10 +293,13 @@ def _writable_mounts(spec: SandboxSpec) -> list[str]:
 # `.git` file or `commondir` pointing at a git dir the agent wrote, or a `config.worktree`, is a config with
 # `core.fsmonitor` (or a filter, a diff driver, gpg.program) that the USER's git and daintree's own unconfined
 # git calls in this worktree then run, outside the sandbox.
-# `gitdir` (where git thinks the worktree is) stays writable: an agent that deletes its admin dir's files must
-# leave something git ignores (no `gitdir`: not a worktree), not a worktree whose HEAD is gone, which `git fsck`
-# reports as an error of the whole repository.
-GIT_POINTER_FILES = ("commondir", "config.worktree")
+# `gitdir` (where git thinks the worktree is) too: git's own commands that prune, repair or list worktrees trust
+# it (the user's `git gc` prunes), and a's naming b's worktree had `git worktree prune` delete b's admin dir as a
+# duplicate. (It stayed writable once so that an agent emptying its admin dir left a record git ignores rather
+# than one without HEAD, which `git fsck` calls an error of the whole repository; but HEAD is the agent's to
+# write anyway, so that error was never out of its reach, and doctor puts a missing HEAD back from the index.)
+# Nothing git runs inside a worktree writes `gitdir`: only `worktree move` and `repair`, which are the user's.
+GIT_POINTER_FILES = ("commondir", "config.worktree", "gitdir")
 
 
 def _git_pointer_mounts(spec: SandboxSpec) -> list[str]:

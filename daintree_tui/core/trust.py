@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from daintree_tui.core import admin_dirs, spawn
 from daintree_tui.core import git as g
-from daintree_tui.core import spawn
 from daintree_tui.core.config import REPO_CONFIG_NAME, Config, user_data_dir
 from daintree_tui.core.errors import ConfigError, InputError, OperationError
 from daintree_tui.core.log import warn
@@ -209,8 +209,12 @@ def check_worktree_dir(root: Path, value: str, source: str, common_dir: Path | N
 # -- what may be deleted, moved, adopted or gc'ed ----------------------------------------------------------------
 
 
-def linked_worktrees(project: Project) -> list[Path]:
-    """The linked worktrees git lists for this repository (the primary, listed first, excluded), resolved."""
+def linked_worktrees(project: Project, *, repair: bool = True) -> list[Path]:
+    """The linked worktrees git lists for this repository (the primary, listed first, excluded), resolved.
+
+    Git lists the path each admin dir's `gitdir` claims, and an agent could write its own: the admin dirs are
+    checked against the index first (and, with `repair`, repaired from it)."""
+    admin_dirs.guard(project, fix=repair)
     listed = g.list_worktrees(project.root)
     primary = project.root.resolve()
     return [w.path.resolve() for w in listed if w.path.resolve() != primary]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from daintree_tui.core import deps, trust, validate
+from daintree_tui.core import admin_dirs, deps, trust, validate
 from daintree_tui.core import git as g
 from daintree_tui.core.config import DEFAULT_BRANCH_PREFIX
 from daintree_tui.core.environment import worktree_env
@@ -352,6 +352,7 @@ class WorktreeService:
             else:
                 undo.push("delete the branch", lambda: self._delete_new_branch(branch))
             path.parent.mkdir(parents=True, exist_ok=True)
+            admin_dirs.guard(project, entries)  # the add reads every record: none may claim this path, or hang it
             skip = [project.worktrees_root, project.state_dir, project.tasks_dir]
 
             def while_git_checks_out() -> deps.IgnoredScan:
@@ -413,7 +414,7 @@ class WorktreeService:
         """Remove a worktree directory this process just made (never the user's: create checked it was new)."""
         g.git(self.project.root, "worktree", "remove", "--force", "--force", str(path), check=False)
         shutil.rmtree(path, ignore_errors=True)
-        g.git(self.project.root, "worktree", "prune", check=False)
+        admin_dirs.prune(self.project)
 
     def _rollback_created(self, entry: WorktreeEntry, reset_branch: bool) -> None:
         """Undo a create whose post_create hook failed (the index entry and task binding exist already)."""
@@ -532,10 +533,19 @@ class WorktreeService:
         path = Path(entry.path)
         with contextlib.suppress(OperationError):
             bring_in(project, entry)  # its agent's last commits join the branch, which outlives the worktree
+        # Its record goes with it: a `locked` its agent left there would keep it, and the next create of this
+        # name would be refused ("a missing but locked worktree").
+        admin = admin_dirs.admin_dir_of(project.common_dir, path) if project.common_dir else None
         if path.exists() or path.is_symlink():
             trust.require_ours(project, path, f"delete {path}")
             self._move_to_trash(path)
-        g.git(project.root, "worktree", "prune", check=False)
+        if admin is not None and not os.path.lexists(path):
+            admin_dirs.release(admin)
+        lost: OperationError | None = None
+        try:
+            admin_dirs.prune(project, entries)
+        except OperationError as exc:  # another worktree's record: said once this remove is recorded
+            lost = exc
         tmpdir = project.tmpdir_for(entry.name)
         if tmpdir.exists():
             self._move_to_trash(tmpdir)
@@ -555,6 +565,8 @@ class WorktreeService:
         self.journal_clear(entry.name)
         project.events.append("worktree.remove.after", worktree=entry.brief(), task=task.brief() if task else None)
         self.empty_trash(background=True)
+        if lost is not None:
+            raise lost
 
     def _move_to_trash(self, path: Path) -> None:
         """Rename a tree into `.worktrees/.trash/` (instant); the slow delete happens in the background."""

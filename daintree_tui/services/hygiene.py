@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from daintree_tui.core import admin_dirs, trust, validate
 from daintree_tui.core import git as g
-from daintree_tui.core import trust, validate
 from daintree_tui.core.errors import DaintreeError, OperationError
 from daintree_tui.core.models import WorktreeEntry, WorktreeStatus
 from daintree_tui.core.store import read_json, write_json
@@ -125,12 +125,13 @@ def collect(worktrees: WorktreeService, older_than_days: float = 14.0, dry_run: 
         raise OperationError(problem)
     report = GcReport(dry_run)
     root = project.root
-    pruned = g.git(root, "worktree", "prune", "--dry-run", "--verbose", check=False)
-    stale = (pruned.stdout + pruned.stderr).strip()
-    if stale:
-        report.actions.append(f"prune git worktree records: {len(stale.splitlines())}")
+    # Never git's word on which records are stale alone: what an agent wrote in its own decides nothing.
+    pruned = admin_dirs.prune(project, dry_run=True, fix=not dry_run)
+    report.actions += [f"repair: {f.split('; ')[0]}" for f in pruned.findings]  # what, not the verb (dry runs)
+    if pruned.stale:
+        report.actions.append(f"prune git worktree records: {len(pruned.stale)}")
         if not dry_run:
-            g.git(root, "worktree", "prune", check=False)
+            admin_dirs.prune(project)
     entries = worktrees.entries(include_removed=True)
     live = {e.name for e in entries if e.live}
     removed = [e for e in entries if e.status == WorktreeStatus.REMOVED and e.name not in live]
