@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Protocol
 
 from daintree_tui.core import agent_git
+from daintree_tui.core.admin_dirs import admin_dir_of
 from daintree_tui.core.agent_git import AgentGit
 from daintree_tui.core.config import Config, user_data_dir
 from daintree_tui.core.errors import OperationError
@@ -361,11 +362,14 @@ def prepare(spec: SandboxSpec) -> None:
 
 
 def git_admin_dir(common_dir: Path, worktree: Path) -> Path:
-    """The worktree's `.git/worktrees/<id>/`, found from the common dir's side (never from the worktree's own
-    `.git` file, which the agent can rewrite to point at the common dir)."""
+    """The worktree's `.git/worktrees/<id>/`: the one its `.git` file names when that record's `gitdir` names the
+    worktree back (both are read-only in every sandbox), else the record whose `gitdir` names it, found from the
+    common dir's side (a `.git` file rewritten by an unsandboxed agent may point at the common dir itself)."""
     admin_root = common_dir / "worktrees"
     want = str(worktree / ".git")
-    candidates = [admin_root / worktree.name]
+    named = admin_dir_of(common_dir, worktree)
+    candidates = [named] if named is not None else []
+    candidates += [admin_root / worktree.name]
     if admin_root.is_dir():
         candidates += sorted(p for p in admin_root.iterdir() if p.name != worktree.name)
     for admin in candidates:
