@@ -255,3 +255,28 @@ def test_codex_keeps_its_thread_index_in_the_sandboxs_own_folder(repo: Path, san
     assert not list(codex_home.rglob("state_5.sqlite"))
     own = Project.discover(repo).sandbox_home_for("me") / "agent" / ".codex" / "sandbox-state" / "state_5.sqlite"
     assert own.read_text() == "row\n"
+
+
+@needs_bwrap
+@needs_tmux
+@pytest.mark.skipif(shutil.which("codex") is None, reason="codex is not installed here")
+def test_the_real_codex_keeps_its_conversation_and_index_in_the_sandboxs_own_folders(
+        repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+    """The real CLI (checked with codex-cli 0.171.0): where it writes its rollout and its thread index inside the
+    sandbox, and that the session's usage reader finds that rollout there (its `cwd` is the worktree)."""
+    from daintree_tui.services import Services
+
+    _write_user_config('[agents.codex]\ncommand = "codex exec hello"\nprompt_mode = "none"\n')
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "c1")
+    assert cli.json("session", "start", "c1", "--agent", "codex")["sandbox"]["active"] is True
+    own = Project.discover(repo).sandbox_home_for("c1") / "agent" / ".codex"
+    wait_for(lambda: list((own / "sessions").rglob("rollout-*.jsonl"))
+             and (own / "sandbox-state" / "state_5.sqlite").exists(), timeout=60, interval=0.2)
+    user = sandbox_env / ".codex"
+    assert not list((user / "sessions").rglob("rollout-*.jsonl")) and not list(user.glob("state_*.sqlite"))
+    services = Services(Project.discover(repo))
+    services.sessions.update_usage("c1")
+    files = list(services.sessions.usage.load("c1")["runs"][-1]["files"])
+    assert files and all(Path(f).is_relative_to(own / "sessions") for f in files), files
+    cli.ok("session", "stop", "c1")
