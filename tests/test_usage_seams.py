@@ -280,3 +280,15 @@ def test_the_real_codex_keeps_its_conversation_and_index_in_the_sandboxs_own_fol
     files = list(services.sessions.usage.load("c1")["runs"][-1]["files"])
     assert files and all(Path(f).is_relative_to(own / "sessions") for f in files), files
     cli.ok("session", "stop", "c1")
+
+
+def test_the_shared_folder_of_an_unsandboxed_codex_is_listed_newest_first(tmp_path: Path) -> None:
+    """A bound on one look keeps today's rollouts, never months-old ones, in a folder of long use."""
+    from daintree_tui.sessions.agents.base import own_files
+
+    for day in ("2026/10/01", "2026/11/30", "2026/12/01"):
+        (tmp_path / day).mkdir(parents=True)
+        (tmp_path / day / "rollout-1.jsonl").write_text("{}\n")
+    newest = own_files(tmp_path, ("*", "*", "*", "rollout-*.jsonl"), limit=2, newest_first=True)
+    assert [str(p.relative_to(tmp_path)) for p in newest] == ["2026/12/01/rollout-1.jsonl",
+                                                             "2026/11/30/rollout-1.jsonl"]

@@ -139,19 +139,30 @@ def names_worktree(recorded: str, worktree: Path) -> bool:
 
 
 MAX_RECORD_FILES = 500  # record files one run follows: the agent makes them, each is looked at every few seconds
+# Files listed in the folder an unsandboxed agent shares with the user's own (~/.codex/sessions of months of use):
+# no limit of the agent's making, only a bound on one look.
+SHARED_SCAN_LIMIT = 20000
+
+
+def scan_limit(ctx: SessionContext) -> int:
+    """How many files one look lists in the session's record folder: its own (sandboxed), or the shared one."""
+    return MAX_RECORD_FILES if ctx.private_home is not None else SHARED_SCAN_LIMIT
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def own_files(root: Path, patterns: Sequence[str], limit: int = MAX_RECORD_FILES) -> list[Path]:
+def own_files(root: Path, patterns: Sequence[str], limit: int = MAX_RECORD_FILES,
+              newest_first: bool = False) -> list[Path]:
     """The regular files under `root` whose path below it matches `patterns` level by level (fnmatch on each name),
-    sorted, at most `limit`. Never through a link: every folder is opened relative to the one above it without
-    following links, so a folder the agent swaps for a link (to another session's records, or the user's) is
-    skipped; `glob` followed them."""
+    at most `limit`, in name order (reversed with `newest_first`: codex's YYYY/MM/DD folders, so the limit drops
+    the oldest). Never through a link: every folder is opened relative to the one above it without following
+    links, so a folder the agent swaps for a link (to another session's records, or the user's) is skipped; `glob`
+    followed them."""
     found: list[Path] = []
 
     def walk(fd: int, here: Path, depth: int) -> None:
         with os.scandir(fd) as it:
-            entries = sorted((e for e in it if fnmatch.fnmatchcase(e.name, patterns[depth])), key=lambda e: e.name)
+            entries = sorted((e for e in it if fnmatch.fnmatchcase(e.name, patterns[depth])), key=lambda e: e.name,
+                             reverse=newest_first)
         for entry in entries:
             if len(found) >= limit:
                 return

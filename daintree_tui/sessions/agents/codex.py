@@ -20,6 +20,7 @@ from daintree_tui.sessions.agents.base import (
     own_files,
     read_agent_file,
     recent_records,
+    scan_limit,
     write_signal_script,
 )
 
@@ -69,7 +70,8 @@ class CodexIntegration(AgentIntegration):
         it can reach) is ignored, never charged to that worktree."""
         sessions = self.records_root(ctx)
         found = []
-        for path, first in recent_records(own_files(sessions, ("*", "*", "*", "rollout-*.jsonl")), root=sessions):
+        listed = own_files(sessions, ("*", "*", "*", "rollout-*.jsonl"), scan_limit(ctx), newest_first=True)
+        for path, first in recent_records(listed, root=sessions):
             payload = first.get("payload") if isinstance(first, dict) else None
             cwd = payload.get("cwd") if isinstance(payload, dict) else None
             if isinstance(cwd, str) and names_worktree(cwd, ctx.worktree):

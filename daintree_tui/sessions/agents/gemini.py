@@ -20,6 +20,7 @@ from daintree_tui.sessions.agents.base import (
     Wiring,
     own_files,
     recent_records,
+    scan_limit,
     write_private,
 )
 
@@ -96,7 +97,7 @@ class GeminiIntegration(AgentIntegration):
         tmp = self.records_root(ctx)
         want = hashlib.sha256(str(ctx.worktree).encode()).hexdigest()
         found = []
-        for path, first in recent_records(own_files(tmp, ("*", "chats", "session-*.jsonl")), root=tmp):
+        for path, first in recent_records(own_files(tmp, ("*", "chats", "session-*.jsonl"), scan_limit(ctx)), root=tmp):
             if isinstance(first, dict) and first.get("projectHash") == want:
                 found.append(path)
         return sorted(found)
