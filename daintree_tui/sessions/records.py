@@ -149,6 +149,7 @@ class UsageTracker:
                                "private_home": str(ctx.private_home) if ctx.private_home is not None else None}
         if integration is not None:
             root = integration.records_root(ctx)
+            run["records_root"] = str(root) if root is not None else None
             for path in integration.record_files(ctx)[:MAX_RECORD_FILES]:
                 run["files"][str(path)] = self._prime(path, run["kind"], root)
         with self._locked(name):
@@ -202,7 +203,8 @@ class UsageTracker:
             # never what the caller's environment or a record says now.
             own = run.get("private_home")
             ctx = replace(ctx, private_home=Path(own) if isinstance(own, str) and own else None)
-            root = integration.records_root(ctx)
+            kept = run.get("records_root")
+            root = Path(kept) if isinstance(kept, str) and kept else integration.records_root(ctx)
             files: dict[str, Any] = run.setdefault("files", {})
             changed = False
             if now - self._scanned.get(name, 0.0) >= integration.rescan_every:
