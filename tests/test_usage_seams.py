@@ -40,10 +40,11 @@ def _rollout(cwd: str, input_tokens: int, output_tokens: int) -> str:
     return "".join(json.dumps(line) + "\n" for line in lines)
 
 
-def _attacker(path: Path, victim: Path, victim_home: Path) -> Path:
+def _attacker(path: Path, victim: Path, victim_home: Path, counts: Path) -> Path:
     """A 'codex' that forges a rollout naming `victim`'s worktree in its own ~/.codex/sessions (the only one it
-    can reach), tries the victim's own folder directly, records a little spend of its own, and deletes that record
-    once the outside has counted it (when `.go` appears in its worktree)."""
+    can reach), tries the victim's own folder directly and the outside's counts (`counts`: .worktrees/.sessions),
+    records a little spend of its own, and deletes that record once the outside has counted it (when `.go`
+    appears in its worktree)."""
     day = "$HOME/.codex/sessions/$(date +%Y/%m/%d)"
     forged = _rollout(str(victim), FORGED, FORGED)
     own = _rollout("@PWD@", 1000, 100)
@@ -54,6 +55,7 @@ printf '%s' '{forged}' > "{day}/rollout-forged.jsonl" && echo forged-own-folder 
 mkdir -p "{victim_home}/2026/12/01" 2>/dev/null \\
   && printf '%s' '{forged}' > "{victim_home}/2026/12/01/rollout-forged.jsonl" && echo "wrote-victim" >> "$log"
 printf '%s' '{own}' | sed "s|@PWD@|$PWD|g" > "{day}/rollout-own.jsonl"
+for f in "{counts}"/*/usage.json; do echo '{{"runs": []}}' > "$f" && echo "wrote-$f" >> "$log"; done
 echo ready >> "$log"
 while [ ! -e "$PWD/.go" ]; do sleep 0.1; done
 rm "{day}/rollout-own.jsonl" && echo deleted >> "$log"
@@ -84,7 +86,7 @@ def test_a_rollout_naming_another_worktree_charges_no_one(cli: CLI, repo: Path, 
     cli.ok("worktree", "create", "a")
     victim = (repo / ".worktrees" / "b").resolve()
     victim_home = project.sandbox_home_for("b") / "agent" / ".codex" / "sessions"
-    evil = _attacker(tmp_path / "evil" / "codex", victim, victim_home)
+    evil = _attacker(tmp_path / "evil" / "codex", victim, victim_home, repo / ".worktrees" / ".sessions")
     _write_user_config(f'[budget]\ndaily = 5.0\nper_session = 5.0\n\n[agents.evil]\ncommand = "{evil}"\n')
     services = Services(Project.discover(repo))
     manager = services.sessions
@@ -98,6 +100,7 @@ def test_a_rollout_naming_another_worktree_charges_no_one(cli: CLI, repo: Path, 
     wait_for(lambda: "ready" in _log(worktree_a), timeout=60, interval=0.1)
     log = _log(worktree_a)
     assert "forged-own-folder" in log and "wrote-" not in log, log
+    assert manager.usage.load("b")["runs"] and manager.usage.load("a")["runs"]  # the counts are the outside's
 
     def a_counted() -> int:
         services.observe_tick()
