@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import fnmatch
+import itertools
 import json
 import os
 import shlex
@@ -46,10 +47,6 @@ class SessionContext:
 
     def home(self) -> Path:
         return Path(self.env.get("HOME") or os.path.expanduser("~"))
-
-    def records_home(self) -> Path:
-        """Where the agent's conversation folders are read: the sandbox's own, else the home."""
-        return self.private_home if self.private_home is not None else self.home()
 
 
 @dataclass(frozen=True)
@@ -142,6 +139,7 @@ MAX_RECORD_FILES = 500  # record files one run follows: the agent makes them, ea
 # Files listed in the folder an unsandboxed agent shares with the user's own (~/.codex/sessions of months of use):
 # no limit of the agent's making, only a bound on one look.
 SHARED_SCAN_LIMIT = 20000
+FOLDER_SCAN_LIMIT = 50000  # names looked at in one folder
 
 
 def scan_limit(ctx: SessionContext) -> int:
@@ -160,9 +158,10 @@ def own_files(root: Path, patterns: Sequence[str], limit: int = MAX_RECORD_FILES
     found: list[Path] = []
 
     def walk(fd: int, here: Path, depth: int) -> None:
-        with os.scandir(fd) as it:
-            entries = sorted((e for e in it if fnmatch.fnmatchcase(e.name, patterns[depth])), key=lambda e: e.name,
-                             reverse=newest_first)
+        with os.scandir(fd) as it:  # a folder of a million names the agent made is not listed whole
+            listed = itertools.islice(it, FOLDER_SCAN_LIMIT)
+            entries = sorted((e for e in listed if fnmatch.fnmatchcase(e.name, patterns[depth])),
+                             key=lambda e: e.name, reverse=newest_first)
         for entry in entries:
             if len(found) >= limit:
                 return
