@@ -584,6 +584,9 @@ def test_dashboard_session_cell_shows_cost_and_over_budget() -> None:
     stopped = SessionInfo("a", "dt-a", "claude", SessionStatus.WAITING, None, 1, 0.0, "", True,
                           status_source="hooks", over_budget={"scope": "daily"}, usage={"cost": 9.0})
     assert session_cell(stopped).plain.endswith("over budget")
+    doubtful = SessionInfo("a", "dt-a", "codex", SessionStatus.RUNNING, None, 1, 0.0, "", True,
+                           status_source="hooks", usage={"cost": 0.5, "tokens": {"total": 10}, "trusted": False})
+    assert session_cell(doubtful).plain == "▶ running $0.50 ?"  # its records could not all be trusted
 
 
 def test_wiring_inherited_from_a_parent_session_is_not_taken_for_the_users(tmp_path: Path) -> None:

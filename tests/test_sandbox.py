@@ -1273,7 +1273,8 @@ def test_gemini_saves_its_project_registry_inside_the_sandbox(repo: Path, sandbo
     cli = CLI(repo)
     cli.ok("worktree", "create", "g1")
     assert cli.json("session", "start", "g1", "--agent", "gemini")["sandbox"]["active"] is True
-    results = gemini / "tmp" / "results"
+    # ~/.gemini/tmp/ is the sandbox's own (its conversations: see test_usage_seams.py)
+    results = repo / ".worktrees" / ".sandbox-home" / "g1" / "agent" / ".gemini" / "tmp" / "results"
     wait_for(lambda: results.exists() and "DONE" in results.read_text(), timeout=30)
     got = dict(line.split("=") for line in results.read_text().split() if "=" in line)
     assert got["registry"] == "0" and got["state"] == "0", got
@@ -1305,7 +1306,7 @@ def test_sandboxed_gemini_keeps_its_folder_trust_answers_in_its_own_copy(repo: P
     cli = CLI(repo)
     cli.ok("worktree", "create", "g2")
     assert cli.json("session", "start", "g2", "--agent", "gemini")["sandbox"]["active"] is True
-    result = gemini / "tmp" / "trust-result"
+    result = repo / ".worktrees" / ".sandbox-home" / "g2" / "agent" / ".gemini" / "tmp" / "trust-result"
     wait_for(result.exists, timeout=30)
     copy = gemini / "trustedFolders.sandbox.json"
     assert result.read_text() == f"saved {copy}\n"

@@ -86,6 +86,11 @@ def _usage_text(report: dict[str, Any]) -> str:
     parts.append(table([row("total", report["total"])], ["", *header[1:]]))
     if report["budget"]:
         parts.append("budgets: " + ", ".join(f"{k} = {v:g}" for k, v in report["budget"].items()))
+    if not report["trusted"]:
+        names = [s["name"] for s in report["sessions"] if not s["trusted"]]
+        parts.append(f"warning: the usage of {', '.join(names) or 'a session'} was counted from records that cannot "
+                     "be trusted (" + "; ".join(report["total"]["untrusted"][:3]) + "): the counts never go down, "
+                     "the budgets say so (--json: \"trusted\": false)")
     parts.append(f"estimated from list prices checked {report['pricing_checked']} "
                  "([pricing.<model>] in your config overrides them)")
     return "\n\n".join(p for p in parts if p)

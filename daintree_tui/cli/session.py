@@ -53,6 +53,8 @@ def cmd_session_list(args: argparse.Namespace, services: Services) -> int:
             f" ({i.exit_code})" if i.exit_code is not None else "") + (" over-budget" if i.over_budget else "")
         u = d["usage"]
         cost = f"{u['tokens']['total']:,} tok ${u['cost']:.2f}" if u and u["tokens"]["total"] else "-"
+        if u and u.get("trusted") is False:
+            cost += " (untrusted records)"
         agent = i.agent + ("" if d["agent_installed"] is not False else " (not installed)")
         rows.append([i.name, i.session, agent, status, i.status_source, cost, str(i.pid or "-"),
                      _sandbox_cell(i.sandbox)])

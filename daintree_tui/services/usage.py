@@ -18,7 +18,7 @@ in `.worktrees/budget.json`, so each step is one event, also across processes.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +41,9 @@ class BudgetCheck:
     limit: float
     spent: float
     warn_at: float = 0.8
+    # False when some of `spent` came from records that could not be trusted (shrunk, replaced or deleted after
+    # they were counted, links, ...: Totals.untrusted): the spend never went down for them, but may be wrong.
+    trusted: bool = True
 
     @property
     def fraction(self) -> float:
@@ -59,11 +62,13 @@ class BudgetCheck:
     def describe(self) -> str:
         amount = (lambda v: f"{v:,.0f} tokens") if self.unit == "tokens" else (lambda v: f"${v:.2f}")
         return (f"{self.scope.replace('_', ' ')} budget of {self.subject}: {amount(self.spent)} of "
-                f"{amount(self.limit)} ({self.fraction:.0%})")
+                f"{amount(self.limit)} ({self.fraction:.0%})"
+                + ("" if self.trusted else ", counted from records that cannot be trusted"))
 
     def to_dict(self) -> dict[str, Any]:
         return {"scope": self.scope, "subject": self.subject, "unit": self.unit, "limit": self.limit,
-                "spent": round(self.spent, 6), "fraction": round(self.fraction, 4), "level": self.level}
+                "spent": round(self.spent, 6), "fraction": round(self.fraction, 4), "level": self.level,
+                "trusted": self.trusted}
 
 
 def _measure(totals: Totals, unit: str) -> float:
@@ -85,7 +90,7 @@ def evaluate(limits: Mapping[str, float], warn_at: float, sessions: Mapping[str,
         else:
             continue
         for subject, totals in subjects.items():
-            checks.append(BudgetCheck(scope, subject, unit, limit, _measure(totals, unit), warn_at))
+            checks.append(BudgetCheck(scope, subject, unit, limit, _measure(totals, unit), warn_at, totals.trusted))
     return checks
 
 
@@ -137,24 +142,8 @@ class BudgetGuard:
             self.manager.update_usage(name)
         if not cfg.budget:
             return BudgetReport()
-        tracker = self.manager.usage
-        sessions: dict[str, Totals] = {}
-        for name in live:
-            runs = tracker.runs(name, current_only=True)
-            if runs:
-                sessions[name] = runs[0].totals
-        tasks: dict[int, Totals] = {}
-        today = Totals()
-        midnight = local_midnight()
-        all_runs = tracker.all_runs()
-        for run in all_runs:
-            if run.task_id is not None:
-                tasks[run.task_id] = tasks.get(run.task_id, Totals()).merge(run.totals)
-        for run in tracker.all_runs(since=midnight):
-            today = today.merge(run.totals)
-        session_task = {r.name: r.task_id for r in all_runs}
-        day = time.strftime("%Y-%m-%d", time.localtime(midnight))
-        report = BudgetReport(evaluate(cfg.budget, cfg.budget_warn_at, sessions, tasks, today, day))
+        checks, session_task = budget_checks(self.manager, live)
+        report = BudgetReport(checks)
         with self.project.lock.hold():
             state = self._load()
         before = repr(state)
@@ -224,6 +213,30 @@ class BudgetGuard:
         self.manager.mark_over_budget(name, check.to_dict() if check is not None else None)
 
 
+def budget_checks(manager: SessionManager, sessions: Iterable[str]) -> tuple[list[BudgetCheck], dict[str, int | None]]:
+    """Every configured limit against its scope's spend: the current run of each of `sessions`, every task, today;
+    and the task of each session that ever ran."""
+    cfg = manager.project.config
+    tracker = manager.usage
+    current: dict[str, Totals] = {}
+    for name in sessions:
+        runs = tracker.runs(name, current_only=True)
+        if runs:
+            current[name] = runs[0].totals
+    tasks: dict[int, Totals] = {}
+    today = Totals()
+    midnight = local_midnight()
+    all_runs = tracker.all_runs()
+    for run in all_runs:
+        if run.task_id is not None:
+            tasks[run.task_id] = tasks.get(run.task_id, Totals()).merge(run.totals)
+    for run in tracker.all_runs(since=midnight):
+        today = today.merge(run.totals)
+    day = time.strftime("%Y-%m-%d", time.localtime(midnight))
+    return (evaluate(cfg.budget, cfg.budget_warn_at, current, tasks, today, day),
+            {r.name: r.task_id for r in all_runs})
+
+
 def usage_report(manager: SessionManager, bakeoff_records: Sequence[Mapping[str, Any]],
                  since: float) -> dict[str, Any]:
     """Usage per session, task and bake-off candidate, and the total, counted from `since` (as last read:
@@ -244,8 +257,12 @@ def usage_report(manager: SessionManager, bakeoff_records: Sequence[Mapping[str,
     for record in bakeoff_records:
         cands = [{"name": c, **sessions.get(c, Totals()).to_dict()} for c in record.get("candidates", [])]
         bakeoffs.append({"id": record.get("id"), "task_id": record.get("task_id"), "candidates": cands})
+    # The budgets as the guard checks them (each session's current run, every task, today), whatever `since` is.
+    checks = budget_checks(manager, sorted({r.name for r in manager.usage.all_runs()}))[0] \
+        if project.config.budget else []
     return {
         "since": since,
+        "trusted": total.trusted,
         "sessions": [{"name": n, "agent": agents[n], **t.to_dict()} for n, t in sorted(sessions.items())],
         "tasks": [{"task_id": k, **t.to_dict()} for k, t in sorted(tasks.items())],
         "bakeoffs": bakeoffs,
@@ -253,4 +270,5 @@ def usage_report(manager: SessionManager, bakeoff_records: Sequence[Mapping[str,
         "pricing_checked": PRICING_CHECKED,
         "currency": "USD",
         "budget": project.config.budget,
+        "budget_checks": [c.to_dict() for c in checks],
     }

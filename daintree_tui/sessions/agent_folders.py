@@ -40,7 +40,7 @@ AGENT_DATA: dict[str, tuple[str, ...]] = {
     "~/.config/claude/": _CLAUDE_DATA,
     "~/.codex/": ("auth.json", "sessions", "archived_sessions", "log", "history.jsonl", "*.sqlite", "*.sqlite-*",
                   ".sqlite-maintenance.lock", "installation_id", "version.json", "tmp", "models_cache.json",
-                  "internal_storage.json", "cache", "shell_snapshots", "*.tmp*", "*.lock"),
+                  "internal_storage.json", "cache", "shell_snapshots", "sandbox-state", "*.tmp*", "*.lock"),
     # gemini 0.61 renames a temporary file over projects.json (its registry of project folders) at every start:
     # bound read-only, the rename failed (EBUSY) and it died at once.
     "~/.gemini/": ("oauth_creds.json", "google_accounts.json", "installation_id", "user_id", "tmp", "history",

@@ -15,7 +15,7 @@ import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -204,12 +204,14 @@ class SessionManager:
             argv = wiring.argv
             env.update(wiring.env)
         argv = self._wire_mcp(name, preset, role, argv, env)
-        self.usage.begin(name, ctx, integration, preset.name, entry.task_id, now)
         # Imported by a start alone: the dashboard's first poll (observing only) waited ~8 ms for it.
-        from daintree_tui.sessions.sandbox import session_sandbox
+        from daintree_tui.sessions.sandbox import private_home, session_sandbox
 
         sandbox = session_sandbox(self.project, entry, preset, role=role)
         unconfined_env = dict(env)
+        if sandbox.spec is not None:  # its agent's conversations are in its sandbox's own folders: read only those
+            ctx = replace(ctx, private_home=private_home(self.project.sandbox_home_for(name)))
+        self.usage.begin(name, ctx, integration, preset.name, entry.task_id, now)
         pane_argv = sandbox.wrap(argv, env)
         start_check = sandbox.start_check(argv, unconfined_env)
         if start_check is not None:  # the launcher records it here when the sandbox cannot start after all

@@ -7,6 +7,14 @@ transcript) are read up to their size at the start without counting, so a resume
 that is truncated or replaced later is read again from its start and its parser counts nothing twice.
 
 Costs are computed when asked, from the tokens and the current prices: changing `[pricing]` re-prices history.
+
+The agent writes its records; usage.json is ours (0600 in the 0700 session dir, read-only in every sandbox). It is
+the outside's own high-water mark: a count only ever grows, so a record that shrinks, is rewritten lower, replaced
+or deleted after it was counted never lowers it. What made a record untrustworthy (that, a link, a FIFO, lines that
+are no JSON, a file past MAX_RECORD_BYTES, more files than MAX_RECORD_FILES) is kept per run as `untrusted`
+(`{file: what}`) and shown with its usage (`"trusted": false`) and with every budget it counts in.
+A sandboxed run's records are read from the folder its sandbox shows at the agent's (`private_home`, kept in the
+run: the outside's choice when it began, never what a record says).
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from daintree_tui.core.errors import OperationError
 from daintree_tui.core.project import Project
 from daintree_tui.core.store import read_json, write_json
 from daintree_tui.sessions.agents import AgentIntegration, SessionContext
+from daintree_tui.sessions.agents.base import MAX_RECORD_FILES
 from daintree_tui.sessions.usage import (
     DEFAULT_PRICES,
     Price,
@@ -36,6 +45,7 @@ from daintree_tui.sessions.usage import (
     read_new_lines,
 )
 
+MAX_UNTRUSTED = 50  # untrusted record files remembered per run (the first ones found)
 START_SLACK = 5.0  # a record file touched this long before the start still belongs to the run
 PRIME_BYTES = 64 * 1024 * 1024  # of a record file that exists when a run begins, read to learn what was counted
 
@@ -74,8 +84,16 @@ class RunUsage:
                 "last_record_at": self.last_record_at, **self.totals.to_dict()}
 
 
+def _untrusted(run: Mapping[str, Any]) -> set[str]:
+    """`<record file's name>: <what was found>` for each record of `run` that could not be trusted."""
+    raw = run.get("untrusted")
+    if not isinstance(raw, dict):
+        return set()
+    return {f"{Path(str(key)).name}: {value}" for key, value in raw.items()}
+
+
 def _bucket_totals(run: Mapping[str, Any], prices: Mapping[str, Price], since: float) -> Totals:
-    totals = Totals()
+    totals = Totals(untrusted=_untrusted(run))
     floor = hour_key(since) if since else ""
     for hour, models in (run.get("hours") or {}).items():
         if hour < floor:
@@ -127,17 +145,20 @@ class UsageTracker:
         """Start a new run: remember how far the agent's existing record files go, so only new spend counts."""
         run: dict[str, Any] = {"agent": agent, "kind": integration.usage_kind if integration else "none",
                                "program": integration.program if integration else "", "task_id": task_id,
-                               "worktree": str(ctx.worktree), "started_at": started_at, "files": {}, "hours": {}}
+                               "worktree": str(ctx.worktree), "started_at": started_at, "files": {}, "hours": {},
+                               "private_home": str(ctx.private_home) if ctx.private_home is not None else None}
         if integration is not None:
-            for path in integration.record_files(ctx):
-                run["files"][str(path)] = self._prime(path, run["kind"])
+            root = integration.records_root(ctx)
+            run["records_root"] = str(root) if root is not None else None
+            for path in integration.record_files(ctx)[:MAX_RECORD_FILES]:
+                run["files"][str(path)] = self._prime(path, run["kind"], root)
         with self._locked(name):
             data = self.load(name)
             data["runs"].append(run)
             write_json(self.path(name), data)
         self._scanned.pop(name, None)
 
-    def _prime(self, path: Path, kind: str) -> dict[str, Any]:
+    def _prime(self, path: Path, kind: str, root: Path | None) -> dict[str, Any]:
         """Read a file that existed before the run without counting it: its parser learns what was counted.
 
         Only its last PRIME_BYTES: the agent writes these files, and a sparse one of a terabyte was read whole
@@ -145,19 +166,28 @@ class UsageTracker:
         ids) is at the end."""
         tail = TailState()
         with contextlib.suppress(OSError):
-            size = path.stat().st_size
-            if size > PRIME_BYTES:
-                tail = TailState(inode=path.stat().st_ino, offset=size - PRIME_BYTES, skipping=True)
+            st = path.lstat()
+            if st.st_size > PRIME_BYTES:
+                tail = TailState(inode=st.st_ino, offset=st.st_size - PRIME_BYTES, skipping=True)
         parser = parser_for(kind)
         while True:
-            lines = read_new_lines(path, tail)
+            before = tail.offset
+            lines = read_new_lines(path, tail, root)
             parser.feed(lines)
-            try:
-                if tail.offset >= path.stat().st_size:
-                    break
-            except OSError:
+            if tail.offset <= before or tail.problem:  # at its end, or nothing more to read (a link, a FIFO)
                 break
+        # What was read before the run is not this run's: its reading cap counts from here.
+        tail.read = 0
         return {"tail": tail.to_dict(), "parser": parser.state}
+
+    @staticmethod
+    def _distrust(run: dict[str, Any], key: str, problem: str) -> bool:
+        """Keep that record file `key` of `run` could not be trusted (the first reason found); True when new."""
+        untrusted: dict[str, str] = run.setdefault("untrusted", {})
+        if key in untrusted or len(untrusted) >= MAX_UNTRUSTED:
+            return False
+        untrusted[key] = problem
+        return True
 
     def update(self, name: str, ctx: SessionContext | None, integration: AgentIntegration | None) -> None:
         """Read what the session's record files gained since the last look (new files found every few seconds)."""
@@ -169,26 +199,38 @@ class UsageTracker:
             if not data["runs"]:
                 return
             run = data["runs"][-1]
+            # Where this run's records are is what the outside chose when it began (its sandbox's own folder),
+            # never what the caller's environment or a record says now.
+            own = run.get("private_home")
+            ctx = replace(ctx, private_home=Path(own) if isinstance(own, str) and own else None)
+            kept = run.get("records_root")
+            root = Path(kept) if isinstance(kept, str) and kept else integration.records_root(ctx)
             files: dict[str, Any] = run.setdefault("files", {})
+            changed = False
             if now - self._scanned.get(name, 0.0) >= integration.rescan_every:
                 self._scanned[name] = now
                 for path in integration.record_files(ctx):
                     key = str(path)
                     if key in files:
                         continue
+                    if len(files) >= MAX_RECORD_FILES:
+                        changed |= self._distrust(run, key, f"more than {MAX_RECORD_FILES} record files: not read")
+                        break
                     with contextlib.suppress(OSError):
-                        if path.stat().st_mtime >= float(run["started_at"]) - START_SLACK:
+                        if path.lstat().st_mtime >= float(run["started_at"]) - START_SLACK:
                             files[key] = {"tail": {}, "parser": {}}
-            changed = False
             started = float(run["started_at"])
             for key, entry in files.items():
                 tail = TailState.from_dict(entry.get("tail") or {})
                 before = (tail.inode, tail.offset)
                 parser = parser_for(str(run.get("kind")), entry.get("parser"))
-                lines = read_new_lines(Path(key), tail)
+                lines = read_new_lines(Path(key), tail, root)
                 if tail.resets != int((entry.get("tail") or {}).get("resets") or 0):
                     parser.reset()
                 records = parser.feed(lines)
+                problem = tail.problem or (f"{parser.unparsed} line(s) that are no JSON" if parser.unparsed else "")
+                if problem:
+                    changed |= self._distrust(run, key, problem)
                 if (tail.inode, tail.offset) != before or records:
                     changed = True
                     entry["tail"], entry["parser"] = tail.to_dict(), parser.state
@@ -237,6 +279,6 @@ class UsageTracker:
         latest = None
         for key in runs[-1].get("files") or {}:
             with contextlib.suppress(OSError):
-                mtime = os.stat(key).st_mtime
+                mtime = os.lstat(key).st_mtime
                 latest = mtime if latest is None else max(latest, mtime)
         return latest

@@ -38,7 +38,7 @@ from daintree_tui.sessions.agent_folders import AGENT_OBEYED, per_project_data, 
 from daintree_tui.sessions.presets import Preset
 
 __all__ = ["INBOX_ENV", "INBOX_MOUNT", "BwrapSandbox", "NoSandbox", "Sandbox", "SandboxSpec", "SessionSandbox",
-           "agent_state_paths", "session_sandbox"]
+           "agent_state_paths", "private_home", "session_sandbox"]
 
 # Where each agent program keeps its login, settings, history and caches. Folders are created when missing (so
 # a first login inside the sandbox persists); files are bound only when they exist.
@@ -60,9 +60,25 @@ AGENT_STATE: dict[str, tuple[str, ...]] = {
 # the port and auth token of an editor's MCP server (the VS Code extension's runs code in a notebook's kernel,
 # saves files), reachable over the shared network. Inside, each is a folder of the sandbox's own, kept with its
 # caches.
+# And what codex and gemini write about their conversations: codex's rollouts (sessions/, archived_sessions/) and
+# its thread index (the SQLite databases, moved into sandbox-state/ by CODEX_SQLITE_HOME), gemini's per-project
+# temp folders (tmp/<project>/chats/ ...). Shared, they were writable whole: an agent wrote a rollout naming another
+# worktree's path and that session was charged for it (usage is matched to a session by the files the outside
+# chose, see agents/codex.py), and a conversation planted there is what another session's `resume --last`, or the
+# user's own codex, loads. Inside, each session sees only its own conversations.
 AGENT_PRIVATE: dict[str, tuple[str, ...]] = {"claude": ("~/.claude/shell-snapshots/", "~/.claude/session-env/",
                                                         "~/.claude/ide/"),
-                                             "codex": ("~/.codex/shell_snapshots/",)}
+                                             "codex": ("~/.codex/shell_snapshots/", "~/.codex/sessions/",
+                                                       "~/.codex/archived_sessions/", "~/.codex/sandbox-state/"),
+                                             "gemini": ("~/.gemini/tmp/",)}
+PRIVATE_HOME = "agent"
+"""The folder of a worktree's sandbox home that stands for ~ in AGENT_PRIVATE: `<sandbox home>/agent/.codex/sessions`
+is what its sandbox shows at ~/.codex/sessions, and the only place the outside reads that session's records."""
+
+
+def private_home(sandbox_home: Path) -> Path:
+    """Where a sandbox whose home is `sandbox_home` keeps its AGENT_PRIVATE folders (mirroring ~)."""
+    return sandbox_home / PRIVATE_HOME
 
 T = TypeVar("T")
 
@@ -101,11 +117,13 @@ def agent_private_overlays(preset: Preset, sandbox_home: Path) -> list[tuple[Pat
                                  "agent gets a folder of its own there; replace the link with a folder")
         if shown_at.parent.is_symlink() or not shown_at.parent.is_dir() or not shown_at.is_relative_to(home):
             continue
-        source = sandbox_home / "agent" / shown_at.relative_to(home)
-        with contextlib.suppress(OSError):
+        source = private_home(sandbox_home) / shown_at.relative_to(home)
+        try:
             shown_at.mkdir(mode=0o700, exist_ok=True)
             source.mkdir(mode=0o700, parents=True, exist_ok=True)
-            overlays.append((source, shown_at))
+        except OSError as exc:  # never the shared folder instead: refuse
+            raise OperationError(f"sandbox: cannot make the session's own {shown_at}: {exc.strerror or exc}") from None
+        overlays.append((source, shown_at))
     return overlays
 
 
@@ -199,9 +217,18 @@ GEMINI_TRUST_ENV = "GEMINI_CLI_TRUSTED_FOLDERS_PATH"
 GEMINI_SANDBOX_TRUST = "trustedFolders.sandbox.json"
 
 
+# Codex keeps its thread index (each conversation's cwd and rollout path, what `resume --last` picks from) in SQLite
+# databases beside its login; sandboxed, they live in a private folder (AGENT_PRIVATE), so that a row planted by
+# one agent never points another session's codex, or the user's own, at a conversation it wrote.
+CODEX_SQLITE_ENV = "CODEX_SQLITE_HOME"  # honoured by codex-cli 0.171.0 (checked 2026-12-01)
+CODEX_SANDBOX_STATE = "sandbox-state"
+
+
 def agent_environment(preset: Preset) -> dict[str, str]:
     """What a sandboxed session of `preset` adds to its environment so that its agent can keep its state."""
     programs = (preset.name, Path(preset.argv()[0]).name)
+    if "codex" in programs:
+        return {CODEX_SQLITE_ENV: str(Path.home() / ".codex" / CODEX_SANDBOX_STATE)}
     if "gemini" in programs and not os.environ.get(GEMINI_TRUST_ENV):
         gemini = Path.home() / ".gemini"
         gemini.mkdir(parents=True, exist_ok=True)

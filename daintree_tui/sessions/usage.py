@@ -3,7 +3,9 @@
 Pure: no project, no tmux. A `TailState` remembers where reading stopped in one record file (inode + offset +
 an unfinished last line), so each look costs only what was appended since. A file that shrank or was replaced
 (truncation, rotation) is read again from its start; the parsers deduplicate what they have already counted,
-so reading a line twice never counts its tokens twice.
+so reading a line twice never counts its tokens twice. The agent writes these files: they are opened without
+following links (`open_record`), only regular ones are read, at most MAX_RECORD_BYTES of each, and what made one
+untrustworthy is said (`TailState.problem`, kept by sessions/records.py).
 
 Each agent writes its records differently; a parser turns one record (one JSON line) into the tokens it adds:
 - Claude Code: transcript lines with `message.usage` (input_tokens, output_tokens, cache_creation_input_tokens,
@@ -19,6 +21,7 @@ Each agent writes its records differently; a parser turns one record (one JSON l
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -35,6 +38,9 @@ MAX_CHUNK = 8 * 1024 * 1024  # read at most this much per look; the rest comes a
 # unfinished line by MAX_CHUNK at every look, in memory and in the session's usage.json.
 MAX_LINE = 1024 * 1024
 MAX_TRACKED_IDS = 2000  # message ids remembered for deduplication (old ones never grow again)
+# Of one record file, at most this much is ever read: the agent writes it, and a file that keeps growing (or a
+# sparse one) is not read without end. Past it the file counts no more, and its run's usage says so (untrusted).
+MAX_RECORD_BYTES = 512 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -93,41 +99,89 @@ class TailState:
     partial: bytes = b""
     resets: int = 0  # how often the file was found truncated or replaced
     skipping: bool = False  # inside a line longer than MAX_LINE: dropped up to its end
+    read: int = 0  # bytes read from it so far (at most MAX_RECORD_BYTES)
+    # Why this look could not trust the file (a link, not a regular file, shrunk, replaced, vanished after it was
+    # counted, too large); not kept: the run's usage keeps what was found (see sessions/records.py).
+    problem: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"inode": self.inode, "offset": self.offset, "partial": self.partial.decode("utf-8", "replace"),
-                "resets": self.resets, "skipping": self.skipping}
+                "resets": self.resets, "skipping": self.skipping, "read": self.read}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TailState:
         return cls(data.get("inode"), int(data.get("offset") or 0), str(data.get("partial") or "").encode(),
-                   int(data.get("resets") or 0), data.get("skipping") is True)
+                   int(data.get("resets") or 0), data.get("skipping") is True, int(data.get("read") or 0))
 
 
-def read_new_lines(path: Path, state: TailState) -> list[str]:
-    """Complete lines appended to `path` since `state` (which is updated). A replaced or shrunk file starts over."""
+_NO_FOLLOW = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def open_record(path: Path, root: Path | None = None) -> int:
+    """A descriptor of record file `path` for reading, never through a symbolic link: with `root` (the folder the
+    outside chose for the session's records), `path` must lie inside it and no folder below `root` down to the file
+    may be a link either; each is opened relative to the one above, so a folder swapped for a link after it was
+    listed is refused too. Non-blocking: a FIFO opens at once (and is no regular file: see `read_new_lines`).
+
+    Raises:
+        OSError: no such file; ELOOP for a link on the way; EINVAL for a path outside `root`.
+    """
+    if root is None:
+        return os.open(path, _NO_FOLLOW)
     try:
-        st = path.stat()
-    except OSError:
-        return []
-    if state.inode is not None and (st.st_ino != state.inode or st.st_size < state.offset):
-        state.offset, state.partial, state.skipping = 0, b"", False
-        state.resets += 1
-    state.inode = st.st_ino
-    if st.st_size == state.offset:
+        parts = path.relative_to(root).parts
+    except ValueError:
+        parts = ()
+    if not parts or ".." in parts:
+        raise OSError(errno.EINVAL, "not inside the session's record folder", str(path))
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # the outside's choice: a link of the user's
+    try:
+        for part in parts[:-1]:
+            sub = os.open(part, _DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = sub
+        return os.open(parts[-1], _NO_FOLLOW, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def read_new_lines(path: Path, state: TailState, root: Path | None = None) -> list[str]:
+    """Complete lines appended to `path` since `state` (which is updated). A replaced or shrunk file starts over
+    (its parser counts nothing twice), and `state.problem` says so; never through a link (see `open_record`)."""
+    state.problem = ""
+    try:
+        fd = open_record(path, root)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EINVAL):
+            state.problem = "a symbolic link" if exc.errno != errno.EINVAL else "outside the session's folder"
+        elif exc.errno == errno.ENOENT and state.offset:
+            state.problem = "deleted after it was counted"
         return []
     try:
-        # Non-blocking and regular files only: the agent writes these folders, and a FIFO swapped in after the
-        # stat above would block this open (and every status poll) for good.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         with os.fdopen(fd, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            st = os.fstat(fh.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                state.problem = "not a regular file"
+                return []
+            if state.inode is not None and (st.st_ino != state.inode or st.st_size < state.offset):
+                state.problem = "replaced after it was counted" if st.st_ino != state.inode else \
+                    "shrank after it was counted"
+                state.offset, state.partial, state.skipping = 0, b"", False
+                state.resets += 1
+            state.inode = st.st_ino
+            if st.st_size == state.offset:
+                return []
+            room = MAX_RECORD_BYTES - state.read
+            if room <= 0:
+                state.problem = f"larger than {MAX_RECORD_BYTES // (1024 * 1024)} MiB"
                 return []
             fh.seek(state.offset)
-            data = fh.read(min(st.st_size - state.offset, MAX_CHUNK))
+            data = fh.read(min(st.st_size - state.offset, MAX_CHUNK, room))
     except OSError:
         return []
     state.offset += len(data)
+    state.read += len(data)
     data = state.partial + data
     if state.skipping:
         end = data.find(b"\n")
@@ -181,13 +235,16 @@ class UsageParser:
 
     def __init__(self, state: Mapping[str, Any] | None = None) -> None:
         self.state: dict[str, Any] = dict(state or {})
+        self.unparsed = 0  # lines of the last `feed` that were no JSON: the agent's own records always are
 
     def feed(self, lines: Iterable[str]) -> list[UsageRecord]:
         out = []
+        self.unparsed = 0
         for line in lines:
             try:
                 rec = json.loads(line)
             except (ValueError, RecursionError):  # RecursionError: `[[[[...` nested deeper than the parser goes
+                self.unparsed += 1
                 continue  # a torn or foreign line: skip it
             if isinstance(rec, dict):
                 out += self.parse(rec)
@@ -368,6 +425,9 @@ def price_for(model: str, prices: Mapping[str, Price]) -> Price | None:
     return prices[max(matches, key=len)] if matches else None
 
 
+MAX_UNTRUSTED_SHOWN = 20
+
+
 @dataclass
 class Totals:
     """Accumulated usage: tokens, estimated cost, and which models had no price."""
@@ -376,6 +436,13 @@ class Totals:
     cost: float = 0.0
     models: dict[str, int] = field(default_factory=dict)
     unpriced: set[str] = field(default_factory=set)
+    # Why some of it came from records that could not be trusted (`<file>: <what was found>`): the count never
+    # went down for them (see sessions/records.py), but what the agent wrote there may be more or less than it spent.
+    untrusted: set[str] = field(default_factory=set)
+
+    @property
+    def trusted(self) -> bool:
+        return not self.untrusted
 
     def add(self, record: UsageRecord, prices: Mapping[str, Price]) -> None:
         self.tokens = self.tokens + record.tokens
@@ -387,7 +454,8 @@ class Totals:
         models = dict(self.models)
         for k, v in other.models.items():
             models[k] = models.get(k, 0) + v
-        return Totals(self.tokens + other.tokens, self.cost + other.cost, models, self.unpriced | other.unpriced)
+        return Totals(self.tokens + other.tokens, self.cost + other.cost, models, self.unpriced | other.unpriced,
+                      self.untrusted | other.untrusted)
 
     @property
     def model(self) -> str:
@@ -395,7 +463,8 @@ class Totals:
 
     def to_dict(self) -> dict[str, Any]:
         return {"tokens": self.tokens.to_dict(), "cost": round(self.cost, 6), "model": self.model,
-                "unpriced_models": sorted(self.unpriced)}
+                "unpriced_models": sorted(self.unpriced), "trusted": self.trusted,
+                "untrusted": sorted(self.untrusted)[:MAX_UNTRUSTED_SHOWN]}
 
 
 def record_cost(record: UsageRecord, prices: Mapping[str, Price], unpriced: set[str] | None = None) -> float:

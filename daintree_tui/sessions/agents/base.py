@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import errno
+import fnmatch
+import itertools
 import json
 import os
 import shlex
@@ -13,7 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from daintree_tui.sessions.usage import MAX_LINE
+from daintree_tui.sessions.usage import MAX_LINE, open_record
 
 SIGNAL_SCRIPT = "signal"
 
@@ -29,6 +31,10 @@ class SessionContext:
     env: Mapping[str, str]  # the session's environment (read only here)
     tmpdir: Path | None = None  # the session's TMPDIR: writable inside a sandbox, where our session dir is not
     python: str = sys.executable
+    # A sandboxed session's own folder standing for ~ for what its agent writes about its conversations (codex's
+    # rollouts, gemini's chats: sessions/sandbox.py AGENT_PRIVATE), chosen by the outside; the only place its usage
+    # records are read from. None: not sandboxed (the agent's folders in the real home).
+    private_home: Path | None = None
 
     @property
     def signal_script(self) -> Path:
@@ -91,8 +97,9 @@ def write_signal_script(ctx: SessionContext, chain: Sequence[str] | None = None)
 RECORD_LOOKBACK_DAYS = 30  # records older than this are not linked to a session (nor resumed into)
 
 
-def read_agent_file(path: Path, limit: int, first_line: bool = False) -> bytes:
-    """At most `limit` bytes of `path` (of its first line with `first_line`), a regular file (links followed).
+def read_agent_file(path: Path, limit: int, first_line: bool = False, root: Path | None = None) -> bytes:
+    """At most `limit` bytes of `path` (of its first line with `first_line`), a regular file (links followed,
+    unless `root`: then none from `root` down, see usage.open_record).
 
     The agent writes the folders its records and config live in (they are writable in its sandbox): a FIFO named
     like a record blocked our open for good (no writer ever comes), stalling every status poll, and a line that
@@ -101,24 +108,89 @@ def read_agent_file(path: Path, limit: int, first_line: bool = False) -> bytes:
     Raises:
         OSError: no such file, or not a regular file.
     """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    fd = open_record(path, root) if root is not None else os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     with os.fdopen(fd, "rb") as fh:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(errno.EINVAL, "not a regular file", str(path))
         return fh.readline(limit) if first_line else fh.read(limit)
 
 
-def recent_records(paths: Iterable[Path]) -> Iterator[tuple[Path, object]]:
-    """Each recent record file with its first JSON line (what names the session's folder); unreadable ones skipped."""
+def recent_records(paths: Iterable[Path], root: Path | None = None) -> Iterator[tuple[Path, object]]:
+    """Each recent record file with its first JSON line (what names the session's folder); unreadable ones skipped.
+    With `root`, no link is followed from there down."""
     horizon = time.time() - RECORD_LOOKBACK_DAYS * 86400
     for path in paths:
         try:
-            if path.stat().st_mtime < horizon:
+            if path.lstat().st_mtime < horizon:
                 continue
-            first = json.loads(read_agent_file(path, MAX_LINE, first_line=True) or b"{}")
+            first = json.loads(read_agent_file(path, MAX_LINE, first_line=True, root=root) or b"{}")
         except (OSError, ValueError, RecursionError):
             continue
         yield path, first
+
+
+def names_worktree(recorded: str, worktree: Path) -> bool:
+    """Whether a path an agent recorded (its cwd) is `worktree` or a folder in it; `..` never counts as in it."""
+    path = Path(recorded)
+    return path.is_absolute() and ".." not in path.parts and path.is_relative_to(worktree)
+
+
+MAX_RECORD_FILES = 500  # record files one run follows: the agent makes them, each is looked at every few seconds
+# Files listed in the folder an unsandboxed agent shares with the user's own (~/.codex/sessions of months of use):
+# no limit of the agent's making, only a bound on one look.
+SHARED_SCAN_LIMIT = 20000
+FOLDER_SCAN_LIMIT = 50000  # names looked at in one folder
+
+
+def scan_limit(ctx: SessionContext) -> int:
+    """How many files one look lists in the session's record folder: its own (sandboxed), or the shared one."""
+    return MAX_RECORD_FILES if ctx.private_home is not None else SHARED_SCAN_LIMIT
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def own_files(root: Path, patterns: Sequence[str], limit: int = MAX_RECORD_FILES,
+              newest_first: bool = False) -> list[Path]:
+    """The regular files under `root` whose path below it matches `patterns` level by level (fnmatch on each name),
+    at most `limit`, in name order (reversed with `newest_first`: codex's YYYY/MM/DD folders, so the limit drops
+    the oldest). Never through a link: every folder is opened relative to the one above it without following
+    links, so a folder the agent swaps for a link (to another session's records, or the user's) is skipped; `glob`
+    followed them."""
+    found: list[Path] = []
+
+    def walk(fd: int, here: Path, depth: int) -> None:
+        with os.scandir(fd) as it:  # a folder of a million names the agent made is not listed whole
+            listed = itertools.islice(it, FOLDER_SCAN_LIMIT)
+            entries = sorted((e for e in listed if fnmatch.fnmatchcase(e.name, patterns[depth])),
+                             key=lambda e: e.name, reverse=newest_first)
+        for entry in entries:
+            if len(found) >= limit:
+                return
+            if depth == len(patterns) - 1:
+                if entry.is_file(follow_symlinks=False):
+                    found.append(here / entry.name)
+                continue
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+            try:
+                sub = os.open(entry.name, _DIRECTORY, dir_fd=fd)
+            except OSError:
+                continue
+            try:
+                walk(sub, here / entry.name, depth + 1)
+            finally:
+                os.close(sub)
+
+    try:
+        top = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # the outside's choice (see open_record)
+    except OSError:
+        return []
+    try:
+        walk(top, root, 0)
+    except OSError:
+        pass
+    finally:
+        os.close(top)
+    return found
 
 
 class AgentIntegration:
@@ -140,6 +212,10 @@ class AgentIntegration:
     def record_files(self, ctx: SessionContext) -> list[Path]:
         """Every usage record file that could belong to a session of this agent in `ctx.worktree`."""
         return []
+
+    def records_root(self, ctx: SessionContext) -> Path | None:
+        """The folder all of `record_files` lie in: nothing from there down is read through a link."""
+        return None
 
     def resume_argv(self, argv: list[str]) -> list[str]:
         """`argv` (the program and its own options, no prompt) continuing the last conversation here."""

@@ -7,7 +7,14 @@ import json
 import re
 from pathlib import Path
 
-from daintree_tui.sessions.agents.base import AgentIntegration, SessionContext, Wiring, write_private
+from daintree_tui.sessions.agents.base import (
+    MAX_RECORD_FILES,
+    AgentIntegration,
+    SessionContext,
+    Wiring,
+    own_files,
+    write_private,
+)
 
 SLUG_LIMIT = 200  # Claude Code cuts longer slugs and appends a hash of the path
 
@@ -48,14 +55,16 @@ class ClaudeIntegration(AgentIntegration):
         override = ctx.env.get("CLAUDE_CONFIG_DIR")
         return Path(override) if override else ctx.home() / ".claude"
 
+    def records_root(self, ctx: SessionContext) -> Path:
+        return self.config_dir(ctx) / "projects"
+
     def record_files(self, ctx: SessionContext) -> list[Path]:
-        projects = self.config_dir(ctx) / "projects"
+        """The transcripts in the worktree's own project folder (the only one writable in its sandbox: see
+        agent_folders.PER_PROJECT), never through a link."""
+        projects = self.records_root(ctx)
         slug = project_slug(str(ctx.worktree))
-        dirs = [projects / slug]
-        if len(slug) > SLUG_LIMIT and projects.is_dir():
-            dirs = [d for d in projects.iterdir() if d.name.startswith(slug[:SLUG_LIMIT] + "-")]
-        files: list[Path] = []
-        for d in dirs:
-            if d.is_dir():
-                files += sorted(d.glob("*.jsonl")) + sorted(d.glob("*/subagents/*.jsonl"))
-        return files
+        names = [slug]
+        if len(slug) > SLUG_LIMIT:
+            names = [slug[:SLUG_LIMIT] + "-*"]
+        files = own_files(projects, (*names, "*.jsonl"))
+        return files + own_files(projects, (*names, "*", "subagents", "*.jsonl"), MAX_RECORD_FILES - len(files))

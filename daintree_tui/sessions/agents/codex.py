@@ -16,8 +16,11 @@ from daintree_tui.sessions.agents.base import (
     AgentIntegration,
     SessionContext,
     Wiring,
+    names_worktree,
+    own_files,
     read_agent_file,
     recent_records,
+    scan_limit,
     write_signal_script,
 )
 
@@ -55,14 +58,23 @@ class CodexIntegration(AgentIntegration):
         override = "notify=" + json.dumps([str(script), "waiting"])
         return Wiring([argv[0], "-c", override, *argv[1:]])
 
+    def records_root(self, ctx: SessionContext) -> Path:
+        if ctx.private_home is not None:  # the sandbox's own sessions/ (sessions/sandbox.py AGENT_PRIVATE)
+            return ctx.private_home / ".codex" / "sessions"
+        return self.home(ctx) / "sessions"
+
     def record_files(self, ctx: SessionContext) -> list[Path]:
-        sessions = self.home(ctx) / "sessions"
-        if not sessions.is_dir():
-            return []
+        """The rollouts in the session's own folder (a sandboxed session's private one) whose `session_meta`
+        names the worktree (or a folder in it) as `cwd`. The folder is what makes a rollout the session's: the
+        agent writes the `cwd`, and one naming another worktree (written in the agent's own folder, the only one
+        it can reach) is ignored, never charged to that worktree."""
+        sessions = self.records_root(ctx)
         found = []
-        for path, first in recent_records(sessions.glob("*/*/*/rollout-*.jsonl")):
+        listed = own_files(sessions, ("*", "*", "*", "rollout-*.jsonl"), scan_limit(ctx), newest_first=True)
+        for path, first in recent_records(listed, root=sessions):
             payload = first.get("payload") if isinstance(first, dict) else None
-            if isinstance(payload, dict) and payload.get("cwd") == str(ctx.worktree):
+            cwd = payload.get("cwd") if isinstance(payload, dict) else None
+            if isinstance(cwd, str) and names_worktree(cwd, ctx.worktree):
                 found.append(path)
         return sorted(found)
 

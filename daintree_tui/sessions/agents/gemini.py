@@ -14,7 +14,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from daintree_tui.sessions.agents.base import AgentIntegration, SessionContext, Wiring, recent_records, write_private
+from daintree_tui.sessions.agents.base import (
+    AgentIntegration,
+    SessionContext,
+    Wiring,
+    own_files,
+    recent_records,
+    scan_limit,
+    write_private,
+)
 
 ENV = "GEMINI_CLI_SYSTEM_DEFAULTS_PATH"
 
@@ -77,13 +85,19 @@ class GeminiIntegration(AgentIntegration):
     def gemini_home(self, ctx: SessionContext) -> Path:
         return Path(ctx.env.get("GEMINI_CLI_HOME") or ctx.home()) / ".gemini"
 
+    def records_root(self, ctx: SessionContext) -> Path:
+        if ctx.private_home is not None:  # the sandbox's own tmp/ (sessions/sandbox.py AGENT_PRIVATE)
+            return ctx.private_home / ".gemini" / "tmp"
+        return self.gemini_home(ctx) / "tmp"
+
     def record_files(self, ctx: SessionContext) -> list[Path]:
-        tmp = self.gemini_home(ctx) / "tmp"
-        if not tmp.is_dir():
-            return []
+        """The chat recordings in the session's own folder (a sandboxed session's private tmp/, see
+        sessions/sandbox.py) whose metadata names the worktree (`projectHash`): the folder makes them the
+        session's, and one naming another project is ignored."""
+        tmp = self.records_root(ctx)
         want = hashlib.sha256(str(ctx.worktree).encode()).hexdigest()
         found = []
-        for path, first in recent_records(tmp.glob("*/chats/session-*.jsonl")):
+        for path, first in recent_records(own_files(tmp, ("*", "chats", "session-*.jsonl"), scan_limit(ctx)), root=tmp):
             if isinstance(first, dict) and first.get("projectHash") == want:
                 found.append(path)
         return sorted(found)

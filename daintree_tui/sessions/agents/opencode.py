@@ -9,6 +9,7 @@ records in a SQLite database whose schema changes between versions, its plugin e
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from daintree_tui.sessions.agents.base import AgentIntegration, SessionContext, Wiring, write_private
@@ -90,9 +91,12 @@ class OpencodeIntegration(AgentIntegration):
                                           "plugin": [plugin.as_uri()]}, indent=2) + "\n")
         return Wiring(list(argv), {"OPENCODE_CONFIG": str(config)})
 
+    def records_root(self, ctx: SessionContext) -> Path:
+        return self.usage_path(ctx).parent
+
     def record_files(self, ctx: SessionContext) -> list[Path]:
         path = self.usage_path(ctx)
-        return [path] if path.exists() else []
+        return [path] if os.path.lexists(path) else []  # a link is found, and read as untrusted, never followed
 
     def resume_argv(self, argv: list[str]) -> list[str]:
         return [*argv, *self.resume_args]

@@ -44,6 +44,8 @@ def session_cell(info: SessionInfo | None) -> Text:
         cell.append(" over budget", style="bold red")
     elif info.usage and info.usage.get("cost"):
         cell.append(f" ${info.usage['cost']:.2f}", style="dim")  # estimated from the agent's own records
+    if info.usage and info.usage.get("trusted") is False:
+        cell.append(" ?", style="bold yellow")  # counted from records that cannot be trusted (`daintree usage`)
     return cell
 
 
