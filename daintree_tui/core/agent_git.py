@@ -428,7 +428,7 @@ def prepare(common_dir: Path, branch: str, paths: AgentGit, who: str) -> None:
     os.chmod(paths.root, 0o700)
     for folder in (paths.objects, paths.refs, paths.logs):
         folder.mkdir(exist_ok=True)
-    bring_in(common_dir, branch, paths, who)
+    bring_in(common_dir, branch, paths, who, quick=True)
     with _folder(paths.objects) as objects:
         _make_folder(paths.objects / "info", objects)
         _make_folder(paths.objects / "pack", objects)

@@ -110,8 +110,9 @@ class Sandbox(Protocol):
         """Whether it works on this machine, and a one-line reason when it does not."""
         ...
 
-    def wrap(self, argv: Sequence[str], spec: SandboxSpec) -> list[str]:
-        """The command line that runs `argv` inside the sandbox described by `spec`."""
+    def wrap(self, argv: Sequence[str], spec: SandboxSpec, prepared: bool = False) -> list[str]:
+        """The command line that runs `argv` inside the sandbox described by `spec`; `prepared`: its folders were
+        made (and what it left brought in) by an earlier `wrap` of the same spec moments ago."""
         ...
 
 
@@ -126,7 +127,7 @@ class NoSandbox:
     def available(self) -> tuple[bool, str]:
         return True, self.reason
 
-    def wrap(self, argv: Sequence[str], spec: SandboxSpec) -> list[str]:
+    def wrap(self, argv: Sequence[str], spec: SandboxSpec, prepared: bool = False) -> list[str]:
         return list(argv)
 
 
@@ -177,8 +178,9 @@ class BwrapSandbox:
             return False, "bubblewrap (bwrap) is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
         return _probe(self.binary)
 
-    def wrap(self, argv: Sequence[str], spec: SandboxSpec) -> list[str]:
-        prepare(spec)
+    def wrap(self, argv: Sequence[str], spec: SandboxSpec, prepared: bool = False) -> list[str]:
+        if not prepared:
+            prepare(spec)
         args = [self.binary, *_isolation(spec.network, spec.background)]
         if not spec.interactive:
             args.append("--new-session")  # no controlling terminal: TIOCSTI cannot type into the caller's

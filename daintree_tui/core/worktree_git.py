@@ -40,6 +40,7 @@ class WorktreeGit:
         self.confined = choice.active
         self._backend = choice.backend
         self._spec: SandboxSpec | None = None
+        self._prepared = False
         self._problem: OperationError | None = None
         if self.confined:
             try:
@@ -74,7 +75,9 @@ class WorktreeGit:
                   timeout: float) -> subprocess.CompletedProcess[str]:
         assert self._spec is not None
         args = (what,)
-        wrapped = self._backend.wrap(argv, self._spec)
+        # One preparation (folders made, what the agent's git wrote brought in) for all the git calls of one look.
+        wrapped = self._backend.wrap(argv, self._spec, prepared=self._prepared)
+        self._prepared = True
         try:
             proc = subprocess.run(wrapped, capture_output=True, text=True, env=env, input=input, timeout=timeout,
                                   stdin=None if input is not None else subprocess.DEVNULL)

@@ -207,8 +207,9 @@ class WorktreeService:
             return Facts(exists=True)  # never run git in a directory the index merely names
         try:
             git = WorktreeGit(self.project, entry)
-            git.bring_in()
-            dirty = len(git.dirty_files())
+            dirty = len(git.dirty_files())  # its sandbox's start brings in what its agent's git wrote
+            if not git.confined:
+                bring_in(self.project, entry, quick=True)  # left by an earlier sandboxed run
         except OperationError:
             dirty = 0
         base = g.rev_parse_commit(self.project.root, entry.base_ref) or entry.base_commit
