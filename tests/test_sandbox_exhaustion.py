@@ -1,0 +1,200 @@
+"""A full disk or a fork storm made inside a sandbox corrupts no state file outside (issue 26, item 9).
+
+The sandbox has no disk or process limit yet (the containment issue builds them): an agent can fill the
+filesystem its worktree shares with `.worktrees/index.json`, `.tasks/` and the event log, or start processes
+until forks fail. What happens then to the outside's state operations is tested here with real things: a real
+16 MiB tmpfs holding a real repository, filled from inside the real sandbox (`daintree worktree run`), the real CLI,
+a real pids cgroup. Every operation must succeed or fail with one clear line and a non-zero exit, and after each
+one every state file must parse, nothing that was there may be lost, and the event log may hold no line the reader
+does not skip. Root only (mounting a tmpfs, a cgroup), as CI runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from daintree_tui.core.sandbox import BwrapSandbox
+from daintree_tui.core.store import EventLog
+from tests.conftest import CLI, make_repo
+
+_OK, _WHY = BwrapSandbox().available()
+pytestmark = [
+    pytest.mark.skipif(not _OK, reason=f"bubblewrap cannot run here: {_WHY}"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small filesystem and a pids cgroup needs root"),
+]
+
+PAGE = 4096
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 16 MiB tmpfs at tmp_path/disk, unmounted at teardown (lazily if a straggler still has it open)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m,mode=0755", "tmpfs", str(disk)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
+    try:
+        yield disk
+    finally:
+        if subprocess.run(["umount", str(disk)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+def _free(path: Path) -> int:
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+def _state_problems(repo: Path) -> list[str]:
+    """What is wrong with the state on disk: a JSON file that does not parse (index, its .bak, a task, a task's
+    .bak, a session record), an index or task of the wrong shape, an event line the reader does not skip as a
+    whole (two records glued on one line: a torn one that the next append did not start afresh after)."""
+    problems: list[str] = []
+    state, tasks = repo / ".worktrees", repo / ".tasks"
+    files = [state / "index.json", state / "index.json.bak", *sorted(tasks.glob("task_*.json*")),
+             *sorted((state / ".sessions").glob("*.json*"))]
+    for path in files:
+        if not path.exists():
+            continue
+        try:
+            data = json.loads(path.read_bytes())
+        except ValueError as exc:
+            problems.append(f"{path.name}: {exc}")
+            continue
+        if path.name.startswith("index.json") and not isinstance(data.get("worktrees"), list):
+            problems.append(f"{path.name}: no worktrees list")
+        if path.name.startswith("task_") and not isinstance(data.get("id"), int):
+            problems.append(f"{path.name}: no id")
+    log = state / "events.jsonl"
+    if log.exists():
+        for number, line in enumerate(log.read_bytes().split(b"\n"), 1):
+            if line.count(b'"event":') > 1:
+                problems.append(f"events.jsonl line {number}: records glued together: {line[:120]!r}")
+    return problems
+
+
+def _snapshot(repo: Path) -> dict[str, Any]:
+    """The state a later operation may add to or change through the CLI, never lose: task ids, worktree names,
+    and how many event records the reader returns."""
+    tasks = {int(p.stem.split("_")[1]) for p in (repo / ".tasks").glob("task_*.json")}
+    index = json.loads((repo / ".worktrees" / "index.json").read_bytes())
+    records, _ = EventLog(repo / ".worktrees" / "events.jsonl").read()
+    return {"tasks": tasks, "worktrees": {e["name"] for e in index["worktrees"]}, "events": len(records)}
+
+
+def _assert_clean(proc: subprocess.CompletedProcess[str], what: str) -> None:
+    """Succeeded, or failed with one clear `daintree: ...` line (warnings before it are allowed) and exit 1."""
+    if proc.returncode == 0:
+        return
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 1, f"{what}: rc={proc.returncode} {proc.stderr}"
+    assert lines and lines[-1].startswith("daintree: ") and "Traceback" not in proc.stderr, f"{what}: {proc.stderr}"
+
+
+def _fill_from_inside(cli: CLI, name: str, keep_pages: int = 0) -> None:
+    """The agent fills the disk: a 1 GiB fallocate (refused whole here), then dd until ENOSPC; `keep_pages`
+    of it are given back afterwards, so the outside finds that much room (the interesting sizes are the few
+    pages a state write needs: a task file fits, its .bak does not)."""
+    script = ("fallocate -l 1G big 2>/dev/null; rm -f big; "
+              f"dd if=/dev/zero of=keep bs={PAGE} count={keep_pages} 2>/dev/null; "
+              f"dd if=/dev/zero of=fill-$$ bs={PAGE} 2>/dev/null; rm -f keep; true")
+    proc = cli("worktree", "run", name, "--", "sh", "-c", script, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_a_disk_filled_from_inside_corrupts_no_state_outside(small_disk: Path) -> None:
+    """Reproduces item 9's disk half: an agent fills the disk its worktree shares with the state (on main,
+    `fallocate -l 1G` and dd succeed inside: there is no quota), then the user's state operations run with 0, 1,
+    2, ... pages left. Found: with room for a task file but not its .bak, `task create` said "cannot write" of a
+    task it had made (and a create's rollback would have kept an index it thought unwritten); a create whose
+    `git worktree add` ran out of room left its branch behind (git deletes a ref by rewriting packed-refs), so
+    the name could never be created again. Now each operation succeeds or fails with one line, every state file
+    parses, nothing is lost, and once the agent's files are gone everything works again and `doctor` agrees."""
+    repo = make_repo(small_disk / "repo")
+    cli = CLI(repo)
+    cli.ok("task", "create", "agent's task")
+    cli.ok("task", "create", "spare")
+    cli.ok("worktree", "create", "f1", "--task", "1")
+    for pages in (0, 1, 2, 3, 4, 6, 8, 12, 16):
+        _fill_from_inside(cli, "f1", pages)
+        assert _free(small_disk) <= (pages + 1) * PAGE
+        for args in (("task", "create", f"made with {pages} pages free"),
+                     ("task", "update", "1", "--description", f"{pages} pages"),
+                     ("worktree", "create", f"w{pages}", "--task", "2"),
+                     ("worktree", "keep", f"w{pages}"),
+                     ("worktree", "remove", f"w{pages}", "--force")):
+            before = _snapshot(repo)
+            proc = cli(*args)
+            if args[:2] == ("worktree", "keep") and "no worktree named" in proc.stderr:
+                continue  # its create failed for want of room: nothing to keep
+            if args[:2] == ("worktree", "remove") and proc.returncode == 2:
+                continue  # the same
+            _assert_clean(proc, f"{args} with {pages} pages free")
+            assert _state_problems(repo) == [], (args, pages)
+            after = _snapshot(repo)
+            assert before["tasks"] <= after["tasks"] and after["events"] >= before["events"], (args, pages)
+            if args[:2] != ("worktree", "remove"):
+                assert before["worktrees"] <= after["worktrees"], (args, pages)
+            if proc.returncode == 0 and args[:2] == ("task", "create"):
+                assert len(after["tasks"]) == len(before["tasks"]) + 1
+            if proc.returncode != 0:  # a failure said so truthfully: it changed nothing
+                assert (after["tasks"], after["worktrees"]) == (before["tasks"], before["worktrees"]), (args, pages)
+        for fill in (repo / ".worktrees" / "f1").glob("fill-*"):
+            fill.unlink()  # the user clears the agent's files
+    cli.ok("worktree", "create", "after")
+    live = {e["name"] for e in json.loads((repo / ".worktrees" / "index.json").read_bytes())["worktrees"]
+            if e["status"] != "removed"}
+    for pages in (0, 1, 2, 3, 4, 6, 8, 12, 16):
+        if f"w{pages}" not in live:
+            cli.ok("worktree", "create", f"w{pages}")  # nothing of a failed create (its branch) is in the way
+    cli.ok("task", "create", "after")
+    doctor = cli("doctor")
+    assert doctor.returncode == 0 and "all consistent" in doctor.stdout, doctor.stdout + doctor.stderr
+    assert _state_problems(repo) == []
+
+
+def test_an_event_appended_to_a_full_disk_is_whole_or_skipped(small_disk: Path) -> None:
+    """A full disk takes part of an append (the rest of the file's last page) and refuses the rest: on main the
+    short count went unnoticed and the record was silently half there. Now the loss is reported, the torn part
+    is a line the reader skips, and the next append after room comes back starts on a fresh line, whole."""
+    log = EventLog(small_disk / "state" / "events.jsonl")
+    log.append("before", worktree={"name": "a"})
+    with contextlib.suppress(OSError), open(small_disk / "fill", "wb") as out:
+        while True:
+            out.write(b"\0" * (64 * 1024))
+            out.flush()
+    warnings: list[str] = []
+    import logging
+
+    class Catch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            warnings.append(record.getMessage())
+
+    handler = Catch()
+    logging.getLogger("daintree").addHandler(handler)
+    try:
+        for number in range(200):  # until the last page is full and one record is cut
+            log.append("during", worktree={"name": "a", "n": number, "pad": "x" * 100})
+            if warnings:
+                break
+    finally:
+        logging.getLogger("daintree").removeHandler(handler)
+    assert warnings and "lost" in warnings[0], warnings
+    (small_disk / "fill").unlink()
+    log.append("after", worktree={"name": "a"})
+    records, skipped = log.read()
+    assert skipped <= 1
+    assert records[0]["event"] == "before" and records[-1]["event"] == "after"
+    assert _state_problems(small_disk) == []
+    raw = log.path.read_bytes()
+    assert raw.endswith(b"\n") and raw.splitlines()[-1].startswith(b'{"event":"after"')
