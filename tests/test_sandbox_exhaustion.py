@@ -14,7 +14,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
+import signal
 import subprocess
+import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +27,7 @@ import pytest
 
 from daintree_tui.core.sandbox import BwrapSandbox
 from daintree_tui.core.store import EventLog
-from tests.conftest import CLI, make_repo
+from tests.conftest import CLI, make_repo, wait_for
 
 _OK, _WHY = BwrapSandbox().available()
 pytestmark = [
@@ -198,3 +202,152 @@ def test_an_event_appended_to_a_full_disk_is_whole_or_skipped(small_disk: Path) 
     assert _state_problems(small_disk) == []
     raw = log.path.read_bytes()
     assert raw.endswith(b"\n") and raw.splitlines()[-1].startswith(b'{"event":"after"')
+
+
+# Started inside: `count` sleeps (spawned, so that the storm itself needs no memory of its own), then the number
+# started in `storm-started`, then it waits. A spawn the kernel refuses (a pids limit reached) ends the loop.
+STORM = """
+import os, sys, time
+started = 0
+for _ in range(int(sys.argv[1])):
+    try:
+        os.posix_spawn(sys.argv[2], ["sleep", "300"], {})
+    except OSError:
+        break
+    started += 1
+with open("storm-started", "w") as out:
+    out.write(str(started))
+time.sleep(300)
+"""
+
+
+def _storm(repo: Path, name: str, count: int, timeout: int, preexec: Any = None) -> subprocess.Popen[str]:
+    """`daintree worktree run NAME --timeout T` of a storm of `count` sleeps that waits on them."""
+    sleep = shutil.which("sleep")
+    assert sleep is not None
+    return subprocess.Popen(
+        [sys.executable, "-m", "daintree_tui", "worktree", "run", name, "--timeout", str(timeout), "--",
+         sys.executable, "-c", STORM, str(count), sleep], cwd=repo, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=preexec, start_new_session=True)
+
+
+def _end(storm: subprocess.Popen[str]) -> None:
+    """Stop the storm's `worktree run` (its timeout would anyway): the sandbox's pid namespace goes with it."""
+    if storm.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(storm.pid, signal.SIGTERM)
+    storm.communicate(timeout=60)
+
+
+def _processes_in(worktree: Path) -> list[int]:
+    """Processes whose working directory is inside `worktree` (the storm's, as the host sees them)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                if Path(os.readlink(f"/proc/{entry}/cwd")).is_relative_to(worktree):
+                    found.append(int(entry))
+    return found
+
+
+def _state_operations(cli: CLI, tag: str) -> list[subprocess.CompletedProcess[str]]:
+    return [cli("task", "create", f"during {tag}"), cli("task", "update", "1", "--description", tag),
+            cli("worktree", "create", f"o-{tag}", "--task", "2"), cli("worktree", "keep", f"o-{tag}")]
+
+
+def test_a_fork_storm_inside_leaves_the_outside_working(repo: Path) -> None:
+    """Reproduces item 9's process half as written: 1,500 processes inside one sandbox (root is exempt from
+    RLIMIT_NPROC, so nothing stops them). While they run, the user's state operations all work; when the run ends
+    (here stopped, at worst by its --timeout) the sandbox's pid namespace takes every one of them along."""
+    cli = CLI(repo)
+    cli.ok("task", "create", "agent's task")
+    cli.ok("task", "create", "spare")
+    cli.ok("worktree", "create", "s1", "--task", "1")
+    worktree = repo / ".worktrees" / "s1"
+    storm = _storm(repo, "s1", 1500, timeout=120)
+    try:
+        started = worktree / "storm-started"
+        wait_for(lambda: started.exists() and started.read_text().strip(), timeout=90, interval=0.2)
+        assert int(started.read_text()) >= 1500
+        for proc in _state_operations(cli, "storm"):
+            assert proc.returncode == 0, proc.stderr
+        assert _state_problems(repo) == []
+    finally:
+        _end(storm)
+    wait_for(lambda: not _processes_in(worktree), timeout=30, interval=0.2)
+    assert cli("doctor").returncode == 0
+
+
+@pytest.fixture
+def pids_cgroup() -> Iterator[Path]:
+    """A pids cgroup (v1) of 200 processes, removed at teardown: what a fork storm leaves the outside, without
+    exhausting the machine's own pid space."""
+    base = Path("/sys/fs/cgroup/pids")
+    group = base / f"daintree-test-{uuid.uuid4().hex[:8]}"
+    try:
+        group.mkdir()
+        (group / "pids.max").write_text("200\n")
+    except OSError as exc:
+        pytest.skip(f"no pids cgroup here: {exc}")
+    try:
+        yield group
+    finally:
+        for pid in (group / "cgroup.procs").read_text().split():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+        wait_for(lambda: not (group / "cgroup.procs").read_text().split(), timeout=30, interval=0.1)
+        group.rmdir()
+
+
+def test_state_operations_that_cannot_fork_fail_cleanly(repo: Path, pids_cgroup: Path) -> None:
+    """A storm that reaches the limit: the agent's sleeps fill a pids cgroup that the user's CLI shares, so the
+    user's `git` (and hooks, and sandboxes) cannot fork, or only one or a few at a time (the limit is raised by
+    0 to 4 processes above what the storm holds, so that a command's first git starts and a later one, or the
+    second of two at once, does not). On main a command that could not fork died with a traceback (the git its
+    start asks ahead). Each operation now succeeds or fails with one line and corrupts nothing (a create rolls
+    back without leaving a branch, a worktree or an index entry); once the storm ends they all work."""
+    cli = CLI(repo)
+    cli.ok("task", "create", "agent's task")
+    cli.ok("task", "create", "spare")
+    cli.ok("worktree", "create", "s1", "--task", "1")
+    procs = pids_cgroup / "cgroup.procs"
+
+    def join() -> None:
+        procs.write_text(str(os.getpid()))
+
+    storm = _storm(repo, "s1", 1500, timeout=240, preexec=join)
+    failures: list[str] = []
+    try:
+        started = repo / ".worktrees" / "s1" / "storm-started"
+        wait_for(lambda: started.exists() and started.read_text().strip(), timeout=90, interval=0.2)
+        held = int((pids_cgroup / "pids.current").read_text())
+        assert held >= 195
+        for room in (0, 1, 2, 3, 4):
+            (pids_cgroup / "pids.max").write_text(f"{held + 1 + room}\n")  # the CLI itself, and `room` more
+            for args in (("task", "create", f"starved {room}"),
+                         ("worktree", "create", f"starved{room}", "--task", "2"),
+                         ("worktree", "keep", f"starved{room}"),
+                         ("task", "update", "1", "--description", f"starved {room}")):
+                before = _snapshot(repo)
+                proc = subprocess.run([sys.executable, "-m", "daintree_tui", *args], cwd=repo, capture_output=True,
+                                      text=True, stdin=subprocess.DEVNULL, timeout=120, preexec_fn=join)
+                if args[:2] == ("worktree", "keep") and "no worktree named" in proc.stderr:
+                    continue  # its create could not fork: nothing to keep
+                _assert_clean(proc, f"{args} with room for {room}")
+                assert _state_problems(repo) == [], (args, room)
+                after = _snapshot(repo)
+                assert before["tasks"] <= after["tasks"] and before["worktrees"] <= after["worktrees"], (args, room)
+                if proc.returncode != 0:
+                    failures.append(proc.stderr.strip().splitlines()[-1])
+                    assert (after["tasks"], after["worktrees"]) == (before["tasks"], before["worktrees"]), (args, room)
+    finally:
+        _end(storm)
+    assert failures  # the limit was felt
+    wait_for(lambda: int((pids_cgroup / "pids.current").read_text()) == 0, timeout=30, interval=0.1)
+    live = {e["name"] for e in json.loads((repo / ".worktrees" / "index.json").read_bytes())["worktrees"]}
+    for room in (0, 1, 2, 3, 4):
+        if f"starved{room}" not in live:
+            assert not (repo / ".worktrees" / f"starved{room}").exists()
+            cli.ok("worktree", "create", f"starved{room}")  # nothing of the failed create is in the way
+    doctor = cli("doctor")
+    assert doctor.returncode == 0 and "all consistent" in doctor.stdout, doctor.stdout + doctor.stderr

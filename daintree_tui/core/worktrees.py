@@ -355,9 +355,12 @@ class WorktreeService:
                 _import_the_steps_after_the_add()
                 return scan
 
+            # Pushed before the add too: when the scan beside it fails (no thread could start: a fork storm's
+            # process limit), git has added the worktree all the same, and it stayed behind the rollback. The
+            # target was checked new (or empty), so whatever is there after a failed add is the add's.
+            undo.push("remove the worktree directory", lambda: self.discard_worktree(path))
             scan = g.git_while(root, *options, "worktree", "add", "--quiet", "-B" if reset_branch else "-b", branch,
                                str(path), base_commit, meanwhile=while_git_checks_out)
-            undo.push("remove the worktree directory", lambda: self.discard_worktree(path))
             assert project.common_dir is not None
             provided = deps.provide(root, path, self.cfg, project.common_dir, skip, scan)
             copied, linked = provided.copied, provided.linked
