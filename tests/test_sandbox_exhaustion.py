@@ -97,12 +97,14 @@ def _snapshot(repo: Path) -> dict[str, Any]:
 
 
 def _assert_clean(proc: subprocess.CompletedProcess[str], what: str) -> None:
-    """Succeeded, or failed with one clear `daintree: ...` line (warnings before it are allowed) and exit 1."""
+    """Succeeded, or failed with one clear `daintree: ...` line (warnings before it are allowed; not an internal
+    error: that is a bug of ours) and exit 1."""
     if proc.returncode == 0:
         return
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert proc.returncode == 1, f"{what}: rc={proc.returncode} {proc.stderr}"
     assert lines and lines[-1].startswith("daintree: ") and "Traceback" not in proc.stderr, f"{what}: {proc.stderr}"
+    assert "internal error" not in proc.stderr, f"{what}: {proc.stderr}"
 
 
 def _fill_from_inside(cli: CLI, name: str, keep_pages: int = 0) -> None:
@@ -202,6 +204,31 @@ def test_an_event_appended_to_a_full_disk_is_whole_or_skipped(small_disk: Path) 
     assert _state_problems(small_disk) == []
     raw = log.path.read_bytes()
     assert raw.endswith(b"\n") and raw.splitlines()[-1].startswith(b'{"event":"after"')
+
+
+def test_a_request_on_a_full_disk_is_applied_once(small_disk: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agent leaves room for its own request and for what applying it writes, but not for the reply
+    (`daintree task create` inside, with 3 pages left). On main the reply's ENOSPC ended `doctor` with an
+    internal error and left the request in the inbox, and every later pass applied it again: one task per poll
+    once there was room. Now the request goes before its reply is written: one task, whatever the disk does."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    repo = make_repo(small_disk / "repo")
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "i1")
+    _fill_from_inside(cli, "i1", keep_pages=3)
+    inside = cli("worktree", "run", "i1", "--", "daintree", "task", "create", "from inside", timeout=60)
+    assert inside.returncode == 0 and "sent as request" in inside.stdout, inside.stdout + inside.stderr
+    for _ in range(3):
+        _assert_clean(cli("doctor"), "doctor on a full disk")
+        assert _state_problems(repo) == []
+    for fill in (repo / ".worktrees" / "i1").glob("fill-*"):
+        fill.unlink()
+    for _ in range(2):
+        _assert_clean(cli("doctor"), "doctor with room again")
+    subjects = [json.loads(p.read_bytes())["subject"] for p in (repo / ".tasks").glob("task_*.json")]
+    assert subjects.count("from inside") <= 1, subjects
+    assert not list((repo / ".worktrees" / ".inbox" / "i1").glob("req-*")), "the request is still pending"
+    assert _state_problems(repo) == []
 
 
 # Started inside: `count` sleeps (spawned, so that the storm itself needs no memory of its own), then the number
@@ -308,7 +335,8 @@ def test_state_operations_that_cannot_fork_fail_cleanly(repo: Path, pids_cgroup:
     back without leaving a branch, a worktree or an index entry); once the storm ends they all work."""
     cli = CLI(repo)
     cli.ok("task", "create", "agent's task")
-    cli.ok("task", "create", "spare")
+    for room in range(5):
+        cli.ok("task", "create", f"spare {room}")  # task 2 + room: one for each room's create
     cli.ok("worktree", "create", "s1", "--task", "1")
     procs = pids_cgroup / "cgroup.procs"
 
@@ -325,7 +353,7 @@ def test_state_operations_that_cannot_fork_fail_cleanly(repo: Path, pids_cgroup:
         for room in (0, 1, 2, 3, 4):
             (pids_cgroup / "pids.max").write_text(f"{held + 1 + room}\n")  # the CLI itself, and `room` more
             for args in (("task", "create", f"starved {room}"),
-                         ("worktree", "create", f"starved{room}", "--task", "2"),
+                         ("worktree", "create", f"starved{room}", "--task", str(2 + room)),
                          ("worktree", "keep", f"starved{room}"),
                          ("task", "update", "1", "--description", f"starved {room}")):
                 before = _snapshot(repo)
