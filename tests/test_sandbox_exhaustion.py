@@ -231,6 +231,36 @@ def test_a_request_on_a_full_disk_is_applied_once(small_disk: Path, monkeypatch:
     assert _state_problems(repo) == []
 
 
+def test_a_session_started_on_a_full_disk_fails_with_one_line(small_disk: Path, tmux_socket: str) -> None:
+    """Starting a session writes its usage file, its record, tmux's config and a launch file holding the agent's
+    command and environment. On main, with 3 to 6 pages left, the start ended in an internal error (OSError from
+    the config or the launch file) and left half a launch file (half the session's environment) in
+    `.worktrees/.run`; and a running session could not be stopped once the disk was full (`session stop`
+    records the stop first, and refused when that write failed: the agent went on). Now each start succeeds or
+    fails with one line, the record is the previous one (none), nothing half written is left, and a stop on a
+    full disk stops the session."""
+    repo = make_repo(small_disk / "repo")
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "i1")
+    started = 0
+    for pages in (0, 1, 2, 3, 4, 5, 6, 8, 12):
+        _fill_from_inside(cli, "i1", pages)
+        proc = cli("session", "start", "i1", "--agent", "demo")
+        _assert_clean(proc, f"session start with {pages} pages free")
+        assert _state_problems(repo) == [], pages
+        assert not list((repo / ".worktrees" / ".run").glob("launch-*")) or proc.returncode == 0, pages
+        if proc.returncode == 0:
+            started += 1
+            _fill_from_inside(cli, "i1", 0)  # the agent fills the rest: the user stops it
+            cli.ok("session", "stop", "i1")
+            assert not any(s["name"] == "i1" and s["status"] != "exited" for s in cli.json("session", "list"))
+        else:
+            assert not (repo / ".worktrees" / ".sessions" / "i1.json").exists(), pages
+        for fill in (repo / ".worktrees" / "i1").glob("fill-*"):
+            fill.unlink()
+    assert started  # with room enough, it starts
+
+
 # Started inside: `count` sleeps (spawned, so that the storm itself needs no memory of its own), then the number
 # started in `storm-started`, then it waits. A spawn the kernel refuses (a pids limit reached) ends the loop.
 STORM = """

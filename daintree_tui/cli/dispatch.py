@@ -173,6 +173,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except Exception as exc:
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT) \
+                and not os.environ.get("DAINTREE_DEBUG"):
+            # A full disk (an agent can fill the one its worktree shares with the state): every state write is
+            # whole or not made, so this is one line to act on, not a bug of ours.
+            where = f": {exc.filename}" if exc.filename else ""
+            error(f"{exc.strerror or 'no space left on device'}{where} (free some space and try again)")
+            return 1
         if _no_process(exc) and not os.environ.get("DAINTREE_DEBUG"):
             # A fork or a thread the kernel refused (a process limit reached, e.g. by a fork storm in a session):
             # the steps so far were rolled back like any failed step's; nothing here is a bug of ours.
