@@ -158,3 +158,23 @@ def test_kernel_secrets_are_masked_and_dev_is_minimal(sandboxed: CLI) -> None:
     for path, value in out["seen"].items():
         assert value in ([], "") or isinstance(value, int), (path, value)
     assert set(out["dev"]) <= {"null", "zero", "full", "random", "urandom", "tty", "console"}, out["dev"]
+
+
+# What root may still open for writing in /proc inside, outside its own processes' folders, and why none is a knob
+# of the machine: a PSI trigger (/proc/pressure/*) lives as long as the descriptor that set it and any user may
+# set one. (/proc/mtrr has write bits but refuses the open without the host's CAP_SYS_ADMIN.)
+PROC_WRITABLE_BY_DESIGN = frozenset({"/proc/pressure/cpu", "/proc/pressure/io", "/proc/pressure/memory",
+                                     "/proc/pressure/irq"})
+
+
+def test_nothing_else_in_proc_opens_for_writing(sandboxed: CLI) -> None:
+    """The search for "every other kernel knob that checks the uid only", kept as a test: every file of /proc
+    inside, but for the processes' own folders (`/proc/<pid>`, `self`: the sandbox's pid namespace, nothing
+    outside), is tried for writing. What opens is PROC_WRITABLE_BY_DESIGN at most; on main as root it was also
+    every sysctl."""
+    tops = [f"/proc/{name}" for name in sorted(os.listdir("/proc"))
+            if not name.isdigit() and name not in ("self", "thread-self") and not os.path.islink(f"/proc/{name}")]
+    out = _probe(sandboxed, tops)
+    assert set(out["opened"]) <= PROC_WRITABLE_BY_DESIGN, sorted(set(out["opened"]) - PROC_WRITABLE_BY_DESIGN)[:20]
+    assert set(out["refused"]) <= {"EROFS", "EACCES", "EPERM", "EINVAL", "ENOENT", "EIO", "ENXIO", "ENODEV"}, \
+        out["refused"]
