@@ -18,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -259,6 +260,43 @@ def test_a_session_started_on_a_full_disk_fails_with_one_line(small_disk: Path, 
         for fill in (repo / ".worktrees" / "i1").glob("fill-*"):
             fill.unlink()
     assert started  # with room enough, it starts
+
+
+# The agent takes the state lock (or says why it could not) and keeps it.
+HOLD_LOCK = """
+import fcntl, os, sys, time
+try:
+    fd = os.open(sys.argv[1], os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    got = "locked"
+except OSError as exc:
+    got = exc.strerror
+open("holding", "w").write(got)
+time.sleep(50)
+"""
+
+
+def test_the_state_lock_cannot_be_held_from_inside(repo: Path) -> None:
+    """Not a disk or a process, but the same starvation: `.worktrees/.lock` is readable inside, and flock needs
+    no more. On main an agent that held it made every state operation outside wait 60 s and fail ("another
+    daintree process holds ..."). Inside it is now /dev/null (on a nodev mount: it does not even open), so
+    whatever the agent locks is nothing we take."""
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "l1")
+    lock = repo / ".worktrees" / ".lock"
+    hold = subprocess.Popen(
+        [sys.executable, "-m", "daintree_tui", "worktree", "run", "l1", "--timeout", "60", "--", sys.executable,
+         "-c", HOLD_LOCK, str(lock)],
+        cwd=repo, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
+    try:
+        wait_for(lambda: (repo / ".worktrees" / "l1" / "holding").exists() or hold.poll() is not None, timeout=60)
+        assert hold.poll() is None, hold.communicate()
+        started = time.monotonic()
+        cli.ok("task", "create", "while the agent holds its lock")
+        assert time.monotonic() - started < 20
+    finally:
+        _end(hold)
 
 
 # Started inside: `count` sleeps (spawned, so that the storm itself needs no memory of its own), then the number
