@@ -276,6 +276,19 @@ time.sleep(50)
 """
 
 
+def _holding(repo: Path, name: str, path: Path) -> subprocess.Popen[str]:
+    """A sandboxed process of worktree `name` that flocks `path` (or finds it cannot) and keeps it 50 s."""
+    hold = subprocess.Popen(
+        [sys.executable, "-m", "daintree_tui", "worktree", "run", name, "--timeout", "60", "--", sys.executable,
+         "-c", HOLD_LOCK, str(path)],
+        cwd=repo, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
+    marker = repo / ".worktrees" / name / "holding"
+    wait_for(lambda: marker.exists() or hold.poll() is not None, timeout=60)
+    assert hold.poll() is None, hold.communicate()
+    return hold
+
+
 def test_the_state_lock_cannot_be_held_from_inside(repo: Path) -> None:
     """Not a disk or a process, but the same starvation: `.worktrees/.lock` is readable inside, and flock needs
     no more. On main an agent that held it made every state operation outside wait 60 s and fail ("another
@@ -283,20 +296,56 @@ def test_the_state_lock_cannot_be_held_from_inside(repo: Path) -> None:
     whatever the agent locks is nothing we take."""
     cli = CLI(repo)
     cli.ok("worktree", "create", "l1")
-    lock = repo / ".worktrees" / ".lock"
-    hold = subprocess.Popen(
-        [sys.executable, "-m", "daintree_tui", "worktree", "run", "l1", "--timeout", "60", "--", sys.executable,
-         "-c", HOLD_LOCK, str(lock)],
-        cwd=repo, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True)
+    hold = _holding(repo, "l1", repo / ".worktrees" / ".lock")
     try:
-        wait_for(lambda: (repo / ".worktrees" / "l1" / "holding").exists() or hold.poll() is not None, timeout=60)
-        assert hold.poll() is None, hold.communicate()
         started = time.monotonic()
         cli.ok("task", "create", "while the agent holds its lock")
         assert time.monotonic() - started < 20
     finally:
         _end(hold)
+
+
+def test_a_sessions_usage_lock_cannot_be_held_from_inside(repo: Path, tmux_socket: str) -> None:
+    """The usage lock beside a session's usage file (`.worktrees/.sessions/NAME/usage.lock`) was taken with no
+    timeout, under the state lock, by every session start: an agent that held it hung `session start` (and with
+    it every state operation) for as long as it liked. The lock now lives in `.worktrees/.locks/`, which no
+    sandbox sees: the agent finds nothing there to hold, and a start takes seconds."""
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "u1")
+    cli.ok("session", "start", "u1", "--agent", "demo")
+    cli.ok("session", "stop", "u1")
+    locks = [repo / ".worktrees" / ".sessions" / "u1" / "usage.lock", repo / ".worktrees" / ".locks" / "usage-u1.lock"]
+    holders = [_holding(repo, "u1", lock) for lock in locks]  # where it was, where it is
+    try:
+        # A process of its own: on main this start waited for the agent's lock until the timeout.
+        proc = CLI(repo, subprocess=True)("session", "start", "u1", "--agent", "demo", timeout=30)
+        assert proc.returncode == 0, proc.stderr
+        cli.ok("session", "stop", "u1")
+    finally:
+        for hold in holders:
+            _end(hold)
+
+
+def test_the_event_logs_rotation_lock_cannot_be_held_from_inside(repo: Path) -> None:
+    """The event log's rotation took a blocking flock on the log, which the agent can read: an agent that held
+    it hung the first append past the size limit, inside the state lock, for ever. Now the rotation waits a
+    second for it, the record goes to the full log, and a later append rotates."""
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "e1")
+    log_path = repo / ".worktrees" / "events.jsonl"
+    hold = _holding(repo, "e1", log_path)
+    try:
+        assert (repo / ".worktrees" / "e1" / "holding").read_text() == "locked"
+        append = ("import sys; from pathlib import Path; from daintree_tui.core.store import EventLog; "
+                  "EventLog(Path(sys.argv[1]), max_bytes=1).append('past.the.limit', worktree={'name': 'e1'})")
+        # A process of its own: on main this append waited for the agent's lock until the timeout.
+        proc = subprocess.run([sys.executable, "-c", append, str(log_path)], capture_output=True, text=True,
+                              timeout=20)
+        assert proc.returncode == 0, proc.stderr
+    finally:
+        _end(hold)
+    records, skipped = EventLog(log_path).read()
+    assert records[-1]["event"] == "past.the.limit" and skipped == 0
 
 
 # Started inside: `count` sleeps (spawned, so that the storm itself needs no memory of its own), then the number

@@ -822,7 +822,7 @@ def spec_for(project: Project, entry: WorktreeEntry, *, writable: Sequence[Path]
     secret_dirs, secret_files = _credentials(project.root, worktree, writable)
     # Every session's terminal log holds what was typed and shown there (a key pasted into a shell session): an
     # agent reads none of them, its own included. Made first, so that one a later session creates is hidden too.
-    hidden += [*secret_dirs, secrets_dir(), private_dir(project.logs_dir)]
+    hidden += [*secret_dirs, secrets_dir(), private_dir(project.logs_dir), private_dir(project.locks_dir)]
     # The state lock is a file anyone who can read it can flock: an agent that held it stopped every state
     # operation outside (each waited its 60 s, then failed). Inside it is /dev/null, whose lock nobody takes.
     secret_files.append(project.state_dir / ".lock")

@@ -266,8 +266,17 @@ class EventLog:
 
     def _rotate(self, fd: int) -> int:
         """Move the full log to `.1` (under an exclusive flock, so two writers never rotate twice) and return a
-        descriptor of the fresh file."""
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        descriptor of the fresh file. A flock that stays taken (anyone who can read the log can hold one: a
+        sandboxed agent) costs a second, then this append goes to the full log and a later one rotates."""
+        deadline = time.monotonic() + 1.0
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    return fd
+                time.sleep(0.01)
         try:
             # Another writer may have rotated while we waited: only the file still at `path` is ours to move.
             current = os.stat(self.path, follow_symlinks=False)
