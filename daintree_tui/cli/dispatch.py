@@ -4,6 +4,7 @@ and the policy gate, then its handler; errors as one line and an exit code (`dai
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -102,6 +103,13 @@ def build_parser(argv: Sequence[str] | None = None) -> Parser:
     return parser
 
 
+def _no_process(exc: BaseException) -> bool:
+    """Whether `exc` is the kernel refusing a new process or thread (EAGAIN, ENOMEM; a thread's RuntimeError)."""
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.EAGAIN, errno.ENOMEM)
+    return isinstance(exc, RuntimeError) and str(exc) == "can't start new thread"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """One command: its exit code (`daintree_tui.cli.main`)."""
     configure_logging()
@@ -165,6 +173,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except Exception as exc:
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT) \
+                and not os.environ.get("DAINTREE_DEBUG"):
+            # A full disk (an agent can fill the one its worktree shares with the state): every state write is
+            # whole or not made, so this is one line to act on, not a bug of ours.
+            where = f": {exc.filename}" if exc.filename else ""
+            error(f"{exc.strerror or 'no space left on device'}{where} (free some space and try again)")
+            return 1
+        if _no_process(exc) and not os.environ.get("DAINTREE_DEBUG"):
+            # A fork or a thread the kernel refused (a process limit reached, e.g. by a fork storm in a session):
+            # the steps so far were rolled back like any failed step's; nothing here is a bug of ours.
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            error(f"cannot start a process: {why} (too many processes running; try again when they have ended)")
+            return 1
         if os.environ.get("DAINTREE_DEBUG"):
             raise
         error(f"internal error: {type(exc).__name__}: {exc} (DAINTREE_DEBUG=1 for details)")

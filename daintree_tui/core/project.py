@@ -121,6 +121,12 @@ class Project:
         return self.state_dir / ".logs"
 
     @property
+    def locks_dir(self) -> Path:
+        """Lock files that no sandbox sees: a flock needs only read access, and an agent that held one of ours
+        stopped what waited for it outside."""
+        return self.state_dir / ".locks"
+
+    @property
     def tmp_root(self) -> Path:
         return self.state_dir / ".tmp"
 

@@ -15,6 +15,9 @@ Why these bwrap options, and what each one closes (tested as an attacker in test
   points we add (the inbox at /run/daintree/inbox) can be created, and so that /run is rebuilt without the
   sockets that run commands outside the sandbox (the user's systemd and D-Bus session in /run/user, docker,
   podman, containerd): connecting to a unix socket works on a read-only mount.
+- Kernel knobs that check only the uid (/proc/sys, /proc/sysrq-trigger, ...: KERNEL_READ_ONLY) are bound
+  read-only over the fresh /proc: as root, `kernel.core_pattern = |script` ran the agent's script as root
+  outside (tests/test_sandbox_kernel.py).
 - /tmp is the worktree's TMPDIR, which also hides tmux's sockets (/tmp/tmux-UID): a process that reaches our
   tmux server can open a window outside the sandbox.
 - The environment is inherited, never passed on bwrap's argv (no `--setenv`): argv is visible in `ps`.
@@ -58,6 +61,24 @@ _RUN_HIDDEN = frozenset({"user", "dbus", "systemd", "docker.sock", "docker", "po
                          "libvirt", "lxd", "snapd.socket", "snapd-snap.socket"})
 _RUN_KEPT = ("systemd/resolve",)
 _TOP_SKIPPED = frozenset({"proc", "dev", "tmp", "run"})
+
+# Kernel knobs that check the uid alone, never a capability: a root agent's user namespace maps 0 to the host's 0,
+# so in a fresh /proc they are root's to write, for the whole machine. `kernel.core_pattern = |script` made the
+# kernel run the agent's script as root outside at its next crash; modprobe, hotplug, sysrq and the like are the
+# same. bwrap makes /proc/irq and /proc/bus read-only itself (listed here all the same: that is its choice, not
+# ours) but skips /proc/sys (a sysctl folder answers access(W_OK) with EACCES for everyone, so bwrap takes it
+# for read-only already) and covers nothing else. These are runc's (docker's) read-only paths. /proc/mtrr and
+# /proc/pressure stay as they are: the first checks CAP_SYS_ADMIN of the host, the second is a per-open trigger
+# every user may set. /sys is bound read-only whole (cgroupfs, securityfs, debugfs, efivarfs and /sys/power
+# below it included), and /dev is bwrap's minimal one.
+# Bound from the host's /proc (bwrap binds only from outside): a sysctl is looked up in the namespaces of the
+# process that opens it, so /proc/sys/net still shows the sandbox's own network.
+KERNEL_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
+# What the kernel reads out of itself for root and no one needs inside (runc's masked paths): a file is shown as
+# /dev/null (on a nodev mount: unreadable), a folder as an empty read-only tmpfs.
+KERNEL_MASKED = ("/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug",
+                 "/proc/latency_stats", "/proc/acpi", "/proc/asound", "/proc/scsi", "/sys/firmware",
+                 "/sys/devices/virtual/powercap")
 
 
 @dataclass(frozen=True)
@@ -208,7 +229,7 @@ def _root_mounts(spec: SandboxSpec) -> list[str]:
             args += ["--symlink", os.readlink(path), str(path)]
         elif path.exists():
             args += ["--ro-bind", str(path), str(path)]
-    args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/run"]
+    args += ["--dev", "/dev", "--proc", "/proc", *_kernel_mounts(), "--tmpfs", "/run"]
     run = Path("/run")
     if run.is_dir():
         for name in sorted(os.listdir(run)):
@@ -223,6 +244,21 @@ def _root_mounts(spec: SandboxSpec) -> list[str]:
             if (run / kept).is_dir():
                 args += ["--ro-bind", str(run / kept), str(run / kept)]
     args += _tmp_mounts(spec)
+    return args
+
+
+def _kernel_mounts() -> list[str]:
+    """KERNEL_READ_ONLY bound read-only over the fresh /proc, KERNEL_MASKED hidden (what this kernel has of them)."""
+    args: list[str] = []
+    for knob in KERNEL_READ_ONLY:
+        args += ["--ro-bind-try", knob, knob]
+    for path in map(Path, KERNEL_MASKED):
+        if path.is_symlink():
+            continue
+        if path.is_dir():
+            args += ["--tmpfs", str(path), "--remount-ro", str(path)]
+        elif path.exists():
+            args += ["--ro-bind", "/dev/null", str(path)]
     return args
 
 
@@ -624,7 +660,10 @@ def spec_for(project: Project, entry: WorktreeEntry, *, writable: Sequence[Path]
     secret_dirs, secret_files = _credentials(project.root, worktree, writable)
     # Every session's terminal log holds what was typed and shown there (a key pasted into a shell session): an
     # agent reads none of them, its own included. Made first, so that one a later session creates is hidden too.
-    hidden += [*secret_dirs, secrets_dir(), private_dir(project.logs_dir)]
+    hidden += [*secret_dirs, secrets_dir(), private_dir(project.logs_dir), private_dir(project.locks_dir)]
+    # The state lock is a file anyone who can read it can flock: an agent that held it stopped every state
+    # operation outside (each waited its 60 s, then failed). Inside it is /dev/null, whose lock nobody takes.
+    secret_files.append(project.state_dir / ".lock")
     return SandboxSpec(
         worktree=worktree, git_common_dir=common, git_admin_dir=git_admin_dir(common, worktree),
         branch=entry.branch, tmpdir=project.tmpdir_for(entry.name), agent_git=agent_git_of(project, entry.name),

@@ -74,7 +74,7 @@ def start_ahead(cwd: str, args: tuple[str, ...], depends_on: object = None) -> N
         if (cwd, args) not in _AHEAD:
             try:  # noqa: SIM105 (contextlib and what it imports would load before git starts)
                 _AHEAD[(cwd, args)] = (depends_on, start(cwd, *args), time.monotonic())
-            except (InputError, OperationError):
+            except (InputError, OperationError, OSError):  # OSError: no fork now (a process limit); the same
                 pass
 
 

@@ -63,13 +63,23 @@ def backup_path(path: Path) -> Path:
 
 
 def write_json(path: Path, data: Any) -> None:
-    """Atomically write `data` as indented JSON, then keep the same bytes as `<file>.bak`."""
+    """Atomically write `data` as indented JSON, then keep the same bytes as `<file>.bak`.
+
+    Raises:
+        OperationError: `path` was not written (it holds what it held before).
+    """
     text = json.dumps(data, indent=2, sort_keys=False) + "\n"
     try:
         atomic_write_text(path, text)
-        atomic_write_text(backup_path(path), text)
     except OSError as exc:
         raise OperationError(f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        atomic_write_text(backup_path(path), text)
+    except OSError as exc:
+        # The file itself is written (and durable): the change happened. Failing here told the caller it had not
+        # (on a nearly full disk, `task create` said "cannot write" of a task it had made, and a create's rollback
+        # never undid an index it had written). The old backup stays: still valid, one change behind.
+        warn(f"{path} written, but not its backup {backup_path(path).name}: {exc.strerror or exc}")
 
 
 MAX_STATE_BYTES = 64 * 1024 * 1024
@@ -244,17 +254,29 @@ class EventLog:
             size = os.fstat(fd).st_size
             if size and os.pread(fd, 1, size - 1) != b"\n":
                 line = "\n" + line
-            os.write(fd, line.encode("utf-8"))
+            data = line.encode("utf-8")
+            while data:  # a full disk takes part of a write (the rest of a page) and says so only by its count
+                data = data[os.write(fd, data):]
         except OSError as exc:
-            warn(f"cannot append to {self.path}: {exc.strerror or exc}")
+            # What did go in is a torn line: readers skip it, and the next record starts on a fresh line.
+            warn(f"cannot append to {self.path} ({event} lost): {exc.strerror or exc}")
         finally:
             os.close(fd)
         return record
 
     def _rotate(self, fd: int) -> int:
         """Move the full log to `.1` (under an exclusive flock, so two writers never rotate twice) and return a
-        descriptor of the fresh file."""
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        descriptor of the fresh file. A flock that stays taken (anyone who can read the log can hold one: a
+        sandboxed agent) costs a second, then this append goes to the full log and a later one rotates."""
+        deadline = time.monotonic() + 1.0
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    return fd
+                time.sleep(0.01)
         try:
             # Another writer may have rotated while we waited: only the file still at `path` is ours to move.
             current = os.stat(self.path, follow_symlinks=False)

@@ -559,8 +559,8 @@ def read_own_state(project: Project, path: Path, what: str) -> Any:
     return data
 
 
-STATE_ENTRIES = (".trash", ".tmp", ".journal", ".logs", ".sessions", ".run", ".cache", ".lock", ".sandbox-home",
-                 ".inbox", "events.jsonl", "events.jsonl.1", "index.json", "index.json.bak")
+STATE_ENTRIES = (".trash", ".tmp", ".journal", ".logs", ".sessions", ".run", ".cache", ".lock", ".locks",
+                 ".sandbox-home", ".inbox", "events.jsonl", "events.jsonl.1", "index.json", "index.json.bak")
 
 
 def state_dir_problem(project: Project) -> str | None:

@@ -361,9 +361,12 @@ class WorktreeService:
                 _import_the_steps_after_the_add()
                 return scan
 
+            # Pushed before the add too: when the scan beside it fails (no thread could start: a fork storm's
+            # process limit), git has added the worktree all the same, and it stayed behind the rollback. The
+            # target was checked new (or empty), so whatever is there after a failed add is the add's.
+            undo.push("remove the worktree directory", lambda: self.discard_worktree(path))
             scan = g.git_while(root, *options, "worktree", "add", "--quiet", "-B" if reset_branch else "-b", branch,
                                str(path), base_commit, meanwhile=while_git_checks_out)
-            undo.push("remove the worktree directory", lambda: self.discard_worktree(path))
             assert project.common_dir is not None
             provided = deps.provide(root, path, self.cfg, project.common_dir, skip, scan)
             copied, linked = provided.copied, provided.linked
@@ -408,8 +411,24 @@ class WorktreeService:
         return entry, provided
 
     def _delete_new_branch(self, branch: str) -> None:
-        if g.branch_exists(self.project.root, branch):
-            g.git(self.project.root, "branch", "-D", branch)
+        """Delete the branch this create just made. git deletes even a loose ref by rewriting packed-refs, which
+        a full disk refuses: the branch stayed, and the next create of the name said it exists. Then its loose
+        file goes, as git's own delete would have left it (only a regular file that packed-refs does not name)."""
+        root = self.project.root
+        if not g.branch_exists(root, branch):
+            return
+        try:
+            g.git(root, "branch", "-D", branch)
+        except OperationError:
+            common = self.project.common_dir
+            ref = f"refs/heads/{branch}"
+            if common is None or (common / ref).is_symlink() or not (common / ref).is_file() \
+                    or _packed_ref(common, ref):
+                raise
+            loose = common / ref
+            loose.unlink()
+            with contextlib.suppress(OSError):
+                (common / "logs" / ref).unlink()
 
     def discard_worktree(self, path: Path) -> None:
         """Remove a worktree directory this process just made (never the user's: create checked it was new)."""
@@ -421,7 +440,8 @@ class WorktreeService:
         """Undo a create whose post_create hook failed (the index entry and task binding exist already)."""
         self.discard_worktree(Path(entry.path))
         if not reset_branch:
-            g.git(self.project.root, "branch", "-D", entry.branch, check=False)
+            with contextlib.suppress(OperationError):
+                self._delete_new_branch(entry.branch)
         shutil.rmtree(self.project.tmpdir_for(entry.name), ignore_errors=True)
         shutil.rmtree(self.project.sandbox_home_for(entry.name), ignore_errors=True)
         entries = [e for e in self.index.load(heal=True) if e.name != entry.name]
@@ -644,3 +664,14 @@ class WorktreeService:
         from daintree_tui.core.sandbox import wrap_command  # only commands run in a worktree need it
 
         return run_command(wrap_command(self.project, entry, argv, env), path, env, timeout)
+
+
+def _packed_ref(common_dir: Path, ref: str) -> bool:
+    """Whether `packed-refs` names `ref` (then only git may delete it); True when the file cannot be read."""
+    try:
+        lines = (common_dir / "packed-refs").read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    return any(line.split(" ", 1)[-1].strip() == ref for line in lines if not line.startswith(("#", "^")))

@@ -32,6 +32,7 @@ from typing import Any
 from daintree_tui.core import git as g
 from daintree_tui.core.errors import DaintreeError, InputError, OperationError
 from daintree_tui.core.index import Index, find
+from daintree_tui.core.log import warn
 from daintree_tui.core.mounts import INBOX_MOUNT
 from daintree_tui.core.project import Project
 from daintree_tui.core.sandbox import bring_in, on_behalf_of_sandboxed
@@ -204,9 +205,12 @@ def _process_one(services: Services, owner: str, inbox: Path) -> list[Outcome]:
             request = (f"{name} is tracked by git: it came with the repository's history (a clone, a pull, a "
                        "merged branch), not from this session" if name in tracked else _read_request(dir_fd, name))
             outcome = _apply(services, owner, request_id, request)
-            _write_reply(dir_fd, request_id, outcome)
+            # Gone before its reply is written: a request is applied once. Answered first, a reply the disk had
+            # no room for (the agent had filled it) raised here and left the request, which every later pass
+            # applied again (a task created once per poll).
             with contextlib.suppress(OSError):
                 os.unlink(name, dir_fd=dir_fd)
+            _write_reply(dir_fd, request_id, outcome)
             project.events.append("inbox.applied" if outcome.ok else "inbox.refused", worktree={"name": owner},
                                   kind=outcome.kind, request=request_id, error=outcome.error)
             outcomes.append(outcome)
@@ -265,7 +269,13 @@ def _write_reply(dir_fd: int, request_id: str, outcome: Outcome) -> None:
     except OSError:
         return
     try:
-        os.write(fd, body)
+        while body:  # a nearly full disk takes part of a write: the rest, or no reply at all, never half of one
+            body = body[os.write(fd, body):]
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        warn(f"inbox: cannot answer request {request_id[:8]}: {exc.strerror or exc} (it was handled, once)")
+        return
     finally:
         os.close(fd)
     with contextlib.suppress(OSError):

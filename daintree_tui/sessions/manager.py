@@ -23,6 +23,7 @@ from daintree_tui.core import trust, validate
 from daintree_tui.core.environment import worktree_env
 from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.index import Index, find
+from daintree_tui.core.log import warn
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.project import Project
 from daintree_tui.core.store import backup_path, create_new, write_json
@@ -314,8 +315,12 @@ class SessionManager:
         if not self.host.exists(name):
             return False
         # Record the intent first: an observer that sees the session (or the server) vanish must already
-        # know it was stopped on purpose.
-        self.record_transition(name, SessionStatus.EXITED, None, reason="stopped")
+        # know it was stopped on purpose. When the record cannot be written (a full disk: the agent that filled
+        # it is the one the user stops), the stop still happens: it refused, and the agent went on writing.
+        try:
+            self.record_transition(name, SessionStatus.EXITED, None, reason="stopped")
+        except OperationError as exc:
+            warn(f"stopping the session of {name} without recording it: {exc}")
         return self.host.stop(name)
 
     def restart(self, name: str, agent: str | None = None, prompt: str | None = None,

@@ -31,6 +31,7 @@ from typing import Any
 from daintree_tui.core.errors import OperationError
 from daintree_tui.core.project import Project
 from daintree_tui.core.store import read_json, write_json
+from daintree_tui.core.trust import private_dir
 from daintree_tui.sessions.agents import AgentIntegration, SessionContext
 from daintree_tui.sessions.agents.base import MAX_RECORD_FILES
 from daintree_tui.sessions.usage import (
@@ -127,8 +128,10 @@ class UsageTracker:
 
     @contextlib.contextmanager
     def _locked(self, name: str) -> Iterator[None]:
-        """One updater of a session's usage at a time (the dashboard and a CLI call may look together)."""
-        lock = session_dir(self.project, name) / "usage.lock"
+        """One updater of a session's usage at a time (the dashboard and a CLI call may look together). The lock
+        is in the folder no sandbox sees: beside the usage file, an agent that held it hung every session start
+        (under the state lock) and the dashboard's usage poll, with no timeout."""
+        lock = private_dir(self.project.locks_dir) / f"usage-{name}.lock"
         fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)

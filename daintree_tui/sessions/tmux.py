@@ -143,7 +143,10 @@ class TmuxHost:
         except OSError:
             current = None  # missing, a link, a device: never read through, replaced
         if current != TMUX_CONF:
-            atomic_write_text(self.conf, TMUX_CONF)
+            try:
+                atomic_write_text(self.conf, TMUX_CONF)
+            except OSError as exc:  # a full disk (an agent filled it): one line, not an internal error
+                raise OperationError(f"cannot write {self.conf}: {exc.strerror or exc}") from None
 
     def server_running(self) -> bool:
         proc = self.tmux("list-sessions", "-F", "#{session_name}", check=False)
@@ -262,8 +265,16 @@ class TmuxHost:
         if start_check is not None:
             unconfined = start_check.get("env")
             data["sandbox"] = {**start_check, "env": _passed(unconfined) if isinstance(unconfined, Mapping) else {}}
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(data, fh)
+        except OSError as exc:
+            # A full disk: the part written (the session's environment, half of it) goes, and the start fails
+            # with one line; the caller gives the session's previous record back.
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            raise OperationError(f"cannot write the session's launch file in {folder}: {exc.strerror or exc}") \
+                from None
         return path
 
     def list(self) -> list[PaneState]:
