@@ -348,7 +348,7 @@ def test_sandbox_check_reports_the_boundary(repo: Path, sandbox_env: Path) -> No
     lines = proc.stdout.splitlines()
     assert "bubblewrap" in lines[0]
     assert any("read-only" in ln and "refs/heads/main" in ln for ln in lines)
-    assert any("read-only" in ln and "another agent's branch (wt/c2)" in ln for ln in lines)
+    assert any("read-only" in ln and "the shared object store" in ln for ln in lines)
     assert any("writable" in ln and "its own branch (wt/c1)" in ln for ln in lines)
     report = cli.json("sandbox", "check", "c1")
     assert report["holds"] and all(r["holds"] for r in report["results"])

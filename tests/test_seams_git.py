@@ -95,11 +95,11 @@ def test_only_objects_that_match_their_names_join_the_store(repo: Path, sandbox_
     quarantine = repo / ".worktrees" / ".agent-git" / "a1" / "objects"
     payload = repo / ".worktrees" / "a1" / "payload"
     payload.write_bytes(forged)
-    _inside(cli, "a1", f'O={COMMON}/objects; mkdir -p "$O/{oid[:2]}" "$O/ab" "$O/cd" "$O/ef" && '
+    out = _inside(cli, "a1", f'O={COMMON}/objects; mkdir -p "$O/{oid[:2]}" "$O/ab" "$O/cd" "$O/ef" && '
                        f'cp payload "$O/{oid[:2]}/{oid[2:]}" && ln -s /etc/passwd "$O/ab/{"1" * 38}" && '
                        f'mkfifo "$O/cd/{"2" * 38}" && printf garbage > "$O/ef/{"3" * 38}" && rm payload && '
                        "echo own > own.txt && git add own.txt && git commit -qm own && echo committed")
-    assert (quarantine / oid[:2] / oid[2:]).exists()  # the plant is there, in its quarantine
+    assert "committed" in out  # every plant was written, in its quarantine (brought in as `run` returned)
     cli.ok("worktree", "list")  # the outside brings it in
     shared = repo / ".git" / "objects"
     assert not (shared / oid[:2] / oid[2:]).exists()
@@ -149,3 +149,12 @@ def test_an_agent_moves_only_its_own_branch_and_only_to_whole_commits(repo: Path
     git(repo, "update-ref", "refs/heads/wt/a", "main")
     out = _inside(cli, "a", "git rev-parse HEAD")
     assert out.strip() == git(repo, "rev-parse", "main").strip()
+
+
+def test_a_commit_made_by_run_is_on_its_branch_when_run_returns(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+    """Found by a new user's trial: `worktree run` returned 0 after a commit, and `git log wt/NAME` in the primary
+    still showed the old tip until the next daintree command."""
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "r1")
+    _inside(cli, "r1", "echo r > r.txt && git add r.txt && git commit -qm 'from run'")
+    assert git(repo, "log", "-1", "--format=%s", "wt/r1").strip() == "from run"

@@ -663,7 +663,10 @@ class WorktreeService:
             return RunResult(126, "", f"permission denied: {program}\n", 0.0)
         from daintree_tui.core.sandbox import wrap_command  # only commands run in a worktree need it
 
-        return run_command(wrap_command(self.project, entry, argv, env), path, env, timeout)
+        result = run_command(wrap_command(self.project, entry, argv, env), path, env, timeout)
+        with contextlib.suppress(OperationError, OSError):
+            bring_in(self.project, entry, quick=True)  # what it committed is on its branch when `run` returns
+        return result
 
 
 def _packed_ref(common_dir: Path, ref: str) -> bool:

@@ -21,6 +21,7 @@ from daintree_tui.core.environment import worktree_env
 from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.index import Index, find
 from daintree_tui.core.models import WorktreeEntry
+from daintree_tui.core.mounts import SHARED_OBJECTS_MOUNT
 from daintree_tui.core.project import Project
 from daintree_tui.core.tasks import TaskService
 from daintree_tui.sessions.manager import read_session_record
@@ -125,8 +126,10 @@ def probes(project: Project, entry: WorktreeEntry, others: list[WorktreeEntry], 
         other = others[0]
         out.append(Probe(f"another worktree ({other.name})", "create",
                          str(Path(other.path) / f".daintree-probe-{tag}"), False))
-        out.append(Probe(f"another agent's branch ({other.branch})", "move-ref", f"refs/heads/{other.branch}",
-                         False, str(own)))
+    # Other agents' branches are not in this sandbox at all (its refs/heads/wt/ is a folder of its own, see
+    # core/agent_git.py): what could move them is the shared object store and ref folder, both read-only here.
+    out.append(Probe("the shared object store", "create", str(SHARED_OBJECTS_MOUNT / f".daintree-probe-{tag}"),
+                     False))
     out += [
         Probe("its own worktree", "create", str(own / f".daintree-probe-{tag}"), True),
         Probe(f"its own branch ({entry.branch})", "move-ref", f"refs/heads/{entry.branch}", True, str(own)),
