@@ -295,3 +295,25 @@ def test_the_shared_folder_of_an_unsandboxed_codex_is_listed_newest_first(tmp_pa
     newest = own_files(tmp_path, ("*", "*", "*", "rollout-*.jsonl"), limit=2, newest_first=True)
     assert [str(p.relative_to(tmp_path)) for p in newest] == ["2026/12/01/rollout-1.jsonl",
                                                              "2026/11/30/rollout-1.jsonl"]
+
+
+def test_a_record_that_counted_nothing_and_went_is_no_reason_for_distrust(cli: CLI, repo: Path) -> None:
+    """Found by a new user's trial: gemini deletes its empty chat files while it signs in, and `session list` said
+    "(untrusted records)" for a session of 0 tokens. A file that gave no usage cannot have been made to count less
+    by going; one that counted something still can."""
+    cli.ok("worktree", "create", "a")
+    manager, ctx, codex, day = _private_codex_run(repo, "a")
+    empty = day / "rollout-empty.jsonl"
+    empty.write_text('{"type": "session_meta", "payload": {}}\n')
+    counted = day / "rollout-counted.jsonl"
+    counted.write_text(_rollout(str(ctx.worktree), 300, 30))
+    manager.usage.update("a", ctx, codex)
+    empty.unlink()
+    manager.usage._scanned.clear()
+    manager.usage.update("a", ctx, codex)
+    totals = manager.usage.runs("a", current_only=True)[0].totals
+    assert totals.trusted and totals.tokens.total == 330, totals
+    counted.unlink()
+    manager.usage.update("a", ctx, codex)
+    totals = manager.usage.runs("a", current_only=True)[0].totals
+    assert not totals.trusted and totals.tokens.total == 330, totals

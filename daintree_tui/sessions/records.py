@@ -232,8 +232,13 @@ class UsageTracker:
                     parser.reset()
                 records = parser.feed(lines)
                 problem = tail.problem or (f"{parser.unparsed} line(s) that are no JSON" if parser.unparsed else "")
-                if problem:
+                # A file that gave no usage and then went (gemini deletes its empty chats while it signs in) took
+                # nothing away: only one that counted something can have been made to count less.
+                harmless = tail.problem.endswith("after it was counted") and not entry.get("counted")
+                if problem and not harmless:
                     changed |= self._distrust(run, key, problem)
+                if records:
+                    entry["counted"] = True
                 if (tail.inode, tail.offset) != before or records:
                     changed = True
                     entry["tail"], entry["parser"] = tail.to_dict(), parser.state
