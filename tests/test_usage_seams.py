@@ -304,7 +304,7 @@ def test_a_record_that_counted_nothing_and_went_is_no_reason_for_distrust(cli: C
     cli.ok("worktree", "create", "a")
     manager, ctx, codex, day = _private_codex_run(repo, "a")
     empty = day / "rollout-empty.jsonl"
-    empty.write_text('{"type": "session_meta", "payload": {}}\n')
+    empty.write_text(_rollout(str(ctx.worktree), 0, 0).splitlines()[0] + "\n")  # its meta line alone
     counted = day / "rollout-counted.jsonl"
     counted.write_text(_rollout(str(ctx.worktree), 300, 30))
     manager.usage.update("a", ctx, codex)
