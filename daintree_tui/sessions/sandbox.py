@@ -66,11 +66,14 @@ AGENT_STATE: dict[str, tuple[str, ...]] = {
 # temp folders (tmp/<project>/chats/ ...). Shared, they were writable whole: an agent wrote a rollout naming another
 # worktree's path and that session was charged for it (usage is matched to a session by the files the outside
 # chose, see agents/codex.py), and a conversation planted there is what another session's `resume --last`, or the
-# user's own codex, loads. Inside, each session sees only its own conversations.
+# user's own codex, loads. Inside, each session sees only its own conversations. And codex 0.171's app-server
+# folders: the pid, lock and log files of the daemon it starts, and the links to its socket that the user's own
+# codex follows to reach its daemon (a link the agent wrote would hand the user's codex to a server of the agent's).
 AGENT_PRIVATE: dict[str, tuple[str, ...]] = {"claude": ("~/.claude/shell-snapshots/", "~/.claude/session-env/",
                                                         "~/.claude/ide/"),
                                              "codex": ("~/.codex/shell_snapshots/", "~/.codex/sessions/",
-                                                       "~/.codex/archived_sessions/", "~/.codex/sandbox-state/"),
+                                                       "~/.codex/archived_sessions/", "~/.codex/sandbox-state/",
+                                                       "~/.codex/app-server-daemon/", "~/.codex/app-server-control/"),
                                              "gemini": ("~/.gemini/tmp/",)}
 PRIVATE_HOME = "agent"
 """The folder of a worktree's sandbox home that stands for ~ in AGENT_PRIVATE: `<sandbox home>/agent/.codex/sessions`
