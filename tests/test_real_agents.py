@@ -373,24 +373,31 @@ def test_real_agent_in_the_sandbox_works_as_outside(repo: Path, homes: Homes, ag
 
     # One after the other, not side by side: two codex sign-ins want the same local port (1455), and two starts
     # at once on a busy machine change what claude shows before it gives up without network.
+    gaps = KNOWN_GAPS.get(agent_name, {})
+    unexpected = [p for p in denied if read_only_by_design(agent_name, p) is None
+                  and not any(fnmatch.fnmatchcase(p, g) for g in gaps)]
+    failures = [f"{agent_name} wrote these outside the sandbox, and its sandbox binds them read-only (add them to "
+                f"its data in agent_folders.AGENT_DATA, or to READ_ONLY_BY_DESIGN with the reason):\n"
+                + "\n".join(unexpected[:40])] if unexpected else []
+    fixed = [g for g in gaps if not any(fnmatch.fnmatchcase(p, g) for p in denied)]
+    if fixed:
+        failures.append(f"{agent_name}: writable in the sandbox now, drop them from KNOWN_GAPS: {fixed}")
+
     homes.use("sandboxed", agent)
     _user_config(f'[agents.{agent_name}]\nsandbox = "on"\n')
     started = cli.json("session", "start", BOX, "--agent", agent_name)
     assert started["sandbox"]["active"], started
-    _run_steps(cli, repo, BOX, agent, outside)
+    try:
+        _run_steps(cli, repo, BOX, agent, outside)
+    except AssertionError as exc:  # reported with the paths above, which say why
+        failures.append(str(exc))
     cli("session", "stop", BOX)
 
     outside_denials = {line.replace(OUT, "<name>") for line in _denials(repo, OUT)}
     new = [line for line in _denials(repo, BOX) if line not in outside_denials]
-    assert not new, f"{agent_name} hit a read-only or forbidden path in the sandbox only:\n" + "\n".join(new)
-    gaps = KNOWN_GAPS.get(agent_name, {})
-    fixed = [g for g in gaps if not any(fnmatch.fnmatchcase(p, g) for p in denied)]
-    assert not fixed, f"{agent_name}: writable in the sandbox now, drop them from KNOWN_GAPS: {fixed}"
-    unexpected = [p for p in denied if read_only_by_design(agent_name, p) is None
-                  and not any(fnmatch.fnmatchcase(p, g) for g in gaps)]
-    assert not unexpected, (
-        f"{agent_name} wrote these outside the sandbox, and its sandbox binds them read-only (add them to its data "
-        f"in agent_folders.AGENT_DATA, or to READ_ONLY_BY_DESIGN with the reason):\n" + "\n".join(unexpected[:40]))
+    if new:
+        failures.append(f"{agent_name} hit a read-only or forbidden path in the sandbox only:\n" + "\n".join(new))
+    assert not failures, "\n\n".join(failures)
 
 
 def test_read_only_by_design_names_agents_and_reasons() -> None:
