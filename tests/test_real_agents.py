@@ -349,6 +349,7 @@ def _probe_writable(cli: CLI, repo: Path, home: Path, agent: str, paths: list[Pa
     return [str(Path(p).relative_to(home)) for p in denied]
 
 
+@pytest.mark.real_agents
 @pytest.mark.parametrize("agent_name", list(AGENTS))
 def test_real_agent_in_the_sandbox_works_as_outside(repo: Path, homes: Homes, agent_name: str) -> None:
     """Outside the sandbox in one home, inside it in another (the same first screens, for a new user), and a probe
