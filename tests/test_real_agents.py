@@ -43,7 +43,7 @@ PROGRAMS = {name: shutil.which(name) for name in ("claude", "codex", "gemini", "
 
 OUT, BOX = "a-out", "a-box"  # names of one length: the screens that show them wrap alike
 SETTLE = 2.5  # a screen is settled when its meaningful lines stayed the same this long
-STEP_TIMEOUT = 60.0
+STEP_TIMEOUT = 90.0  # a busy machine (load 24 on 2 cores seen) takes long to start node or litellm
 
 
 @dataclass(frozen=True)
@@ -344,7 +344,7 @@ def _probe_writable(cli: CLI, repo: Path, home: Path, agent: str, paths: list[Pa
     _user_config(f'[agents.{agent}]\nsandbox = "on"\ncommand = "{command}"\n')
     started = cli.json("session", "start", OUT, "--agent", agent)
     assert started["sandbox"]["active"], started
-    wait_for(lambda: (wt / "probe-result.json").exists(), timeout=60)
+    wait_for(lambda: (wt / "probe-result.json").exists(), timeout=STEP_TIMEOUT)
     denied = json.loads((wt / "probe-result.json").read_text())
     return [str(Path(p).relative_to(home)) for p in denied]
 
