@@ -477,19 +477,6 @@ post_create = [{command = "sleep 1; touch bg-done", background = true}]
     wait_for(gone, timeout=10)
 
 
-@pytest.mark.parametrize("agent", ["claude", "codex", "gemini", "opencode", "aider"])
-def test_installed_agent_cli_starts_inside_the_sandbox(repo: Path, sandbox_env: Path, agent: str) -> None:
-    if shutil.which(agent) is None:
-        pytest.skip(f"{agent} is not installed here")
-    cli = CLI(repo)
-    cli.ok("worktree", "create", "a1")
-    started = cli.json("session", "start", "a1", "--agent", agent)
-    assert started["sandbox"]["active"]
-    wait_for(lambda: cli("session", "capture", "a1").stdout.strip() != "", timeout=30)
-    screen = cli("session", "capture", "a1").stdout
-    assert "bwrap:" not in screen, screen
-
-
 def test_inbox_of_a_removed_worktree_is_dropped(repo: Path, sandbox_env: Path) -> None:
     from daintree_tui.core.project import Project
     from daintree_tui.services import Services
@@ -1313,3 +1300,39 @@ def test_sandboxed_gemini_keeps_its_folder_trust_answers_in_its_own_copy(repo: P
     assert copy.read_text() == '"/mine": "TRUST_FOLDER"\n"/w": "TRUST_PARENT"\n'
     assert (gemini / "trustedFolders.json").read_text() == '"/mine": "TRUST_FOLDER"\n'
     cli.ok("session", "stop", "g2")
+
+
+# Saves the sign-in choice as Gemini CLI 0.61 does (settings.json rewritten in place, O_TRUNC), then tries to swap
+# the file for its own (a rename over it) and reports what it reads back.
+GEMINI_SIGNS_IN = r"""#!/bin/sh
+G="$HOME/.gemini"
+printf '{"security": {"auth": {"selectedType": "oauth-personal"}}}\n' > "$G/settings.json" && r=saved || r=failed
+echo '{"hooks": "pwned"}' > "$G/s.tmp"; mv -f "$G/s.tmp" "$G/settings.json" 2>/dev/null && r="$r swapped"
+echo "$r $(cat "$G/settings.json")" > "$G/tmp/settings-result"
+exec cat
+"""
+
+
+def test_sandboxed_gemini_saves_its_sign_in_choice_in_a_settings_copy_of_its_own(repo: Path,
+                                                                                 sandbox_env: Path) -> None:
+    """Enter on gemini's "How would you like to authenticate" did nothing in the sandbox: gemini saves the choice
+    in ~/.gemini/settings.json (in place), bound read-only there because the user's own gemini runs its hooks and
+    MCP servers (`Failed to save settings: Read-only file system`). Sandboxed, it writes a copy of its own, made
+    from the user's; the user's file is never written, and no rename replaces it."""
+    gemini = sandbox_env / ".gemini"
+    (gemini / "tmp").mkdir(parents=True)
+    (gemini / "settings.json").write_text('{"general": {"vimMode": true}}\n')
+    script = sandbox_env / "gemini-signs-in.sh"
+    script.write_text(GEMINI_SIGNS_IN)
+    _write_user_config(f'[agents.gemini]\ncommand = "sh {script}"\nprompt_mode = "none"\n')
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "g3")
+    assert cli.json("session", "start", "g3", "--agent", "gemini")["sandbox"]["active"] is True
+    result = gemini / "tmp" / "settings-result"
+    wait_for(result.exists, timeout=30)
+    chosen = '{"security": {"auth": {"selectedType": "oauth-personal"}}}'
+    assert result.read_text() == f"saved {chosen}\n"
+    assert (gemini / "settings.json").read_text() == '{"general": {"vimMode": true}}\n'
+    copy = repo / ".worktrees" / ".sandbox-home" / "g3" / "agent" / ".gemini" / "settings.json"
+    assert copy.read_text() == chosen + "\n"
+    cli.ok("session", "stop", "g3")

@@ -99,7 +99,7 @@ class SandboxSpec:
     writable_inside: tuple[Path, ...] = ()
     # (this sandbox's own folder, the agent folder it is shown at): what the agent's other runs read from there
     # and run (claude's shell snapshots, sourced before every command) is the sandbox's own, never the user's.
-    private_overlays: tuple[tuple[Path, Path], ...] = ()
+    private_overlays: tuple[tuple[Path, Path], ...] = ()  # (own folder or file, the one it is shown as)
     home_caches: Path | None = None  # this worktree's own ~/.cache and ~/.npm (see PRIVATE_CACHES)
     inbox: Path | None = None
     network: bool = True
@@ -317,6 +317,9 @@ def _writable_mounts(spec: SandboxSpec) -> list[str]:
     for path in spec.read_only:  # after the folders that hold them
         if path.exists():
             args += ["--ro-bind", str(path), str(path)]
+    for source, shown_at in spec.private_overlays:  # a file's copy: over the read-only file it stands for
+        if source.is_file() and not source.is_symlink() and shown_at.is_file() and not shown_at.is_symlink():
+            args += ["--bind", str(source), str(shown_at)]
     for folder in spec.writable_inside:
         if folder.is_dir() and not folder.is_symlink():
             args += ["--bind", str(folder), str(folder)]

@@ -11,6 +11,36 @@ the agent itself writes) stay writable; every other entry that exists when the s
 whatever it is and whatever calls it. What does not exist yet could still be created, so the names the agent obeys
 (AGENT_OBEYED), and every path inside the folder that the read-only settings name (or a script they name names,
 and so on), are made first (empty) and bound read-only too.
+
+What the real CLIs write, observed unsandboxed with strace (openat for writing, mkdir, rename, unlink) in a fresh
+home, at start, after one Enter and after a second (trust prompt, sign-in choice, sign-in URL), without network:
+
+=========  ========  =================================================================================
+agent      version   paths written under ~ (how)
+=========  ========  =================================================================================
+claude     2.1.197   ~/.claude.json (tmp + rename, .lock dir), ~/.claude/backups/; exits 1 without network
+                     (sandboxed: the same in ~/.claude/ through CLAUDE_CONFIG_DIR)
+codex      0.171.0   ~/.codex/: config.toml (tmp + rename, once: `[tui] screen_reader_detection_done`),
+                     {state_5,logs_2,goals_1,memories_1,queue_1}.sqlite(-wal,-shm,-journal), installation_id,
+                     .tmp/ (plugin sync staging), skills/.system/ (its bundled skills), packages/ (a 424 MB
+                     copy of its app-server daemon, then run from there), app-server-daemon/ and
+                     app-server-control/ (pid, lock, log files, socket links into /tmp); nothing more at
+                     either Enter (sign-in URL)
+gemini     0.61.0    ~/.gemini/: projects.json (tmp + rename, .lock dir), state.json, installation_id,
+                     tmp/<project>/ (.project_root, logs.json, chats/), history/<project>/.project_root;
+                     Enter 1 (trust): trustedFolders.json (tmp + rename; sandboxed: its own copy through
+                     GEMINI_CLI_TRUSTED_FOLDERS_PATH); Enter 2 (sign-in choice): google_accounts.json and
+                     settings.json (both in place, O_TRUNC; sandboxed: settings.json is a copy of the
+                     sandbox's own, see sessions/sandbox.py AGENT_PRIVATE_FILES)
+opencode   1.18.33   ~/.local/share/opencode/: opencode.db(-wal,-shm,-journal) (O_RDWR at every start),
+                     log/, repos/; ~/.local/state/opencode/locks/; ~/.config/opencode/: opencode.jsonc and
+                     .gitignore (when missing), package.json, package-lock.json, node_modules/ (npm install
+                     of its plugin SDK, through ~/.npm); ~/.cache/opencode/
+aider      0.86.2    ~/.aider/: analytics.json, installs.json, caches/; .gitignore in the worktree
+=========  ========  =================================================================================
+
+Re-check after a CLI update: tests/test_real_agents.py runs each CLI outside and inside the sandbox, and fails on
+a path the CLI wrote outside that its sandbox binds read-only and READ_ONLY_BY_DESIGN does not explain.
 """
 
 from __future__ import annotations
@@ -47,11 +77,45 @@ AGENT_DATA: dict[str, tuple[str, ...]] = {
                    "mcp-oauth-tokens.json", "projects.json", "state.json", "trustedFolders.sandbox.json", "*.tmp*",
                    "*.lock"),
     "~/.config/opencode/": (),
+    # opencode 1.18 keeps its sessions in a SQLite database (opened O_RDWR at every start, with its -wal, -shm and
+    # -journal beside it): read-only, it drew a blank screen and hung.
     "~/.local/share/opencode/": ("auth.json", "storage", "log", "snapshot", "project", "repos", "tool-output",
-                                 "*.tmp*", "*.lock"),
+                                 "opencode.db", "opencode.db-*", "*.tmp*", "*.lock"),
     "~/.local/state/opencode/": ("*",),  # its recent models and prompt history: nothing there runs
-    "~/.aider/": ("caches", "analytics.json", "*.tmp*", "*.lock"),
+    "~/.aider/": ("caches", "analytics.json", "installs.json", "*.tmp*", "*.lock"),
 }
+
+# What an agent writes outside the sandbox that its sandbox keeps read-only, on purpose: (path from the home
+# folder, a glob whose * spans folders) -> why. tests/test_real_agents.py probes every path the real CLI wrote
+# unsandboxed and fails on a read-only one not named here.
+READ_ONLY_BY_DESIGN: dict[str, dict[str, str]] = {
+    "claude": {".claude.json": "the user's claude starts its mcpServers unconfined; sandboxed claude keeps its "
+                               "own copy in ~/.claude/ (CLAUDE_CONFIG_DIR)",
+               ".claude.json.*": "its temporary and lock files, beside ~/.claude.json"},
+    "gemini": {".gemini/trustedFolders.json": "the user's gemini loads a trusted folder's own settings (hooks, "
+                                              "MCP servers); sandboxed gemini keeps its answers in its own copy, "
+                                              "trustedFolders.sandbox.json (GEMINI_CLI_TRUSTED_FOLDERS_PATH)"},
+    "codex": {".codex/config.toml": "settings the user's codex obeys (MCP servers, notify commands); codex "
+                                    "writes it once, for a screen-reader check it repeats when it cannot",
+              ".codex/skills*": "instructions the user's codex loads (it copies its bundled skills there)",
+              ".codex/packages*": "the app-server daemon the user's codex runs from there"},
+    "aider": {".aider/oauth-keys.env": "loaded as the user's aider's environment (AIDER_* options run commands); "
+                                       "an OpenRouter sign-in inside the sandbox cannot save its key"},
+    "opencode": {".config/opencode/package.json": "the dependencies of the plugins the user's opencode loads",
+                 ".config/opencode/package-lock.json": "likewise",
+                 ".config/opencode/node_modules*": "code the user's opencode plugins import",
+                 ".config/opencode/opencode.jsonc": "its settings (plugins, MCP servers)",
+                 ".config/opencode/.gitignore": "written with its settings, when missing"},
+}
+
+
+def read_only_by_design(agent: str, path: str) -> str | None:
+    """Why `path` (relative to the home folder), written by `agent` outside its sandbox, is read-only inside."""
+    for pattern, reason in READ_ONLY_BY_DESIGN.get(agent, {}).items():
+        if fnmatch.fnmatchcase(path, pattern):
+            return reason
+    return None
+
 
 # What the agent obeys when it starts, sandboxed or not (the user's own agent outside daintree): settings (hooks,
 # a status line, MCP servers), plugins, and instructions that reach it as the user's own (CLAUDE.md, commands,
@@ -65,8 +129,12 @@ AGENT_OBEYED: dict[str, tuple[tuple[str, ...], ...]] = {
                ("~/.claude/output-styles/",), ("~/.claude/rules/",)),
     # codex's rules/ let commands run without asking; gemini's trustedFolders.json makes a folder's own
     # .gemini/settings.json (its hooks and MCP servers) count: both loosen what the user's own agent does.
+    # packages/ holds the app-server daemon codex 0.171 downloads at its first start and then runs from there
+    # (`packages/app-server-daemon/current/bin/codex app-server`), the user's own codex too; plugins/ what its
+    # plugin sync installs.
     "codex": (("~/.codex/config.toml",), ("~/.codex/AGENTS.md",), ("~/.codex/AGENTS.override.md",),
-              ("~/.codex/prompts/",), ("~/.codex/skills/",), ("~/.codex/rules/",)),
+              ("~/.codex/prompts/",), ("~/.codex/skills/",), ("~/.codex/rules/",), ("~/.codex/packages/",),
+              ("~/.codex/plugins/",)),
     # trusted_hooks.json lets a project's hooks run without asking; skills/ and agents/ are instructions.
     "gemini": (("~/.gemini/settings.json",), ("~/.gemini/extensions/",), ("~/.gemini/GEMINI.md",),
                ("~/.gemini/commands/",), ("~/.gemini/trustedFolders.json",), ("~/.gemini/policies/",),
@@ -79,6 +147,9 @@ AGENT_OBEYED: dict[str, tuple[tuple[str, ...], ...]] = {
                  ("~/.config/opencode/tool/",), ("~/.config/opencode/tools/",),
                  # the programs it downloads (ripgrep) and then runs, the user's own opencode too
                  ("~/.local/share/opencode/bin/",)),
+    # aider 0.86 loads oauth-keys.env (its OpenRouter key, saved after sign-in) as environment before it reads its
+    # options, and AIDER_* variables are options (--test-cmd, --lint-cmd: commands it runs).
+    "aider": (("~/.aider/oauth-keys.env",),),
 }
 
 # Inside a data folder, what is instructions again: Claude's auto memory (`projects/<project>/memory/MEMORY.md`,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -65,11 +66,14 @@ AGENT_STATE: dict[str, tuple[str, ...]] = {
 # temp folders (tmp/<project>/chats/ ...). Shared, they were writable whole: an agent wrote a rollout naming another
 # worktree's path and that session was charged for it (usage is matched to a session by the files the outside
 # chose, see agents/codex.py), and a conversation planted there is what another session's `resume --last`, or the
-# user's own codex, loads. Inside, each session sees only its own conversations.
+# user's own codex, loads. Inside, each session sees only its own conversations. And codex 0.171's app-server
+# folders: the pid, lock and log files of the daemon it starts, and the links to its socket that the user's own
+# codex follows to reach its daemon (a link the agent wrote would hand the user's codex to a server of the agent's).
 AGENT_PRIVATE: dict[str, tuple[str, ...]] = {"claude": ("~/.claude/shell-snapshots/", "~/.claude/session-env/",
                                                         "~/.claude/ide/"),
                                              "codex": ("~/.codex/shell_snapshots/", "~/.codex/sessions/",
-                                                       "~/.codex/archived_sessions/", "~/.codex/sandbox-state/"),
+                                                       "~/.codex/archived_sessions/", "~/.codex/sandbox-state/",
+                                                       "~/.codex/app-server-daemon/", "~/.codex/app-server-control/"),
                                              "gemini": ("~/.gemini/tmp/",)}
 PRIVATE_HOME = "agent"
 """The folder of a worktree's sandbox home that stands for ~ in AGENT_PRIVATE: `<sandbox home>/agent/.codex/sessions`
@@ -79,6 +83,15 @@ is what its sandbox shows at ~/.codex/sessions, and the only place the outside r
 def private_home(sandbox_home: Path) -> Path:
     """Where a sandbox whose home is `sandbox_home` keeps its AGENT_PRIVATE folders (mirroring ~)."""
     return sandbox_home / PRIVATE_HOME
+
+
+# Files the agent saves whole that the user's own agent obeys: inside, each is a copy of the sandbox's own (made
+# from the user's file the first time), so that a save succeeds and lands where only this worktree's sandboxed
+# agent reads it. gemini 0.61 writes ~/.gemini/settings.json in place (open O_TRUNC) when the user picks a sign-in
+# method ("How would you like to authenticate"); read-only, the save failed (`Failed to save settings: Read-only
+# file system`), Enter did nothing and no sign-in URL came. The user's own settings.json (its hooks, MCP servers)
+# stays read-only; the copy's hooks run only inside this sandbox.
+AGENT_PRIVATE_FILES: dict[str, tuple[str, ...]] = {"gemini": ("~/.gemini/settings.json",)}
 
 T = TypeVar("T")
 
@@ -103,7 +116,8 @@ def agent_project_paths(preset: Preset, projects: Sequence[Path]) -> tuple[list[
 
 
 def agent_private_overlays(preset: Preset, sandbox_home: Path) -> list[tuple[Path, Path]]:
-    """(the sandbox's own folder, the agent folder it stands for) for the preset's AGENT_PRIVATE folders, both made.
+    """(the sandbox's own folder, the agent folder it stands for) for the preset's AGENT_PRIVATE folders, both made;
+    and (the sandbox's own copy, the file it stands for) for its AGENT_PRIVATE_FILES.
 
     Raises:
         OperationError: such a folder is a symbolic link (bwrap cannot mount on one, and the agent could replace it).
@@ -124,6 +138,19 @@ def agent_private_overlays(preset: Preset, sandbox_home: Path) -> list[tuple[Pat
         except OSError as exc:  # never the shared folder instead: refuse
             raise OperationError(f"sandbox: cannot make the session's own {shown_at}: {exc.strerror or exc}") from None
         overlays.append((source, shown_at))
+    for raw in _of_agent(AGENT_PRIVATE_FILES, preset):
+        shown_at = Path(raw).expanduser()
+        # the obeyed file itself is made (empty) by agent_read_only_paths; a link or a folder there gets no copy
+        if shown_at.is_symlink() or not shown_at.is_file() or not shown_at.is_relative_to(home):
+            continue
+        source = private_home(sandbox_home) / shown_at.relative_to(home)
+        with contextlib.suppress(OSError):
+            source.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if not source.is_file() or source.is_symlink():
+                source.unlink(missing_ok=True)
+                shutil.copyfile(shown_at, source)  # the user's settings, a regular file (checked above)
+                source.chmod(0o600)
+            overlays.append((source, shown_at))
     return overlays
 
 
