@@ -328,7 +328,7 @@ GOOD_SESSION = session_record("a", status="exited", exit_code=0)
     ("exit_code", 10**30, "exit_code is not a whole number from -255 to 255 (got an int of 100 bits)"),
     ("started_at", float("nan"), "started_at is not a number from 0 to 1e+11 (got nan)"),
     ("started_at", float("inf"), "started_at is not a number from 0 to 1e+11 (got inf)"),
-    ("status", "zombie", "status is not one of starting, running, waiting, exited (got a str 'zombie')"),
+    ("status", "zombie", "status is not one of starting, running, waiting, stalled, exited (got a str 'zombie')"),
     ("session", "dt a; rm -rf ~", "session is not a tmux name"),
     ("socket", "-Lx", "socket is not a tmux name"),
     ("tmux_conf", "relative.conf", "tmux_conf is not an absolute path"),

@@ -14,7 +14,14 @@ from daintree_tui.tui.app import DaintreeApp, make_app
 from daintree_tui.tui.screens.main import MainScreen
 from daintree_tui.tui.widgets.ticks import TickBox
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
-from tests.conftest import CLI, git, make_repo
+from tests.conftest import CLI, git, make_repo, path_without_agents
+
+
+@pytest.fixture(autouse=True)
+def no_agent_clis(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A snapshot shows which agents are installed (the new-task dialog's list): the same picture whether or not
+    the real agent CLIs are on this machine."""
+    monkeypatch.setenv("PATH", path_without_agents())
 
 pytestmark = pytest.mark.usefixtures("tmux_socket")
 
