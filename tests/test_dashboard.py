@@ -536,6 +536,38 @@ async def test_bakeoff_view_scores_and_picks(repo: Path, cli: CLI) -> None:
     assert json.loads((repo / ".tasks" / "task_1.json").read_text())["status"] == "completed"
 
 
+async def test_bakeoff_key_races_on_the_current_worktrees_task_not_the_unfocused_task_cursor(
+        repo: Path, cli: CLI) -> None:
+    """Tried for real: with a worktree current in the worktree list, `b` opened a bake-off for the task under the
+    tasks list's cursor (unfocused, on the first task), not for the task of the worktree on screen."""
+    configure(repo)
+    cli.ok("task", "create", "First task")
+    cli.ok("task", "create", "Second task")
+    cli.ok("worktree", "create", "second", "--task", "2")
+    cli.ok("worktree", "create", "loose")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(140, 45), notifications=True) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: len(screen.tasks) == 2 and len(screen.entries) == 2)
+        assert screen.query_one(TaskTable).selected_task_id == 1  # its cursor stays on the first task
+        screen.query_one(WorktreeTable).focus()
+        await select(pilot, screen, "second")
+        await pilot.press("b")
+        await on_screen(pilot, app, "BakeoffNewScreen")
+        assert app.screen.subject == "Second task"  # type: ignore[attr-defined]
+        await pilot.press("escape")
+        await until(pilot, lambda: isinstance(app.screen, MainScreen))
+        await select(pilot, screen, "loose")  # a worktree of no task: say so, don't take the cursor's
+        await pilot.press("b")
+        await until(pilot, lambda: any("loose has no task" in str(t.render())
+                                         for t in app.screen.query("Toast")))
+        assert isinstance(app.screen, MainScreen)
+        screen.query_one(TaskTable).focus()  # in the tasks list, the task under its cursor
+        await pilot.press("b")
+        await on_screen(pilot, app, "BakeoffNewScreen")
+        assert app.screen.subject == "First task"  # type: ignore[attr-defined]
+
+
 async def test_auto_queue_and_approval_prompt(repo: Path, cli: CLI) -> None:
     trusted_config(repo,
         "max_sessions = 1\n[agents.job]\ncommand = \"sh -c 'exit 0'\"\n"
