@@ -46,6 +46,7 @@ class DashboardActions(Screen[None]):
     tasks: tuple[Task, ...]
     entries: tuple[WorktreeEntry, ...]
     sessions: dict[str, SessionInfo]
+    sessions_known: bool
     selected: str | None
     auto_queue: bool
     terminal_focused: bool
