@@ -158,3 +158,23 @@ async def test_names_an_agent_or_a_repository_chose_are_shown_as_they_are(cli: C
             assert "[/x] \\x1b]0;title\\x07" in shown, shown
         else:
             assert "[/x]" in shown and "[white on white]hidden[/]" in shown and "\\x1b]52;c;" in shown, shown
+
+
+async def test_the_second_remove_button_shows_its_whole_label() -> None:
+    """At 200x50 the armed button read "Yes, discard 1 file for": it kept the width of the label before it."""
+    from textual.widgets import Button
+
+    for size, dirty in (((200, 50), ["a.txt"]), ((80, 24), [f"f{i}.txt" for i in range(12)])):
+        app = Host(RemoveScreen("feature", dirty, has_task=True))
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            button = app.screen.query_one("#remove", Button)
+            button.press()
+            await pilot.pause()
+            await pilot.pause()
+            wanted = f"Yes, discard {len(dirty)} file{'s' * (len(dirty) > 1)} for good"
+            assert str(button.label) == wanted
+            drawn = "".join(button.render_line(y).text for y in range(button.size.height))
+            assert wanted in drawn, (size, drawn)
+            cancel = app.screen.query_one("#cancel", Button)
+            assert button.region.right <= cancel.region.x  # side by side, neither over the other
