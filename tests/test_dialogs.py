@@ -178,3 +178,74 @@ async def test_the_second_remove_button_shows_its_whole_label() -> None:
             assert wanted in drawn, (size, drawn)
             cancel = app.screen.query_one("#cancel", Button)
             assert button.region.right <= cancel.region.x  # side by side, neither over the other
+
+
+AGENT_FACTS = {a: {"installed": a in ("demo", "shell")}
+               for a in ("aider", "claude", "codex", "demo", "gemini", "opencode", "shell")}
+
+
+async def test_the_new_task_agent_list_opens_inside_the_dialog_one_line_an_agent() -> None:
+    """Tried for real: the `n` dialog's agent list ran past the dialog's border (it opened from the last row
+    before the buttons) and "opencode  not installed" took two lines."""
+    from textual.geometry import Spacing
+    from textual.widgets import Select
+    from textual.widgets._select import SelectOverlay
+
+    from daintree_tui.tui.screens.new_task import NewTaskScreen
+    from tests.test_first_hour7 import DashboardHost
+
+    for size in ((120, 40), (80, 24)):
+        app = DashboardHost(NewTaskScreen(AGENT_FACTS, "shell"))
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            app.screen.query_one("#agent", Select).focus()
+            await pilot.press("enter")
+            overlay = app.screen.query_one(SelectOverlay)
+            while not overlay.display or overlay.region.height == 0:
+                await pilot.pause(0.05)
+            await pilot.pause()
+            inside = app.screen.query_one("#dialog").region.shrink(Spacing(1, 1, 1, 1))  # within its border
+            assert inside.contains_region(overlay.region), (size, overlay.region, inside)
+            lines = [overlay.render_line(y).text for y in range(overlay.region.height)]
+            assert not any(line.strip(" ▊▎▁▔") == "installed" for line in lines), lines  # none wrapped
+
+
+async def test_arrows_stop_on_an_agent_that_is_not_installed_and_enter_says_why() -> None:
+    """The agent picker's rows of agents not installed were disabled: the arrows jumped over them silently."""
+    from textual.widgets import OptionList
+
+    from daintree_tui.tui.screens.agent_picker import AgentPickerScreen
+
+    app = Host(AgentPickerScreen("w", AGENT_FACTS, "demo", restart=False))
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        await pilot.pause()
+        options = app.screen.query_one(OptionList)
+        assert options.get_option_at_index(options.highlighted or 0).id == "demo"
+        await pilot.press("down")
+        assert options.get_option_at_index(options.highlighted or 0).id == "gemini"  # not skipped
+        await pilot.press("enter")
+        while not app.screen.query("Toast"):
+            await pilot.pause(0.05)
+        assert "gemini is not installed" in str(app.screen.query_one("Toast").render())
+        assert app.results == [] and isinstance(app.screen, AgentPickerScreen)  # still open, nothing picked
+        await pilot.press("down", "enter")  # opencode: not installed either
+        await pilot.pause()
+        assert app.results == []
+        await pilot.press("down", "enter")
+        while not app.results:
+            await pilot.pause(0.05)
+        assert app.results[0].agent == "shell"
+
+
+async def test_ticking_an_agent_that_is_not_installed_in_the_bakeoff_dialog_says_why() -> None:
+    app = Host(BakeoffNewScreen("Refactor auth", AGENT_FACTS, default="demo"))
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        await pilot.pause()
+        agents = app.screen.query_one(SelectionList)
+        agents.focus()
+        await pilot.press("home")
+        await pilot.press("space")  # aider: not installed
+        while not app.screen.query("Toast"):
+            await pilot.pause(0.05)
+        assert "aider is not installed" in str(app.screen.query_one("Toast").render())
+        assert list(agents.selected) == ["demo"]
