@@ -17,6 +17,7 @@ from daintree_tui.tui.screens.confirm import ConfirmScreen
 from daintree_tui.tui.screens.merge import MergeChoice, MergeScreen
 from daintree_tui.tui.screens.remove import RemoveScreen
 from tests.conftest import CLI
+from tests.test_dashboard import until
 
 
 class Host(App[None]):
@@ -201,8 +202,7 @@ async def test_the_new_task_agent_list_opens_inside_the_dialog_one_line_an_agent
             app.screen.query_one("#agent", Select).focus()
             await pilot.press("enter")
             overlay = app.screen.query_one(SelectOverlay)
-            while not overlay.display or overlay.region.height == 0:
-                await pilot.pause(0.05)
+            await until(pilot, lambda o=overlay: o.display and o.region.height > 0)
             await pilot.pause()
             inside = app.screen.query_one("#dialog").region.shrink(Spacing(1, 1, 1, 1))  # within its border
             assert inside.contains_region(overlay.region), (size, overlay.region, inside)
@@ -224,16 +224,14 @@ async def test_arrows_stop_on_an_agent_that_is_not_installed_and_enter_says_why(
         await pilot.press("down")
         assert options.get_option_at_index(options.highlighted or 0).id == "gemini"  # not skipped
         await pilot.press("enter")
-        while not app.screen.query("Toast"):
-            await pilot.pause(0.05)
+        await until(pilot, lambda: app.screen.query("Toast"))
         assert "gemini is not installed" in str(app.screen.query_one("Toast").render())
         assert app.results == [] and isinstance(app.screen, AgentPickerScreen)  # still open, nothing picked
         await pilot.press("down", "enter")  # opencode: not installed either
         await pilot.pause()
         assert app.results == []
         await pilot.press("down", "enter")
-        while not app.results:
-            await pilot.pause(0.05)
+        await until(pilot, lambda: app.results)
         assert app.results[0].agent == "shell"
 
 
@@ -245,7 +243,6 @@ async def test_ticking_an_agent_that_is_not_installed_in_the_bakeoff_dialog_says
         agents.focus()
         await pilot.press("home")
         await pilot.press("space")  # aider: not installed
-        while not app.screen.query("Toast"):
-            await pilot.pause(0.05)
+        await until(pilot, lambda: app.screen.query("Toast"))
         assert "aider is not installed" in str(app.screen.query_one("Toast").render())
         assert list(agents.selected) == ["demo"]
