@@ -568,6 +568,29 @@ async def test_bakeoff_key_races_on_the_current_worktrees_task_not_the_unfocused
         assert app.screen.subject == "First task"  # type: ignore[attr-defined]
 
 
+async def test_a_merge_of_uncommitted_work_names_the_commit_key_not_the_cli(repo: Path, cli: CLI) -> None:
+    """Tried for real: `m` on a worktree with uncommitted files said "commit them first: daintree worktree commit",
+    a command for another terminal, where the dashboard's own key commits. The CLI keeps its words."""
+    trusted_config(repo, '[keys]\ncommit = "ctrl+k"\n[notifications]\nbell = false\n')
+    cli.ok("worktree", "create", "w")
+    (repo / ".worktrees" / "w" / "new.txt").write_text("work\n")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: screen.entries)
+        await select(pilot, screen, "w")
+        await pilot.press("m")
+
+        def said() -> str:
+            return " ".join(str(t.render()) for t in app.screen.query("Toast"))
+
+        await until(pilot, lambda: "uncommitted" in said())
+        assert "press ctrl+k to commit them" in said() and "daintree worktree commit" not in said(), said()
+        assert isinstance(app.screen, MainScreen)  # refused before the merge dialog, not after it
+    refused = cli("worktree", "merge", "w")
+    assert refused.returncode == 1 and "daintree worktree commit" in refused.stderr
+
+
 async def test_auto_queue_and_approval_prompt(repo: Path, cli: CLI) -> None:
     trusted_config(repo,
         "max_sessions = 1\n[agents.job]\ncommand = \"sh -c 'exit 0'\"\n"
