@@ -591,6 +591,21 @@ async def test_a_merge_of_uncommitted_work_names_the_commit_key_not_the_cli(repo
     assert refused.returncode == 1 and "daintree worktree commit" in refused.stderr
 
 
+async def test_the_trust_prompt_of_an_edited_trusted_config_says_so_and_shows_the_change(repo: Path) -> None:
+    """An edited, once-trusted `.daintree.toml` was asked about as if never trusted: the prompt now says it changed
+    and shows how."""
+    trusted_config(repo, '[hooks]\npost_create = ["echo first"]\n[notifications]\nbell = false\n')
+    (repo / ".daintree.toml").write_text('[hooks]\npost_create = ["echo first", "echo added"]\n'
+                                         '[notifications]\nbell = false\n')
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await on_screen(pilot, app, "ConfirmScreen")
+        prompt = app.screen
+        assert "changed since you trusted it" in prompt.question  # type: ignore[attr-defined]
+        assert '+post_create = ["echo first", "echo added"]' in prompt.body  # type: ignore[attr-defined]
+        assert '-post_create = ["echo first"]' in prompt.body  # type: ignore[attr-defined]
+
+
 async def test_auto_queue_and_approval_prompt(repo: Path, cli: CLI) -> None:
     trusted_config(repo,
         "max_sessions = 1\n[agents.job]\ncommand = \"sh -c 'exit 0'\"\n"
