@@ -146,10 +146,11 @@ def test_queue_run_says_each_start_and_completion_as_it_happens_and_sums_up_the_
         lines.until(lambda line: line.startswith("started task 2 in second"))
         lines.until(lambda line: line.startswith("completed task 2 "))
         summary = lines.until(lambda line: line.startswith("started: "), timeout=60)
+        runner.wait(timeout=30)  # it ends by itself once nothing is left to start or running
     finally:
         if runner.poll() is None:
             runner.kill()
-        runner.wait(timeout=30)
+            runner.wait(timeout=30)
     assert runner.returncode == 0
     assert summary.startswith("started: first, second; completed: 1, 2; running: 0"), summary
     cli.ok("task", "create", "third", "--agent", "job")
