@@ -339,8 +339,12 @@ async def test_restart_with_a_missing_agent_keeps_the_running_one(repo: Path, cl
         from textual.widgets import OptionList
 
         options = app.screen.query_one(OptionList)
-        ghost = options.get_option("ghost")  # shown as not installed, and cannot be picked
-        assert ghost.disabled and "not installed" in str(ghost.prompt)
+        ghost = options.get_option("ghost")  # shown as not installed; picking it says so and starts nothing
+        assert "not installed" in str(ghost.prompt)
+        options.highlighted = [options.get_option_at_index(i).id for i in range(options.option_count)].index("ghost")
+        await pilot.press("enter")
+        await until(pilot, lambda: any("ghost is not installed" in str(t.render()) for t in app.screen.query("Toast")))
+        assert type(app.screen).__name__ == "AgentPickerScreen"
         await pilot.press("escape")
         await on_screen(pilot, app, "MainScreen")
         # One uninstalled after the picker opened is refused before anything stops (test_dashboard_agents).
