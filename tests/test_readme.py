@@ -275,8 +275,9 @@ def test_the_attach_command_works_from_inside_a_session(cli: CLI, repo: Path) ->
         return subprocess.run(["tmux", "-L", socket, command, "-t", "=dt-console:", *args], capture_output=True,
                               text=True, check=False).stdout
 
+    wait_for(lambda: console("capture-pane", "-p").strip())  # the shell's prompt: it reads what is typed now
     console("send-keys", "env | grep -c ^TMUX=/", "Enter")  # the pane is inside tmux, as tmux set it
-    wait_for(lambda: "\n1\n" in console("capture-pane", "-p"))
+    wait_for(lambda: "1" in [line.strip(" #$") for line in console("capture-pane", "-p").splitlines()[1:]])
     console("send-keys", line.replace(socket_shown, socket), "Enter")
     wait_for(lambda: "attached-to-the-agent" in console("capture-pane", "-p")
              or "nested with care" in console("capture-pane", "-p"), timeout=30)
