@@ -26,7 +26,8 @@ from pathlib import Path
 FIRST_FRAME = "auth-refactor"  # a row of the demo's worktree table: the dashboard is up
 TIMEOUT = 300.0
 NOISE = re.compile(r"deprecat|warning", re.IGNORECASE)
-MAKE_ECHO = re.compile(r"^(\w+=\S+ )*\S*(python|uv) ")  # make echoes its own command lines: not noise
+# make echoes its own command lines (the uv one with its pip fallback, PYTHONWARNINGS included): not noise
+MAKE_ECHO = re.compile(r"^(\{ \[ -x \S+ \] && )?(\w+=\S+ )*\S*(python|uv) ")
 
 
 def _tmux(socket: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -45,8 +46,11 @@ def _stop_demo_sessions(clone: Path, tmp: Path, env: dict[str, str]) -> None:
             subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
 
 
-def measure(source: Path, installer: str, cold_cache: bool, keep_log: Path | None = None) -> tuple[float, list[str]]:
-    """Seconds from `make run` to the first frame, and the lines of install output that look like noise."""
+def measure(source: Path, installer: str, cold_cache: bool, keep_log: Path | None = None,
+            phases: list[tuple[float, str]] | None = None) -> tuple[float, list[str]]:
+    """Seconds from `make run` to the first frame, and the lines of install output that look like noise. `phases`
+    receives (seconds from the start, command) of each line of make's recipes as it began (venv, uv, install,
+    start), from a shell wrapper make runs them with."""
     with tempfile.TemporaryDirectory(prefix="daintree-first-run-") as tmp_name:
         tmp = Path(tmp_name)
         clone = tmp / "clone"
@@ -63,7 +67,12 @@ def measure(source: Path, installer: str, cold_cache: bool, keep_log: Path | Non
         exports = "".join(f"export {k}={json.dumps(v)}\n" for k, v in env.items()
                           if k in ("TMPDIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME",
                                    "PIP_CACHE_DIR", "UV_CACHE_DIR"))
-        script.write_text(f"{exports}cd {json.dumps(str(clone))}\nexec make run INSTALLER={installer}\n")
+        stamps = tmp / "stamps.txt"
+        wrapper = tmp / "stamped-sh"  # make runs each recipe line as `$(SHELL) -c LINE`: note when, then run it
+        wrapper.write_text(f'#!/bin/sh\necho "$(date +%s.%N) $2" >> {stamps}\nexec /bin/sh "$@"\n')
+        wrapper.chmod(0o755)
+        script.write_text(f"{exports}cd {json.dumps(str(clone))}\necho \"$(date +%s.%N) make run\" > {stamps}\n"
+                          f"exec make run INSTALLER={installer} SHELL={wrapper}\n")
         socket = f"daintree-first-run-{os.getpid()}"
         log = tmp / "pane.log"
         start = time.perf_counter()
@@ -85,6 +94,9 @@ def measure(source: Path, installer: str, cold_cache: bool, keep_log: Path | Non
             _tmux(socket, "kill-server", check=False)
             Path(f"/tmp/tmux-{os.getuid()}/{socket}").unlink(missing_ok=True)  # tmux may leave it behind
             _stop_demo_sessions(clone, tmp / "tmp", env)
+        if phases is not None and stamps.exists():
+            lines = [line.split(" ", 1) for line in stamps.read_text().splitlines() if " " in line]
+            phases += [(float(ts) - float(lines[0][0]), command) for ts, command in lines[1:]]
         text = log.read_text(errors="replace") if log.exists() else ""
         if keep_log is not None:
             keep_log.write_text(text)
@@ -106,11 +118,17 @@ def main() -> None:
     args = parser.parse_args()
     if shutil.which("tmux") is None:
         raise SystemExit("needs tmux")
-    load = os.getloadavg()[0]
     for _ in range(args.runs):
-        seconds, noise = measure(Path(args.source), args.installer, args.cold_cache, args.log)
+        load = os.getloadavg()  # /proc/loadavg's first three figures
+        phases: list[tuple[float, str]] = []
+        seconds, noise = measure(Path(args.source), args.installer, args.cold_cache, args.log, phases)
+        after = os.getloadavg()
         print(f"make run, {args.installer}, {'cold' if args.cold_cache else 'warm'} cache: first frame after "
-              f"{seconds:.1f} s (load average {load:.1f} at start); noise lines: {len(noise)}", flush=True)
+              f"{seconds:.1f} s (load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} at start, "
+              f"{after[0]:.1f} {after[1]:.1f} {after[2]:.1f} at the end); noise lines: {len(noise)}", flush=True)
+        for at, command in phases:
+            print(f"  +{at:5.1f} s  {command[:100]}")
+        print(f"  +{seconds:5.1f} s  first frame")
         for line in noise:
             print(f"  {line}")
 

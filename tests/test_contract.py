@@ -193,6 +193,45 @@ def test_create_logs_its_steps_in_the_order_it_takes_them(cli: CLI, repo: Path) 
     assert assigned["task"] == {"id": 1, "subject": "In order", "status": "pending"}
 
 
+def test_an_edited_trusted_config_says_it_changed_and_trust_show_shows_the_change(cli: CLI, repo: Path) -> None:
+    """Tried for real: a `.daintree.toml` trusted, then edited, was only "not trusted", as if never trusted, and
+    nothing showed what had changed. The user's data dir keeps a copy of what was trusted, beside the record."""
+    import stat
+
+    from daintree_tui.core.trust import trust_file
+
+    config = repo / ".daintree.toml"
+    config.write_text('[hooks]\npost_create = ["echo first"]\n')
+    never = cli("worktree", "create", "before")
+    assert "is not trusted" in never.stderr and "changed since" not in never.stderr, never.stderr
+    cli.ok("trust")
+    copies = list((trust_file().parent / "trusted").iterdir())
+    assert [c.read_text() for c in copies] == [config.read_text()]
+    assert stat.S_IMODE(copies[0].stat().st_mode) == 0o600
+    assert stat.S_IMODE(copies[0].parent.stat().st_mode) == 0o700
+    config.write_text('[hooks]\npost_create = ["echo first", "echo second"]\n')
+    created = cli("worktree", "create", "after")
+    assert created.returncode == 0
+    assert "skipped 'echo second': .daintree.toml changed since you trusted it" in created.stderr, created.stderr
+    assert "daintree trust --show" in created.stderr
+    shown = cli.ok("trust", "--show").stdout
+    assert f"{config}: changed since you trusted it" in shown, shown
+    assert '-post_create = ["echo first"]' in shown and '+post_create = ["echo first", "echo second"]' in shown
+    status = cli.json("trust", "--show")
+    assert status["trusted"] is False and status["changed"] is True
+    assert '+post_create = ["echo first", "echo second"]' in status["diff"]
+    cli.ok("trust")  # reviewed, trusted again: trusted as it is now
+    again = cli.json("trust", "--show")
+    assert again["trusted"] is True and again["changed"] is False and again["diff"] is None
+    gate = '[hooks]\npre_merge = ["true"]\n'
+    config.write_text(gate)
+    cli.ok("worktree", "create", "gated")
+    (repo / ".worktrees" / "gated" / "work.txt").write_text("work\n")
+    cli.ok("worktree", "commit", "gated", "-m", "work", "--all")
+    refused = cli("worktree", "merge", "gated")
+    assert refused.returncode == 1 and "changed since you trusted it" in refused.stderr, refused.stderr
+
+
 def test_trust_is_refused_from_inside_a_session(cli: CLI, repo: Path) -> None:
     """DESIGN 2a: what is trusted is "the user's own command line outside a session". An unsandboxed agent could
     run `daintree trust` itself and let the repository's commands run (approve and --no-verify were refused

@@ -342,8 +342,12 @@ async def test_restart_with_a_missing_agent_keeps_the_running_one(repo: Path, cl
         from textual.widgets import OptionList
 
         options = app.screen.query_one(OptionList)
-        ghost = options.get_option("ghost")  # shown as not installed, and cannot be picked
-        assert ghost.disabled and "not installed" in str(ghost.prompt)
+        ghost = options.get_option("ghost")  # shown as not installed; picking it says so and starts nothing
+        assert "not installed" in str(ghost.prompt)
+        options.highlighted = [options.get_option_at_index(i).id for i in range(options.option_count)].index("ghost")
+        await pilot.press("enter")
+        await until(pilot, lambda: any("ghost is not installed" in str(t.render()) for t in app.screen.query("Toast")))
+        assert type(app.screen).__name__ == "AgentPickerScreen"
         await pilot.press("escape")
         await on_screen(pilot, app, "MainScreen")
         # One uninstalled after the picker opened is refused before anything stops (test_dashboard_agents).
@@ -537,6 +541,76 @@ async def test_bakeoff_view_scores_and_picks(repo: Path, cli: CLI) -> None:
         await until(pilot, lambda: (repo / "n.txt").exists())
     assert (repo / "n.txt").read_text() == "9\n"
     assert json.loads((repo / ".tasks" / "task_1.json").read_text())["status"] == "completed"
+
+
+async def test_bakeoff_key_races_on_the_current_worktrees_task_not_the_unfocused_task_cursor(
+        repo: Path, cli: CLI) -> None:
+    """Tried for real: with a worktree current in the worktree list, `b` opened a bake-off for the task under the
+    tasks list's cursor (unfocused, on the first task), not for the task of the worktree on screen."""
+    configure(repo)
+    cli.ok("task", "create", "First task")
+    cli.ok("task", "create", "Second task")
+    cli.ok("worktree", "create", "second", "--task", "2")
+    cli.ok("worktree", "create", "loose")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(140, 45), notifications=True) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: len(screen.tasks) == 2 and len(screen.entries) == 2)
+        assert screen.query_one(TaskTable).selected_task_id == 1  # its cursor stays on the first task
+        screen.query_one(WorktreeTable).focus()
+        await select(pilot, screen, "second")
+        await pilot.press("b")
+        await on_screen(pilot, app, "BakeoffNewScreen")
+        assert app.screen.subject == "Second task"  # type: ignore[attr-defined]
+        await pilot.press("escape")
+        await until(pilot, lambda: isinstance(app.screen, MainScreen))
+        await select(pilot, screen, "loose")  # a worktree of no task: say so, don't take the cursor's
+        await pilot.press("b")
+        await until(pilot, lambda: any("loose has no task" in str(t.render())
+                                         for t in app.screen.query("Toast")))
+        assert isinstance(app.screen, MainScreen)
+        screen.query_one(TaskTable).focus()  # in the tasks list, the task under its cursor
+        await pilot.press("b")
+        await on_screen(pilot, app, "BakeoffNewScreen")
+        assert app.screen.subject == "First task"  # type: ignore[attr-defined]
+
+
+async def test_a_merge_of_uncommitted_work_names_the_commit_key_not_the_cli(repo: Path, cli: CLI) -> None:
+    """Tried for real: `m` on a worktree with uncommitted files said "commit them first: daintree worktree commit",
+    a command for another terminal, where the dashboard's own key commits. The CLI keeps its words."""
+    trusted_config(repo, '[keys]\ncommit = "ctrl+k"\n[notifications]\nbell = false\n')
+    cli.ok("worktree", "create", "w")
+    (repo / ".worktrees" / "w" / "new.txt").write_text("work\n")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: screen.entries)
+        await select(pilot, screen, "w")
+        await pilot.press("m")
+
+        def said() -> str:
+            return " ".join(str(t.render()) for t in app.screen.query("Toast"))
+
+        await until(pilot, lambda: "uncommitted" in said())
+        assert "press ctrl+k to commit them" in said() and "daintree worktree commit" not in said(), said()
+        assert isinstance(app.screen, MainScreen)  # refused before the merge dialog, not after it
+    refused = cli("worktree", "merge", "w")
+    assert refused.returncode == 1 and "daintree worktree commit" in refused.stderr
+
+
+async def test_the_trust_prompt_of_an_edited_trusted_config_says_so_and_shows_the_change(repo: Path) -> None:
+    """An edited, once-trusted `.daintree.toml` was asked about as if never trusted: the prompt now says it changed
+    and shows how."""
+    trusted_config(repo, '[hooks]\npost_create = ["echo first"]\n[notifications]\nbell = false\n')
+    (repo / ".daintree.toml").write_text('[hooks]\npost_create = ["echo first", "echo added"]\n'
+                                         '[notifications]\nbell = false\n')
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await on_screen(pilot, app, "ConfirmScreen")
+        prompt = app.screen
+        assert "changed since you trusted it" in prompt.question  # type: ignore[attr-defined]
+        assert '+post_create = ["echo first", "echo added"]' in prompt.body  # type: ignore[attr-defined]
+        assert '-post_create = ["echo first"]' in prompt.body  # type: ignore[attr-defined]
 
 
 async def test_auto_queue_and_approval_prompt(repo: Path, cli: CLI) -> None:

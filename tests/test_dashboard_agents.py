@@ -58,9 +58,12 @@ async def test_pickers_show_which_agents_are_installed(repo: Path, cli: CLI, onl
         await on_screen(pilot, app, "AgentPickerScreen")
         options = app.screen.query_one(OptionList)
         claude, codex = options.get_option("claude"), options.get_option("codex")
-        assert claude.disabled and "not installed" in str(claude.prompt)
-        assert not codex.disabled and "not installed" not in str(codex.prompt)
+        assert "not installed" in str(claude.prompt) and "not installed" not in str(codex.prompt)
         assert options.highlighted is not None and options.get_option_at_index(options.highlighted).id == "codex"
+        options.highlighted = [options.get_option_at_index(i).id for i in range(options.option_count)].index("claude")
+        await pilot.press("enter")  # reached by the arrows, not skipped; enter on it says why it cannot start
+        await until(pilot, lambda: any("claude is not installed" in t for t in toasts(app)))
+        assert type(app.screen).__name__ == "AgentPickerScreen"
         await pilot.press("escape")
         await on_screen(pilot, app, "MainScreen")
         # The new-task dialog lists them the same way and refuses an agent that is not installed.

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import html
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from daintree_tui.core.project import Project
 from daintree_tui.tui.app import make_app
 from daintree_tui.tui.screens.main import MainScreen
+from daintree_tui.tui.widgets.worktree_table import WorktreeTable
 from tests.conftest import CLI, events
 from tests.test_dashboard import main_screen, until
 
@@ -101,3 +105,42 @@ async def test_the_diff_key_mounts_the_tabs_when_they_are_not_there_yet(repo: Pa
         diff = await until(pilot, lambda: screen.query(DiffView))
         await until(pilot, lambda: diff.first(DiffView).worktree == "changed")
         assert screen.later_mounted and not screen.query("#bottom-slot")
+
+
+def shown_text(app: Any) -> str:
+    """The screen as the user reads it: the text of the app's own screenshot."""
+    svg = app.export_screenshot()
+    return html.unescape(re.sub(r"<[^>]+>", "", svg)).replace("\xa0", " ")
+
+
+async def test_the_first_frame_shows_no_placeholder_names_and_no_session_is_said_missing_before_the_poll(
+        repo: Path, cli: CLI, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tried for real: the first frame showed `Widget#bottom-slot` and `Widget#footer-slot` (the bare widgets
+    keeping the places of the tabs and the footer draw their own names) for about a second, and "no session" for a
+    worktree whose agent was starting, before the first poll had said which sessions there are."""
+    from tests.test_dashboard import configure
+
+    configure(repo)
+    cli.ok("worktree", "create", "busy")
+    cli.ok("session", "start", "busy")
+    cli.ok("worktree", "create", "idle")
+    first: list[tuple[str, bool]] = []
+    after_first_paint = MainScreen.after_first_paint
+
+    def spy(self: MainScreen) -> None:
+        first.append((shown_text(self.app), getattr(self, "sessions_known", False)))
+        after_first_paint(self)
+
+    monkeypatch.setattr(MainScreen, "after_first_paint", spy)
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = main_screen(app)
+        text, polled = (await until(pilot, lambda: first))[0]
+        assert "Widget#" not in text, text
+        assert screen.selected == "busy"
+        if not polled:  # the first poll may beat the first frame on a quiet machine
+            assert "no session" not in text.lower(), text
+            assert "looking for its session" in text and "Looking for this worktree's session" in text, text
+        await until(pilot, lambda: screen.terminal.worktree == "busy" and "agent ready" in shown_text(app))
+        screen.query_one(WorktreeTable).select_name("idle")  # a worktree that has none says so, once known
+        await until(pilot, lambda: "No session here" in shown_text(app) and " idle  no session" in shown_text(app))

@@ -17,6 +17,7 @@ from daintree_tui.tui.screens.confirm import ConfirmScreen
 from daintree_tui.tui.screens.merge import MergeChoice, MergeScreen
 from daintree_tui.tui.screens.remove import RemoveScreen
 from tests.conftest import CLI
+from tests.test_dashboard import until
 
 
 class Host(App[None]):
@@ -158,3 +159,90 @@ async def test_names_an_agent_or_a_repository_chose_are_shown_as_they_are(cli: C
             assert "[/x] \\x1b]0;title\\x07" in shown, shown
         else:
             assert "[/x]" in shown and "[white on white]hidden[/]" in shown and "\\x1b]52;c;" in shown, shown
+
+
+async def test_the_second_remove_button_shows_its_whole_label() -> None:
+    """At 200x50 the armed button read "Yes, discard 1 file for": it kept the width of the label before it."""
+    from textual.widgets import Button
+
+    for size, dirty in (((200, 50), ["a.txt"]), ((80, 24), [f"f{i}.txt" for i in range(12)])):
+        app = Host(RemoveScreen("feature", dirty, has_task=True))
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            button = app.screen.query_one("#remove", Button)
+            button.press()
+            await pilot.pause()
+            await pilot.pause()
+            wanted = f"Yes, discard {len(dirty)} file{'s' * (len(dirty) > 1)} for good"
+            assert str(button.label) == wanted
+            drawn = "".join(button.render_line(y).text for y in range(button.size.height))
+            assert wanted in drawn, (size, drawn)
+            cancel = app.screen.query_one("#cancel", Button)
+            assert button.region.right <= cancel.region.x  # side by side, neither over the other
+
+
+AGENT_FACTS = {a: {"installed": a in ("demo", "shell")}
+               for a in ("aider", "claude", "codex", "demo", "gemini", "opencode", "shell")}
+
+
+async def test_the_new_task_agent_list_opens_inside_the_dialog_one_line_an_agent() -> None:
+    """Tried for real: the `n` dialog's agent list ran past the dialog's border (it opened from the last row
+    before the buttons) and "opencode  not installed" took two lines."""
+    from textual.geometry import Spacing
+    from textual.widgets import Select
+    from textual.widgets._select import SelectOverlay
+
+    from daintree_tui.tui.screens.new_task import NewTaskScreen
+    from tests.test_first_hour7 import DashboardHost
+
+    for size in ((120, 40), (80, 24)):
+        app = DashboardHost(NewTaskScreen(AGENT_FACTS, "shell"))
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            app.screen.query_one("#agent", Select).focus()
+            await pilot.press("enter")
+            overlay = app.screen.query_one(SelectOverlay)
+            await until(pilot, lambda o=overlay: o.display and o.region.height > 0)
+            await pilot.pause()
+            inside = app.screen.query_one("#dialog").region.shrink(Spacing(1, 1, 1, 1))  # within its border
+            assert inside.contains_region(overlay.region), (size, overlay.region, inside)
+            lines = [overlay.render_line(y).text for y in range(overlay.region.height)]
+            assert not any(line.strip(" ▊▎▁▔") == "installed" for line in lines), lines  # none wrapped
+
+
+async def test_arrows_stop_on_an_agent_that_is_not_installed_and_enter_says_why() -> None:
+    """The agent picker's rows of agents not installed were disabled: the arrows jumped over them silently."""
+    from textual.widgets import OptionList
+
+    from daintree_tui.tui.screens.agent_picker import AgentPickerScreen
+
+    app = Host(AgentPickerScreen("w", AGENT_FACTS, "demo", restart=False))
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        await pilot.pause()
+        options = app.screen.query_one(OptionList)
+        assert options.get_option_at_index(options.highlighted or 0).id == "demo"
+        await pilot.press("down")
+        assert options.get_option_at_index(options.highlighted or 0).id == "gemini"  # not skipped
+        await pilot.press("enter")
+        await until(pilot, lambda: app.screen.query("Toast"))
+        assert "gemini is not installed" in str(app.screen.query_one("Toast").render())
+        assert app.results == [] and isinstance(app.screen, AgentPickerScreen)  # still open, nothing picked
+        await pilot.press("down", "enter")  # opencode: not installed either
+        await pilot.pause()
+        assert app.results == []
+        await pilot.press("down", "enter")
+        await until(pilot, lambda: app.results)
+        assert app.results[0].agent == "shell"
+
+
+async def test_ticking_an_agent_that_is_not_installed_in_the_bakeoff_dialog_says_why() -> None:
+    app = Host(BakeoffNewScreen("Refactor auth", AGENT_FACTS, default="demo"))
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        await pilot.pause()
+        agents = app.screen.query_one(SelectionList)
+        agents.focus()
+        await pilot.press("home")
+        await pilot.press("space")  # aider: not installed
+        await until(pilot, lambda: app.screen.query("Toast"))
+        assert "aider is not installed" in str(app.screen.query_one("Toast").render())
+        assert list(agents.selected) == ["demo"]

@@ -124,6 +124,43 @@ def test_one_queue_pass_counts_what_it_started_as_running(cli: CLI, repo: Path) 
     assert report["waiting_tasks"] == 0
 
 
+def test_queue_run_says_each_start_and_completion_as_it_happens_and_sums_up_the_whole_run(
+        cli: CLI, repo: Path) -> None:
+    """Tried for real, `queue run` printed nothing for a minute, then `started: -` after starting two tasks: the
+    summary was its last pass's alone. One slot, two tasks: the second starts in a later pass than the first."""
+    import subprocess
+
+    from tests.conftest import Lines
+
+    queue_config(repo, 1)
+    cli.ok("task", "create", "first", "--agent", "job")
+    cli.ok("task", "create", "second", "--agent", "job")
+    runner = subprocess.Popen([PY, "-m", "daintree_tui", "queue", "run", "--interval", "0.2"], cwd=repo,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = Lines(runner.stdout)
+        assert lines.until(lambda line: line.startswith("started task 1 ")) == \
+            "started task 1 in first (agent job)\n"
+        assert runner.poll() is None  # said while the run goes on, not at its end
+        assert lines.until(lambda line: line.startswith("completed task 1 ")).startswith("completed task 1 (first")
+        lines.until(lambda line: line.startswith("started task 2 in second"))
+        lines.until(lambda line: line.startswith("completed task 2 "))
+        summary = lines.until(lambda line: line.startswith("started: "), timeout=60)
+        runner.wait(timeout=30)  # it ends by itself once nothing is left to start or running
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait(timeout=30)
+    assert runner.returncode == 0
+    assert summary.startswith("started: first, second; completed: 1, 2; running: 0"), summary
+    cli.ok("task", "create", "third", "--agent", "job")
+    cli.ok("task", "create", "fourth", "--agent", "job")
+    json_run = cli("queue", "run", "--interval", "0.2", "--json", timeout=120)
+    report = json.loads(json_run.stdout)  # stdout stays one JSON document; the lines go to stderr
+    assert report["started"] == ["third", "fourth"] and report["completed"] == [3, 4], report
+    assert "started task 3 in third (agent job)" in json_run.stderr, json_run.stderr
+
+
 def test_two_queue_runners_never_start_a_task_twice(cli: CLI, repo: Path) -> None:
     import subprocess
 

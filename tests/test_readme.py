@@ -248,3 +248,37 @@ def test_reference_block_names_real_commands_and_options(capsys: pytest.CaptureF
             assert code == 0, f"README line {line!r}: `daintree {' '.join(words)}` is not a command"
             for option in re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", alt):
                 assert option in help_text, f"README line {line!r}: `daintree {' '.join(words)}` has no {option}"
+
+
+@pytest.mark.usefixtures("tmux_socket")
+def test_the_attach_command_works_from_inside_a_session(cli: CLI, repo: Path) -> None:
+    """The README's attach line, typed into a pane of the same server (an unsandboxed shell session's, where tmux
+    has set TMUX):
+    tried for real, tmux refused it there ("sessions should be nested with care, unset $TMUX to force"), and
+    `unset $TMUX` is no shell command."""
+    import subprocess
+
+    from tests.conftest import trusted_config
+
+    found = re.search(r"`((?:\S+ )*tmux -L (daintree-[0-9a-f]+) attach -t =dt-([\w.-]+))`", README.read_text())
+    assert found, "the README's attach command was not found"
+    line, socket_shown, name = found.groups()
+    trusted_config(repo, "[agents.marker]\ncommand = \"sh -c 'echo attached-to-the-agent; exec cat'\"\n"
+                         "[agents.console]\ncommand = \"sh\"\nsandbox = \"off\"\n")  # a sandbox hides the socket
+    cli.ok("worktree", "create", name)
+    cli.ok("session", "start", name, "--agent", "marker")
+    cli.ok("worktree", "create", "console")
+    cli.ok("session", "start", "console", "--agent", "console")
+    socket = {s["name"]: s for s in cli.json("session", "list")}["console"]["socket"]
+
+    def console(command: str, *args: str) -> str:
+        return subprocess.run(["tmux", "-L", socket, command, "-t", "=dt-console:", *args], capture_output=True,
+                              text=True, check=False).stdout
+
+    wait_for(lambda: console("capture-pane", "-p").strip())  # the shell's prompt: it reads what is typed now
+    console("send-keys", "env | grep -c ^TMUX=/", "Enter")  # the pane is inside tmux, as tmux set it
+    wait_for(lambda: "1" in [line.strip(" #$") for line in console("capture-pane", "-p").splitlines()[1:]])
+    console("send-keys", line.replace(socket_shown, socket), "Enter")
+    wait_for(lambda: "attached-to-the-agent" in console("capture-pane", "-p")
+             or "nested with care" in console("capture-pane", "-p"), timeout=30)
+    assert "attached-to-the-agent" in console("capture-pane", "-p"), console("capture-pane", "-p")

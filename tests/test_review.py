@@ -149,7 +149,8 @@ def test_hooks_run_only_when_trusted_and_again_after_change(cli: CLI, repo: Path
     assert (repo / ".worktrees" / "two" / "hook-ran").read_text() == "two\n"
     (repo / ".daintree.toml").write_text('[hooks]\npost_create = ["echo changed >> hook-ran"]\n')
     proc = cli("worktree", "create", "three")
-    assert "not trusted" in proc.stderr and not (repo / ".worktrees" / "three" / "hook-ran").exists()
+    assert "changed since you trusted it" in proc.stderr  # not a bare "not trusted": it was, before the edit
+    assert not (repo / ".worktrees" / "three" / "hook-ran").exists()
     trust_file = Path(os.environ["XDG_DATA_HOME"]) / "daintree" / "trust.json"
     assert str(repo) in trust_file.read_text() and not (repo / ".daintree").exists()
 

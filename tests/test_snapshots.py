@@ -97,7 +97,11 @@ def test_new_task_dialog(snap_compare: Any, tmp_path: Path, size: tuple[int, int
     async def run_before(pilot: Any) -> None:
         await settled(app)(pilot)
         await press_for_screen(app, pilot, "n")
+        from textual.widgets import Input
+
+        app.screen.query_one("#subject", Input).cursor_blink = False  # the same cursor in every look
         await pilot.press(*"Fix the flaky test")
+        await until_still(app, pilot, lambda: True)  # every key typed has been drawn
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)
 

@@ -13,7 +13,7 @@ from daintree_tui.core.errors import InputError
 from daintree_tui.services import Services
 
 if TYPE_CHECKING:
-    from daintree_tui.services.queue import StepReport
+    from daintree_tui.services.queue import QueueEvent, StepReport
 
 
 def _score_rows(scores: list[dict[str, Any]]) -> str:
@@ -82,10 +82,26 @@ def cmd_queue_run(args: argparse.Namespace, services: Services) -> int:
             error(message)
         failed.extend(step.errors)
 
+    # One line per start, completion, failure and stop as it happens (a run said nothing for a minute): on stdout,
+    # or on stderr with --json, whose stdout is the one summary document.
+    said = sys.stderr if wants_json(args) else sys.stdout
+
+    def tell(event: QueueEvent) -> None:
+        write_line(said, event.line())
+        said.flush()
+
     with ctrl_c_stops() as stop:
-        report = services.queue.run(once=args.once, interval=args.interval, on_step=report_errors, stop=stop)
-    text = (f"started: {', '.join(report.started) or '-'}; completed: {report.completed or '-'}; "
-            f"running: {report.running}; ready or blocked: {report.waiting_tasks}"
+        report = services.queue.run(once=args.once, interval=args.interval, on_step=report_errors, stop=stop,
+                                    on_event=tell)
+
+    def ids(values: list[int]) -> str:
+        return ", ".join(map(str, values)) or "-"
+
+    # The whole run's figures (it said `started: -` after starting two tasks in earlier passes).
+    text = (f"started: {', '.join(report.started) or '-'}; completed: {ids(report.completed)}; "
+            + (f"failed: {ids(report.failed)}; " if report.failed else "")
+            + (f"stopped: {', '.join(report.stopped)}; " if report.stopped else "")
+            + f"running: {report.running}; ready or blocked: {report.waiting_tasks}"
             + (f"\nskipped (git tracks them: the repository's, not yours): task "
                f"{', '.join(map(str, report.skipped_tracked))}; start one yourself with `daintree worktree create "
                "NAME --task ID --agent AGENT`" if report.skipped_tracked else "")

@@ -32,8 +32,15 @@ def cmd_trust(args: argparse.Namespace, services: Services) -> int:
     if args.show:
         status = trust_status(services.project)
         commands = status["commands"] if isinstance(status["commands"], dict) else {}
-        lines = [f"{status['path']}: {'trusted' if status['trusted'] else 'not trusted'}",
-                 *(f"  {key} = {command!r}" for key, command in commands.items())]
+        state = "trusted" if status["trusted"] else (
+            "changed since you trusted it" if status["changed"] else "not trusted")
+        lines = [f"{status['path']}: {state}", *(f"  {key} = {command!r}" for key, command in commands.items())]
+        diff = status["diff"]
+        if status["changed"]:
+            # What changed is what is to be reviewed before trusting it again (the file's text: shown, not obeyed).
+            lines += ["", "what changed since you trusted it:", *diff] if isinstance(diff, list) else [
+                "", "no copy of the version you trusted was kept (it was trusted before copies were): review the "
+                "whole file"]
         emit(args, status, "\n".join(lines))
         return 0
     if inside_session(services.project):  # DESIGN 2a: trust comes from the user's own command line outside one

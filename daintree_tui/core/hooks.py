@@ -25,6 +25,7 @@ from daintree_tui.core.trust import (  # re-exported: callers import trust from 
     trust,
     trust_file,
     trust_status,
+    untrusted_state,
 )
 
 __all__ = ["GATE_HOOKS", "HookOutcome", "file_sha256", "hook_log", "is_trusted", "run_hooks", "trust",
@@ -90,11 +91,13 @@ def run_hooks(project: Project, hook: str, entry: WorktreeEntry, *, cwd: Path | 
             outcomes.append(HookOutcome(spec.command, None, spec.optional, skipped="changed"))
             continue
         if spec.source == "repo" and not trusted:
+            state = untrusted_state(project.config.repo_config_path)
             if hook in GATE_HOOKS:
                 raise OperationError(f"{hook} check {spec.command!r} cannot run: the repository's .daintree.toml "
-                                     "is not trusted (review it, then run `daintree trust`; or skip the checks "
+                                     f"{state}; review it, then run `daintree trust` (or skip the checks "
                                      "with --no-verify)")
-            warn(f"hook {hook}: skipped {spec.command!r}: .daintree.toml is not trusted (run `daintree trust`)")
+            warn(f"hook {hook}: skipped {spec.command!r}: .daintree.toml {state}; review it, then run "
+                 "`daintree trust`")
             outcomes.append(HookOutcome(spec.command, None, spec.optional, skipped="untrusted"))
             continue
         if spec.background:

@@ -23,7 +23,7 @@ from daintree_tui.core import git as g
 from daintree_tui.core.config import REPO_CONFIG_NAME, Config, user_data_dir
 from daintree_tui.core.errors import ConfigError, InputError, OperationError
 from daintree_tui.core.log import warn
-from daintree_tui.core.store import read_json, write_json
+from daintree_tui.core.store import atomic_write_text, read_json, write_json
 
 if TYPE_CHECKING:
     from daintree_tui.core.project import Project
@@ -59,14 +59,66 @@ def is_trusted(config_path: Path) -> bool:
         return False
 
 
+def trusted_copy(config_path: Path) -> Path:
+    """Where the bytes the user trusted of this file are kept (beside the trust record, in the user's data dir):
+    what `daintree trust --show` compares the file with once it has changed."""
+    import hashlib
+
+    return user_data_dir() / "trusted" / f"{hashlib.sha256(trust_key(config_path).encode()).hexdigest()[:32]}.toml"
+
+
+def changed_since_trust(config_path: Path | None) -> bool:
+    """Whether the user trusted another version of this file (it is recorded, with other bytes than it has now)."""
+    if config_path is None:
+        return False
+    data, _ = read_json(trust_file(), "trust record")
+    recorded = data.get(trust_key(config_path)) if isinstance(data, dict) else None
+    return isinstance(recorded, str) and not is_trusted(config_path)
+
+
+def untrusted_state(config_path: Path | None) -> str:
+    """Why the repository's config may not run, as said after its name: "is not trusted", or, for a file the user
+    trusted before an edit, that it changed since (a bare "not trusted" read as if it had never been)."""
+    if changed_since_trust(config_path):
+        return "changed since you trusted it (what changed: `daintree trust --show`)"
+    return "is not trusted"
+
+
+def trust_diff(config_path: Path) -> list[str] | None:
+    """The change since the user trusted the file, as unified-diff lines; None when no copy of what was trusted
+    was kept (trusted by a version before the copies)."""
+    import difflib
+
+    try:
+        before = trusted_copy(config_path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    try:
+        now = config_path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        now = ""
+    return [line.rstrip("\n") for line in difflib.unified_diff(
+        before.splitlines(keepends=True), now.splitlines(keepends=True),
+        fromfile=f"{REPO_CONFIG_NAME} (as you trusted it)", tofile=f"{REPO_CONFIG_NAME} (now)")]
+
+
 def trust(project: Project) -> dict[str, str]:
-    """Record the repo config's current hash for this user."""
+    """Record the repo config's current hash for this user, and keep a copy of what was trusted."""
+    import hashlib
+
     path = project.root / REPO_CONFIG_NAME
     if not path.is_file():
         raise InputError(f"nothing to trust: {path} does not exist")
     data, _ = read_json(trust_file(), "trust record")
     records = data if isinstance(data, dict) else {}
-    digest = file_sha256(path)
+    content = path.read_bytes()  # hashed and kept as read once: what was shown to be trusted is what is kept
+    digest = hashlib.sha256(content).hexdigest()
+    copy = trusted_copy(path)
+    try:
+        private_dir(copy.parent)
+        atomic_write_text(copy, content.decode("utf-8", errors="replace"))  # 0600 (mkstemp)
+    except OSError as exc:
+        raise OperationError(f"cannot write {copy}: {exc.strerror or exc}") from None
     records[trust_key(path)] = digest
     scripts = records.get("scripts")
     scripts = scripts if isinstance(scripts, dict) else {}
@@ -127,8 +179,11 @@ def command_remembered(project: Project, command: str) -> bool:
 
 def trust_status(project: Project) -> dict[str, object]:
     path = project.root / REPO_CONFIG_NAME
-    return {"path": str(path), "exists": path.is_file(), "trusted": path.is_file() and is_trusted(path),
-            "record": str(trust_file()), "commands": dict(project.config.repo_commands)}
+    trusted = path.is_file() and is_trusted(path)
+    changed = path.is_file() and changed_since_trust(path)
+    return {"path": str(path), "exists": path.is_file(), "trusted": trusted, "changed": changed,
+            "diff": trust_diff(path) if changed else None, "record": str(trust_file()),
+            "commands": dict(project.config.repo_commands)}
 
 
 def repo_config_trusted(cfg: Config) -> bool:
@@ -147,15 +202,15 @@ def command_trusted(cfg: Config, key: str) -> bool:
     return key not in cfg.repo_commands or repo_config_trusted(cfg)
 
 
-def untrusted_message(key: str, command: str) -> str:
-    return (f"{key} = {command!r} comes from the repository's {REPO_CONFIG_NAME}, which is not trusted: "
-            "review the file, then run `daintree trust`")
+def untrusted_message(key: str, command: str, config_path: Path | None = None) -> str:
+    return (f"{key} = {command!r} comes from the repository's {REPO_CONFIG_NAME}, which "
+            f"{untrusted_state(config_path)}: review the file, then run `daintree trust`")
 
 
 def require_trusted(cfg: Config, key: str) -> None:
     """Refuse (exit 1) to run a repository command the user has not trusted."""
     if not command_trusted(cfg, key):
-        raise OperationError(untrusted_message(key, cfg.repo_commands[key]))
+        raise OperationError(untrusted_message(key, cfg.repo_commands[key], cfg.repo_config_path))
 
 
 def require_agent_trusted(cfg: Config, agent: str) -> None:

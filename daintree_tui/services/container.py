@@ -202,6 +202,16 @@ class Services:
 
         return [f"{key}: {command}" for key, command in untrusted_commands(self.project.config).items()]
 
+    def trust_change(self) -> list[str] | None:
+        """How the repo's config changed since the user trusted it (unified-diff lines, [] when no copy of the
+        trusted version was kept), or None when it was never trusted or is trusted as it is."""
+        from daintree_tui.core.trust import changed_since_trust, trust_diff
+
+        path = self.project.config.repo_config_path
+        if path is None or not changed_since_trust(path):
+            return None
+        return trust_diff(path) or []
+
     def trust(self) -> None:
         from daintree_tui.core.hooks import trust
 

@@ -42,11 +42,44 @@ class StepReport:
     skipped_tracked: list[int] = field(default_factory=list)
     blocked: str | None = None  # why nothing new starts (a budget is exceeded)
 
+    def add(self, later: StepReport) -> None:
+        """Fold a later pass into this one: what happened adds up, what is now (running, waiting, blocked,
+        skipped) is the later pass's. `queue run` said `started: -` after starting two tasks in earlier passes."""
+        self.started += later.started
+        self.completed += later.completed
+        self.failed += later.failed
+        self.stopped += later.stopped
+        self.errors += later.errors
+        self.running = later.running
+        self.waiting_tasks = later.waiting_tasks
+        self.skipped_tracked = later.skipped_tracked
+        self.blocked = later.blocked
+
     def to_dict(self) -> dict[str, Any]:
         return {"started": self.started, "completed": self.completed, "failed": self.failed,
                 "stopped": self.stopped, "errors": self.errors, "running": self.running,
                 "waiting_tasks": self.waiting_tasks, "skipped_tracked": self.skipped_tracked,
                 "blocked": self.blocked}
+
+
+@dataclass(frozen=True)
+class QueueEvent:
+    """One thing a pass did, told as it happens (a pass that starts two agents can take a minute)."""
+
+    kind: str  # started | completed | failed | stopped
+    task_id: int
+    worktree: str
+    detail: str = ""
+
+    def line(self) -> str:
+        """The line `queue run` prints for it."""
+        if self.kind == "started":
+            return f"started task {self.task_id} in {self.worktree} ({self.detail})"
+        if self.kind == "completed":
+            return f"completed task {self.task_id} ({self.worktree} exited 0, kept for review)"
+        if self.kind == "failed":
+            return f"failed task {self.task_id}: {self.worktree} {self.detail}"
+        return f"stopped {self.worktree} (task {self.task_id}): {self.detail}"
 
 
 def is_ready(task: Task, by_id: dict[int, Task]) -> bool:
@@ -65,6 +98,18 @@ class QueueRunner:
         self.sessions = sessions
         self.observer = observer
         self._blocked_reason: str | None = None
+        self._on_event: Callable[[QueueEvent], None] | None = None
+        self._untold: list[QueueEvent] = []
+
+    def _tell(self, event: QueueEvent) -> None:
+        """Told once the lock is let go (`_flush`): a reader that is slow to read must not hold up the lock."""
+        self._untold.append(event)
+
+    def _flush(self) -> None:
+        told, self._untold = self._untold, []
+        if self._on_event is not None:
+            for event in told:
+                self._on_event(event)
 
     def claim(self, limit: int) -> list[Task]:
         """Claim up to `limit` ready tasks, atomically."""
@@ -88,12 +133,22 @@ class QueueRunner:
                 self.project.events.append("task.updated", task=task.brief(), owner=owner, reason="claimed")
         return claimed
 
-    def step(self) -> StepReport:
+    def step(self, on_event: Callable[[QueueEvent], None] | None = None) -> StepReport:
+        """One pass; `on_event` hears of each start, completion, failure and stop as it happens."""
+        self._on_event = on_event
+        try:
+            return self._step()
+        finally:
+            self._flush()
+            self._on_event = None
+
+    def _step(self) -> StepReport:
         report = StepReport()
         observed = self.observer.poll()  # a runner that keeps running records what it sees (and enforces budgets)
         infos = list(observed.sessions)
         self._enforce_time_limits(infos, report)
         self._reap(infos, report)
+        self._flush()
         running = [i for i in infos if str(i.status) != "exited"]
         report.running = len(running)
         capacity = self.project.config.max_sessions - len(running)
@@ -131,6 +186,8 @@ class QueueRunner:
         self.worktrees.create(name, task_id=task.id)
         self.sessions.start(name, preset.name)
         report.started.append(name)
+        self._tell(QueueEvent("started", task.id, name, f"agent {preset.name}"))
+        self._flush()
 
     def _name_for(self, task: Task) -> str:
         return self.worktrees.free_name(slugify(task.subject, limit=40))
@@ -152,6 +209,7 @@ class QueueRunner:
                     self.tasks.save(task)
                     self.project.events.append("task.completed", task=task.brief(), worktree={"name": task.worktree})
                     report.completed.append(task.id)
+                    self._tell(QueueEvent("completed", task.id, task.worktree))
                     with contextlib.suppress(DaintreeError):
                         self.worktrees.keep(task.worktree)
                 else:
@@ -160,6 +218,7 @@ class QueueRunner:
                     self.project.events.append("task.updated", task=task.brief(), worktree={"name": task.worktree},
                                                error=f"session exited {info.exit_code}")
                     report.failed.append(task.id)
+                    self._tell(QueueEvent("failed", task.id, task.worktree, f"exited {info.exit_code}"))
 
     def _enforce_time_limits(self, infos: list[SessionInfo], report: StepReport) -> None:
         presets = all_presets(self.project.config)
@@ -178,21 +237,27 @@ class QueueRunner:
                         if task.worktree == info.name and task.owner.startswith(f"{QUEUE_OWNER}:"):
                             task.owner = f"{QUEUE_OWNER}-failed:timeout"
                             self.tasks.save(task)
+                            self._tell(QueueEvent("stopped", task.id, info.name,
+                                                  f"ran past max_minutes = {preset.max_minutes:g}"))
 
     def run(self, once: bool = False, interval: float = 2.0,
             on_step: Callable[[StepReport], None] | None = None,
-            stop: threading.Event | None = None) -> StepReport:
+            stop: threading.Event | None = None,
+            on_event: Callable[[QueueEvent], None] | None = None) -> StepReport:
         """Step until nothing is left to start or running (or once, or until `stop` is set: between two passes,
-        never inside one); returns the last pass's report. `on_step` sees every pass (the CLI prints each pass's
-        errors as they happen)."""
+        never inside one). Returns the whole run's report: every pass's starts, completions, failures, stops and
+        errors, with the last pass's counts of what runs and waits. `on_step` sees every pass (the CLI prints each
+        pass's errors as they happen), `on_event` every start, completion, failure and stop."""
         interval = validate.finite_number(interval, "--interval", minimum=0.05, maximum=3600)
         stop = stop or threading.Event()
+        total = StepReport()
         while True:
-            report = self.step()
+            report = self.step(on_event)
+            total.add(report)
             if on_step is not None:
                 on_step(report)
             if once or (report.running == 0 and (report.waiting_tasks == 0 or report.blocked)
                         and not report.started):
-                return report
+                return total
             if stop.wait(interval):
-                return report
+                return total

@@ -163,8 +163,8 @@ def _untrusted_patterns(cfg: Config) -> set[str]:
     if names <= _WARNED_PATTERNS:
         return names  # said once per process: the dashboard polls this every second
     _WARNED_PATTERNS.update(names)
-    warn(f"config: waiting_pattern of {', '.join(sorted(names))} in .daintree.toml ignored: the repo config is "
-         "not trusted (run `daintree trust`)")
+    warn(f"config: waiting_pattern of {', '.join(sorted(names))} in .daintree.toml ignored: .daintree.toml "
+         f"{trust.untrusted_state(cfg.repo_config_path)} (run `daintree trust`)")
     return names
 
 

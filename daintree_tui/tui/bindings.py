@@ -66,7 +66,8 @@ DASHBOARD_BINDINGS: list[BindingType] = [
               group=JUMP, tooltip="Jump to session N: digits in the lists (work inside tmux), or alt+N")
       for n in range(1, 10)],
     Binding("b", "bakeoff", "Bake-off", id="bakeoff", show=False,
-            tooltip="Bake-off: several agents on the selected task"),
+            tooltip="Bake-off: several agents on the current worktree's task (in the tasks list: the task "
+                    "under the cursor)"),
     Binding("a", "toggle_auto", "Auto", id="auto_queue", show=False,
             tooltip="Auto queue: start ready tasks by themselves (max_sessions at a time)"),
     Binding("question_mark", "help", "Help", id="help", tooltip="This help"),

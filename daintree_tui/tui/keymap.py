@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 
 from textual.binding import Binding, BindingType
 
-from daintree_tui.tui.bindings import readable_key
+from daintree_tui.tui.bindings import DASHBOARD_BINDINGS, readable_key
 
 LEAVE_TERMINAL = "leave_terminal"
 
@@ -56,4 +56,12 @@ def dialog_bindings() -> list[BindingType]:
 def shown_leave_key(keys: Mapping[str, str]) -> str:
     """The leave key as the user set it, for text on screen (`ctrl+]` unless remapped)."""
     first = (keys.get(LEAVE_TERMINAL) or "ctrl+]").split(",")[0].strip()
+    return readable_key(normalize(first))
+
+
+def shown_key(keys: Mapping[str, str], binding_id: str) -> str:
+    """The dashboard's key for `binding_id` as the user set it, for text on screen (`C` for commit unless
+    remapped)."""
+    default = next(b.key for b in DASHBOARD_BINDINGS if isinstance(b, Binding) and b.id == binding_id)
+    first = (keys.get(binding_id) or default).split(",")[0].strip()
     return readable_key(normalize(first))

@@ -46,6 +46,7 @@ class DashboardActions(Screen[None]):
     tasks: tuple[Task, ...]
     entries: tuple[WorktreeEntry, ...]
     sessions: dict[str, SessionInfo]
+    sessions_known: bool
     selected: str | None
     auto_queue: bool
     terminal_focused: bool
@@ -267,11 +268,26 @@ class DashboardActions(Screen[None]):
 
         later.show_tab(self, "events-tab")
 
-    def action_bakeoff(self) -> None:
+    def bakeoff_task(self) -> Task | str:
+        """The task `b` races agents on, or why there is none: the task under the cursor while the tasks list has
+        focus, else the current worktree's own task. It took the tasks list's cursor, unfocused and out of sight,
+        over the worktree the user was looking at."""
         tasks = self.query_one(TaskTable)
-        task = next((t for t in self.tasks if t.id == tasks.selected_task_id), None)
+        by_id = {t.id: t for t in self.tasks}
+        if tasks.has_focus or not self.selected:
+            task = by_id.get(tasks.selected_task_id) if tasks.selected_task_id is not None else None
+            return task if task is not None else "Select a task first (in the tasks list)"
+        entry = self.entry(self.selected)
+        task = by_id.get(entry.task_id) if entry is not None and entry.task_id is not None else None
         if task is None:
-            self.notify("Select a task first (in the tasks list)", severity="warning")
+            return (f"{self.selected} has no task: select one in the tasks list (shift+tab moves there), "
+                    "then press b")
+        return task
+
+    def action_bakeoff(self) -> None:
+        task = self.bakeoff_task()
+        if isinstance(task, str):
+            self.notify(task, severity="warning")
             return
         if task.status == TaskStatus.COMPLETED:
             # Refused now, not after the agents and score were chosen: the cursor of an unfocused tasks list is

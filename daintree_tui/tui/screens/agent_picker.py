@@ -14,7 +14,14 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, OptionList
 from textual.widgets.option_list import Option
 
-from daintree_tui.tui.agents_view import AgentFacts, agent_label, can_resume, is_installed
+from daintree_tui.tui.agents_view import (
+    NOT_INSTALLED,
+    AgentFacts,
+    agent_label,
+    can_resume,
+    is_installed,
+    not_installed_notice,
+)
 
 RESUME_PREFIX = "resume:"
 
@@ -28,8 +35,9 @@ class AgentChoice:
 
 
 class AgentPickerScreen(ModalScreen[AgentChoice | None]):
-    """A list of presets (those not installed are shown dimmed and cannot be picked); on a restart of an agent
-    that can resume, "resume" comes first. Enter picks."""
+    """A list of presets (those not installed are dimmed and say so; enter on one says how to get it, rather than
+    the arrows skipping it without a word); on a restart of an agent that can resume, "resume" comes first. Enter
+    picks."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="dialog_cancel"),
@@ -53,9 +61,10 @@ class AgentPickerScreen(ModalScreen[AgentChoice | None]):
         current = self.current
         if self.restart and current is not None and can_resume(self.facts, current):
             label = Text.assemble(("resume ", "bold"), current, ("  continue its last conversation", "dim"))
-            options.append(Option(label, id=RESUME_PREFIX + current, disabled=not is_installed(self.facts, current)))
-        options += [Option(agent_label(self.facts, a), id=a, disabled=not is_installed(self.facts, a))
-                    for a in self.agents]
+            if not is_installed(self.facts, current):
+                label.append(f"  {NOT_INSTALLED}", style="dim italic")
+            options.append(Option(label, id=RESUME_PREFIX + current))
+        options += [Option(agent_label(self.facts, a), id=a) for a in self.agents]
         return options
 
     def compose(self) -> ComposeResult:
@@ -74,13 +83,17 @@ class AgentPickerScreen(ModalScreen[AgentChoice | None]):
             first = self.current
         else:
             first = self.default
-        if first in ids and not options.get_option(first).disabled:
+        if first in ids:
             options.highlighted = ids.index(first)
         options.focus()
 
     @on(OptionList.OptionSelected)
     def picked(self, event: OptionList.OptionSelected) -> None:
         picked = str(event.option.id)
+        agent = picked.removeprefix(RESUME_PREFIX)
+        if not is_installed(self.facts, agent):
+            self.notify(not_installed_notice(agent), severity="warning")
+            return
         if picked.startswith(RESUME_PREFIX):
             self.dismiss(AgentChoice(picked.removeprefix(RESUME_PREFIX), resume=True))
         else:

@@ -13,7 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, SelectionList
 from textual.widgets.selection_list import Selection
 
-from daintree_tui.tui.agents_view import AgentFacts, agent_label, is_installed
+from daintree_tui.tui.agents_view import AgentFacts, agent_label, is_installed, not_installed_notice
 from daintree_tui.tui.widgets.plain import plain
 from daintree_tui.tui.widgets.ticks import TickList
 
@@ -39,13 +39,21 @@ class BakeoffNewScreen(ModalScreen[BakeoffRequest | None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="dialog"):
             yield Label(plain(f"Bake-off: {self.subject}"), classes="dialog-title")
+            # Rows of agents that are not installed say so and can be reached (the arrows skipped them without a
+            # word); ticking one says how to get it.
             yield TickList(*[Selection(agent_label(self.facts, a), a, a == self.default and
-                                                 is_installed(self.facts, a), disabled=not is_installed(self.facts, a))
-                                       for a in self.agents], id="agents")
+                                       is_installed(self.facts, a)) for a in self.agents], id="agents")
             yield Input(placeholder="score command (prints SCORE: N; default: bakeoff.score)", id="score")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Start", variant="primary", id="start")
                 yield Button("Cancel", id="cancel")
+
+    @on(SelectionList.SelectionToggled)
+    def toggled(self, event: SelectionList.SelectionToggled[str]) -> None:
+        agent = str(event.selection.value)
+        if agent in event.selection_list.selected and not is_installed(self.facts, agent):
+            event.selection_list.deselect(agent)
+            self.notify(not_installed_notice(agent), severity="warning")
 
     @on(Button.Pressed, "#start")
     def start(self) -> None:

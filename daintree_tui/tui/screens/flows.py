@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from textual.screen import ModalScreen
 
-from daintree_tui.core.errors import DaintreeError
+from daintree_tui.core.errors import DaintreeError, OperationError
 from daintree_tui.core.validate import files as count_files
 from daintree_tui.sessions.status import SessionStatus
 from daintree_tui.tui.screens.confirm import ConfirmScreen
@@ -193,7 +193,20 @@ async def commit(screen: DashboardActions, name: str) -> None:
     screen.operation_done(f"Committed {count_files(len(files) if isinstance(files, list) else 0)} in {name}")
 
 
+async def refuse_uncommitted(screen: DashboardActions, name: str) -> None:
+    """Refuse a merge of a worktree with uncommitted work in the dashboard's words: the key that commits, not the
+    CLI command the services name (`daintree worktree commit`)."""
+    dirty = await asyncio.to_thread(screen.backend.dirty_files, name)
+    if dirty:
+        from daintree_tui.tui.keymap import shown_key
+
+        key = shown_key(screen.backend.project.config.keys, "commit")
+        shown = ", ".join(dirty[:5]) + (", …" if len(dirty) > 5 else "")
+        raise OperationError(f"{name} has uncommitted changes ({shown}): press {key} to commit them, then merge")
+
+
 async def merge(screen: DashboardActions, name: str) -> None:
+    await refuse_uncommitted(screen, name)  # before the dialog: its choices would be for nothing
     target = await asyncio.to_thread(screen.backend.merge_target, name)
     from daintree_tui.tui.screens.merge import MergeScreen  # a dialog: imported when first opened
 
@@ -206,8 +219,12 @@ async def merge(screen: DashboardActions, name: str) -> None:
     try:
         result = await asyncio.to_thread(screen.backend.merge, name, choice.strategy, choice.into, choice.remove,
                                          choice.complete_task)
-    except BaseException:
+    except OperationError:
         screen.reattach(name)  # the merge failed: nothing was removed, the session is still there
+        await refuse_uncommitted(screen, name)  # the agent wrote while the dialog was open
+        raise
+    except BaseException:
+        screen.reattach(name)
         raise
     if not result.removed:
         screen.reattach(name)

@@ -31,6 +31,7 @@ from daintree_tui.tui.hosts import (
 from daintree_tui.tui.screens import flows
 from daintree_tui.tui.screens.actions import DashboardActions
 from daintree_tui.tui.screens.confirm import ConfirmScreen
+from daintree_tui.tui.widgets.terminal import LOOKING, NO_SESSION
 
 if TYPE_CHECKING:
     # Imported where used: the dialog (a text area, a select) and the host services are not on the first screen.
@@ -90,8 +91,6 @@ class HostsScreen(DashboardActions):
     def explain_unattached(self, key: str | None) -> None:
         """What the terminal says when it shows nothing: for a remote row whose host does not answer, that."""
         terminal = self.terminal
-        if not hasattr(self, "_placeholder"):
-            self._placeholder = terminal.placeholder
         state = self.host_state(key)
         if state is not None and state.status == "error":
             # Its words were typed and escaped by host_answers (or are ours): safe to show as they are.
@@ -102,8 +101,12 @@ class HostsScreen(DashboardActions):
                                     "running there; this terminal reattaches when it is back.")
         elif state is not None:
             terminal.placeholder = f"No session on host {state.name} for this worktree."
+        elif not self.sessions_known:
+            terminal.placeholder = LOOKING
+        elif key in self.sessions:
+            terminal.placeholder = "Opening its session…"  # until it is attached
         else:
-            terminal.placeholder = self._placeholder
+            terminal.placeholder = NO_SESSION
 
     def merged_entries(self, local: tuple[WorktreeEntry, ...]) -> tuple[WorktreeEntry, ...]:
         """A new local snapshot, with the remote rows kept after it."""

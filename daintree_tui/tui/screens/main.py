@@ -20,8 +20,8 @@ from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.reactive import reactive
-from textual.widget import MountError, Widget
-from textual.widgets import DataTable, Header, Input, Label
+from textual.widget import MountError
+from textual.widgets import DataTable, Header, Input, Label, Static
 from textual.worker import Worker
 
 from daintree_tui.core.models import Task, WorktreeEntry
@@ -46,7 +46,7 @@ from daintree_tui.tui.screens import prompts
 from daintree_tui.tui.screens.current import CurrentWorktreeScreen
 from daintree_tui.tui.widgets.session_title import SessionTitle
 from daintree_tui.tui.widgets.task_table import TaskTable
-from daintree_tui.tui.widgets.terminal import TerminalView
+from daintree_tui.tui.widgets.terminal import LOOKING, TerminalView
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
 
 if TYPE_CHECKING:
@@ -71,6 +71,8 @@ class MainScreen(CurrentWorktreeScreen):
     """Git facts per worktree (dirty count, ahead/behind)."""
     sessions: reactive[dict[str, SessionInfo]] = reactive(dict, repaint=False)
     """Every session, status settled (see `StatusHysteresis`)."""
+    sessions_known: reactive[bool] = reactive(False, repaint=False)
+    """Whether a poll has said which sessions there are: until then none is "no session" (they may be starting)."""
     previews: reactive[dict[str, str]] = reactive(dict, repaint=False)
     """The screen text of sessions not on display."""
     disk: reactive[dict[str, int]] = reactive(dict, repaint=False)
@@ -114,10 +116,15 @@ class MainScreen(CurrentWorktreeScreen):
             with Vertical(id="main"):
                 yield SessionTitle(id="session-title", persistent=self.backend.persistent_sessions,
                                    leave_key=shown_leave_key(self.backend.project.config.keys)).data_bind(
-                    screen.entries, screen.sessions, screen.selected, focused=screen.terminal_focused)
-                yield TerminalView(id="terminal")
-                yield Widget(id="bottom-slot")  # the events and diff tabs come later (see later.py)
-        yield Widget(id="footer-slot")  # and so does the footer
+                    screen.entries, screen.sessions, screen.sessions_known, screen.selected,
+                    focused=screen.terminal_focused)
+                terminal = TerminalView(id="terminal")
+                terminal.set_reactive(TerminalView.placeholder, LOOKING)  # the first poll says which there are
+                yield terminal
+                # Blank until the events and diff tabs come (see later.py): a bare Widget draws its own name,
+                # `Widget#bottom-slot`, and the first frame showed it for a second.
+                yield Static(id="bottom-slot")
+        yield Static(id="footer-slot")  # and so does the footer
 
     async def mount_later(self) -> None:
         """Mount the events and diff tabs and the footer in their slots (once). Run from the screen's own
@@ -232,7 +239,11 @@ class MainScreen(CurrentWorktreeScreen):
             status = self.hysteresis.settle(info.name, info.status, now)
             settled[info.name] = info if status == info.status else _with_status(info, status)
         self.hysteresis.forget(set(before) - set(settled))
+        first = not self.sessions_known
+        self.sessions_known = True
         self.sessions = self.merged_sessions(settled)
+        if first:
+            self.explain_unattached(self.selected)  # no longer "looking" for a worktree that has none
         previews = dict(message.previews)
         if terminal.attached and terminal.worktree in settled:
             # The session on screen is not captured (the terminal shows it): its row follows the terminal.

@@ -54,7 +54,8 @@ class NewTaskScreen(ModalScreen[NewTask | None]):
         with Vertical(id="dialog", classes="dialog"):
             yield Label("New task", classes="dialog-title")
             yield Input(placeholder="What should the agent do? (Enter: create and start)", id="subject")
-            yield TextArea(id="description", soft_wrap=True, show_line_numbers=False)
+            # The lists open downwards over what lies below them: above the description they open inside the
+            # dialog (below it, the agent list ran past the dialog's border).
             with Horizontal(classes="dialog-row"):
                 yield Label("Agent", classes="field-label")
                 yield Select([(agent_label(self.facts, a), a) for a in self.agents], value=self.default_agent,
@@ -66,6 +67,7 @@ class NewTaskScreen(ModalScreen[NewTask | None]):
                     yield Label("Where", classes="field-label")
                     yield Select([("here (local)", LOCAL), *self.hosts], value=self.default_host,
                                  allow_blank=False, id="host")
+            yield TextArea(id="description", soft_wrap=True, show_line_numbers=False)
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Create and start", variant="primary", id="start")
                 yield Button("Task only", id="task-only")

@@ -38,10 +38,19 @@ async def approval(screen: DashboardActions, request: Mapping[str, object]) -> N
 
 
 async def trust(screen: DashboardActions, commands: list[str]) -> None:
-    body = ("This repository's .daintree.toml defines hooks that run shell commands:\n\n"
-            + "\n".join(f"  {c}" for c in commands)
-            + "\n\nTrust it? (recorded for you only, outside the repository; a change asks again)")
-    if await screen.app.push_screen_wait(ConfirmScreen("Trust this repository's hooks?", body, yes="Trust",
+    change = await asyncio.to_thread(screen.backend.trust_change)
+    if change is None:
+        title = "Trust this repository's hooks?"
+        body = "This repository's .daintree.toml defines hooks that run shell commands:\n\n"
+    else:
+        # Trusted once, then edited: say so, and show the edit (a bare "not trusted" read as never trusted).
+        title = "Its .daintree.toml changed since you trusted it"
+        shown = "\n".join(f"  {line}" for line in change[:200]) if change else \
+            "  (no copy of the version you trusted was kept: review the whole file)"
+        body = f"What changed:\n\n{shown}\n\nIts commands now:\n\n"
+    body += ("\n".join(f"  {c}" for c in commands)
+             + "\n\nTrust it? (recorded for you only, outside the repository; a change asks again)")
+    if await screen.app.push_screen_wait(ConfirmScreen(title, body, yes="Trust",
                                                        no="Not now", settle=settle_for(screen))):
         await asyncio.to_thread(screen.backend.trust)
         screen.operation_done("Trusted .daintree.toml: its hooks will run")

@@ -76,6 +76,9 @@ class RemoveScreen(ModalScreen[RemoveChoice | None]):
             self.armed = True
             button = self.query_one("#remove", Button)
             button.label = f"Yes, discard {files(len(self.dirty))} for good"
+            # A Button's width follows its label only at layout, and a new label asks for no layout: the longer
+            # one was cut to the old one's width ("Yes, discard 1 file for").
+            button.refresh(layout=True)
             self.notify("Press again to discard the uncommitted work", severity="warning")
             return
         self.dismiss(RemoveChoice(force=True, complete_task=complete))

@@ -41,6 +41,8 @@ class SessionTitle(Static):
     entries: reactive[tuple[WorktreeEntry, ...]] = reactive(tuple, init=False, repaint=False)
     sessions: reactive[dict[str, SessionInfo]] = reactive(dict, init=False, repaint=False)
     selected: reactive[str | None] = reactive(None, init=False, repaint=False)
+    sessions_known: reactive[bool] = reactive(False, init=False, repaint=False)
+    """Whether a poll has said which sessions there are (before it, a starting one is not "no session")."""
     focused: reactive[bool] = reactive(False, init=False, repaint=False)
     """Keys go to the agent: say so, and how to leave."""
 
@@ -64,7 +66,7 @@ class SessionTitle(Static):
         info = self.sessions.get(self.selected or "")
         self.tooltip = STATUS_SOURCE_MEANING.get(info.status_source) if info else None  # what the glyph means
 
-    watch_entries = watch_sessions = watch_selected = watch_focused = _changed
+    watch_entries = watch_sessions = watch_sessions_known = watch_selected = watch_focused = _changed
 
     def describe(self) -> Text:
         entry = next((e for e in self.entries if e.name == self.selected), None)
@@ -79,7 +81,10 @@ class SessionTitle(Static):
                 failed = exited and info is not None and info.exit_code != 0
                 text.append(f" ⌨ {typing_hint(self.leave_key, exited, failed)} ", style="italic")
             # The agent's name and the branch may come from a host (its own word): shown, never obeyed.
-            text.append(f" {escape_controls(info.agent) if info else 'no session'} ", style="bold")
+            if info is None and not self.sessions_known:
+                text.append(" looking for its session… ", style="dim")
+            else:
+                text.append(f" {escape_controls(info.agent) if info else 'no session'} ", style="bold")
             text.append_text(session_cell(info))
             tokens = int(((info.usage or {}).get("tokens") or {}).get("total") or 0) if info else 0
             if tokens:

@@ -41,6 +41,11 @@ from daintree_tui.tui.widgets.terminal_render import render_screen_line
 
 READ_CHUNK = 4096
 
+NO_SESSION = "No session here. Press enter to start one, s to pick the agent."
+LOOKING = "Looking for this worktree's session…"
+"""Before the first poll has said which sessions there are: "no session" was wrong while they started."""
+
+
 class TerminalView(SessionAttachment, can_focus=True):
     """Shows one session; interactive while focused."""
 
@@ -155,7 +160,7 @@ class TerminalView(SessionAttachment, can_focus=True):
     def _locked(self) -> Any:
         return self._external_lock if self._external_lock is not None else contextlib.nullcontext()
 
-    placeholder: reactive[str] = reactive("No session here. Press enter to start one, s to pick the agent.")
+    placeholder: reactive[str] = reactive(NO_SESSION)
     """What an unattached terminal says."""
     no_worktree: reactive[bool] = reactive(False)
     """No worktree is current (none exists yet, or the filter hides them all): enter and s would do nothing."""
