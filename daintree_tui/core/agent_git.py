@@ -433,6 +433,8 @@ def prepare(common_dir: Path, branch: str, paths: AgentGit, who: str) -> None:
         _make_folder(paths.objects / "info", objects)
         _make_folder(paths.objects / "pack", objects)
         with _folder("info", objects) as info:
+            if _read_small(info, "alternates") == f"{SHARED_OBJECTS_MOUNT}\n":
+                return _give_branch(common_dir, branch, paths)  # as it was: nothing to write (a full disk)
             tmp = f"alternates.{os.getpid()}.daintree-tmp"
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp, dir_fd=info)
@@ -443,6 +445,11 @@ def prepare(common_dir: Path, branch: str, paths: AgentGit, who: str) -> None:
             finally:
                 os.close(fd)
             os.replace(tmp, "alternates", src_dir_fd=info, dst_dir_fd=info)
+    _give_branch(common_dir, branch, paths)
+
+
+def _give_branch(common_dir: Path, branch: str, paths: AgentGit) -> None:
+    """The agent's ref folder holds its branch as it is now (written only when it differs)."""
     real = _real(common_dir, branch)
     if real is None:
         return
