@@ -529,7 +529,7 @@ async def test_bakeoff_view_scores_and_picks(repo: Path, cli: CLI) -> None:
             listed = {e["name"]: e for e in cli.json("worktree", "list")}
             return name in listed and listed[name]["facts"]["ahead"] == 1
 
-        await until(pilot, lambda: committed("pick-a-number-x") and committed("pick-a-number-y"), timeout=20)
+        await until(pilot, lambda: committed("pick-a-number-x") and committed("pick-a-number-y"), timeout=60)
         await pilot.press("r")
         from textual.widgets import DataTable
 

@@ -1328,7 +1328,7 @@ def test_sandboxed_gemini_saves_its_sign_in_choice_in_a_settings_copy_of_its_own
     cli = CLI(repo)
     cli.ok("worktree", "create", "g3")
     assert cli.json("session", "start", "g3", "--agent", "gemini")["sandbox"]["active"] is True
-    result = gemini / "tmp" / "settings-result"
+    result = repo / ".worktrees" / ".sandbox-home" / "g3" / "agent" / ".gemini" / "tmp" / "settings-result"
     wait_for(result.exists, timeout=30)
     chosen = '{"security": {"auth": {"selectedType": "oauth-personal"}}}'
     assert result.read_text() == f"saved {chosen}\n"
