@@ -80,6 +80,25 @@ def _written_paths(cwd: Path, *revs: str, run: Callable[..., subprocess.Complete
     return [p for p in out.split("\0") if p]
 
 
+def _small_text(path: Path) -> str | None:
+    """A small regular file's text, stripped (never through a link, never waiting on a FIFO), or None."""
+    try:
+        return read_state_file(path).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+
+
+def _admin_dir_of(common: Path, worktree: Path) -> Path | None:
+    """The admin dir (`.git/worktrees/<id>/`) that the worktree's own `.git` file names, resolved; None when that
+    file is not one of git's or names no admin dir of this repository. A daintree worktree's `.git` file is
+    read-only in its sandbox: its agent cannot point it elsewhere."""
+    text = _small_text(worktree / ".git")
+    if text is None or not text.startswith("gitdir: "):
+        return None
+    admin = (worktree / text[len("gitdir: "):]).resolve()
+    return admin if admin.parent == (common / "worktrees").resolve() else None
+
+
 def ignored_in_the_way(checkout: Path, paths: list[str]) -> list[str]:
     """What `checkout` holds untracked and ignored that writing `paths` there would replace or write into.
 
@@ -319,11 +338,33 @@ class ReviewService:
         return head
 
     def _checked_out_at(self, branch: str) -> Path | None:
-        # The listing names the path each admin dir's `gitdir` claims: checked against the index first, so a
-        # holder is a worktree's own path, never one an agent wrote (`git -C <it> status` runs there).
+        """Where `branch` is checked out, as only the user's own git state says: the primary's HEAD, or the HEAD of
+        a linked worktree that is none of daintree's (its `.git` file and its admin dir name each other).
+
+        What `git worktree list` says of an agent's worktree comes from its admin dir, the agent's to write
+        (DESIGN.md 2a rule 9): b's HEAD made `ref: refs/heads/develop` had a merge into develop run `git merge` in
+        b's worktree, outside its sandbox (b's `.husky/post-merge` ran as the user; git appended through b's
+        `logs/HEAD` link), and b's `gitdir` made the primary's `.git` had that merge fast-forward the primary's
+        main instead."""
+        # The listing names the path each admin dir's `gitdir` claims: checked against the index first.
         admin_dirs.guard(self.project)
-        for wt in g.list_worktrees(self.project.root):
-            if wt.branch == branch:
+        root = self.project.root
+        ref = f"refs/heads/{branch}"
+        if g.git(root, "symbolic-ref", "--quiet", "HEAD", check=False).stdout.strip() == ref:
+            return root
+        common = self.project.common_dir
+        if common is None:
+            return None
+        agents = {admin for e in self.worktrees.entries() if e.live
+                  for admin in (_admin_dir_of(common, Path(e.path)), (common / "worktrees" / e.name).resolve())
+                  if admin is not None}
+        for wt in g.list_worktrees(root):
+            if wt.branch != branch:
+                continue
+            admin = _admin_dir_of(common, wt.path)
+            if admin is None or admin in agents or _small_text(admin / "HEAD") != f"ref: {ref}":
+                continue
+            if _small_text(admin / "gitdir") == str(wt.path / ".git"):
                 return wt.path
         return None
 
@@ -340,6 +381,12 @@ class ReviewService:
         target = self.target_branch(entry, into)
         if target == entry.branch:
             raise InputError(f"cannot merge {entry.branch} into itself")
+        owner = next((e for e in self.worktrees.entries() if e.live and e.branch == target), None)
+        if owner is not None and WorktreeGit(self.project, owner).confined:
+            # Its checkout is its sandboxed agent's: git run there from here follows what the agent wrote.
+            raise OperationError(f"{target} is worktree {owner.name}'s own branch, checked out in its sandbox: "
+                                 f"refusing to move it from here (its agent can merge it there: `git merge "
+                                 f"{g.rev_parse_commit(root, entry.branch) or entry.branch}`)")
         worktree_git = WorktreeGit(self.project, entry)
         dirty = worktree_git.dirty_files()
         if dirty:

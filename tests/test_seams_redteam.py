@@ -1,0 +1,78 @@
+"""A second attacker-minded pass over the seams of git (issue 26): a sandboxed agent tries to make the outside (the
+user's git, `worktree commit`, `merge`, `list`, `doctor --fix`, the dashboard's poll) act on what it wrote. Each
+test is one attack with real bubblewrap, real git and the real CLI, and failed before its fix."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from daintree_tui.core.sandbox import BwrapSandbox
+from tests.conftest import CLI, git
+from tests.test_sandbox import sandbox_env  # noqa: F401 (a fixture)
+
+_OK, _WHY = BwrapSandbox().available()
+pytestmark = pytest.mark.skipif(not _OK, reason=f"bubblewrap cannot run here: {_WHY}")
+
+ADMIN = '"$(git rev-parse --absolute-git-dir)"'
+COMMON = '"$(git rev-parse --path-format=absolute --git-common-dir)"'
+
+
+def _inside(cli: CLI, name: str, script: str) -> str:
+    proc = cli("worktree", "run", name, "--", "sh", "-c", script)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def _repository_is_whole(repo: Path) -> None:
+    """What the user's own git says of the whole repository after the attack."""
+    fsck = subprocess.run(["git", "-C", str(repo), "fsck", "--no-dangling"], capture_output=True, text=True)
+    assert fsck.returncode == 0, fsck.stdout + fsck.stderr
+    gc = subprocess.run(["git", "-C", str(repo), "gc", "--quiet"], capture_output=True, text=True)
+    assert gc.returncode == 0 and "fatal" not in gc.stderr, gc.stderr
+
+
+@pytest.mark.parametrize("forged", ["head", "gitdir"])
+def test_an_agents_head_never_makes_its_worktree_the_checkout_a_merge_advances(
+        repo: Path, sandbox_env: Path, forged: str) -> None:  # noqa: F811
+    """The target (`develop`, a1's base) is checked out nowhere. Agent b writes its admin dir's HEAD as
+    `ref: refs/heads/develop`, keeps its status clean with `assume-unchanged` and plants `.husky/post-merge`: a
+    merge of a1 (which an agent asks for through its inbox) found develop "checked out" in b's worktree and ran
+    `git merge --ff-only` there, outside b's sandbox, with the hooks of b's `.husky` (a relative core.hooksPath):
+    b's script ran as the user. With b's `gitdir` also made the primary's `.git`, the primary was listed as
+    holding develop, and the merge fast-forwarded the user's main instead."""
+    mark = sandbox_env / "pwned-by-holder"
+    (repo / ".husky").mkdir()
+    (repo / ".husky" / "post-merge").write_text("#!/bin/sh\nexit 0\n")
+    (repo / ".husky" / "post-merge").chmod(0o755)
+    git(repo, "add", ".husky")
+    git(repo, "commit", "-q", "-m", "husky")
+    git(repo, "config", "core.hooksPath", ".husky")
+    git(repo, "branch", "develop")
+    main = git(repo, "rev-parse", "main").strip()
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "a1", "--base", "develop")
+    cli.ok("worktree", "create", "b")
+    gitdir = f"echo {repo / '.git'} > {ADMIN}/gitdir; " if forged == "gitdir" else ""
+    _inside(cli, "b", f"printf '#!/bin/sh\\ntouch {mark}\\n' > .husky/post-merge && "
+                      "git update-index --assume-unchanged .husky/post-merge && "
+                      f"echo 'ref: refs/heads/develop' > {ADMIN}/HEAD && {gitdir}git status --short")
+    _inside(cli, "a1", "echo w > w.txt && git add w.txt && git commit -qm w")
+    cli.ok("worktree", "merge", "a1")
+    assert not mark.exists(), "b's hook ran outside its sandbox"
+    assert git(repo, "rev-parse", "main").strip() == main
+    assert git(repo, "rev-parse", "develop").strip() == git(repo, "rev-parse", "wt/a1").strip()
+
+
+def test_a_merge_into_another_sandboxed_agents_own_branch_is_refused(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+    """`--into wt/b`: b's checkout is b's agent's; git run there from outside follows its links and hooks."""
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "a1")
+    cli.ok("worktree", "create", "b")
+    _inside(cli, "a1", "echo w > w.txt && git add w.txt && git commit -qm w")
+    before = git(repo, "rev-parse", "wt/b")
+    proc = cli("worktree", "merge", "a1", "--into", "wt/b")
+    assert proc.returncode == 1 and "worktree b's own branch" in proc.stderr, proc.stderr
+    assert git(repo, "rev-parse", "wt/b") == before
