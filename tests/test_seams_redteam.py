@@ -76,3 +76,20 @@ def test_a_merge_into_another_sandboxed_agents_own_branch_is_refused(repo: Path,
     proc = cli("worktree", "merge", "a1", "--into", "wt/b")
     assert proc.returncode == 1 and "worktree b's own branch" in proc.stderr, proc.stderr
     assert git(repo, "rev-parse", "wt/b") == before
+
+
+def test_a_commit_never_names_a_tree_that_is_not_whole(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+    """The agent writes a tree naming a blob that exists nowhere (`mktree --missing`) and reads it into its index
+    (`read-tree`, which primes the index's cache of trees): the sandboxed `write-tree` answers with that tree
+    without looking at a blob, the check takes the tree (its content is what its name says), and the commit made
+    outside put wt/a1 on it: `git fsck` said missing blob and `git gc` failed, for the whole repository."""
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "a1")
+    ghost = "e" * 40
+    _inside(cli, "a1", f"T=$( (git ls-tree HEAD; printf '100644 blob {ghost}\\tghost.txt\\n') | git mktree --missing) "
+                       '&& git read-tree "$T" && test "$(git write-tree)" = "$T"')
+    before = git(repo, "rev-parse", "wt/a1")
+    proc = cli("worktree", "commit", "a1", "-m", "work")
+    assert proc.returncode == 1 and "did not come through" in proc.stderr, proc.stdout + proc.stderr
+    assert git(repo, "rev-parse", "wt/a1") == before
+    assert git(repo, "fsck", "--no-dangling") == ""

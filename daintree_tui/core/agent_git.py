@@ -338,14 +338,19 @@ def push_down(paths: AgentGit, branch: str, value: str) -> bool:
     return True
 
 
-def _connected(common_dir: Path, value: str, old: str | None) -> bool:
-    """`value` is a commit of the shared store and every object it reaches is there (receive-pack's check)."""
-    kind = g.git(common_dir, "cat-file", "-t", value, check=False)
-    if kind.returncode != 0 or kind.stdout.strip() != "commit":
+def whole(common_dir: Path, value: str, kind: str, old: str | None = None) -> bool:
+    """`value` is a `kind` (commit, tree) of the shared store and every object it reaches is there, beyond what
+    `old` reaches (receive-pack's check). A tree the agent wrote can name a blob that the check refused."""
+    found = g.git(common_dir, "cat-file", "-t", value, check=False)
+    if found.returncode != 0 or found.stdout.strip() != kind:
         return False
     proc = g.git(common_dir, "rev-list", "--objects", "--quiet", value, "--not", *([old] if old else []),
                  check=False)
     return proc.returncode == 0
+
+
+def _connected(common_dir: Path, value: str, old: str | None) -> bool:
+    return whole(common_dir, value, "commit", old)
 
 
 def sync_branch(common_dir: Path, branch: str, paths: AgentGit, who: str) -> str | None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from daintree_tui.core import admin_dirs
 from daintree_tui.core import git as g
+from daintree_tui.core.agent_git import whole
 from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.hooks import run_hooks
 from daintree_tui.core.models import WorktreeEntry
@@ -309,8 +310,12 @@ class ReviewService:
         tree = git("write-tree").stdout.strip()
         parent = bring_in(self.project, entry)
         root = self.project.root
-        if g.git(root, "cat-file", "-t", tree, check=False).stdout.strip() != "tree":
-            raise OperationError(f"{entry.name}: the staged tree {tree[:12]} did not come through the sandbox's check")
+        # The tree alone is not enough: the agent's index can name a tree of its own whose blobs exist nowhere
+        # (`mktree --missing`, then `read-tree`: `write-tree` answers from the index's cache of trees), and a
+        # commit of it made a branch that `git fsck` and `git gc` of the whole repository fail on.
+        if not whole(root, tree, "tree", parent):
+            raise OperationError(f"{entry.name}: the staged tree {tree[:12]} did not come through the sandbox's "
+                                 "check whole (objects missing or refused): nothing was committed")
         sign = g.git(root, "config", "--type=bool", "commit.gpgSign", check=False).stdout.strip() == "true"
         sha = g.git(root, "commit-tree", *(["-S"] if sign else []), tree, *(["-p", parent] if parent else []),
                     "-F", "-", input=cleaned).stdout.strip()
