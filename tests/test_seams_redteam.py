@@ -93,3 +93,28 @@ def test_a_commit_never_names_a_tree_that_is_not_whole(repo: Path, sandbox_env: 
     assert proc.returncode == 1 and "did not come through" in proc.stderr, proc.stdout + proc.stderr
     assert git(repo, "rev-parse", "wt/a1") == before
     assert git(repo, "fsck", "--no-dangling") == ""
+
+
+DEEP = 'i=0; while [ $i -lt 1500 ]; do mkdir d && cd d || exit 1; i=$((i+1)); done'
+
+
+def test_folders_too_deep_for_python_never_stop_remove_or_doctor(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+    """Folders 1,500 levels deep (made in a second) in the agent's quarantine, its caches and its inbox: Python's
+    recursive rmtree raised RecursionError out of `worktree remove` (the worktree already moved to the trash, its
+    entry still active) and out of every `doctor --fix` after it, and out of the dashboard's poll."""
+    from daintree_tui.core.project import Project
+    from daintree_tui.services import Services
+    from daintree_tui.services.inbox import process_inboxes
+
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "a1")
+    _inside(cli, "a1", f'(cd {COMMON}/objects/pack && {DEEP}) && (cd "$HOME/.cache" && {DEEP}) && '
+                       f"(cd /run/daintree/inbox && {DEEP})")
+    state = repo / ".worktrees"
+    cli.ok("worktree", "remove", "a1", "--force")
+    assert not (state / ".agent-git" / "a1").exists()
+    assert cli.json("worktree", "list", "--all")[0]["status"] == "removed"
+    process_inboxes(Services(Project.discover(repo)))
+    assert not (state / ".inbox" / "a1").exists()
+    cli.ok("doctor", "--fix")
+    assert cli("doctor").returncode == 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import shutil
 import time
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from daintree_tui.core.models import LIVE, TaskStatus, WorktreeEntry, WorktreeSt
 from daintree_tui.core.ports import lease_block
 from daintree_tui.core.project import Project
 from daintree_tui.core.sandbox import AGENT_GIT_DIR, bring_in
-from daintree_tui.core.store import read_json, write_json
+from daintree_tui.core.store import read_json, remove_tree, write_json
 from daintree_tui.core.tasks import TaskService
 from daintree_tui.core.worktrees import WorktreeService
 
@@ -106,8 +105,8 @@ class Reconciler:
         if (tip and tip == journal.get("base_commit") and journal.get("reset_branch") is not True
                 and not (path.exists() or path.is_symlink()) and trust.branch_safe_to_delete(root, branch)):
             g.git(root, "branch", "-D", branch, check=False)
-        shutil.rmtree(project.tmpdir_for(name), ignore_errors=True)
-        shutil.rmtree(project.sandbox_home_for(name), ignore_errors=True)
+        remove_tree(project.tmpdir_for(name))
+        remove_tree(project.sandbox_home_for(name))
         self.worktrees.journal_clear(name)
 
     def _finish_remove(self, entries: list[WorktreeEntry], entry: WorktreeEntry, complete_task: bool) -> None:
@@ -234,22 +233,22 @@ class Reconciler:
                 if tmp.name.startswith(".merge-"):
                     if self._found(f"an interrupted merge left {tmp.name}; removed it (no branch was changed)"):
                         g.git(self.project.root, "worktree", "remove", "--force", "--force", str(tmp), check=False)
-                        shutil.rmtree(tmp, ignore_errors=True)
+                        remove_tree(tmp)
                         admin_dirs.prune(self.project, entries, quiet=True)
                 elif tmp.name not in live and self._found(f"temp dir of removed worktree {tmp.name}; deleted it"):
-                    shutil.rmtree(tmp, ignore_errors=True)
+                    remove_tree(tmp)
         homes = self.project.sandbox_homes
         if homes.is_dir() and not homes.is_symlink():
             for home in homes.iterdir():
                 if home.name not in live and self._found(f"sandbox caches of removed worktree {home.name}; "
                                                          "deleted them"):
-                    shutil.rmtree(home, ignore_errors=True)
+                    remove_tree(home)
         agent_git = self.project.state_dir / AGENT_GIT_DIR
         if agent_git.is_dir() and not agent_git.is_symlink():
             for folder in agent_git.iterdir():
                 if folder.name not in live and self._found(f"git quarantine of removed worktree {folder.name}; "
                                                            "deleted it"):
-                    shutil.rmtree(folder, ignore_errors=True)
+                    remove_tree(folder)
 
 
 def _age(path: Path) -> float:

@@ -27,7 +27,7 @@ from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.hooks import run_hooks
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.sandbox import bring_in
-from daintree_tui.core.store import read_state_file
+from daintree_tui.core.store import read_state_file, remove_tree
 from daintree_tui.core.trust import require_outside_session
 from daintree_tui.core.worktree_git import WorktreeGit
 from daintree_tui.core.worktrees import WorktreeService
@@ -515,7 +515,7 @@ class ReviewService:
             return g.git(tmp, "rev-parse", "HEAD").stdout.strip()
         finally:
             g.git(root, "worktree", "remove", "--force", "--force", str(tmp), check=False)
-            shutil.rmtree(tmp, ignore_errors=True)
+            remove_tree(tmp)
             admin_dirs.prune(self.project)
 
     def _conflict(self, tmp: Path, entry: WorktreeEntry, target: str, what: str) -> str:
@@ -550,7 +550,7 @@ class ReviewService:
             shutil.copytree(hooks, copy / "hooks", symlinks=True)
             yield ["-c", f"core.hooksPath={copy / 'hooks'}"]
         finally:
-            shutil.rmtree(copy, ignore_errors=True)
+            remove_tree(copy)
 
     def _advance(self, target: str, old: str, new: str, holder: Path | None, hooks: list[str]) -> None:
         """Move `target` from `old` to `new`: through its worktree when checked out, else the ref itself."""

@@ -21,7 +21,6 @@ import itertools
 import json
 import os
 import re
-import shutil
 import stat
 import time
 from collections.abc import Iterator
@@ -36,6 +35,7 @@ from daintree_tui.core.log import warn
 from daintree_tui.core.mounts import INBOX_MOUNT
 from daintree_tui.core.project import Project
 from daintree_tui.core.sandbox import bring_in, on_behalf_of_sandboxed
+from daintree_tui.core.store import remove_tree
 from daintree_tui.services.container import Services
 
 MAX_REQUEST_BYTES = 64 * 1024
@@ -171,8 +171,8 @@ def process_inboxes(services: Services) -> list[Outcome]:
             if owner_dir.name.startswith(".") or owner_dir.is_symlink() or not owner_dir.is_dir():
                 continue
             if owner_dir.name not in live:
-                # Its worktree is gone: so are its requests. rmtree does not follow the symlinks it finds.
-                shutil.rmtree(owner_dir, ignore_errors=True)
+                # Its worktree is gone: so are its requests. remove_tree follows none of the symlinks it finds.
+                remove_tree(owner_dir)
                 continue
             outcomes += _process_one(services, owner_dir.name, owner_dir)
     return outcomes
