@@ -4,7 +4,11 @@ test is one attack with real bubblewrap, real git and the real CLI, and failed b
 
 from __future__ import annotations
 
+import hashlib
+import resource
+import struct
 import subprocess
+import zlib
 from pathlib import Path
 
 import pytest
@@ -118,3 +122,66 @@ def test_folders_too_deep_for_python_never_stop_remove_or_doctor(repo: Path, san
     assert not (state / ".inbox" / "a1").exists()
     cli.ok("doctor", "--fix")
     assert cli("doctor").returncode == 0
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        low, n = n & 0x7F, n >> 7
+        out.append(low | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _copy(offset: int, size: int) -> bytes:
+    op, args = 0x80, bytearray()
+    for i, byte in enumerate([(offset >> (8 * i)) & 0xFF for i in range(4)] +
+                             [(size >> (8 * i)) & 0xFF for i in range(3)]):
+        if byte:
+            op |= 1 << i
+            args.append(byte)
+    return bytes([op]) + bytes(args)
+
+
+def delta_bomb(levels: int, first: int = 1 << 20) -> bytes:
+    """A pack of a few KB: a blob of zeros, then `levels` deltas, each copying its base twice (OFS_DELTA)."""
+    body = bytearray(b"PACK" + struct.pack(">II", 2, levels + 1))
+    offsets = [len(body)]
+    body += bytes([0x30 | (first & 0x0F) | 0x80]) + _varint(first >> 4) + zlib.compress(b"\0" * first, 9)
+    size, chunk = first, 8 << 20
+    for _ in range(levels):
+        ins = b"".join(_copy(pos, min(chunk, size - pos)) for _ in range(2) for pos in range(0, size, chunk))
+        data = _varint(size) + _varint(2 * size) + ins
+        offsets.append(len(body))
+        head = bytearray([0x60 | (len(data) & 0x0F) | (0x80 if len(data) >> 4 else 0)])
+        if len(data) >> 4:
+            head += _varint(len(data) >> 4)
+        distance, enc = offsets[-1] - offsets[-2], bytearray()
+        enc.append(distance & 0x7F)
+        distance >>= 7
+        while distance:
+            distance -= 1
+            enc.append(0x80 | (distance & 0x7F))
+            distance >>= 7
+        body += head + bytes(reversed(enc)) + zlib.compress(data, 9)
+        size *= 2
+    return bytes(body + hashlib.sha1(body).digest())
+
+
+def test_a_delta_bomb_in_the_quarantine_is_refused_within_a_memory_cap(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+    """A 2 KB pack whose deltas each double their base, up to a 4 GiB blob of zeros, beside an `.idx`: the
+    outside's `git index-pack` of it, at the dashboard's poll, took 6.5 GB of memory (and 8 GiB more for each
+    level added, the host's memory before long). It now runs in an address space of PACK_MEMORY: the pack is
+    refused, and nothing of it joins the store."""
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "a1")
+    bomb = delta_bomb(12)
+    (repo / ".worktrees" / "a1" / "bomb.pack").write_bytes(bomb)
+    _inside(cli, "a1", f'P={COMMON}/objects/pack; mv bomb.pack "$P/pack-{"1" * 40}.pack" && '
+                       f'echo x > "$P/pack-{"1" * 40}.idx"')
+    proc = cli("worktree", "list")
+    assert proc.returncode == 0 and "refused 1 object" in proc.stderr, proc.stderr
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    assert peak < 4 << 30, f"a child of the outside peaked at {peak >> 20} MiB"
+    assert not list((repo / ".worktrees" / ".agent-git" / "a1" / "objects" / "pack").iterdir())
+    assert git(repo, "count-objects", "-v").count("packs: 0") == 1

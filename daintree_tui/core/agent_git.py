@@ -42,6 +42,10 @@ from daintree_tui.core.store import atomic_write_text
 
 OBJECT_LIMIT = 1024 * 1024 * 1024  # bytes of one loose object, on disk and inflated
 PACK_LIMIT = 4 * 1024 * 1024 * 1024  # bytes of one quarantined pack
+# The address space of the `git index-pack` that reads a quarantined pack: a delta may rebuild an object of at
+# most OBJECT_LIMIT from a base as large (both held whole while hashed), with room for git itself. Unbounded, a
+# pack of 2 KB whose deltas each copy their base twice had index-pack allocate 8 GiB and more, outside the sandbox.
+PACK_MEMORY = 3 * OBJECT_LIMIT + 256 * 1024 * 1024
 REF_LIMIT = 4096
 OBJECT_TYPES = (b"blob", b"tree", b"commit", b"tag")
 _CHUNK = 1 << 20
@@ -207,8 +211,12 @@ def _take_pack(pack_fd: int, name: str, common_dir: Path) -> bool:
         if not stat.S_ISREG(info.st_mode) or info.st_size > PACK_LIMIT:
             return False
         os.set_blocking(src, True)
-        argv, env = g.command(common_dir, "index-pack", "--stdin", "--fix-thin")
-        proc = subprocess.run(argv, stdin=src, capture_output=True, env=env, timeout=600)
+        # One thread (each would rebuild objects of its own at once), in an address space of PACK_MEMORY: an
+        # object it cannot rebuild there fails the pack, as one over OBJECT_LIMIT fails a loose object.
+        argv, env = g.command(common_dir, "-c", "pack.threads=1", "index-pack", "--stdin", "--fix-thin")
+        limited = ["sh", "-c", 'ulimit -v "$1" 2>/dev/null; shift; exec "$@"', "sh", str(PACK_MEMORY // 1024),
+                   *argv]
+        proc = subprocess.run(limited, stdin=src, capture_output=True, env=env, timeout=600)
         return proc.returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
