@@ -26,7 +26,7 @@ from daintree_tui.core.agent_git import whole
 from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.hooks import run_hooks
 from daintree_tui.core.models import WorktreeEntry
-from daintree_tui.core.sandbox import bring_in
+from daintree_tui.core.sandbox import bring_in, choose, worktree_role
 from daintree_tui.core.store import read_state_file, remove_tree
 from daintree_tui.core.trust import require_outside_session
 from daintree_tui.core.worktree_git import WorktreeGit
@@ -342,6 +342,10 @@ class ReviewService:
             raise InputError("the primary worktree is on a detached HEAD: say which branch with --into")
         return head
 
+    def _confined(self, entry: WorktreeEntry) -> bool:
+        """Whether the worktree's commands run in a sandbox: then its admin dir and checkout are its agent's."""
+        return choose(self.project.config, role=worktree_role(self.project, entry.name)).active
+
     def _checked_out_at(self, branch: str) -> Path | None:
         """Where `branch` is checked out, as only the user's own git state says: the primary's HEAD, or the HEAD of
         a linked worktree that is none of daintree's (its `.git` file and its admin dir name each other).
@@ -360,7 +364,7 @@ class ReviewService:
         common = self.project.common_dir
         if common is None:
             return None
-        agents = {admin for e in self.worktrees.entries() if e.live
+        agents = {admin for e in self.worktrees.entries() if e.live and self._confined(e)
                   for admin in (_admin_dir_of(common, Path(e.path)), (common / "worktrees" / e.name).resolve())
                   if admin is not None}
         for wt in g.list_worktrees(root):
@@ -387,7 +391,7 @@ class ReviewService:
         if target == entry.branch:
             raise InputError(f"cannot merge {entry.branch} into itself")
         owner = next((e for e in self.worktrees.entries() if e.live and e.branch == target), None)
-        if owner is not None and WorktreeGit(self.project, owner).confined:
+        if owner is not None and self._confined(owner):
             # Its checkout is its sandboxed agent's: git run there from here follows what the agent wrote.
             raise OperationError(f"{target} is worktree {owner.name}'s own branch, checked out in its sandbox: "
                                  f"refusing to move it from here (its agent can merge it there: `git merge "
