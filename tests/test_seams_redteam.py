@@ -185,3 +185,30 @@ def test_a_delta_bomb_in_the_quarantine_is_refused_within_a_memory_cap(repo: Pat
     assert peak < 4 << 30, f"a child of the outside peaked at {peak >> 20} MiB"
     assert not list((repo / ".worktrees" / ".agent-git" / "a1" / "objects" / "pack").iterdir())
     assert git(repo, "count-objects", "-v").count("packs: 0") == 1
+
+
+def test_one_poll_looks_at_a_bounded_part_of_a_flooded_quarantine(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+    """The agent fills its quarantine with empty files named like objects (200,000 in a second or two; the
+    outside needed 20 s for them, and the dashboard's poll, which brings in at every tick, stalled every inbox
+    behind it). One poll now looks at QUICK_ENTRIES of them; a command takes the rest."""
+    from daintree_tui.core.project import Project
+    from daintree_tui.services import Services
+    from daintree_tui.services.inbox import process_inboxes
+
+    quick = 5000  # agent_git.QUICK_ENTRIES
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "a1")
+    total = 3 * quick
+    _inside(cli, "a1", f'cd {COMMON}/objects && for d in $(seq 10 40); do mkdir "$d"; done && '
+                       f"seq 1 {total} | awk '{{printf \"%d/%038x\\n\", 10 + $1 % 31, $1}}' | "
+                       "while read f; do : > \"$f\"; done")
+    quarantine = repo / ".worktrees" / ".agent-git" / "a1" / "objects"
+
+    def left() -> int:
+        return sum(1 for d in quarantine.iterdir() if d.name not in ("info", "pack") for _ in d.iterdir())
+
+    assert left() == total
+    process_inboxes(Services(Project.discover(repo)))
+    assert left() >= total - quick
+    cli.ok("worktree", "list")
+    assert left() == 0

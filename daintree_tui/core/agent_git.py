@@ -47,6 +47,10 @@ PACK_LIMIT = 4 * 1024 * 1024 * 1024  # bytes of one quarantined pack
 # pack of 2 KB whose deltas each copy their base twice had index-pack allocate 8 GiB and more, outside the sandbox.
 PACK_MEMORY = 3 * OBJECT_LIMIT + 256 * 1024 * 1024
 REF_LIMIT = 4096
+# Entries of the quarantine (loose objects, what is refused, packs) one poll of the dashboard looks at: the agent
+# makes 200,000 empty files in a second or two, and each costs the outside a check (20 s for those). The rest
+# waits for the next poll; a command (commit, merge, list) takes them all.
+QUICK_ENTRIES = 5000
 OBJECT_TYPES = (b"blob", b"tree", b"commit", b"tag")
 _CHUNK = 1 << 20
 _HEX = frozenset("0123456789abcdef")
@@ -85,6 +89,7 @@ class Ingested:
     objects: int = 0
     packs: int = 0
     rejected: list[str] = field(default_factory=list)
+    more: bool = False  # stopped at its limit: entries are left for the next pass
 
 
 def branch_leaf(branch: str) -> str:
@@ -175,6 +180,9 @@ def _take_object(fanout_fd: int, name: str, oid: str, shared: Path, algorithm: s
     target_dir = shared / oid[:2]
     target = target_dir / oid[2:]
     try:
+        info = os.fstat(src)
+        if not stat.S_ISREG(info.st_mode) or not 0 < info.st_size <= OBJECT_LIMIT:
+            return False  # before any file of ours is made in the store for it
         if target.exists():
             return True  # the store has it: nothing of the agent's is needed
         target_dir.mkdir(exist_ok=True)
@@ -224,9 +232,19 @@ def _take_pack(pack_fd: int, name: str, common_dir: Path) -> bool:
         os.close(src)
 
 
-def ingest(common_dir: Path, quarantine: Path) -> Ingested:
-    """Bring the quarantine's objects into the shared store, each checked; what fails a check is deleted."""
+def ingest(common_dir: Path, quarantine: Path, limit: int | None = None) -> Ingested:
+    """Bring the quarantine's objects into the shared store, each checked; what fails a check is deleted. With
+    `limit`, at most that many entries are looked at (`more` says whether some were left)."""
     done = Ingested()
+    seen = 0
+
+    def full() -> bool:
+        nonlocal seen
+        seen += 1
+        if limit is not None and seen > limit:
+            done.more = True
+        return done.more
+
     try:
         top = os.open(quarantine, _DIR)
     except OSError:
@@ -236,6 +254,8 @@ def ingest(common_dir: Path, quarantine: Path) -> Ingested:
     name_length = 0
     try:
         for entry in os.scandir(top):
+            if done.more:
+                break
             if len(entry.name) != 2 or not set(entry.name) <= _HEX:
                 continue
             if entry.is_symlink() or not entry.is_dir(follow_symlinks=False):
@@ -247,6 +267,8 @@ def ingest(common_dir: Path, quarantine: Path) -> Ingested:
                 for loose in os.scandir(fanout):
                     if loose.name.startswith("tmp_"):
                         continue  # git writing an object right now
+                    if full():
+                        break
                     if not algorithm:
                         algorithm = _object_format(common_dir)
                         name_length = hashlib.new(algorithm).digest_size * 2 - 2
@@ -260,11 +282,13 @@ def ingest(common_dir: Path, quarantine: Path) -> Ingested:
                     else:
                         done.rejected.append(oid)
         with contextlib.suppress(OSError), _folder("pack", top) as packs:
-            names = {e.name for e in os.scandir(packs)}
+            names = set() if done.more else {e.name for e in os.scandir(packs)}
             for name in sorted(names):
                 # A pack is whole once git has written its index beside it.
                 if not (name.startswith("pack-") and name.endswith(".pack")) or name[:-5] + ".idx" not in names:
                     continue
+                if full():
+                    break
                 if _take_pack(packs, name, common_dir):
                     done.packs += 1
                 else:
@@ -416,7 +440,8 @@ def bring_in(common_dir: Path, branch: str, paths: AgentGit, who: str, quick: bo
         return None if quick else _real(common_dir, branch)
     if quick and not _has_news(paths, branch):
         return None
-    ingest(common_dir, paths.objects)
+    if ingest(common_dir, paths.objects, QUICK_ENTRIES if quick else None).more:
+        return None  # the branch waits for its objects: the next poll goes on
     return sync_branch(common_dir, branch, paths, who)
 
 
