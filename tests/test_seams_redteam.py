@@ -212,3 +212,30 @@ def test_one_poll_looks_at_a_bounded_part_of_a_flooded_quarantine(repo: Path, sa
     assert left() >= total - quick
     cli.ok("worktree", "list")
     assert left() == 0
+
+
+def test_one_poll_inflates_a_bounded_number_of_bytes(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+    """One zlib bomb (600 MiB of zeros in 600 KB) copied under three names that it does not hash to: each copy
+    is checked whole before its name is found wrong (1.4 s for each GiB here); 5,000 copies held one poll of
+    the dashboard for hours. A poll now inflates at most QUICK_BYTES (512 MiB), the object it is in finished;
+    a command takes the rest."""
+    from daintree_tui.core.project import Project
+    from daintree_tui.services import Services
+    from daintree_tui.services.inbox import process_inboxes
+
+    size = 600 << 20
+    pack = zlib.compressobj(9)
+    parts = [pack.compress(b"blob %d\0" % size)]
+    zeros = b"\0" * (1 << 20)
+    parts += [pack.compress(zeros) for _ in range(size >> 20)]
+    (repo / "bomb").write_bytes(b"".join([*parts, pack.flush()]))
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "a1")
+    _inside(cli, "a1", f'mkdir -p {COMMON}/objects/11 && for i in 1 2 3; do '
+                       f'cp {repo / "bomb"} {COMMON}/objects/11/$(printf %038x $i); done')
+    fanout = repo / ".worktrees" / ".agent-git" / "a1" / "objects" / "11"
+    assert len(list(fanout.iterdir())) == 3
+    process_inboxes(Services(Project.discover(repo)))
+    assert len(list(fanout.iterdir())) == 2
+    cli.ok("worktree", "list")
+    assert not list(fanout.iterdir())

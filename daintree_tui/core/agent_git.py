@@ -51,6 +51,9 @@ REF_LIMIT = 4096
 # makes 200,000 empty files in a second or two, and each costs the outside a check (20 s for those). The rest
 # waits for the next poll; a command (commit, merge, list) takes them all.
 QUICK_ENTRIES = 5000
+# Bytes of loose objects one poll inflates to check them. A loose object is checked whole, whatever its name: one
+# zlib bomb of 1 MB (1 GiB of zeros) copied under 5,000 names cost the outside two hours of checking, per poll.
+QUICK_BYTES = 512 * 1024 * 1024
 OBJECT_TYPES = (b"blob", b"tree", b"commit", b"tag")
 _CHUNK = 1 << 20
 _HEX = frozenset("0123456789abcdef")
@@ -90,6 +93,7 @@ class Ingested:
     packs: int = 0
     rejected: list[str] = field(default_factory=list)
     more: bool = False  # stopped at its limit: entries are left for the next pass
+    inflated: int = 0  # bytes of loose objects inflated to check them
 
 
 def branch_leaf(branch: str) -> str:
@@ -116,7 +120,7 @@ def _object_format(common_dir: Path) -> str:
 # -- objects ---------------------------------------------------------------------------------------------------
 
 
-def _copy_checked(src_fd: int, out_fd: int, oid: str, algorithm: str) -> bool:
+def _copy_checked(src_fd: int, out_fd: int, oid: str, algorithm: str, done: Ingested) -> bool:
     """Copy the loose object at `src_fd` into `out_fd` while checking it; True when it is what its name says.
 
     The copy is what joins the store, never the agent's file: the agent may still hold that file open, or a hard
@@ -142,6 +146,7 @@ def _copy_checked(src_fd: int, out_fd: int, oid: str, algorithm: str) -> bool:
             chunk = inflate.decompress(data, _CHUNK)
             while True:
                 digest.update(chunk)
+                done.inflated += len(chunk)
                 if declared is None:
                     header += chunk
                     nul = header.find(b"\0")
@@ -169,7 +174,7 @@ def _copy_checked(src_fd: int, out_fd: int, oid: str, algorithm: str) -> bool:
             and digest.hexdigest() == oid)
 
 
-def _take_object(fanout_fd: int, name: str, oid: str, shared: Path, algorithm: str) -> bool:
+def _take_object(fanout_fd: int, name: str, oid: str, shared: Path, algorithm: str, done: Ingested) -> bool:
     """One quarantined object into the shared store (True), or refused (False); the agent's file is removed."""
     try:
         src = os.open(name, _READ, dir_fd=fanout_fd)
@@ -189,7 +194,7 @@ def _take_object(fanout_fd: int, name: str, oid: str, shared: Path, algorithm: s
         tmp = target_dir / f"tmp_obj_daintree_{os.getpid()}_{oid[2:10]}"
         out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o444)
         try:
-            good = _copy_checked(src, out, oid, algorithm)
+            good = _copy_checked(src, out, oid, algorithm, done)
             if good:
                 os.fsync(out)
         finally:
@@ -232,16 +237,17 @@ def _take_pack(pack_fd: int, name: str, common_dir: Path) -> bool:
         os.close(src)
 
 
-def ingest(common_dir: Path, quarantine: Path, limit: int | None = None) -> Ingested:
+def ingest(common_dir: Path, quarantine: Path, limit: int | None = None,
+           limit_bytes: int | None = None) -> Ingested:
     """Bring the quarantine's objects into the shared store, each checked; what fails a check is deleted. With
-    `limit`, at most that many entries are looked at (`more` says whether some were left)."""
+    `limit` (`limit_bytes`), it stops after that many entries (bytes inflated): `more` says some were left."""
     done = Ingested()
     seen = 0
 
     def full() -> bool:
         nonlocal seen
         seen += 1
-        if limit is not None and seen > limit:
+        if (limit is not None and seen > limit) or (limit_bytes is not None and done.inflated >= limit_bytes):
             done.more = True
         return done.more
 
@@ -277,7 +283,7 @@ def ingest(common_dir: Path, quarantine: Path, limit: int | None = None) -> Inge
                         done.rejected.append(oid)
                         with contextlib.suppress(OSError):
                             os.unlink(loose.name, dir_fd=fanout)
-                    elif _take_object(fanout, loose.name, oid, shared, algorithm):
+                    elif _take_object(fanout, loose.name, oid, shared, algorithm, done):
                         done.objects += 1
                     else:
                         done.rejected.append(oid)
@@ -440,7 +446,7 @@ def bring_in(common_dir: Path, branch: str, paths: AgentGit, who: str, quick: bo
         return None if quick else _real(common_dir, branch)
     if quick and not _has_news(paths, branch):
         return None
-    if ingest(common_dir, paths.objects, QUICK_ENTRIES if quick else None).more:
+    if ingest(common_dir, paths.objects, *((QUICK_ENTRIES, QUICK_BYTES) if quick else ())).more:
         return None  # the branch waits for its objects: the next poll goes on
     return sync_branch(common_dir, branch, paths, who)
 
