@@ -239,3 +239,39 @@ def test_one_poll_inflates_a_bounded_number_of_bytes(repo: Path, sandbox_env: Pa
     assert len(list(fanout.iterdir())) == 2
     cli.ok("worktree", "list")
     assert not list(fanout.iterdir())
+
+
+@pytest.mark.parametrize("pruner", [("doctor", "--fix"), ("gc",), ("worktree", "merge", "c")])
+def test_a_forged_gitdir_never_has_a_prune_remove_another_worktree(
+        repo: Path, sandbox_env: Path, pruner: tuple[str, ...]) -> None:  # noqa: F811
+    """Issue 26 item 4: agent a writes its admin dir's `gitdir` as `.worktrees/b/.git`. The next `git worktree
+    prune` (doctor --fix, gc, every merge) removed `worktrees/b` as a "duplicate entry": b lost its index and
+    HEAD, its checkout became a's (`[wt/a]`), and doctor dropped a from the index with its quarantine."""
+    cli = CLI(repo)
+    for name in ("a", "b", "c"):
+        cli.ok("worktree", "create", name)
+    _inside(cli, "b", "echo staged > s.txt && git add s.txt")
+    _inside(cli, "c", "echo c > c.txt && git add c.txt && git commit -qm c")
+    _inside(cli, "a", f"echo {repo / '.worktrees' / 'b' / '.git'} > {ADMIN}/gitdir")
+    cli.ok(*pruner)
+    admin = repo / ".git" / "worktrees"
+    assert (admin / "b" / "HEAD").read_text() == "ref: refs/heads/wt/b\n"
+    assert (admin / "a" / "gitdir").read_text() == f"{repo / '.worktrees' / 'a' / '.git'}\n"
+    assert git(repo / ".worktrees" / "b", "diff", "--cached", "--name-only") == "s.txt\n"
+    assert {e["name"] for e in cli.json("worktree", "list")} >= {"a", "b"}
+
+
+def test_a_fifo_for_an_index_never_hangs_the_users_git_gc(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+    """The agent makes its admin dir's `index` a FIFO: the user's own `git gc` in the primary (and the
+    `gc --auto` after a commit) opens every worktree's index and waited for a writer for ever. The next poll of
+    the dashboard (and anything that lists worktrees) removes it."""
+    from daintree_tui.core.project import Project
+    from daintree_tui.services import Services
+    from daintree_tui.services.inbox import process_inboxes
+
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "a1")
+    _inside(cli, "a1", f'rm {ADMIN}/index && mkfifo {ADMIN}/index')
+    process_inboxes(Services(Project.discover(repo)))
+    gc = subprocess.run(["git", "-C", str(repo), "gc", "--quiet"], capture_output=True, text=True, timeout=60)
+    assert gc.returncode == 0, gc.stderr

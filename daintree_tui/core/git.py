@@ -241,6 +241,8 @@ class GitWorktree:
 # listing reads it whole for the lock's reason (a FIFO there hung it).
 ADMIN_FILES = ("HEAD", "gitdir", "commondir", "locked")
 MAX_ADMIN_FILE = 64 * 1024
+# Read by the user's own `git gc` (its objects are kept): a FIFO there hung it, for good, waiting for a writer.
+ADMIN_INDEX = "index"
 
 
 def drop_unreadable_admin_files(common_dir: Path) -> list[Path]:
@@ -251,13 +253,13 @@ def drop_unreadable_admin_files(common_dir: Path) -> list[Path]:
     except OSError:
         return dropped
     for admin in admins:
-        for name in ADMIN_FILES:
+        for name in (*ADMIN_FILES, ADMIN_INDEX):
             path = admin / name
             try:
                 st = os.lstat(path)
             except OSError:
                 continue
-            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_ADMIN_FILE:
+            if not stat.S_ISREG(st.st_mode) or (name != ADMIN_INDEX and st.st_size > MAX_ADMIN_FILE):
                 with contextlib.suppress(OSError):
                     shutil.rmtree(path) if stat.S_ISDIR(st.st_mode) else path.unlink()  # a folder: git dies on it
                     dropped.append(path)
