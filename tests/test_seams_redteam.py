@@ -275,3 +275,30 @@ def test_a_fifo_for_an_index_never_hangs_the_users_git_gc(repo: Path, sandbox_en
     process_inboxes(Services(Project.discover(repo)))
     gc = subprocess.run(["git", "-C", str(repo), "gc", "--quiet"], capture_output=True, text=True, timeout=60)
     assert gc.returncode == 0, gc.stderr
+
+
+@pytest.mark.parametrize("plant", ["head", "index", "tree"])
+def test_doctor_fixes_a_head_or_index_that_names_objects_nowhere(repo: Path, sandbox_env: Path, plant: str) -> None:  # noqa: F811
+    """The agent's admin dir names an object that exists nowhere: HEAD detached at it, an index entry for it, or
+    a tree of its own (`mktree --missing`) read into the index. The user's `git gc` keeps what every worktree's
+    HEAD and index name, and failed on it for the whole repository. `doctor` says so; `doctor --fix` puts HEAD
+    back on the branch and the index back to HEAD, the agent's files untouched."""
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "a1")
+    ghost = "e" * 40
+    script = {
+        "head": f"echo {ghost} > {ADMIN}/HEAD",
+        "index": f"git update-index --add --cacheinfo 100644,{ghost},ghost.txt",
+        "tree": f"T=$( (git ls-tree HEAD; printf '100644 blob {ghost}\\tghost.txt\\n') | git mktree --missing) && "
+                'git read-tree "$T"',
+    }[plant]
+    _inside(cli, "a1", f"echo mine > mine.txt && {script}")
+    gc = subprocess.run(["git", "-C", str(repo), "gc", "--quiet"], capture_output=True, text=True)
+    assert gc.returncode != 0  # the attack as it was
+    report = cli("doctor")
+    assert report.returncode == 1 and "git gc fails" in report.stdout, report.stdout + report.stderr
+    cli.ok("doctor", "--fix")
+    _repository_is_whole(repo)
+    assert (repo / ".git" / "worktrees" / "a1" / "HEAD").read_text() == "ref: refs/heads/wt/a1\n"
+    assert (repo / ".worktrees" / "a1" / "mine.txt").read_text() == "mine\n"
+    assert cli("doctor").returncode == 0

@@ -28,7 +28,7 @@ from daintree_tui.core.hooks import run_hooks
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.sandbox import bring_in, choose, worktree_role
 from daintree_tui.core.store import read_state_file, remove_tree
-from daintree_tui.core.trust import require_outside_session
+from daintree_tui.core.trust import admin_dir_named_by, require_outside_session, small_text
 from daintree_tui.core.worktree_git import WorktreeGit
 from daintree_tui.core.worktrees import WorktreeService
 
@@ -79,25 +79,6 @@ def _written_paths(cwd: Path, *revs: str, run: Callable[..., subprocess.Complete
     """The paths a change between `revs` adds, modifies, renames to or changes the type of (deletions aside)."""
     out = run(cwd, "diff", "--name-only", "-z", "--no-renames", "--diff-filter=d", *revs, "--").stdout
     return [p for p in out.split("\0") if p]
-
-
-def _small_text(path: Path) -> str | None:
-    """A small regular file's text, stripped (never through a link, never waiting on a FIFO), or None."""
-    try:
-        return read_state_file(path).decode("utf-8", "replace").strip()
-    except OSError:
-        return None
-
-
-def _admin_dir_of(common: Path, worktree: Path) -> Path | None:
-    """The admin dir (`.git/worktrees/<id>/`) that the worktree's own `.git` file names, resolved; None when that
-    file is not one of git's or names no admin dir of this repository. A daintree worktree's `.git` file is
-    read-only in its sandbox: its agent cannot point it elsewhere."""
-    text = _small_text(worktree / ".git")
-    if text is None or not text.startswith("gitdir: "):
-        return None
-    admin = (worktree / text[len("gitdir: "):]).resolve()
-    return admin if admin.parent == (common / "worktrees").resolve() else None
 
 
 def ignored_in_the_way(checkout: Path, paths: list[str]) -> list[str]:
@@ -365,15 +346,15 @@ class ReviewService:
         if common is None:
             return None
         agents = {admin for e in self.worktrees.entries() if e.live and self._confined(e)
-                  for admin in (_admin_dir_of(common, Path(e.path)), (common / "worktrees" / e.name).resolve())
+                  for admin in (admin_dir_named_by(common, Path(e.path)), (common / "worktrees" / e.name).resolve())
                   if admin is not None}
         for wt in g.list_worktrees(root):
             if wt.branch != branch:
                 continue
-            admin = _admin_dir_of(common, wt.path)
-            if admin is None or admin in agents or _small_text(admin / "HEAD") != f"ref: {ref}":
+            admin = admin_dir_named_by(common, wt.path)
+            if admin is None or admin in agents or small_text(admin / "HEAD") != f"ref: {ref}":
                 continue
-            if _small_text(admin / "gitdir") == str(wt.path / ".git"):
+            if small_text(admin / "gitdir") == str(wt.path / ".git"):
                 return wt.path
         return None
 
