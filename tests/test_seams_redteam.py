@@ -5,6 +5,7 @@ test is one attack with real bubblewrap, real git and the real CLI, and failed b
 from __future__ import annotations
 
 import hashlib
+import os
 import resource
 import struct
 import subprocess
@@ -283,3 +284,31 @@ def test_doctor_fixes_a_head_or_index_that_names_objects_nowhere(repo: Path, san
     assert (repo / ".git" / "worktrees" / "a1" / "HEAD").read_text() == "ref: refs/heads/wt/a1\n"
     assert (repo / ".worktrees" / "a1" / "mine.txt").read_text() == "mine\n"
     assert cli("doctor").returncode == 0
+
+
+def _deep_folder(path: Path, levels: int = 1500) -> None:
+    """`path` made a folder `levels` deep (through descriptors: the whole path is longer than PATH_MAX)."""
+    path.mkdir()
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(levels):
+            os.mkdir("d", dir_fd=fd)
+            inner = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    finally:
+        os.close(fd)
+
+
+def test_a_deep_folder_for_head_in_the_admin_dir_never_stops_a_listing(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+    """The agent makes its admin dir's HEAD a folder 1,500 levels deep (what its sandbox lets it write, as
+    `rm HEAD; mkdir HEAD; cd HEAD; mkdir d; cd d; ...`): the listing removes a folder where git reads a file, and
+    Python's rmtree raised RecursionError out of every `worktree list` and `doctor --fix`."""
+    cli = CLI(repo, subprocess=True)  # the process's own stack, as the user's command has it
+    cli.ok("worktree", "create", "a1")
+    head = repo / ".git" / "worktrees" / "a1" / "HEAD"
+    head.unlink()
+    _deep_folder(head)
+    cli.ok("worktree", "list")
+    assert not head.is_dir()
+    cli.ok("doctor", "--fix")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import stat
 import subprocess
 import threading
@@ -21,6 +20,7 @@ from typing import TypeVar
 from daintree_tui.core.errors import OperationError
 from daintree_tui.core.log import warn
 from daintree_tui.core.spawn import NO_GIT, command, start
+from daintree_tui.core.store import remove_tree
 
 A = TypeVar("A")
 B = TypeVar("B")
@@ -261,7 +261,7 @@ def drop_unreadable_admin_files(common_dir: Path) -> list[Path]:
                 continue
             if not stat.S_ISREG(st.st_mode) or (name != ADMIN_INDEX and st.st_size > MAX_ADMIN_FILE):
                 with contextlib.suppress(OSError):
-                    shutil.rmtree(path) if stat.S_ISDIR(st.st_mode) else path.unlink()  # a folder: git dies on it
+                    remove_tree(path) if stat.S_ISDIR(st.st_mode) else path.unlink()  # a folder: git dies on it
                     dropped.append(path)
                     warn(f"removed {path}: not a small regular file (git would read it forever); set the worktree's "
                          f"branch again if it was its HEAD (git -C <worktree> checkout <branch>)")
