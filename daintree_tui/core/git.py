@@ -245,7 +245,7 @@ MAX_ADMIN_FILE = 64 * 1024
 ADMIN_INDEX = "index"
 
 
-def drop_unreadable_admin_files(common_dir: Path) -> list[Path]:
+def drop_unreadable_admin_files(common_dir: Path, names: Sequence[str] = (*ADMIN_FILES, ADMIN_INDEX)) -> list[Path]:
     """Remove every admin-dir file git would read forever (not a regular file, or too large); returns them."""
     dropped: list[Path] = []
     try:
@@ -253,7 +253,7 @@ def drop_unreadable_admin_files(common_dir: Path) -> list[Path]:
     except OSError:
         return dropped
     for admin in admins:
-        for name in (*ADMIN_FILES, ADMIN_INDEX):
+        for name in names:
             path = admin / name
             try:
                 st = os.lstat(path)

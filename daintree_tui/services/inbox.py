@@ -162,8 +162,8 @@ def process_inboxes(services: Services) -> list[Outcome]:
             return []
         entries = [e for e in Index(project).load() if e.live]
         live = {e.name for e in entries}
-        if project.common_dir is not None:  # a few stats: what would hang the user's own git goes at once
-            g.drop_unreadable_admin_files(project.common_dir)
+        if project.common_dir is not None:  # a few stats: an index that would hang the user's git gc goes
+            g.drop_unreadable_admin_files(project.common_dir, (g.ADMIN_INDEX,))  # the rest: admin_dirs.guard
         for entry in entries:
             # What each sandbox's git wrote comes in as its requests do: checked, at every poll (a few stats when
             # nothing is new), so its commits are on its branch for the user's own git too.
