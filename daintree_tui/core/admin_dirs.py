@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import shutil
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,7 +32,7 @@ from daintree_tui.core import git as g
 from daintree_tui.core.errors import ConfigError, OperationError
 from daintree_tui.core.log import warn
 from daintree_tui.core.models import WorktreeEntry
-from daintree_tui.core.store import read_json
+from daintree_tui.core.store import read_json, remove_tree
 
 if TYPE_CHECKING:
     from daintree_tui.core.project import Project
@@ -190,7 +189,7 @@ def _replace_file(admin: Path, name: str, text: str) -> None:
     try:
         with contextlib.suppress(OSError):
             if stat.S_ISDIR(os.lstat(name, dir_fd=dir_fd).st_mode):
-                shutil.rmtree(admin / name)  # rmtree never follows a link inside
+                remove_tree(admin / name)  # never follows a link inside; any depth
         for _ in range(8):
             tmp = f".{name}.daintree-{os.urandom(6).hex()}"
             try:
@@ -219,7 +218,9 @@ def _replace_file(admin: Path, name: str, text: str) -> None:
 def _drop(path: Path) -> bool:
     try:
         if _is_dir(path):
-            shutil.rmtree(path)
+            remove_tree(path)  # any depth: 1,500 levels made Python's rmtree raise RecursionError
+            if os.path.lexists(path):
+                raise OSError(errno.ENOTEMPTY, "could not delete it", str(path))
         else:
             path.unlink()
     except FileNotFoundError:

@@ -42,7 +42,18 @@ from daintree_tui.core.store import atomic_write_text
 
 OBJECT_LIMIT = 1024 * 1024 * 1024  # bytes of one loose object, on disk and inflated
 PACK_LIMIT = 4 * 1024 * 1024 * 1024  # bytes of one quarantined pack
+# The address space of the `git index-pack` that reads a quarantined pack: a delta may rebuild an object of at
+# most OBJECT_LIMIT from a base as large (both held whole while hashed), with room for git itself. Unbounded, a
+# pack of 2 KB whose deltas each copy their base twice had index-pack allocate 8 GiB and more, outside the sandbox.
+PACK_MEMORY = 3 * OBJECT_LIMIT + 256 * 1024 * 1024
 REF_LIMIT = 4096
+# Entries of the quarantine (loose objects, what is refused, packs) one poll of the dashboard looks at: the agent
+# makes 200,000 empty files in a second or two, and each costs the outside a check (20 s for those). The rest
+# waits for the next poll; a command (commit, merge, list) takes them all.
+QUICK_ENTRIES = 5000
+# Bytes of loose objects one poll inflates to check them. A loose object is checked whole, whatever its name: one
+# zlib bomb of 1 MB (1 GiB of zeros) copied under 5,000 names cost the outside two hours of checking, per poll.
+QUICK_BYTES = 512 * 1024 * 1024
 OBJECT_TYPES = (b"blob", b"tree", b"commit", b"tag")
 _CHUNK = 1 << 20
 _HEX = frozenset("0123456789abcdef")
@@ -81,6 +92,8 @@ class Ingested:
     objects: int = 0
     packs: int = 0
     rejected: list[str] = field(default_factory=list)
+    more: bool = False  # stopped at its limit: entries are left for the next pass
+    inflated: int = 0  # bytes of loose objects inflated to check them
 
 
 def branch_leaf(branch: str) -> str:
@@ -107,7 +120,7 @@ def _object_format(common_dir: Path) -> str:
 # -- objects ---------------------------------------------------------------------------------------------------
 
 
-def _copy_checked(src_fd: int, out_fd: int, oid: str, algorithm: str) -> bool:
+def _copy_checked(src_fd: int, out_fd: int, oid: str, algorithm: str, done: Ingested) -> bool:
     """Copy the loose object at `src_fd` into `out_fd` while checking it; True when it is what its name says.
 
     The copy is what joins the store, never the agent's file: the agent may still hold that file open, or a hard
@@ -133,6 +146,7 @@ def _copy_checked(src_fd: int, out_fd: int, oid: str, algorithm: str) -> bool:
             chunk = inflate.decompress(data, _CHUNK)
             while True:
                 digest.update(chunk)
+                done.inflated += len(chunk)
                 if declared is None:
                     header += chunk
                     nul = header.find(b"\0")
@@ -160,7 +174,7 @@ def _copy_checked(src_fd: int, out_fd: int, oid: str, algorithm: str) -> bool:
             and digest.hexdigest() == oid)
 
 
-def _take_object(fanout_fd: int, name: str, oid: str, shared: Path, algorithm: str) -> bool:
+def _take_object(fanout_fd: int, name: str, oid: str, shared: Path, algorithm: str, done: Ingested) -> bool:
     """One quarantined object into the shared store (True), or refused (False); the agent's file is removed."""
     try:
         src = os.open(name, _READ, dir_fd=fanout_fd)
@@ -171,13 +185,16 @@ def _take_object(fanout_fd: int, name: str, oid: str, shared: Path, algorithm: s
     target_dir = shared / oid[:2]
     target = target_dir / oid[2:]
     try:
+        info = os.fstat(src)
+        if not stat.S_ISREG(info.st_mode) or not 0 < info.st_size <= OBJECT_LIMIT:
+            return False  # before any file of ours is made in the store for it
         if target.exists():
             return True  # the store has it: nothing of the agent's is needed
         target_dir.mkdir(exist_ok=True)
         tmp = target_dir / f"tmp_obj_daintree_{os.getpid()}_{oid[2:10]}"
         out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o444)
         try:
-            good = _copy_checked(src, out, oid, algorithm)
+            good = _copy_checked(src, out, oid, algorithm, done)
             if good:
                 os.fsync(out)
         finally:
@@ -207,8 +224,12 @@ def _take_pack(pack_fd: int, name: str, common_dir: Path) -> bool:
         if not stat.S_ISREG(info.st_mode) or info.st_size > PACK_LIMIT:
             return False
         os.set_blocking(src, True)
-        argv, env = g.command(common_dir, "index-pack", "--stdin", "--fix-thin")
-        proc = subprocess.run(argv, stdin=src, capture_output=True, env=env, timeout=600)
+        # One thread (each would rebuild objects of its own at once), in an address space of PACK_MEMORY: an
+        # object it cannot rebuild there fails the pack, as one over OBJECT_LIMIT fails a loose object.
+        argv, env = g.command(common_dir, "-c", "pack.threads=1", "index-pack", "--stdin", "--fix-thin")
+        limited = ["sh", "-c", 'ulimit -v "$1" 2>/dev/null; shift; exec "$@"', "sh", str(PACK_MEMORY // 1024),
+                   *argv]
+        proc = subprocess.run(limited, stdin=src, capture_output=True, env=env, timeout=600)
         return proc.returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
@@ -216,9 +237,20 @@ def _take_pack(pack_fd: int, name: str, common_dir: Path) -> bool:
         os.close(src)
 
 
-def ingest(common_dir: Path, quarantine: Path) -> Ingested:
-    """Bring the quarantine's objects into the shared store, each checked; what fails a check is deleted."""
+def ingest(common_dir: Path, quarantine: Path, limit: int | None = None,
+           limit_bytes: int | None = None) -> Ingested:
+    """Bring the quarantine's objects into the shared store, each checked; what fails a check is deleted. With
+    `limit` (`limit_bytes`), it stops after that many entries (bytes inflated): `more` says some were left."""
     done = Ingested()
+    seen = 0
+
+    def full() -> bool:
+        nonlocal seen
+        seen += 1
+        if (limit is not None and seen > limit) or (limit_bytes is not None and done.inflated >= limit_bytes):
+            done.more = True
+        return done.more
+
     try:
         top = os.open(quarantine, _DIR)
     except OSError:
@@ -228,6 +260,8 @@ def ingest(common_dir: Path, quarantine: Path) -> Ingested:
     name_length = 0
     try:
         for entry in os.scandir(top):
+            if done.more:
+                break
             if len(entry.name) != 2 or not set(entry.name) <= _HEX:
                 continue
             if entry.is_symlink() or not entry.is_dir(follow_symlinks=False):
@@ -239,6 +273,8 @@ def ingest(common_dir: Path, quarantine: Path) -> Ingested:
                 for loose in os.scandir(fanout):
                     if loose.name.startswith("tmp_"):
                         continue  # git writing an object right now
+                    if full():
+                        break
                     if not algorithm:
                         algorithm = _object_format(common_dir)
                         name_length = hashlib.new(algorithm).digest_size * 2 - 2
@@ -247,16 +283,18 @@ def ingest(common_dir: Path, quarantine: Path) -> Ingested:
                         done.rejected.append(oid)
                         with contextlib.suppress(OSError):
                             os.unlink(loose.name, dir_fd=fanout)
-                    elif _take_object(fanout, loose.name, oid, shared, algorithm):
+                    elif _take_object(fanout, loose.name, oid, shared, algorithm, done):
                         done.objects += 1
                     else:
                         done.rejected.append(oid)
         with contextlib.suppress(OSError), _folder("pack", top) as packs:
-            names = {e.name for e in os.scandir(packs)}
+            names = set() if done.more else {e.name for e in os.scandir(packs)}
             for name in sorted(names):
                 # A pack is whole once git has written its index beside it.
                 if not (name.startswith("pack-") and name.endswith(".pack")) or name[:-5] + ".idx" not in names:
                     continue
+                if full():
+                    break
                 if _take_pack(packs, name, common_dir):
                     done.packs += 1
                 else:
@@ -338,14 +376,19 @@ def push_down(paths: AgentGit, branch: str, value: str) -> bool:
     return True
 
 
-def _connected(common_dir: Path, value: str, old: str | None) -> bool:
-    """`value` is a commit of the shared store and every object it reaches is there (receive-pack's check)."""
-    kind = g.git(common_dir, "cat-file", "-t", value, check=False)
-    if kind.returncode != 0 or kind.stdout.strip() != "commit":
+def whole(common_dir: Path, value: str, kind: str, old: str | None = None) -> bool:
+    """`value` is a `kind` (commit, tree) of the shared store and every object it reaches is there, beyond what
+    `old` reaches (receive-pack's check). A tree the agent wrote can name a blob that the check refused."""
+    found = g.git(common_dir, "cat-file", "-t", value, check=False)
+    if found.returncode != 0 or found.stdout.strip() != kind:
         return False
     proc = g.git(common_dir, "rev-list", "--objects", "--quiet", value, "--not", *([old] if old else []),
                  check=False)
     return proc.returncode == 0
+
+
+def _connected(common_dir: Path, value: str, old: str | None) -> bool:
+    return whole(common_dir, value, "commit", old)
 
 
 def sync_branch(common_dir: Path, branch: str, paths: AgentGit, who: str) -> str | None:
@@ -403,7 +446,8 @@ def bring_in(common_dir: Path, branch: str, paths: AgentGit, who: str, quick: bo
         return None if quick else _real(common_dir, branch)
     if quick and not _has_news(paths, branch):
         return None
-    ingest(common_dir, paths.objects)
+    if ingest(common_dir, paths.objects, *((QUICK_ENTRIES, QUICK_BYTES) if quick else ())).more:
+        return None  # the branch waits for its objects: the next poll goes on
     return sync_branch(common_dir, branch, paths, who)
 
 

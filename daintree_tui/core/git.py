@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import stat
 import subprocess
 import threading
@@ -21,6 +20,7 @@ from typing import TypeVar
 from daintree_tui.core.errors import OperationError
 from daintree_tui.core.log import warn
 from daintree_tui.core.spawn import NO_GIT, command, start
+from daintree_tui.core.store import remove_tree
 
 A = TypeVar("A")
 B = TypeVar("B")
@@ -241,9 +241,11 @@ class GitWorktree:
 # listing reads it whole for the lock's reason (a FIFO there hung it).
 ADMIN_FILES = ("HEAD", "gitdir", "commondir", "locked")
 MAX_ADMIN_FILE = 64 * 1024
+# Read by the user's own `git gc` (its objects are kept): a FIFO there hung it, for good, waiting for a writer.
+ADMIN_INDEX = "index"
 
 
-def drop_unreadable_admin_files(common_dir: Path) -> list[Path]:
+def drop_unreadable_admin_files(common_dir: Path, names: Sequence[str] = (*ADMIN_FILES, ADMIN_INDEX)) -> list[Path]:
     """Remove every admin-dir file git would read forever (not a regular file, or too large); returns them."""
     dropped: list[Path] = []
     try:
@@ -251,15 +253,15 @@ def drop_unreadable_admin_files(common_dir: Path) -> list[Path]:
     except OSError:
         return dropped
     for admin in admins:
-        for name in ADMIN_FILES:
+        for name in names:
             path = admin / name
             try:
                 st = os.lstat(path)
             except OSError:
                 continue
-            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_ADMIN_FILE:
+            if not stat.S_ISREG(st.st_mode) or (name != ADMIN_INDEX and st.st_size > MAX_ADMIN_FILE):
                 with contextlib.suppress(OSError):
-                    shutil.rmtree(path) if stat.S_ISDIR(st.st_mode) else path.unlink()  # a folder: git dies on it
+                    remove_tree(path) if stat.S_ISDIR(st.st_mode) else path.unlink()  # a folder: git dies on it
                     dropped.append(path)
                     warn(f"removed {path}: not a small regular file (git would read it forever); set the worktree's "
                          f"branch again if it was its HEAD (git -C <worktree> checkout <branch>)")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import shutil
 import time
 from pathlib import Path
 
@@ -15,8 +14,9 @@ from daintree_tui.core.models import LIVE, TaskStatus, WorktreeEntry, WorktreeSt
 from daintree_tui.core.ports import lease_block
 from daintree_tui.core.project import Project
 from daintree_tui.core.sandbox import AGENT_GIT_DIR, bring_in
-from daintree_tui.core.store import read_json, write_json
+from daintree_tui.core.store import read_json, remove_tree, write_json
 from daintree_tui.core.tasks import TaskService
+from daintree_tui.core.worktree_git import WorktreeGit
 from daintree_tui.core.worktrees import WorktreeService
 
 
@@ -53,6 +53,7 @@ class Reconciler:
             self._check_journals(entries)
             if fix:
                 self._bring_in(entries)
+            self._check_admin_objects(entries)
             self._prune(entries)
             self._check_dirs(entries)
             self._adopt_orphans(entries)
@@ -106,8 +107,8 @@ class Reconciler:
         if (tip and tip == journal.get("base_commit") and journal.get("reset_branch") is not True
                 and not (path.exists() or path.is_symlink()) and trust.branch_safe_to_delete(root, branch)):
             g.git(root, "branch", "-D", branch, check=False)
-        shutil.rmtree(project.tmpdir_for(name), ignore_errors=True)
-        shutil.rmtree(project.sandbox_home_for(name), ignore_errors=True)
+        remove_tree(project.tmpdir_for(name))
+        remove_tree(project.sandbox_home_for(name))
         self.worktrees.journal_clear(name)
 
     def _finish_remove(self, entries: list[WorktreeEntry], entry: WorktreeEntry, complete_task: bool) -> None:
@@ -217,6 +218,54 @@ class Reconciler:
                 with contextlib.suppress(OperationError, OSError):
                     bring_in(self.project, entry)
 
+    def _check_admin_objects(self, entries: list[WorktreeEntry]) -> None:
+        """A sandboxed worktree's HEAD and index name only objects the repository has. Both are its agent's to
+        write, and the user's own `git gc` keeps every object they name: a detached HEAD at a commit that exists
+        nowhere, or an index entry for such a blob (`update-index --cacheinfo`, `read-tree` of a tree made with
+        `mktree --missing`), had every `git gc` of the repository fail ("fatal: bad object", "unable to read").
+        Asked inside the worktree's sandbox (which sees its quarantine, brought in first with --fix); the fix
+        puts HEAD back on the worktree's branch and the index back to HEAD (its files stay as they are)."""
+        common = self.project.common_dir
+        if common is None:
+            return
+        for entry in entries:
+            path = Path(entry.path)
+            admin = trust.admin_dir_named_by(common, path) if entry.live and path.is_dir() else None
+            if admin is None:
+                continue
+            try:
+                git = WorktreeGit(self.project, entry)
+                if not git.confined:
+                    continue
+                head = trust.small_text(admin / "HEAD") or ""
+                detached = [] if head.startswith("ref: ") else [head or "HEAD"]
+                staged = git("ls-files", "-s", "-z", check=False).stdout
+                blobs = sorted({line.split(" ")[1] for line in staged.split("\0")
+                                if line.count(" ") >= 2 and not line.startswith("160000")})
+                if not detached and not blobs:
+                    continue
+                found = git("cat-file", "--batch-check", input="\n".join(detached + blobs) + "\n",
+                            check=False).stdout
+            except OperationError:
+                continue
+            missing = {line.split()[0] for line in found.splitlines() if line.endswith(" missing")}
+            bad_head = bool(detached) and detached[0] in missing
+            bad_index = sorted(missing - set(detached))
+            if not bad_head and not bad_index:
+                continue
+            named = ", ".join(([f"HEAD {detached[0][:12]}"] if bad_head else []) + [b[:12] for b in bad_index[:3]])
+            parts = (["HEAD"] if bad_head else []) + (["index"] if bad_index else [])
+            fixes = (["HEAD back on its branch"] if bad_head else []) + \
+                (["the index back to HEAD (its files stay)"] if bad_index else [])
+            if not self._found(f"worktree {entry.name}: its {' and '.join(parts)} name objects the repository does "
+                               f"not have ({named}): git gc fails on them; put {' and '.join(fixes)}"):
+                continue
+            with contextlib.suppress(OSError, OperationError):
+                if bad_head:
+                    trust.write_admin_file(admin, "HEAD", f"ref: refs/heads/{entry.branch}\n")
+                if bad_index:
+                    git("read-tree", "HEAD", check=False)
+
     def _check_leftovers(self, entries: list[WorktreeEntry]) -> None:
         run = self.project.state_dir / ".run"
         # A launch file (a session's environment, secrets included) that no pane read within a minute never will.
@@ -234,22 +283,22 @@ class Reconciler:
                 if tmp.name.startswith(".merge-"):
                     if self._found(f"an interrupted merge left {tmp.name}; removed it (no branch was changed)"):
                         g.git(self.project.root, "worktree", "remove", "--force", "--force", str(tmp), check=False)
-                        shutil.rmtree(tmp, ignore_errors=True)
+                        remove_tree(tmp)
                         admin_dirs.prune(self.project, entries, quiet=True)
                 elif tmp.name not in live and self._found(f"temp dir of removed worktree {tmp.name}; deleted it"):
-                    shutil.rmtree(tmp, ignore_errors=True)
+                    remove_tree(tmp)
         homes = self.project.sandbox_homes
         if homes.is_dir() and not homes.is_symlink():
             for home in homes.iterdir():
                 if home.name not in live and self._found(f"sandbox caches of removed worktree {home.name}; "
                                                          "deleted them"):
-                    shutil.rmtree(home, ignore_errors=True)
+                    remove_tree(home)
         agent_git = self.project.state_dir / AGENT_GIT_DIR
         if agent_git.is_dir() and not agent_git.is_symlink():
             for folder in agent_git.iterdir():
                 if folder.name not in live and self._found(f"git quarantine of removed worktree {folder.name}; "
                                                            "deleted it"):
-                    shutil.rmtree(folder, ignore_errors=True)
+                    remove_tree(folder)
 
 
 def _age(path: Path) -> float:

@@ -22,12 +22,13 @@ from typing import Any
 
 from daintree_tui.core import admin_dirs
 from daintree_tui.core import git as g
+from daintree_tui.core.agent_git import whole
 from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.hooks import run_hooks
 from daintree_tui.core.models import WorktreeEntry
-from daintree_tui.core.sandbox import bring_in
-from daintree_tui.core.store import read_state_file
-from daintree_tui.core.trust import require_outside_session
+from daintree_tui.core.sandbox import bring_in, choose, worktree_role
+from daintree_tui.core.store import read_state_file, remove_tree
+from daintree_tui.core.trust import admin_dir_named_by, require_outside_session, small_text
 from daintree_tui.core.worktree_git import WorktreeGit
 from daintree_tui.core.worktrees import WorktreeService
 
@@ -290,8 +291,12 @@ class ReviewService:
         tree = git("write-tree").stdout.strip()
         parent = bring_in(self.project, entry)
         root = self.project.root
-        if g.git(root, "cat-file", "-t", tree, check=False).stdout.strip() != "tree":
-            raise OperationError(f"{entry.name}: the staged tree {tree[:12]} did not come through the sandbox's check")
+        # The tree alone is not enough: the agent's index can name a tree of its own whose blobs exist nowhere
+        # (`mktree --missing`, then `read-tree`: `write-tree` answers from the index's cache of trees), and a
+        # commit of it made a branch that `git fsck` and `git gc` of the whole repository fail on.
+        if not whole(root, tree, "tree", parent):
+            raise OperationError(f"{entry.name}: the staged tree {tree[:12]} did not come through the sandbox's "
+                                 "check whole (objects missing or refused): nothing was committed")
         sign = g.git(root, "config", "--type=bool", "commit.gpgSign", check=False).stdout.strip() == "true"
         sha = g.git(root, "commit-tree", *(["-S"] if sign else []), tree, *(["-p", parent] if parent else []),
                     "-F", "-", input=cleaned).stdout.strip()
@@ -318,12 +323,38 @@ class ReviewService:
             raise InputError("the primary worktree is on a detached HEAD: say which branch with --into")
         return head
 
+    def _confined(self, entry: WorktreeEntry) -> bool:
+        """Whether the worktree's commands run in a sandbox: then its admin dir and checkout are its agent's."""
+        return choose(self.project.config, role=worktree_role(self.project, entry.name)).active
+
     def _checked_out_at(self, branch: str) -> Path | None:
-        # The listing names the path each admin dir's `gitdir` claims: checked against the index first, so a
-        # holder is a worktree's own path, never one an agent wrote (`git -C <it> status` runs there).
+        """Where `branch` is checked out, as only the user's own git state says: the primary's HEAD, or the HEAD of
+        a linked worktree that is none of daintree's (its `.git` file and its admin dir name each other).
+
+        What `git worktree list` says of an agent's worktree comes from its admin dir, the agent's to write
+        (DESIGN.md 2a rule 9): b's HEAD made `ref: refs/heads/develop` had a merge into develop run `git merge` in
+        b's worktree, outside its sandbox (b's `.husky/post-merge` ran as the user; git appended through b's
+        `logs/HEAD` link), and b's `gitdir` made the primary's `.git` had that merge fast-forward the primary's
+        main instead."""
+        # The listing names the path each admin dir's `gitdir` claims: checked against the index first.
         admin_dirs.guard(self.project)
-        for wt in g.list_worktrees(self.project.root):
-            if wt.branch == branch:
+        root = self.project.root
+        ref = f"refs/heads/{branch}"
+        if g.git(root, "symbolic-ref", "--quiet", "HEAD", check=False).stdout.strip() == ref:
+            return root
+        common = self.project.common_dir
+        if common is None:
+            return None
+        agents = {admin for e in self.worktrees.entries() if e.live and self._confined(e)
+                  for admin in (admin_dir_named_by(common, Path(e.path)), (common / "worktrees" / e.name).resolve())
+                  if admin is not None}
+        for wt in g.list_worktrees(root):
+            if wt.branch != branch:
+                continue
+            admin = admin_dir_named_by(common, wt.path)
+            if admin is None or admin in agents or small_text(admin / "HEAD") != f"ref: {ref}":
+                continue
+            if small_text(admin / "gitdir") == str(wt.path / ".git"):
                 return wt.path
         return None
 
@@ -340,6 +371,12 @@ class ReviewService:
         target = self.target_branch(entry, into)
         if target == entry.branch:
             raise InputError(f"cannot merge {entry.branch} into itself")
+        owner = next((e for e in self.worktrees.entries() if e.live and e.branch == target), None)
+        if owner is not None and self._confined(owner):
+            # Its checkout is its sandboxed agent's: git run there from here follows what the agent wrote.
+            raise OperationError(f"{target} is worktree {owner.name}'s own branch, checked out in its sandbox: "
+                                 f"refusing to move it from here (its agent can merge it there: `git merge "
+                                 f"{g.rev_parse_commit(root, entry.branch) or entry.branch}`)")
         worktree_git = WorktreeGit(self.project, entry)
         dirty = worktree_git.dirty_files()
         if dirty:
@@ -463,7 +500,7 @@ class ReviewService:
             return g.git(tmp, "rev-parse", "HEAD").stdout.strip()
         finally:
             g.git(root, "worktree", "remove", "--force", "--force", str(tmp), check=False)
-            shutil.rmtree(tmp, ignore_errors=True)
+            remove_tree(tmp)
             admin_dirs.prune(self.project)
 
     def _conflict(self, tmp: Path, entry: WorktreeEntry, target: str, what: str) -> str:
@@ -498,7 +535,7 @@ class ReviewService:
             shutil.copytree(hooks, copy / "hooks", symlinks=True)
             yield ["-c", f"core.hooksPath={copy / 'hooks'}"]
         finally:
-            shutil.rmtree(copy, ignore_errors=True)
+            remove_tree(copy)
 
     def _advance(self, target: str, old: str, new: str, holder: Path | None, hooks: list[str]) -> None:
         """Move `target` from `old` to `new`: through its worktree when checked out, else the ref itself."""

@@ -11,8 +11,10 @@ import errno
 import fcntl
 import json
 import os
+import shutil
 import signal
 import stat
+import subprocess
 import tempfile
 import threading
 import time
@@ -31,6 +33,19 @@ def _fsync_dir(directory: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def remove_tree(path: Path) -> None:
+    """`shutil.rmtree(path, ignore_errors=True)` for a tree an agent may have written (its worktree, TMPDIR, caches,
+    quarantine, inbox). Python's rmtree recurses once per level (up to 3.12): a folder 1,500 levels deep, made in
+    a sandbox in a second, raised RecursionError out of `worktree remove`, every `doctor --fix` and the
+    dashboard's poll. What it cannot delete for depth, `rm -rf` does (it follows no link either)."""
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    except RecursionError:
+        with contextlib.suppress(OSError):
+            subprocess.run(["rm", "-rf", "--", str(path)], stdin=subprocess.DEVNULL, capture_output=True,
+                           check=False)
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -264,6 +264,45 @@ def check_worktree_dir(root: Path, value: str, source: str, common_dir: Path | N
 # -- what may be deleted, moved, adopted or gc'ed ----------------------------------------------------------------
 
 
+def small_text(path: Path) -> str | None:
+    """A small regular file's text, stripped (never through a link, never waiting on a FIFO), or None."""
+    from daintree_tui.core.store import read_state_file
+
+    try:
+        return read_state_file(path).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+
+
+def admin_dir_named_by(common: Path, worktree: Path) -> Path | None:
+    """The admin dir (`.git/worktrees/<id>/`) that the worktree's own `.git` file names, resolved; None when that
+    file is not one of git's or names no admin dir of this repository. A daintree worktree's `.git` file is
+    read-only in its sandbox: its agent cannot point it elsewhere (its admin dir's `gitdir` it can)."""
+    text = small_text(worktree / ".git")
+    if text is None or not text.startswith("gitdir: "):
+        return None
+    admin = (worktree / text[len("gitdir: "):]).resolve()
+    return admin if admin.parent == (common / "worktrees").resolve() else None
+
+
+def write_admin_file(admin: Path, name: str, text: str) -> None:
+    """Replace `name` in a worktree's admin dir (its agent's to write) as git does, by a rename: never through
+    a link the agent left there, never into a folder it swapped in for the admin dir."""
+    folder = os.open(admin, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        tmp = f"{name}.{os.getpid()}.daintree-tmp"
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=folder)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=folder)
+        try:
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
+        os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+    finally:
+        os.close(folder)
+
+
 def linked_worktrees(project: Project, *, repair: bool = True) -> list[Path]:
     """The linked worktrees git lists for this repository (the primary, listed first, excluded), resolved.
 

@@ -28,7 +28,7 @@ from daintree_tui.core.log import warn
 from daintree_tui.core.models import Task, WorktreeEntry, WorktreeStatus
 from daintree_tui.core.project import Project
 from daintree_tui.core.sandbox import agent_git_of, bring_in
-from daintree_tui.core.store import read_json, write_json
+from daintree_tui.core.store import read_json, remove_tree, write_json
 from daintree_tui.core.tasks import TaskService
 from daintree_tui.core.worktree_git import WorktreeGit
 
@@ -379,7 +379,7 @@ class WorktreeService:
             if tmpdir.is_symlink():
                 tmpdir.unlink()  # TMPDIR must be a folder of ours, not wherever a committed link points
             tmpdir.mkdir(parents=True, exist_ok=True)
-            undo.push("remove the temp dir", lambda: shutil.rmtree(tmpdir, ignore_errors=True))
+            undo.push("remove the temp dir", lambda: remove_tree(tmpdir))
             leased = [p for e in entries if e.live for p in e.ports]
             from daintree_tui.core.ports import lease_block
 
@@ -433,7 +433,7 @@ class WorktreeService:
     def discard_worktree(self, path: Path) -> None:
         """Remove a worktree directory this process just made (never the user's: create checked it was new)."""
         g.git(self.project.root, "worktree", "remove", "--force", "--force", str(path), check=False)
-        shutil.rmtree(path, ignore_errors=True)
+        remove_tree(path)
         admin_dirs.prune(self.project)
 
     def _rollback_created(self, entry: WorktreeEntry, reset_branch: bool) -> None:
@@ -442,8 +442,8 @@ class WorktreeService:
         if not reset_branch:
             with contextlib.suppress(OperationError):
                 self._delete_new_branch(entry.branch)
-        shutil.rmtree(self.project.tmpdir_for(entry.name), ignore_errors=True)
-        shutil.rmtree(self.project.sandbox_home_for(entry.name), ignore_errors=True)
+        remove_tree(self.project.tmpdir_for(entry.name))
+        remove_tree(self.project.sandbox_home_for(entry.name))
         entries = [e for e in self.index.load(heal=True) if e.name != entry.name]
         self.index.save(entries)
         if entry.task_id is not None:
@@ -570,8 +570,8 @@ class WorktreeService:
         tmpdir = project.tmpdir_for(entry.name)
         if tmpdir.exists():
             self._move_to_trash(tmpdir)
-        shutil.rmtree(project.sandbox_home_for(entry.name), ignore_errors=True)  # caches: nothing to keep
-        shutil.rmtree(agent_git_of(project, entry.name).root, ignore_errors=True)  # brought in above
+        remove_tree(project.sandbox_home_for(entry.name))  # caches: nothing to keep
+        remove_tree(agent_git_of(project, entry.name).root)  # brought in above
         released = entry.ports
         entry.status = WorktreeStatus.REMOVED
         entry.removed_at = time.time()
@@ -598,7 +598,7 @@ class WorktreeService:
             os.rename(path, target)
         except OSError:
             # Another filesystem (worktree_dir elsewhere): delete in place.
-            shutil.rmtree(path, ignore_errors=True)
+            remove_tree(path)
 
     def empty_trash(self, background: bool = False) -> None:
         """Delete what remove left in the trash; an interrupted delete is finished by the next call."""
@@ -613,7 +613,7 @@ class WorktreeService:
             except OSError:
                 pass  # no `rm` on PATH: delete here rather than call a finished remove failed
         for child in trash.iterdir():
-            shutil.rmtree(child, ignore_errors=True)
+            remove_tree(child)
 
     def _delete_branch(self, entry: WorktreeEntry, force: bool, result: RemoveResult) -> None:
         root = self.project.root

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -15,7 +14,7 @@ from daintree_tui.core import admin_dirs, trust, validate
 from daintree_tui.core import git as g
 from daintree_tui.core.errors import DaintreeError, OperationError
 from daintree_tui.core.models import WorktreeEntry, WorktreeStatus
-from daintree_tui.core.store import read_json, write_json
+from daintree_tui.core.store import read_json, remove_tree, write_json
 from daintree_tui.core.worktrees import WorktreeService
 from daintree_tui.sessions.manager import session_record_path
 
@@ -144,7 +143,7 @@ def collect(worktrees: WorktreeService, older_than_days: float = 14.0, dry_run: 
                 report.actions.append(f"delete {path.relative_to(project.state_dir)} ({human(size)})")
                 report.freed += size
                 if not dry_run:
-                    shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+                    remove_tree(path) if path.is_dir() else path.unlink(missing_ok=True)
     trash = project.trash_dir
     if trash.is_dir():
         for child in list(trash.iterdir()):
@@ -152,7 +151,7 @@ def collect(worktrees: WorktreeService, older_than_days: float = 14.0, dry_run: 
             report.actions.append(f"finish deleting {child.name} ({human(size)})")
             report.freed += size
             if not dry_run:
-                shutil.rmtree(child, ignore_errors=True)
+                remove_tree(child)
     cutoff = time.time() - older_than_days * 86400
     for entry in entries:
         if entry.status != WorktreeStatus.KEPT or (entry.kept_at or entry.created_at) > cutoff:

@@ -21,7 +21,6 @@ import itertools
 import json
 import os
 import re
-import shutil
 import stat
 import time
 from collections.abc import Iterator
@@ -36,6 +35,7 @@ from daintree_tui.core.log import warn
 from daintree_tui.core.mounts import INBOX_MOUNT
 from daintree_tui.core.project import Project
 from daintree_tui.core.sandbox import bring_in, on_behalf_of_sandboxed
+from daintree_tui.core.store import remove_tree
 from daintree_tui.services.container import Services
 
 MAX_REQUEST_BYTES = 64 * 1024
@@ -162,6 +162,8 @@ def process_inboxes(services: Services) -> list[Outcome]:
             return []
         entries = [e for e in Index(project).load() if e.live]
         live = {e.name for e in entries}
+        if project.common_dir is not None:  # a few stats: an index that would hang the user's git gc goes
+            g.drop_unreadable_admin_files(project.common_dir, (g.ADMIN_INDEX,))  # the rest: admin_dirs.guard
         for entry in entries:
             # What each sandbox's git wrote comes in as its requests do: checked, at every poll (a few stats when
             # nothing is new), so its commits are on its branch for the user's own git too.
@@ -171,8 +173,8 @@ def process_inboxes(services: Services) -> list[Outcome]:
             if owner_dir.name.startswith(".") or owner_dir.is_symlink() or not owner_dir.is_dir():
                 continue
             if owner_dir.name not in live:
-                # Its worktree is gone: so are its requests. rmtree does not follow the symlinks it finds.
-                shutil.rmtree(owner_dir, ignore_errors=True)
+                # Its worktree is gone: so are its requests. remove_tree follows none of the symlinks it finds.
+                remove_tree(owner_dir)
                 continue
             outcomes += _process_one(services, owner_dir.name, owner_dir)
     return outcomes
