@@ -525,9 +525,17 @@ async def test_bakeoff_view_scores_and_picks(repo: Path, cli: CLI) -> None:
         assert len(terminals) == 2
         await until(pilot, lambda: all(t.attached for t in terminals))
         def committed(name: str) -> bool:
-            # As daintree shows it: an agent's commit reaches its branch when daintree looks (core/agent_git.py).
-            listed = {e["name"]: e for e in cli.json("worktree", "list")}
-            return name in listed and listed[name]["facts"]["ahead"] == 1
+            # An agent's commit reaches its branch when daintree looks (core/agent_git.py): this look brings it in.
+            from daintree_tui.core.index import Index, find
+            from daintree_tui.core.sandbox import bring_in
+
+            project = Project.discover(repo)
+            entry = find(Index(project).load(), name)
+            if entry is not None:
+                bring_in(project, entry)
+            out = subprocess.run(["git", "-C", str(repo), "rev-list", "--count", f"main..wt/{name}"],
+                                 capture_output=True, text=True).stdout.strip()
+            return out == "1"
 
         await until(pilot, lambda: committed("pick-a-number-x") and committed("pick-a-number-y"), timeout=60)
         await pilot.press("r")
