@@ -59,9 +59,10 @@ pytest: setup
 	$(BIN)/pytest -q -p no:cacheprovider -m "not slow and not real_agents" -n 3
 
 # The real agent CLIs (claude, codex, gemini, opencode, aider) in the sandbox and outside, 20-50 s each: CI runs
-# them after `make test` (.ci/run installs the CLIs); here they skip where a CLI is missing.
+# them after `make test` (.ci/run installs the CLIs); here they skip where a CLI is missing. One at a time: two
+# codex sign-ins clash on its fixed localhost port.
 test-agents: setup
-	$(BIN)/pytest -q -p no:cacheprovider -m real_agents -n 2
+	$(BIN)/pytest -q -p no:cacheprovider -m real_agents -p no:xdist
 
 test-slow: setup
 	$(BIN)/pytest -q -p no:cacheprovider -m slow
