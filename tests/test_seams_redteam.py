@@ -17,18 +17,10 @@ import pytest
 from daintree_tui.core.sandbox import BwrapSandbox
 from tests.conftest import CLI, git
 from tests.test_sandbox import sandbox_env  # noqa: F401 (a fixture)
+from tests.test_seams_git import ADMIN, COMMON, _inside  # one helper for both attack files
 
 _OK, _WHY = BwrapSandbox().available()
 pytestmark = pytest.mark.skipif(not _OK, reason=f"bubblewrap cannot run here: {_WHY}")
-
-ADMIN = '"$(git rev-parse --absolute-git-dir)"'
-COMMON = '"$(git rev-parse --path-format=absolute --git-common-dir)"'
-
-
-def _inside(cli: CLI, name: str, script: str) -> str:
-    proc = cli("worktree", "run", name, "--", "sh", "-c", script)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc.stdout
 
 
 def _repository_is_whole(repo: Path) -> None:
