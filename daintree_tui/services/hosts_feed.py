@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from daintree_tui.core.errors import DaintreeError
+from daintree_tui.services.host_answers import worktree_list
 from daintree_tui.services.remote import HostUnreachable, RemoteHost
 
 T = TypeVar("T")
@@ -66,8 +67,6 @@ def read_host(host: RemoteHost, timeout: float = 30.0) -> tuple[list[dict[str, A
     carries each worktree's git facts, disk use and session. The answer is read within a byte cap and `timeout`
     and typed (host_answers.worktree_list): the lists hold only checked values. Raises HostUnreachable or
     OperationError."""
-    from daintree_tui.services.host_answers import worktree_list
-
     worktrees = worktree_list(host.name, host.run_json(["worktree", "list"], timeout=timeout))
     sessions = [w["session"] for w in worktrees if w["session"] is not None]
     return worktrees, sessions
