@@ -17,279 +17,50 @@ tick, so the dashboard's CPU grew with every agent at work. Here one long-lived 
 
 The argv prefix runs the same client elsewhere (`ssh HOST`), so a remote host gets events, not polling.
 Nothing here touches an event loop: a reader thread parses, and events go to a callback or a queue.
+
+The parts: the line protocol (sessions/control_protocol.py, pure), the client process with its reader thread
+(sessions/control_client.py), the listing of every session (sessions/pane_listing.py), and here the event
+source built on them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import queue
-import re
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from daintree_tui.sessions.host import SESSION_PREFIX, pane_exit
+from daintree_tui.sessions.control_client import ControlClient
+from daintree_tui.sessions.control_protocol import (
+    TAIL_BYTES,
+    TOPOLOGY_NOTIFICATIONS,
+    ControlMessage,
+    ControlParser,
+    Exit,
+    Notification,
+    Output,
+    Reply,
+    SubscriptionChanged,
+    escaped_tail,
+    quote,
+    unescape,
+)
+from daintree_tui.sessions.host import SESSION_PREFIX
+from daintree_tui.sessions.pane_listing import PANES_FORMAT, PaneRecord, parse_panes
 
-TAIL_BYTES = 512  # what a `%output` keeps of a chunk: enough for the last screen line, never the whole flood
+# The protocol's names, for whoever reads control mode through this module (the tests of the parser do).
+__all__ = ["PANES_FORMAT", "TAIL_BYTES", "Activity", "ControlClient", "ControlParser", "Exit", "Exited",
+           "Notification", "Output", "PaneRecord", "Reply", "SessionEvent", "SessionEvents", "SessionsChanged",
+           "SubscriptionChanged", "escaped_tail", "output_bound", "parse_panes", "quote", "unescape"]
+
 SUBSCRIPTION = "daintree-panes"
-
-# One record per session, fields joined by ':' (tmux rewrites ':' and '.' in session names, so no field holds
-# one); every record ends with ':' so the whole value splits into a flat list.
-PANE_FIELDS = ("session_name", "pane_id", "pane_pid", "pane_dead", "pane_dead_status", "pane_dead_signal",
-               "session_created", "window_activity", "cursor_x", "cursor_y", "history_size", "pane_width",
-               "pane_height")
-PANES_FORMAT = "#{pid}:#{S:" + "".join(f"#{{{name}}}:" for name in PANE_FIELDS) + "}"
-
-_ESCAPE = re.compile(rb"\\([0-7]{3})")
-
-
-# -- the parser --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Output:
-    """`%output %PANE DATA` (or `%extended-output`): `size` counts escaped bytes; `tail` is the unescaped end."""
-
-    pane: str
-    size: int
-    tail: bytes
-
-
-@dataclass(frozen=True)
-class Reply:
-    """The lines between `%begin` and `%end` (ok) or `%error` (not ok). `own` is false for commands the client
-    did not send itself (the initial attach)."""
-
-    number: int
-    ok: bool
-    own: bool
-    lines: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class SubscriptionChanged:
-    name: str
-    value: str
-
-
-@dataclass(frozen=True)
-class Notification:
-    """Any other `%name args` line (`%sessions-changed`, `%window-add @1`, `%pause %3`, ...)."""
-
-    name: str
-    args: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Exit:
-    reason: str
-
-
-ControlMessage = Output | Reply | SubscriptionChanged | Notification | Exit
-
-# Notifications after which the set of sessions or panes may differ.
-TOPOLOGY_NOTIFICATIONS = frozenset({"sessions-changed", "window-add", "window-close", "unlinked-window-add",
-                                    "unlinked-window-close", "session-changed"})
-
-
-def unescape(data: bytes) -> bytes:
-    """Undo tmux's octal escaping (`\\ooo`) of non-printable bytes and backslash."""
-    return _ESCAPE.sub(lambda m: bytes([int(m.group(1), 8) & 0xFF]), data)
-
-
-def escaped_tail(data: bytes, limit: int = TAIL_BYTES) -> bytes:
-    """The last `limit` escaped bytes unescaped, cut where no `\\ooo` sequence is split."""
-    if len(data) <= limit:
-        return unescape(data)
-    start = len(data) - limit
-    for back in (1, 2, 3):
-        if data[start - back:start - back + 1] == b"\\":
-            start = start - back + 4  # inside an escape: start after it
-            break
-    return unescape(data[start:])
-
-
-class ControlParser:
-    """Turns control-mode lines (bytes, without the newline) into messages. Stateful only across a block."""
-
-    def __init__(self) -> None:
-        self._block: tuple[bytes, int, bool] | None = None  # (the "time number flags" guard, number, own)
-        self._lines: list[str] = []
-
-    def feed(self, line: bytes) -> ControlMessage | None:
-        if line.endswith(b"\r"):
-            line = line[:-1]
-        if self._block is not None:
-            guard, number, own = self._block
-            for end, ok in ((b"%end ", True), (b"%error ", False)):
-                if line.startswith(end) and line[len(end):] == guard:
-                    self._block = None
-                    lines, self._lines = tuple(self._lines), []
-                    return Reply(number, ok, own, lines)
-            self._lines.append(line.decode("utf-8", "replace"))
-            return None
-        if not line.startswith(b"%"):
-            return None  # stray text outside a block (tmux prints none; an ssh banner might)
-        if line.startswith(b"%output "):
-            pane, _, data = line[8:].partition(b" ")
-            return Output(pane.decode(), len(data), escaped_tail(data))
-        if line.startswith(b"%extended-output "):
-            head, _, data = line[17:].partition(b" : ")
-            return Output(head.split(b" ", 1)[0].decode(), len(data), escaped_tail(data))
-        text = line.decode("utf-8", "replace")
-        name, _, rest = text[1:].partition(" ")
-        if name == "begin":
-            parts = rest.split()
-            if len(parts) >= 3 and parts[1].isdigit():
-                self._block = (rest.encode(), int(parts[1]), parts[2] == "1")
-                self._lines = []
-            return None
-        if name == "subscription-changed":
-            sub_name, _, tail = rest.partition(" ")
-            _, sep, value = tail.partition(" : ")
-            return SubscriptionChanged(sub_name, value if sep else "")
-        if name == "exit":
-            return Exit(rest)
-        return Notification(name, tuple(rest.split()))
-
-
-# -- the client --------------------------------------------------------------------------------------------
-
-
-def _fail(future: Future[Reply]) -> None:
-    """End a pending command with the client's end. The writer (a broken pipe) and the reader (end of stream)
-    can both get there for the same future: the second must not raise, or the reader thread dies before it
-    reports the end and the client is never reconnected."""
-    with contextlib.suppress(InvalidStateError):
-        future.set_exception(ConnectionError("tmux control client has ended"))
-
-
-class ControlClient:
-    """A running `tmux -C` process: a reader thread parses its output; commands return futures.
-
-    `on_message` runs on the reader thread for every message except replies to our own commands (those resolve
-    the futures `command` returned, in order: tmux answers a client's commands in the order it sent them).
-    """
-
-    def __init__(self, argv: Sequence[str], on_message: Callable[[ControlMessage], None],
-                 env: Mapping[str, str] | None = None) -> None:
-        self.argv = list(argv)
-        self._on_message = on_message
-        self._pending: queue.SimpleQueue[Future[Reply]] = queue.SimpleQueue()
-        self._write_lock = threading.Lock()
-        self.closed = threading.Event()
-        self._proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=subprocess.DEVNULL, env=dict(env) if env is not None else None,
-                                      bufsize=0)
-        self._reader = threading.Thread(target=self._read, name="tmux-control-reader", daemon=True)
-
-    def start(self) -> ControlClient:
-        """Start reading (separate from creating, so the owner can store the client before a message arrives)."""
-        if not self._reader.is_alive() and self._reader.ident is None:
-            self._reader.start()
-        return self
-
-    @property
-    def pid(self) -> int:
-        return self._proc.pid
-
-    def command(self, line: str) -> Future[Reply]:
-        """Send one command line; the future resolves with its reply (or an exception when the client ends)."""
-        future: Future[Reply] = Future()
-        if "\n" in line:
-            future.set_exception(ValueError("a control command is one line"))
-            return future
-        with self._write_lock:
-            if self.closed.is_set() or self._proc.stdin is None:
-                future.set_exception(ConnectionError("tmux control client has ended"))
-                return future
-            self._pending.put(future)
-            try:
-                self._proc.stdin.write(line.encode() + b"\n")
-            except OSError:
-                _fail(future)
-        return future
-
-    def _read(self) -> None:
-        parser = ControlParser()
-        stdout = self._proc.stdout
-        assert stdout is not None
-        try:
-            for raw in stdout:
-                message = parser.feed(raw.rstrip(b"\n"))
-                if message is None:
-                    continue
-                if isinstance(message, Reply) and message.own:
-                    self._resolve(message)
-                    continue
-                with contextlib.suppress(Exception):  # a consumer's bug must not stop the stream
-                    self._on_message(message)
-        except (OSError, ValueError):
-            pass
-        finally:
-            self.closed.set()
-            self._fail_pending()
-            with contextlib.suppress(Exception):
-                self._on_message(Exit("eof"))
-
-    def _resolve(self, reply: Reply) -> None:
-        try:
-            future = self._pending.get_nowait()
-        except queue.Empty:
-            return
-        if not future.done():
-            future.set_result(reply)
-
-    def _fail_pending(self) -> None:
-        while True:
-            try:
-                future = self._pending.get_nowait()
-            except queue.Empty:
-                return
-            _fail(future)
-
-    def close(self, timeout: float = 2.0) -> None:
-        """Detach (closing stdin ends a control client) and reap the process."""
-        with self._write_lock:
-            if self._proc.stdin is not None:
-                with contextlib.suppress(OSError):
-                    self._proc.stdin.close()
-        try:
-            self._proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait(timeout=timeout)
-        self._reader.join(timeout=timeout)
 
 
 # -- session events ----------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PaneRecord:
-    """One session's first pane as the subscription reports it."""
-
-    session: str
-    pane: str
-    pid: int | None
-    dead: bool
-    exit_code: int | None
-    created: float
-    activity: float  # the second of the window's last output (its creation time before any)
-    screen_mark: str = ""  # cursor position and history size: moves with output inside one second too
-    size: str = ""  # the pane's columns and rows: a resize moves the cursor and the history without output
-
-    @property
-    def printed(self) -> bool:
-        """Whether the pane has printed anything (its activity second alone cannot tell in the first second)."""
-        return self.activity > self.created or self.screen_mark not in ("", "0,0,0")
-
-    @property
-    def worktree(self) -> str:
-        return self.session[len(SESSION_PREFIX):]
 
 
 @dataclass(frozen=True)
@@ -319,29 +90,6 @@ class SessionsChanged:
 
 
 SessionEvent = Activity | Exited | SessionsChanged
-
-
-def parse_panes(value: str) -> tuple[int | None, dict[str, PaneRecord], bool]:
-    """Parse a PANES_FORMAT value: (server pid, daintree sessions by name, whether a dead pane is unreaped)."""
-    parts = value.split(":")
-    server_pid = int(parts[0]) if parts and parts[0].isdigit() else None
-    records: dict[str, PaneRecord] = {}
-    unreaped = False
-    width = len(PANE_FIELDS)
-    fields = parts[1:]
-    for i in range(0, len(fields) - width + 1, width):
-        name, pane, pid, dead, status, signal_number, created, activity, cx, cy, history, cols, rows = \
-            fields[i:i + width]
-        if not name.startswith(SESSION_PREFIX) or name in records:
-            continue
-        is_dead, exit_code, owed = pane_exit(dead, status, signal_number)
-        unreaped = unreaped or owed
-        records[name] = PaneRecord(session=name, pane=pane, pid=int(pid) if pid.isdigit() else None,
-                                   dead=is_dead, exit_code=exit_code,
-                                   created=float(created) if created.isdigit() else 0.0,
-                                   activity=float(activity) if activity.isdigit() else 0.0,
-                                   screen_mark=f"{cx},{cy},{history}", size=f"{cols}x{rows}")
-    return server_pid, records, unreaped
 
 
 @dataclass
@@ -607,8 +355,3 @@ def output_bound(activity_second: float, now: float) -> float:
     if abs(now - activity_second) < 5.0:
         return max(activity_second + 1.0, now)
     return now
-
-
-def quote(text: str) -> str:
-    """Quote one argument for tmux's command parser (and for a shell: the same single-quote rules)."""
-    return "'" + text.replace("'", "'\\''") + "'"

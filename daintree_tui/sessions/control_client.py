@@ -1,0 +1,122 @@
+"""One running `tmux -C` process: a reader thread parses what it prints, and commands written to it return
+futures that its replies resolve, in order (tmux answers a client's commands in the order it sent them).
+
+Nothing here touches an event loop: messages go to a callback on the reader thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import subprocess
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, InvalidStateError
+
+from daintree_tui.sessions.control_protocol import ControlMessage, ControlParser, Exit, Reply
+
+
+def _fail(future: Future[Reply]) -> None:
+    """End a pending command with the client's end. The writer (a broken pipe) and the reader (end of stream)
+    can both get there for the same future: the second must not raise, or the reader thread dies before it
+    reports the end and the client is never reconnected."""
+    with contextlib.suppress(InvalidStateError):
+        future.set_exception(ConnectionError("tmux control client has ended"))
+
+
+class ControlClient:
+    """A running `tmux -C` process: a reader thread parses its output; commands return futures.
+
+    `on_message` runs on the reader thread for every message except replies to our own commands (those resolve
+    the futures `command` returned, in order: tmux answers a client's commands in the order it sent them).
+    """
+
+    def __init__(self, argv: Sequence[str], on_message: Callable[[ControlMessage], None],
+                 env: Mapping[str, str] | None = None) -> None:
+        self.argv = list(argv)
+        self._on_message = on_message
+        self._pending: queue.SimpleQueue[Future[Reply]] = queue.SimpleQueue()
+        self._write_lock = threading.Lock()
+        self.closed = threading.Event()
+        self._proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=subprocess.DEVNULL, env=dict(env) if env is not None else None,
+                                      bufsize=0)
+        self._reader = threading.Thread(target=self._read, name="tmux-control-reader", daemon=True)
+
+    def start(self) -> ControlClient:
+        """Start reading (separate from creating, so the owner can store the client before a message arrives)."""
+        if not self._reader.is_alive() and self._reader.ident is None:
+            self._reader.start()
+        return self
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    def command(self, line: str) -> Future[Reply]:
+        """Send one command line; the future resolves with its reply (or an exception when the client ends)."""
+        future: Future[Reply] = Future()
+        if "\n" in line:
+            future.set_exception(ValueError("a control command is one line"))
+            return future
+        with self._write_lock:
+            if self.closed.is_set() or self._proc.stdin is None:
+                future.set_exception(ConnectionError("tmux control client has ended"))
+                return future
+            self._pending.put(future)
+            try:
+                self._proc.stdin.write(line.encode() + b"\n")
+            except OSError:
+                _fail(future)
+        return future
+
+    def _read(self) -> None:
+        parser = ControlParser()
+        stdout = self._proc.stdout
+        assert stdout is not None
+        try:
+            for raw in stdout:
+                message = parser.feed(raw.rstrip(b"\n"))
+                if message is None:
+                    continue
+                if isinstance(message, Reply) and message.own:
+                    self._resolve(message)
+                    continue
+                with contextlib.suppress(Exception):  # a consumer's bug must not stop the stream
+                    self._on_message(message)
+        except (OSError, ValueError):
+            pass
+        finally:
+            self.closed.set()
+            self._fail_pending()
+            with contextlib.suppress(Exception):
+                self._on_message(Exit("eof"))
+
+    def _resolve(self, reply: Reply) -> None:
+        try:
+            future = self._pending.get_nowait()
+        except queue.Empty:
+            return
+        if not future.done():
+            future.set_result(reply)
+
+    def _fail_pending(self) -> None:
+        while True:
+            try:
+                future = self._pending.get_nowait()
+            except queue.Empty:
+                return
+            _fail(future)
+
+    def close(self, timeout: float = 2.0) -> None:
+        """Detach (closing stdin ends a control client) and reap the process."""
+        with self._write_lock:
+            if self._proc.stdin is not None:
+                with contextlib.suppress(OSError):
+                    self._proc.stdin.close()
+        try:
+            self._proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait(timeout=timeout)
+        self._reader.join(timeout=timeout)
