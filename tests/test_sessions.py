@@ -253,7 +253,7 @@ def test_pty_host_fallback_when_tmux_is_absent(repo: Path, monkeypatch: pytest.M
     monkeypatch.setenv("DAINTREE_NO_TMUX", "1")
     configure_agents(repo)
     from daintree_tui.core.worktrees import WorktreeService
-    from daintree_tui.sessions.host import host_for
+    from daintree_tui.sessions.host_choice import host_for
 
     project = Project.discover(repo)
     WorktreeService(project).create("ptyw")

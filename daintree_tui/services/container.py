@@ -68,7 +68,7 @@ class Services:
     def host(self) -> SessionHost | None:
         if self._given_host is not None:
             return self._given_host
-        from daintree_tui.sessions.host import host_for
+        from daintree_tui.sessions.host_choice import host_for
 
         return host_for(self.project, create=self._pty_fallback)
 

@@ -1,4 +1,7 @@
-"""The session host interface, and the choice between tmux and the in-process PTY fallback."""
+"""The session host interface (tmux, or the in-process PTY fallback) and the names of sessions.
+
+Which host a project gets is chosen in sessions/host_choice.py, the one module that imports the hosts.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +11,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
-
-from daintree_tui.core.project import Project
 
 SESSION_PREFIX = "dt-"
 
@@ -99,27 +100,3 @@ def tmux_available() -> bool:
     """tmux is on PATH and not switched off (DAINTREE_NO_TMUX=1 forces the PTY fallback)."""
     return os.environ.get("DAINTREE_NO_TMUX", "") in ("", "0") and shutil.which("tmux") is not None
 
-
-_pty_hosts: dict[Path, SessionHost] = {}
-
-
-def host_for(project: Project, create: bool = True) -> SessionHost | None:
-    """The host for a project: tmux when installed, else one in-process PTY host per project.
-
-    Args:
-        create: make a PTY host when tmux is absent (the dashboard does; the CLI, whose sessions would die
-            with it, does not).
-    """
-    if tmux_available():
-        from daintree_tui.sessions.tmux import TmuxHost
-
-        return TmuxHost(project)
-    if project.root in _pty_hosts:
-        return _pty_hosts[project.root]
-    if not create:
-        return None
-    from daintree_tui.sessions.pty_host import PtyHost
-
-    host = PtyHost(project)
-    _pty_hosts[project.root] = host
-    return host

@@ -31,7 +31,8 @@ from daintree_tui.core.tasks import TaskService
 from daintree_tui.core.worktrees import require_worktree_ours
 from daintree_tui.sessions.agents import AgentIntegration, SessionContext
 from daintree_tui.sessions.agents.base import write_signal_script
-from daintree_tui.sessions.host import PaneState, SessionHost, host_for, session_name
+from daintree_tui.sessions.host import PaneState, SessionHost, session_name
+from daintree_tui.sessions.host_choice import host_for
 from daintree_tui.sessions.keys import paste_text
 from daintree_tui.sessions.last_words import drew_since
 from daintree_tui.sessions.pane_size import load_pane_size
