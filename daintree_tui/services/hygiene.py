@@ -16,7 +16,7 @@ from daintree_tui.core.errors import DaintreeError, OperationError
 from daintree_tui.core.models import WorktreeEntry, WorktreeStatus
 from daintree_tui.core.store import read_json, remove_tree, write_json
 from daintree_tui.core.worktrees import WorktreeService
-from daintree_tui.sessions.manager import session_record_path
+from daintree_tui.sessions.session_info import session_record_path
 
 CACHE_TTL = 300.0
 

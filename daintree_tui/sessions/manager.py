@@ -10,12 +10,10 @@ agent's own signal) is a cache of what was observed; tmux and the log file are t
 
 from __future__ import annotations
 
-import contextlib
 import os
-import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,89 +24,32 @@ from daintree_tui.core.index import Index, find
 from daintree_tui.core.log import warn
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.project import Project
-from daintree_tui.core.store import backup_path, create_new, write_json
+from daintree_tui.core.store import backup_path, write_json
 from daintree_tui.core.tasks import TaskService
 from daintree_tui.core.worktrees import require_worktree_ours
-from daintree_tui.sessions.agents import AgentIntegration, SessionContext
+from daintree_tui.sessions.agent_start import type_first_prompt, wire_mcp
+from daintree_tui.sessions.agents import AgentIntegration, SessionContext, integration_for
 from daintree_tui.sessions.agents.base import write_signal_script
 from daintree_tui.sessions.host import PaneState, SessionHost, session_name
 from daintree_tui.sessions.host_choice import host_for
-from daintree_tui.sessions.keys import paste_text
-from daintree_tui.sessions.last_words import drew_since
+from daintree_tui.sessions.pane_facts import PaneFacts
 from daintree_tui.sessions.pane_size import load_pane_size
-from daintree_tui.sessions.presets import Preset, all_presets, resolve_preset, session_mcp_wiring, unwire_mcp
+from daintree_tui.sessions.presets import Preset, all_presets, resolve_preset
 from daintree_tui.sessions.records import UsageTracker, session_dir
-from daintree_tui.sessions.status import Observation, SessionStatus, derive_status
+from daintree_tui.sessions.session_info import (
+    SessionInfo,
+    SessionRecord,
+    read_session_record,
+    session_record_path,
+    status_source_of,
+)
+from daintree_tui.sessions.status import SessionStatus, derive_status
+
+# The record and the info views live in sessions/session_info.py; many callers import them from here.
+__all__ = ["SIGNAL_STATES", "SessionInfo", "SessionManager", "SessionRecord", "read_session_record",
+           "session_record_path", "status_source_of"]
 
 SIGNAL_STATES = ("waiting", "running", "exited")
-
-
-def session_record_path(project: Project, name: str) -> Path:
-    """Where the sessions layer keeps worktree `name`'s session record (other layers ask here, never guess)."""
-    return project.state_dir / ".sessions" / f"{name}.json"
-
-
-@dataclass(frozen=True)
-class SessionRecord:
-    """What the sessions layer remembers of a worktree's session (the other layers' view of the record)."""
-
-    agent: str | None
-    status: str | None  # the status last recorded
-    exit_code: int | None
-    started_at: float | None
-    role: str | None = None  # the role it was started with (what `daintree mcp` inside the session trusts)
-
-    @property
-    def ended(self) -> bool:
-        """Recorded as exited, whether it was stopped on purpose or ended by itself."""
-        return self.status == "exited"
-
-
-def read_session_record(project: Project, name: str) -> SessionRecord | None:
-    """Worktree `name`'s session record, or None when it has none (or it is unreadable)."""
-    data = trust.read_own_state(project, session_record_path(project, name), "session record")
-    if not isinstance(data, dict) or not data:
-        return None
-    agent, status, code, started, role = (data.get(k) for k in ("agent", "status", "exit_code", "started_at", "role"))
-    return SessionRecord(agent=agent if isinstance(agent, str) else None,
-                         status=status if isinstance(status, str) else None,
-                         exit_code=code if isinstance(code, int) else None,
-                         started_at=float(started) if isinstance(started, int | float) else None,
-                         role=role if isinstance(role, str) and role else None)
-
-
-@dataclass(frozen=True)
-class SessionInfo:
-    """One session as the CLI and the dashboard see it."""
-
-    name: str
-    session: str
-    agent: str
-    status: SessionStatus
-    exit_code: int | None
-    pid: int | None
-    started_at: float
-    log: str
-    persistent: bool
-    recorded: str | None = None  # the status last recorded for it; None when it has no session record
-    socket: str | None = None  # the tmux server (`tmux -L`): how a remote dashboard attaches over ssh
-    tmux_conf: str | None = None
-    sandbox: dict[str, Any] | None = None  # backend, mode, active, reason (None: started before sandboxing)
-    status_source: str = "output"  # hooks (the agent's own word), hooks-pending (wired, none yet), output
-    over_budget: dict[str, Any] | None = None  # set when a budget stopped this session
-    usage: dict[str, Any] | None = None  # tokens and estimated cost of the current run, when asked for
-
-    @property
-    def unrecorded(self) -> bool:
-        """Whether its observed status differs from the one last recorded (a transition to record)."""
-        return self.recorded is not None and self.recorded != str(self.status)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "session": self.session, "agent": self.agent, "status": str(self.status),
-                "exit_code": self.exit_code, "pid": self.pid, "started_at": self.started_at, "log": self.log,
-                "persistent": self.persistent, "socket": self.socket, "tmux_conf": self.tmux_conf,
-                "sandbox": self.sandbox, "status_source": self.status_source, "over_budget": self.over_budget,
-                "usage": self.usage}
 
 
 class SessionManager:
@@ -118,9 +59,8 @@ class SessionManager:
         self.project = project
         resolved = host if host is not None else host_for(project, create=False)
         self._host = resolved
-        self._screen_cache: dict[str, tuple[float | None, str]] = {}
-        self._drawn: set[tuple[str, float]] = set()  # runs (worktree, start) seen drawing: no need to look again
         self.usage = UsageTracker(project)
+        self.panes = PaneFacts(project, self.usage)
 
     @property
     def host(self) -> SessionHost:
@@ -205,7 +145,7 @@ class SessionManager:
             wiring = integration.wire(ctx, argv)
             argv = wiring.argv
             env.update(wiring.env)
-        argv = self._wire_mcp(name, preset, role, argv, env)
+        argv = wire_mcp(self.project, name, preset, role, argv, env)
         # Imported by a start alone: the dashboard's first poll (observing only) waited ~8 ms for it.
         from daintree_tui.sessions.sandbox import private_home, session_sandbox
 
@@ -246,7 +186,7 @@ class SessionManager:
                     backup_path(path).unlink(missing_ok=True)
             raise
         if prompt and preset.prompt_mode == "type" and preset.name != "shell":
-            self._type_first_prompt(name, prompt, log)
+            type_first_prompt(host, name, prompt, log)
         self.project.events.append("session.started", worktree=entry.brief(), agent=preset.name,
                                    session=session_name(name), pid=state.pid,
                                    task=TaskService(self.project).brief_of(entry.task_id))
@@ -277,39 +217,6 @@ class SessionManager:
         task = TaskService(self.project).find(entry.task_id) if entry.task_id is not None else None
         role = TaskService(self.project).role(task) if task is not None else None
         return role or preset.role or self.project.config.default_role
-
-    def _wire_mcp(self, name: str, preset: Preset, role: str | None, argv: list[str], env: dict[str, str]) -> list[str]:
-        """Carry `daintree mcp` into the agent when the session's role asks for it (files in its TMPDIR)."""
-        unwire_mcp(env)
-        server = [sys.executable, "-m", "daintree_tui", "mcp", "--repo", str(self.project.root), "--worktree", name]
-        wiring = session_mcp_wiring(self.project.config, preset, role, server, self.project.tmpdir_for(name), env)
-        if wiring is None:
-            return argv
-        for path, text in wiring.files.items():
-            # The TMPDIR is the agent's to write: whatever it left at this name (a link to ~/.bashrc) goes, and
-            # the file is made new, never opened through a link.
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
-            try:
-                create_new(Path(path), text)
-            except OSError as exc:
-                raise OperationError(f"cannot write {path}: {exc.strerror or exc}") from None
-        env.update(wiring.env)
-        own = len(preset.argv())
-        return [*argv[:own], *wiring.args, *argv[own:]]
-
-    def _type_first_prompt(self, name: str, prompt: str, log: Path, wait: float = 10.0) -> None:
-        """Give a `type` agent its first prompt as one bracketed paste (ESC[200~ ... ESC[201~, sent as such, not
-        left to whether the pane asked for it yet): a multi-line prompt arrives as one piece of text, never as
-        lines to run. Sent once the agent has drawn something (it is reading input by then), or after `wait`."""
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            with contextlib.suppress(OSError):
-                if log.stat().st_size > 0:
-                    break
-            time.sleep(0.05)
-        text = paste_text(prompt)  # the text cannot close the paste early
-        self.host.send_text(name, f"\x1b[200~{text}\x1b[201~", enter=True)
 
     def stop(self, name: str) -> bool:
         """Stop the session of worktree `name` (no error when there is none)."""
@@ -371,8 +278,6 @@ class SessionManager:
                               tmpdir=self.project.tmpdir_for(name))
 
     def integration_of(self, name: str, meta: dict[str, Any] | None = None) -> AgentIntegration | None:
-        from daintree_tui.sessions.agents import integration_for
-
         meta = self.meta(name) if meta is None else meta
         if meta.get("status_source") != "hooks":
             return None
@@ -423,7 +328,7 @@ class SessionManager:
         now = time.time()
         for state in states:
             meta = metas[state.worktree]
-            status = derive_status(self._observe(state, meta, screens.get(state.worktree)), now,
+            status = derive_status(self.panes.observation(state, meta, screens.get(state.worktree)), now,
                                    self.project.config.waiting_debounce, patterns.get(state.worktree),
                                    self.project.config.stalled_after)
             infos.append(self._info(state.worktree, state, meta, status))
@@ -434,58 +339,12 @@ class SessionManager:
         return self.observe(with_screens)
 
     def screens(self, names: Sequence[str]) -> dict[str, str]:
-        """The plain-text screens of these sessions. Only those whose log grew since the last look are captured
-        (in one tmux call for all): an idle session costs a stat, not a capture."""
-        stale = []
-        for name in names:
-            mtime = self._log_mtime(name)
-            cached = self._screen_cache.get(name)
-            if cached is None or cached[0] != mtime:
-                stale.append(name)
-        if stale:
-            capture_all = getattr(self.host, "capture_all", None)
-            fresh = capture_all(stale, ansi=False) if capture_all is not None else {
-                n: self.host.capture(n) for n in stale}
-            for name in stale:
-                self._screen_cache[name] = (self._log_mtime(name), fresh.get(name, ""))
-        return {n: self._screen_cache[n][1] for n in names if n in self._screen_cache}
-
-    def _log_mtime(self, name: str) -> float | None:
-        try:
-            return self.project.log_path(name).stat().st_mtime
-        except OSError:
-            return None
-
-    def _observe(self, state: PaneState, meta: dict[str, Any], screen: str | None) -> Observation:
-        log = self.project.log_path(state.worktree)
-        try:
-            st = log.stat()
-            last_output = st.st_mtime if st.st_size else None
-        except OSError:
-            last_output = None
-        signal = meta.get("signal") or {}
-        hooks = meta.get("status_source") == "hooks"
-        record_mtime = self.usage.record_mtime(state.worktree) if hooks and signal else None
-        started_at = float(meta.get("started_at") or state.created)
-        return Observation(alive=not state.dead, exit_code=state.exit_code,
-                           started_at=started_at, last_output=last_output,
-                           signal_state=signal.get("state"), signal_ts=signal.get("ts"), screen_tail=screen,
-                           hooks=hooks, record_mtime=record_mtime,
-                           drawn=None if state.dead else self.drawn(state.worktree, meta, started_at))
+        """The plain-text screens of these sessions (captured only when their log grew: see PaneFacts)."""
+        return self.panes.screens(self.host, names)
 
     def drawn(self, name: str, meta: Mapping[str, Any], started_at: float) -> bool | None:
-        """Whether the session's current run has drawn anything visible (its log since the run's `log_offset`);
-        None for a run recorded without one. Once drawn, a run is not read again."""
-        offset = meta.get("log_offset")
-        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-            return None
-        run = (name, started_at)
-        if run in self._drawn:
-            return True
-        drawn = drew_since(self.project.log_path(name), offset)
-        if drawn:
-            self._drawn.add(run)
-        return drawn
+        """Whether the session's current run has drawn anything visible (None: its record cannot tell)."""
+        return self.panes.drawn(name, meta, started_at)
 
     def record_transition(self, name: str, status: SessionStatus, exit_code: int | None,
                           reason: str | None = None) -> bool:
@@ -576,10 +435,3 @@ class SessionManager:
         if not entry.live:
             raise InputError(f"no live worktree named {name!r} (it was removed)")
 
-
-def status_source_of(meta: Mapping[str, Any]) -> str:
-    """Where a session's status comes from, by its record: `hooks` (the agent's own word), `hooks-pending` (wired,
-    no signal yet) or `output` (its output going quiet)."""
-    if meta.get("status_source") == "hooks":
-        return "hooks" if meta.get("signal") else "hooks-pending"
-    return "output"

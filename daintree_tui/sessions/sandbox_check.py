@@ -24,9 +24,9 @@ from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.mounts import SHARED_OBJECTS_MOUNT
 from daintree_tui.core.project import Project
 from daintree_tui.core.tasks import TaskService
-from daintree_tui.sessions.manager import read_session_record
 from daintree_tui.sessions.presets import all_presets, resolve_preset
 from daintree_tui.sessions.sandbox import SessionSandbox, session_sandbox
+from daintree_tui.sessions.session_info import read_session_record
 
 # Runs inside the sandbox: argv[1] is a JSON list of [label, kind, target, extra]; prints one JSON result list.
 PROBE_PROGRAM = r"""
