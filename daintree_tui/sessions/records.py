@@ -34,17 +34,9 @@ from daintree_tui.core.store import read_json, write_json
 from daintree_tui.core.trust import private_dir
 from daintree_tui.sessions.agents import AgentIntegration, SessionContext
 from daintree_tui.sessions.agents.base import MAX_RECORD_FILES
-from daintree_tui.sessions.usage import (
-    DEFAULT_PRICES,
-    Price,
-    TailState,
-    Tokens,
-    Totals,
-    UsageRecord,
-    hour_key,
-    parser_for,
-    read_new_lines,
-)
+from daintree_tui.sessions.usage import hour_key, parser_for
+from daintree_tui.sessions.usage_cost import DEFAULT_PRICES, Price, Tokens, Totals, UsageRecord
+from daintree_tui.sessions.usage_tail import TailState, read_new_lines
 
 MAX_UNTRUSTED = 50  # untrusted record files remembered per run (the first ones found)
 START_SLACK = 5.0  # a record file touched this long before the start still belongs to the run

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from daintree_tui.sessions.usage import MAX_LINE, open_record
+from daintree_tui.sessions.usage_tail import MAX_LINE, open_record
 
 SIGNAL_SCRIPT = "signal"
 
@@ -99,7 +99,7 @@ RECORD_LOOKBACK_DAYS = 30  # records older than this are not linked to a session
 
 def read_agent_file(path: Path, limit: int, first_line: bool = False, root: Path | None = None) -> bytes:
     """At most `limit` bytes of `path` (of its first line with `first_line`), a regular file (links followed,
-    unless `root`: then none from `root` down, see usage.open_record).
+    unless `root`: then none from `root` down, see usage_tail.open_record).
 
     The agent writes the folders its records and config live in (they are writable in its sandbox): a FIFO named
     like a record blocked our open for good (no writer ever comes), stalling every status poll, and a line that
