@@ -1,7 +1,8 @@
 """The session inbox: how a sandboxed agent's own `daintree` calls reach the outside, and how they are applied.
 
 Inside a sandbox the state (`.worktrees/`, `.tasks/`, refs other than the agent's own branch) is read-only. The
-`daintree` CLI there writes its request as a JSON file into the inbox mounted at /run/daintree/inbox. Outside,
+`daintree` CLI there writes its request as a JSON file into the inbox mounted at /run/daintree/inbox (the inside,
+services/inbox_client.py, whose names are imported from here too). Outside,
 `process_inboxes(project)` (called by the dashboard's poll, `daintree doctor` and `session list`/`approvals` run
 outside) validates each request and applies it, writing a reply file next to it. The dashboard's poll calls
 `process_inboxes(services)` too.
@@ -26,17 +27,23 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from daintree_tui.core import git as g
 from daintree_tui.core.errors import DaintreeError, InputError, OperationError
 from daintree_tui.core.index import Index, find
 from daintree_tui.core.log import warn
-from daintree_tui.core.mounts import INBOX_MOUNT
 from daintree_tui.core.project import Project
 from daintree_tui.core.sandbox import bring_in, on_behalf_of_sandboxed
 from daintree_tui.core.store import remove_tree
-from daintree_tui.services.container import Services
+from daintree_tui.services.inbox_client import inbox_owner, mounted_inbox, submit, wait_reply, withdraw
+from daintree_tui.services.policy import decide, role_of
+
+if TYPE_CHECKING:  # the container applies the inbox (observe_tick): only the type is needed here
+    from daintree_tui.services.container import Services
+
+__all__ = ["ACTIONS", "KINDS", "Outcome", "inbox_owner", "mounted_inbox", "process_inboxes", "submit", "wait_reply",
+           "withdraw"]
 
 MAX_REQUEST_BYTES = 64 * 1024
 MAX_REQUESTS_PER_PASS = 20  # per inbox: a flood from one agent cannot stall the dashboard's poll
@@ -45,72 +52,6 @@ REPLY_TTL = 3600.0
 _REQUEST_RE = re.compile(r"^req-([0-9a-f]{32})\.json$")
 KINDS = ("signal", "task_create", "action")
 ACTIONS = ("commit", "merge", "remove", "pr")
-
-
-# -- inside: the client ----------------------------------------------------------------------------------------
-
-
-def mounted_inbox() -> Path | None:
-    """The inbox of the sandbox this process runs in, found by the mount (never by an environment variable)."""
-    return INBOX_MOUNT if INBOX_MOUNT.is_dir() and os.access(INBOX_MOUNT, os.W_OK) else None
-
-
-def inbox_owner(project: Project) -> str | None:
-    """Inside a sandbox: the worktree whose inbox is mounted here, found by the mount's identity (a bind mount is
-    the same directory, same device and inode, as its source under `.worktrees/.inbox/`, readable here)."""
-    try:
-        mounted = os.stat(INBOX_MOUNT)
-        owners = list(os.scandir(project.state_dir / ".inbox"))
-    except OSError:
-        return None
-    for owner in owners:
-        try:
-            st = owner.stat(follow_symlinks=False)
-        except OSError:
-            continue
-        if not owner.name.startswith(".") and (st.st_dev, st.st_ino) == (mounted.st_dev, mounted.st_ino):
-            return owner.name
-    return None
-
-
-def withdraw(inbox: Path, request_id: str) -> bool:
-    """Take back a request nobody has applied yet (False: it is gone, being applied or answered)."""
-    try:
-        (inbox / f"req-{request_id}.json").unlink()
-    except OSError:
-        return False
-    return True
-
-
-def submit(inbox: Path, kind: str, payload: dict[str, Any]) -> str:
-    """Write one request atomically; returns its id."""
-    request_id = os.urandom(16).hex()  # as random as uuid4, without importing uuid
-    body = json.dumps({"id": request_id, "kind": kind, "payload": payload, "created_at": time.time()})
-    tmp = inbox / f".tmp-{request_id}"
-    tmp.write_text(body)
-    os.replace(tmp, inbox / f"req-{request_id}.json")
-    return request_id
-
-
-def wait_reply(inbox: Path, request_id: str, timeout: float) -> dict[str, Any] | None:
-    """The reply to a request, when the outside answers within `timeout` seconds."""
-    path = inbox / f"reply-{request_id}.json"
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
-            data = None
-        if isinstance(data, dict):
-            with contextlib.suppress(OSError):
-                path.unlink()
-            return data
-        if time.monotonic() >= deadline:
-            return None
-        time.sleep(0.05)
-
-
-# -- outside: the processor ------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -364,8 +305,6 @@ def _task_create(services: Services, owner: str, payload: dict[str, Any]) -> dic
 
 def _is_lead(project: Project, worktree: str) -> bool:
     """Whether the worktree's role is a lead one (the MCP level rule: its `mcp` key, else a role named lead)."""
-    from daintree_tui.services.policy import role_of
-
     role = role_of(project, worktree)
     if role is None:
         return not project.config.roles  # no roles configured: nothing to escalate to
@@ -379,8 +318,6 @@ def _action(services: Services, owner: str, payload: dict[str, Any]) -> dict[str
     The role's rules apply as they do to a CLI call: denied, queued for a person (approval "human"), or run
     here, outside the sandbox, with options rebuilt from a strict schema (never the agent's argv).
     """
-    from daintree_tui.services.policy import decide
-
     project = services.project
     action = _str_field(payload, "action", 20, required=True)
     if action not in ACTIONS:
@@ -401,6 +338,8 @@ def _action(services: Services, owner: str, payload: dict[str, Any]) -> dict[str
         record = services.approvals.request(owner, action, argv, decision.role)
         return {"queued": True, "request": record["id"], "argv": argv}
     if decision.approval == "checks":
+        # Here and in _rebuild, not at the top: a sandboxed `daintree` call imports this module to reach its
+        # inbox, and hooks and review bring the worktree service with them.
         from daintree_tui.core.hooks import run_hooks
 
         entry = find(Index(project).load(), owner)
