@@ -58,6 +58,8 @@ from pathlib import Path
 
 from daintree_tui.core.errors import OperationError
 from daintree_tui.core.store import create_new
+from daintree_tui.sessions.agents.base import read_agent_file
+from daintree_tui.sessions.agents.claude import SLUG_LIMIT, project_slug
 
 # Per state folder: the entries (glob patterns on the top-level name) the agent writes as data. Anything else
 # in the folder is read-only inside the sandbox. Temporary and lock names are here because the agents save
@@ -184,8 +186,6 @@ def _project_folder_name(naming: str, project: Path) -> str | None:
     """The name the agent gives `project`'s folder; None when it cannot be known beforehand."""
     if naming == "gemini":
         return hashlib.sha256(str(project).encode()).hexdigest()
-    from daintree_tui.sessions.agents.claude import SLUG_LIMIT, project_slug
-
     slug = project_slug(str(project))
     return slug if len(slug) <= SLUG_LIMIT else None  # a longer one ends in a hash of claude's own
 
@@ -389,8 +389,6 @@ _SEPARATORS = re.compile(r"[\s;|&()<>`'\"=,]+")
 
 def _words(path: Path) -> list[str]:
     """The words of a settings file's strings (JSON or TOML), or of any other text file (a script)."""
-    from daintree_tui.sessions.agents.base import read_agent_file  # only when a sandboxed session starts
-
     try:
         raw = read_agent_file(path, SETTINGS_LIMIT).decode()
     except (OSError, UnicodeDecodeError, ValueError):
