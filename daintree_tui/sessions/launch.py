@@ -64,6 +64,8 @@ def checked(argv: list[str], env: dict[str, str], check: dict[str, Any] | None) 
     session (after saying so). Raises SystemExit(1), having said why, when the sandbox is required."""
     if check is None:
         return argv, env
+    # Imports here and in _record_unsandboxed, not at the top: this is the first process of every pane, and only a
+    # sandboxed session's pane needs them (the project, after the session's environment is in place).
     from daintree_tui.core.sandbox_probe import probe_failure
 
     why = probe_failure(check["probe"])
