@@ -10,6 +10,7 @@ from pathlib import Path
 from daintree_tui.core.config import HookSpec
 from daintree_tui.core.environment import worktree_env
 from daintree_tui.core.errors import OperationError
+from daintree_tui.core.fs_safe import open_private_append, private_dir
 from daintree_tui.core.log import warn
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.project import Project
@@ -18,8 +19,6 @@ from daintree_tui.core.tasks import TaskService
 from daintree_tui.core.trust import (  # re-exported: callers import trust from here
     file_sha256,
     is_trusted,
-    open_private_append,
-    private_dir,
     repo_config_trusted,
     scripts_changed_since_trust,
     trust,

@@ -22,13 +22,16 @@ from typing import Any
 
 from daintree_tui.core import admin_dirs
 from daintree_tui.core import git as g
+from daintree_tui.core.admin_dirs import admin_dir_named_by
 from daintree_tui.core.agent_git import whole
 from daintree_tui.core.errors import InputError, OperationError
+from daintree_tui.core.fs_safe import read_state_file, small_text
 from daintree_tui.core.hooks import run_hooks
 from daintree_tui.core.models import WorktreeEntry
-from daintree_tui.core.sandbox import bring_in, choose, worktree_role
-from daintree_tui.core.store import read_state_file, remove_tree
-from daintree_tui.core.trust import admin_dir_named_by, require_outside_session, small_text
+from daintree_tui.core.ownership import require_outside_session
+from daintree_tui.core.roles import worktree_role
+from daintree_tui.core.sandbox import bring_in, choose
+from daintree_tui.core.store import remove_tree
 from daintree_tui.core.worktree_git import WorktreeGit
 from daintree_tui.core.worktrees import WorktreeService
 

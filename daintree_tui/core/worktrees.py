@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from daintree_tui.core import admin_dirs, deps, trust, validate
+from daintree_tui.core import admin_dirs, deps, ownership, state_files, validate
 from daintree_tui.core import git as g
 from daintree_tui.core.config import DEFAULT_BRANCH_PREFIX
 from daintree_tui.core.environment import worktree_env
@@ -40,7 +40,7 @@ DEFAULT_RUN_TIMEOUT = 300.0
 
 def require_worktree_ours(project: Project, entry: WorktreeEntry) -> None:
     """Refuse (exit 1) to work in an index entry's path that is not one of our worktrees."""
-    problem = trust.ownership_problem(project, Path(entry.path))
+    problem = ownership.ownership_problem(project, Path(entry.path))
     if problem:
         raise OperationError(f"worktree {entry.name}: {problem} (the index is not trusted on its own; "
                              "`daintree doctor --fix` drops such entries)")
@@ -169,7 +169,7 @@ class WorktreeService:
         out = []
         if self.project.journal_dir.is_dir():
             for path in sorted(self.project.journal_dir.glob("*.json")):
-                if trust.from_history(self.project, path):
+                if state_files.from_history(self.project, path):
                     # It came through git (a pull, a merged branch): "finish the remove of b1" is not ours to obey.
                     warn(f"skipping journal {path}: git tracks it or checked it out, so it came with the "
                          "repository's history, not from daintree (delete it and `git rm --cached` it)")
@@ -203,7 +203,7 @@ class WorktreeService:
         path = Path(entry.path)
         if not entry.live or not (path / ".git").exists():
             return Facts(exists=path.is_dir())
-        if trust.ownership_problem(self.project, path, listed):
+        if ownership.ownership_problem(self.project, path, listed):
             return Facts(exists=True)  # never run git in a directory the index merely names
         try:
             git = WorktreeGit(self.project, entry)
@@ -220,7 +220,7 @@ class WorktreeService:
         """Facts for many worktrees at once: git runs in parallel, a few forks at a time."""
         from concurrent.futures import ThreadPoolExecutor  # not for create: the CLI imports per command
 
-        listed = trust.linked_worktrees(self.project) if entries else []
+        listed = ownership.linked_worktrees(self.project) if entries else []
         with ThreadPoolExecutor(max_workers=min(8, max(1, len(entries)))) as pool:
             facts = pool.map(lambda e: self.facts(e, listed), entries)
             return dict(zip([e.name for e in entries], facts, strict=True))
@@ -300,7 +300,7 @@ class WorktreeService:
         project = self.project
         project.require_git()
         validate_name(name)
-        problem = trust.state_dir_problem(project)
+        problem = project.state_dir_problem()
         if problem:
             raise OperationError(problem)
         branch = self.branch_for(name)
@@ -527,7 +527,7 @@ class WorktreeService:
         path = Path(entry.path)
         if not (path.exists() or path.is_symlink()):
             return
-        trust.require_ours(self.project, path, f"remove worktree {entry.name}")
+        ownership.require_ours(self.project, path, f"remove worktree {entry.name}")
         if not force:
             reasons = self.work_at_risk(entry)
             if reasons:
@@ -539,14 +539,14 @@ class WorktreeService:
                                      "removal you confirmed did not list")
 
     def work_at_risk(self, entry: WorktreeEntry, agreed: frozenset[str] = frozenset()) -> list[str]:
-        """What removing the worktree would lose (`trust.work_at_risk`), asked of git inside its sandbox, after
+        """What removing the worktree would lose (`ownership.work_at_risk`), asked of git inside its sandbox, after
         what its agent's git wrote is brought in (its commits are then on its branch, which stays)."""
         try:
             git = WorktreeGit(self.project, entry)
             git.bring_in()
         except OperationError as exc:
             return [f"{entry.path} cannot be inspected: {exc}"]
-        return trust.work_at_risk(self.project, Path(entry.path), agreed, run=git.run)
+        return ownership.work_at_risk(self.project, Path(entry.path), agreed, run=git.run)
 
     def finish_remove(self, entries: list[WorktreeEntry], entry: WorktreeEntry, complete_task: bool) -> None:
         """The locked part of remove, also used by reconcile to finish an interrupted remove."""
@@ -558,7 +558,7 @@ class WorktreeService:
         # name would be refused ("a missing but locked worktree").
         admin = admin_dirs.admin_dir_of(project.common_dir, path) if project.common_dir else None
         if path.exists() or path.is_symlink():
-            trust.require_ours(project, path, f"delete {path}")
+            ownership.require_ours(project, path, f"delete {path}")
             self._move_to_trash(path)
         if admin is not None and not os.path.lexists(path):
             admin_dirs.release(admin)
