@@ -91,6 +91,16 @@ def small_text(path: Path) -> str | None:
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
+@contextlib.contextmanager
+def real_folder(path: Path | str, dir_fd: int | None = None) -> Iterator[int]:
+    """A descriptor of the real folder at `path` (relative to `dir_fd` when given), never a link's target."""
+    fd = os.open(path, _DIR_FLAGS, dir_fd=dir_fd)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
 def _parts(rel: str | Path) -> list[str]:
     parts = PurePosixPath(str(rel)).parts
     if not parts or PurePosixPath(str(rel)).is_absolute() or any(p in ("..", ".", "") for p in parts):
