@@ -149,6 +149,10 @@ class Project:
         cfg = self.config
         return check_worktree_dir(self.root, cfg.worktree_dir, cfg.worktree_dir_source, self.common_dir)
 
+    def branch_for(self, name: str) -> str:
+        """The branch of worktree `name`: `branch_prefix` (default `wt/`) and the name."""
+        return f"{self.config.branch_prefix}{name}"
+
     def worktree_path(self, name: str) -> Path:
         return self.worktrees_root / _checked(name)
 
