@@ -117,3 +117,82 @@ def test_cli_task_list_imports_no_ui(repo: Path) -> None:
             "print('UI' if any(m.split('.')[0] in ('textual', 'rich') for m in sys.modules) else 'clean')")
     out = subprocess.run([sys.executable, "-c", code, str(repo)], capture_output=True, text=True, check=True)
     assert out.stdout.strip().endswith("clean")
+
+
+def runtime_imports(path: Path, root: Path = PACKAGE) -> set[str]:
+    """The modules of ours that `path` imports when it runs: function-level imports included, `if TYPE_CHECKING:`
+    blocks left out (they never run); `from pkg import mod` names the submodule."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    typing_only = {id(n) for node in ast.walk(tree)
+                   if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
+    package = module_name(path, root).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join([*package[: len(package) - node.level + 1], *([node.module] if node.module else [])]) \
+                if node.level else node.module or ""
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return found & {module_name(p, root) for p in root.rglob("*.py")}
+
+
+def import_cycles(layer: str, root: Path = PACKAGE) -> list[list[str]]:
+    """The groups of modules of `layer` that import each other in a loop when they run (Tarjan's components)."""
+    graph = {module_name(p, root): runtime_imports(p, root) for p in sorted((root / layer).rglob("*.py"))}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph[node] & graph.keys():
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = stack[stack.index(node):]
+            del stack[stack.index(node):]
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return cycles
+
+
+def test_core_imports_form_no_cycle() -> None:
+    """No loop among the domain's modules, function-level imports included: an import moved into a function
+    only to break a loop hides the loop, it does not remove it (those left are there for start-up speed)."""
+    assert import_cycles("core") == []
+
+
+def test_the_cycle_check_sees_a_loop_hidden_in_a_function(tmp_path: Path) -> None:
+    fake = tmp_path / "daintree_tui"
+    (fake / "core").mkdir(parents=True)
+    (fake / "core" / "a.py").write_text("from daintree_tui.core import b\n")
+    (fake / "core" / "b.py").write_text("def later() -> None:\n    from daintree_tui.core.a import x\n")
+    (fake / "core" / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                        "    from daintree_tui.core.a import x\n")
+    (fake / "core" / "d.py").write_text("from daintree_tui.core import c\n")
+    assert import_cycles("core", fake) == [["daintree_tui.core.a", "daintree_tui.core.b"]]
+
+
+CORE_MODULE_LINES = 450
+
+
+def test_core_modules_are_split_by_job() -> None:
+    """No module of the domain grows past ~450 lines: one that does has taken a second job (issue 28)."""
+    long = {str(p.relative_to(PACKAGE)): n for p in sorted((PACKAGE / "core").rglob("*.py"))
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > CORE_MODULE_LINES}
+    assert long == {}

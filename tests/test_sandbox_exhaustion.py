@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 
+from daintree_tui.core.event_log import EventLog
 from daintree_tui.core.sandbox import BwrapSandbox
-from daintree_tui.core.store import EventLog
 from tests.conftest import CLI, make_repo, wait_for
 
 _OK, _WHY = BwrapSandbox().available()
@@ -336,7 +336,7 @@ def test_the_event_logs_rotation_lock_cannot_be_held_from_inside(repo: Path) -> 
     hold = _holding(repo, "e1", log_path)
     try:
         assert (repo / ".worktrees" / "e1" / "holding").read_text() == "locked"
-        append = ("import sys; from pathlib import Path; from daintree_tui.core.store import EventLog; "
+        append = ("import sys; from pathlib import Path; from daintree_tui.core.event_log import EventLog; "
                   "EventLog(Path(sys.argv[1]), max_bytes=1).append('past.the.limit', worktree={'name': 'e1'})")
         # A process of its own: on main this append waited for the agent's lock until the timeout.
         proc = subprocess.run([sys.executable, "-c", append, str(log_path)], capture_output=True, text=True,

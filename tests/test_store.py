@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from daintree_tui.core.store import EventLog, read_json, write_json
+from daintree_tui.core.event_log import EventLog
+from daintree_tui.core.store import read_json, write_json
 
 
 def test_write_json_keeps_backup_and_recovers(tmp_path: Path) -> None:

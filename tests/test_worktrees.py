@@ -530,20 +530,20 @@ def test_a_discovery_answered_ahead_is_as_fresh_as_the_moment_git_was_asked(repo
 
 
 def test_a_tracked_state_listing_started_ahead_is_not_read_for_a_newer_index(repo: Path) -> None:
-    from daintree_tui.core import spawn, trust
+    from daintree_tui.core import spawn, state_files
     from daintree_tui.core.project import Project
 
     project = Project.discover(repo)
     planted = repo / ".worktrees" / "index.json"
     planted.parent.mkdir(exist_ok=True)
     planted.write_text('{"worktrees": []}\n')
-    trust.start_tracked_state(project)  # lists the index as it is now: nothing tracked
+    state_files.start_tracked_state(project)  # lists the index as it is now: nothing tracked
     started = spawn._AHEAD[(str(repo), spawn.TRACKED_STATE)][1]
     started.wait(timeout=30)  # the listing has read the old index
     git(repo, "add", "-f", ".worktrees/index.json")  # a pull or merge could do this while a command starts
-    assert planted in trust.tracked_state_files(project)
-    trust.start_tracked_state(project)  # answered already for this index: nothing started, the answer stands
-    assert planted in trust.tracked_state_files(project)
+    assert planted in state_files.tracked_state_files(project)
+    state_files.start_tracked_state(project)  # answered already for this index: nothing started, the answer stands
+    assert planted in state_files.tracked_state_files(project)
 
 
 def test_the_console_script_starts_the_first_git_calls_ahead_and_the_command_takes_them(
@@ -551,7 +551,7 @@ def test_the_console_script_starts_the_first_git_calls_ahead_and_the_command_tak
     """`daintree` starts discovery's git (and, for a command that changes state, the tracked-state listing)
     before its imports; the command takes each answer, wherever it was started from: none is left unread."""
     from daintree_tui import cli
-    from daintree_tui.core import spawn, trust
+    from daintree_tui.core import spawn, state_files
 
     monkeypatch.setattr(spawn, "_AHEAD", {})  # what other tests' commands left in this process
     sub = repo / "src"
@@ -564,7 +564,7 @@ def test_the_console_script_starts_the_first_git_calls_ahead_and_the_command_tak
         (tmp_path, ["--rep", str(repo), "worktree", "create", "ahead2"]),  # argparse's prefix of --repo
     ]:
         monkeypatch.chdir(cwd)
-        monkeypatch.setattr(trust, "_TRACKED_STATE", {})  # each command is a process of its own
+        monkeypatch.setattr(state_files, "_TRACKED_STATE", {})  # each command is a process of its own
         cli.start_ahead(argv)
         assert spawn._AHEAD, argv
         assert cli.main(argv) == 0, argv

@@ -103,7 +103,7 @@ def _repo_option(argv: Sequence[str]) -> str | None:
 def start_ahead(argv: Sequence[str]) -> None:
     """Start the git calls the command in `argv` will make first, in the directory it will make them in:
     discovery's (`Project.discover`), and for a command that changes state, what git tracks in the state dir
-    (`trust.tracked_state_files`, in the primary's root only). Each answer is taken by the first caller asking
+    (`state_files.tracked_state_files`, in the primary's root only). Each answer is taken by the first caller asking
     the same question there, and only while the index is the one it was asked of; one nobody asks for ends
     with this process. A remote command (`--host`) and help start nothing."""
     if "-h" in argv or {"--host", "--help", "--version"} & {top_option(arg) for arg in argv}:

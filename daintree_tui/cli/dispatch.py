@@ -14,7 +14,7 @@ from typing import Any
 from daintree_tui.cli import changes_state, command_path, command_word, orchestrate, resume_collector, sandbox
 from daintree_tui.cli.common import AddCommand, Handler, Parser, services_for
 from daintree_tui.cli.output import configure_logging, error
-from daintree_tui.core import trust
+from daintree_tui.core import state_files
 from daintree_tui.core.errors import DaintreeError
 from daintree_tui.services import Services
 
@@ -141,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if state_changes:
             # Its first step (the torn-index check below) asks what git tracks in the state dir: git lists it
             # while the command's own modules import.
-            trust.start_tracked_state(services.project)
+            state_files.start_tracked_state(services.project)
         if handler is None:
             if args.command:  # `daintree task` without an action
                 parser.error(f"{args.command} needs an action (see daintree {args.command} --help)")

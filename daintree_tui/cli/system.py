@@ -27,7 +27,8 @@ def cmd_doctor(args: argparse.Namespace, services: Services) -> int:
 
 
 def cmd_trust(args: argparse.Namespace, services: Services) -> int:
-    from daintree_tui.core.trust import inside_session, trust, trust_status
+    from daintree_tui.core.ownership import inside_session
+    from daintree_tui.core.trust import trust, trust_status
 
     if args.show:
         status = trust_status(services.project)

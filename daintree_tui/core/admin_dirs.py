@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from daintree_tui.core import git as g
 from daintree_tui.core.errors import ConfigError, OperationError
+from daintree_tui.core.fs_safe import small_text
 from daintree_tui.core.log import warn
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.store import read_json, remove_tree
@@ -101,6 +102,17 @@ def admin_dir_of(common_dir: Path, worktree: Path) -> Path | None:
         return None
     admin = admins / named.name
     return admin if _is_dir(admin) else None
+
+
+def admin_dir_named_by(common: Path, worktree: Path) -> Path | None:
+    """The admin dir (`.git/worktrees/<id>/`) that the worktree's own `.git` file names, resolved; None when that
+    file is not one of git's or names no admin dir of this repository. A daintree worktree's `.git` file is
+    read-only in its sandbox: its agent cannot point it elsewhere (its admin dir's `gitdir` it can)."""
+    text = small_text(worktree / ".git")
+    if text is None or not text.startswith("gitdir: "):
+        return None
+    admin = (worktree / text[len("gitdir: "):]).resolve()
+    return admin if admin.parent == (common / "worktrees").resolve() else None
 
 
 def index_entries(project: Project) -> list[WorktreeEntry]:

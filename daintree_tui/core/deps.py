@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from daintree_tui.core import fs_safe
 from daintree_tui.core import git as g
-from daintree_tui.core import trust
 from daintree_tui.core.config import Config, LinkSpec
 from daintree_tui.core.errors import OperationError
 from daintree_tui.core.log import warn
@@ -209,7 +209,7 @@ def copy_includes(root: Path, worktree: Path, files: list[str]) -> list[str]:
         if src.is_symlink() or not src.is_file():
             continue
         try:
-            if trust.safe_copy_file(src, worktree, rel):
+            if fs_safe.safe_copy_file(src, worktree, rel):
                 copied.append(rel)
         except OperationError as exc:
             warn(f"deps: not copying {rel}: {exc}")
@@ -235,7 +235,7 @@ def link_dependencies(root: Path, worktree: Path, targets: list[tuple[str, LinkS
     for rel, spec in targets:
         src = root / rel
         try:
-            with trust.open_parent(worktree, rel) as (dir_fd, name):
+            with fs_safe.open_parent(worktree, rel) as (dir_fd, name):
                 try:
                     os.lstat(name, dir_fd=dir_fd)
                     continue  # the branch has its own; never overwrite it
@@ -247,7 +247,7 @@ def link_dependencies(root: Path, worktree: Path, targets: list[tuple[str, LinkS
                     # cp writes into the directory that was checked (by its fd), and copies links as links.
                     try:
                         proc = subprocess.run(["cp", "-a", "--reflink=auto", "--no-target-directory", "--",
-                                               str(src), trust.fd_path(dir_fd, name)], capture_output=True, text=True)
+                                               str(src), fs_safe.fd_path(dir_fd, name)], capture_output=True, text=True)
                     except OSError as exc:
                         raise OperationError(f"cannot copy {rel}: cp: {exc.strerror}") from None
                     if proc.returncode != 0:

@@ -13,7 +13,7 @@ def follow_lines(path: Path, from_end: bool = True, offset: int | None = None) -
 
     `offset`: where the caller stopped reading, so nothing appended since is missed (default: the end now).
     """
-    from watchfiles import watch
+    from watchfiles import watch  # here: start-up speed, only `--follow` watches a file
 
     path.parent.mkdir(parents=True, exist_ok=True)
     if offset is None:

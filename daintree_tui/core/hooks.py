@@ -10,16 +10,16 @@ from pathlib import Path
 from daintree_tui.core.config import HookSpec
 from daintree_tui.core.environment import worktree_env
 from daintree_tui.core.errors import OperationError
+from daintree_tui.core.fs_safe import open_private_append, private_dir
 from daintree_tui.core.log import warn
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.project import Project
 from daintree_tui.core.runner import run_command
+from daintree_tui.core.sandbox import wrap_command
 from daintree_tui.core.tasks import TaskService
 from daintree_tui.core.trust import (  # re-exported: callers import trust from here
     file_sha256,
     is_trusted,
-    open_private_append,
-    private_dir,
     repo_config_trusted,
     scripts_changed_since_trust,
     trust,
@@ -72,8 +72,6 @@ def run_hooks(project: Project, hook: str, entry: WorktreeEntry, *, cwd: Path | 
     # Hooks run in the agent's worktree (a test command runs the agent's code): same sandbox as its session.
     # post_remove is the exception: its worktree is gone, and it runs in the primary, which no agent can write.
     sandboxed = hook != "post_remove" and Path(entry.path).is_dir()
-    from daintree_tui.core.sandbox import wrap_command  # here: a create with no hooks never needs it
-
     def command_argv(command: str, background: bool = False) -> list[str]:
         argv = ["/bin/sh", "-c", command]
         return wrap_command(project, entry, argv, env, cwd=workdir, background=background) if sandboxed else argv

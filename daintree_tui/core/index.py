@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from daintree_tui.core import admin_dirs, trust, validate
+from daintree_tui.core import admin_dirs, state_files, validate
 from daintree_tui.core import git as g
 from daintree_tui.core.log import warn
 from daintree_tui.core.models import WorktreeEntry, WorktreeStatus
@@ -54,8 +54,8 @@ class Index:
         ignored files), so the branch, base and task it gives each worktree are someone else's word."""
         # The `.bak` only as git tracks it: daintree copies its last index there, so its content is as old as the
         # index it was, whatever its time says (from_history's test).
-        found = [self.path] if trust.from_history(self.project, self.path) else [
-            p for p in (backup_path(self.path),) if p in trust.tracked_state_files(self.project)]
+        found = [self.path] if state_files.from_history(self.project, self.path) else [
+            p for p in (backup_path(self.path),) if p in state_files.tracked_state_files(self.project)]
         if not found:
             return None
         return (f"ignored index {found[0]}: git tracks it or checked it out, so it came with the repository's "

@@ -16,7 +16,7 @@ def on_first_warning(setup: Callable[[], None]) -> None:
 
 def warn(message: str) -> None:
     """Report a recoverable problem (a skipped junk file, a recovered index) without failing."""
-    import logging
+    import logging  # here: start-up speed (see above)
 
     global _setup
     setup, _setup = _setup, None

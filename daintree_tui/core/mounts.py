@@ -1,5 +1,5 @@
 """Where a sandboxed session finds what is mounted for it: a module of constants only, so that a command can ask
-"am I inside a sandbox?" with one stat and without importing the sandbox machinery (`core/sandbox.py`)."""
+"am I inside a sandbox?" with one stat and without importing the sandbox machinery (`core/sandbox/`)."""
 
 from __future__ import annotations
 

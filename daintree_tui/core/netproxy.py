@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from daintree_tui.core.store import EventLog
+from daintree_tui.core.event_log import EventLog
 
 _HEAD_LIMIT = 64 * 1024  # a request head longer than this is refused
 _HEAD_TIMEOUT_S = 30.0

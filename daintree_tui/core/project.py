@@ -5,6 +5,7 @@ All state lives under the *primary* worktree's root, also when a command runs fr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass, field
@@ -14,13 +15,16 @@ from pathlib import Path
 from daintree_tui.core import config as config_mod
 from daintree_tui.core import spawn
 from daintree_tui.core.errors import ConfigError, InputError, OperationError
+from daintree_tui.core.event_log import EventLog
 from daintree_tui.core.git import add_exclude, pinned_hooks
-from daintree_tui.core.store import EventLog, StateLock
-from daintree_tui.core.trust import check_worktree_dir, state_dir_problem
+from daintree_tui.core.log import warn
+from daintree_tui.core.store import StateLock
 from daintree_tui.core.validate import check_name
 
 STATE_EXCLUDES = ("/.tasks/", "/.worktrees/")
 HEAD_FRESH_SECONDS = 1.0
+STATE_ENTRIES = (".trash", ".tmp", ".journal", ".logs", ".sessions", ".run", ".cache", ".lock", ".locks",
+                 ".sandbox-home", ".inbox", "events.jsonl", "events.jsonl.1", "index.json", "index.json.bak")
 
 
 def _checked(name: str) -> str:
@@ -145,6 +149,10 @@ class Project:
         cfg = self.config
         return check_worktree_dir(self.root, cfg.worktree_dir, cfg.worktree_dir_source, self.common_dir)
 
+    def branch_for(self, name: str) -> str:
+        """The branch of worktree `name`: `branch_prefix` (default `wt/`) and the name."""
+        return f"{self.config.branch_prefix}{name}"
+
     def worktree_path(self, name: str) -> Path:
         return self.worktrees_root / _checked(name)
 
@@ -166,9 +174,26 @@ class Project:
     def log_path(self, name: str) -> Path:
         return self.logs_dir / f"{_checked(name)}.log"
 
+    def state_dir_problem(self) -> str | None:
+        """A committed `.worktrees` or `.tasks` that is a symbolic link would take every state write elsewhere:
+        refused. A symbolic link where one of our own folders goes (`.worktrees/.trash -> ~`, whose contents the
+        next cleanup deletes; `events.jsonl -> ~/.bashrc`) is never ours: it is removed (only the link), with a
+        warning."""
+        for path in (self.state_dir, self.tasks_dir):
+            if path.is_symlink():
+                return f"{path} is a symbolic link; daintree keeps its state only in a real directory"
+        for name in STATE_ENTRIES:
+            path = self.state_dir / name
+            if path.is_symlink():
+                warn(f"removed the symbolic link {path} (-> {os.readlink(path)}): daintree keeps its state in real "
+                     "files and folders")
+                with contextlib.suppress(OSError):
+                    path.unlink()
+        return None
+
     @cached_property
     def lock(self) -> StateLock:
-        problem = state_dir_problem(self)
+        problem = self.state_dir_problem()
         if problem:
             raise OperationError(problem)
         return StateLock(self.state_dir / ".lock")
@@ -194,3 +219,21 @@ class Project:
             # A `worktree_dir` of the repository's own (say `trees`): its worktrees would show as untracked.
             patterns.append(f"/{inside.as_posix()}/")
         add_exclude(self.common_dir, patterns)
+
+
+def check_worktree_dir(root: Path, value: str, source: str, common_dir: Path | None) -> Path:
+    """Resolve `worktree_dir`. The repository's file may put it only inside the repository (not the root itself,
+    not `.git`); the user's own config may put it beside (`../wt`), never at or above the primary."""
+    resolved = (root / value).resolve()
+    root = root.resolve()
+    git_dir = (common_dir or root / ".git").resolve()
+    if resolved == root or root.is_relative_to(resolved):
+        raise ConfigError(f"config: worktree_dir = {value!r} is the repository or one of its parents; it must be "
+                          "a directory of its own")
+    if resolved.is_relative_to(git_dir) or resolved.is_relative_to(root / ".git"):
+        raise ConfigError(f"config: worktree_dir = {value!r} is inside .git")
+    if source == "repo" and not resolved.is_relative_to(root):
+        raise ConfigError(f"config: worktree_dir = {value!r} in {config_mod.REPO_CONFIG_NAME} points outside the "
+                          "repository; only your own config (~/.config/daintree/config.toml) may put worktrees "
+                          "elsewhere")
+    return resolved

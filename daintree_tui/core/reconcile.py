@@ -6,9 +6,10 @@ import contextlib
 import time
 from pathlib import Path
 
-from daintree_tui.core import admin_dirs, trust
+from daintree_tui.core import admin_dirs, ownership
 from daintree_tui.core import git as g
 from daintree_tui.core.errors import OperationError
+from daintree_tui.core.fs_safe import replace_file_in, small_text
 from daintree_tui.core.index import find
 from daintree_tui.core.models import LIVE, TaskStatus, WorktreeEntry, WorktreeStatus
 from daintree_tui.core.ports import lease_block
@@ -95,8 +96,8 @@ class Reconciler:
         if not self._found(f"create of {name} was interrupted; rolled it back"):
             return
         if path.exists() or path.is_symlink():
-            problem = trust.ownership_problem(project, path)
-            reasons = [] if problem else trust.work_at_risk(project, path)
+            problem = ownership.ownership_problem(project, path)
+            reasons = [] if problem else ownership.work_at_risk(project, path)
             if problem or reasons:
                 self._found(f"left {path} in place: {problem or '; '.join(reasons)}")
             else:
@@ -105,7 +106,7 @@ class Reconciler:
         tip = g.rev_parse_commit(root, branch) if g.branch_exists(root, branch) else None
         # Only a branch still at the base it was made from, whose commits some other branch holds, may go.
         if (tip and tip == journal.get("base_commit") and journal.get("reset_branch") is not True
-                and not (path.exists() or path.is_symlink()) and trust.branch_safe_to_delete(root, branch)):
+                and not (path.exists() or path.is_symlink()) and ownership.branch_safe_to_delete(root, branch)):
             g.git(root, "branch", "-D", branch, check=False)
         remove_tree(project.tmpdir_for(name))
         remove_tree(project.sandbox_home_for(name))
@@ -115,7 +116,7 @@ class Reconciler:
         """An interrupted remove is finished only if the worktree is ours and nothing in it would be lost;
         otherwise it is rolled back: the worktree stays, live, and the journal goes."""
         name, path = entry.name, Path(entry.path)
-        problem = trust.ownership_problem(self.project, path) if path.exists() or path.is_symlink() else None
+        problem = ownership.ownership_problem(self.project, path) if path.exists() or path.is_symlink() else None
         reasons = [problem] if problem else self.worktrees.work_at_risk(entry)
         if reasons:
             if self._found(f"remove of {name} was interrupted, but {'; '.join(reasons)}: rolled the remove back "
@@ -132,12 +133,12 @@ class Reconciler:
             admin_dirs.prune(self.project, entries, quiet=True)
 
     def _check_dirs(self, entries: list[WorktreeEntry]) -> None:
-        listed = trust.linked_worktrees(self.project, repair=self.fix)
+        listed = ownership.linked_worktrees(self.project, repair=self.fix)
         if not self.fix:  # what the fix's repair of the admin dirs makes git list again
             listed += [own.path for own in admin_dirs.owned_admin_dirs(self.project, entries)]
         for entry in entries:
             path = Path(entry.path)
-            problem = trust.ownership_problem(self.project, path, listed) if entry.live and path.is_dir() else None
+            problem = ownership.ownership_problem(self.project, path, listed) if entry.live and path.is_dir() else None
             # The entries are changed in memory even in a report (only `fix` saves them), so the checks after
             # this one report what `--fix` would find after this fix, not what it makes moot.
             if problem:
@@ -156,9 +157,9 @@ class Reconciler:
 
     def _adopt_orphans(self, entries: list[WorktreeEntry]) -> None:
         live_paths = {Path(e.path) for e in entries if e.live}
-        listed = trust.linked_worktrees(self.project, repair=self.fix)
+        listed = ownership.linked_worktrees(self.project, repair=self.fix)
         for wt in self.worktrees.index.ours_in_git(repair=self.fix):
-            if wt.path in live_paths or trust.ownership_problem(self.project, wt.path, listed):
+            if wt.path in live_paths or ownership.ownership_problem(self.project, wt.path, listed):
                 continue
             self._found(f"git worktree {wt.path} is not in the index; adopted it as {wt.path.name}")
             entry = self.worktrees.index.entry_from_git(wt)  # in memory in a report too (see _check_dirs)
@@ -230,14 +231,14 @@ class Reconciler:
             return
         for entry in entries:
             path = Path(entry.path)
-            admin = trust.admin_dir_named_by(common, path) if entry.live and path.is_dir() else None
+            admin = admin_dirs.admin_dir_named_by(common, path) if entry.live and path.is_dir() else None
             if admin is None:
                 continue
             try:
                 git = WorktreeGit(self.project, entry)
                 if not git.confined:
                     continue
-                head = trust.small_text(admin / "HEAD") or ""
+                head = small_text(admin / "HEAD") or ""
                 detached = [] if head.startswith("ref: ") else [head or "HEAD"]
                 staged = git("ls-files", "-s", "-z", check=False).stdout
                 blobs = sorted({line.split(" ")[1] for line in staged.split("\0")
@@ -262,7 +263,7 @@ class Reconciler:
                 continue
             with contextlib.suppress(OSError, OperationError):
                 if bad_head:
-                    trust.write_admin_file(admin, "HEAD", f"ref: refs/heads/{entry.branch}\n")
+                    replace_file_in(admin, "HEAD", f"ref: refs/heads/{entry.branch}\n")
                 if bad_index:
                     git("read-tree", "HEAD", check=False)
 

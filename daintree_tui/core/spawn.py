@@ -29,7 +29,7 @@ NO_GIT = "git is not installed or not on PATH"
 # Discovery's question (`Project.discover`): the common dir, the top level and the hooks path, then HEAD's commit.
 DISCOVERY = ("rev-parse", "--path-format=absolute", "--git-common-dir", "--show-toplevel", "--git-path", "hooks",
              "--verify", "--quiet", "HEAD^{commit}")
-# What git tracks under the state dir (`trust.tracked_state_files`), asked in the primary worktree's root.
+# What git tracks under the state dir (`state_files.tracked_state_files`), asked in the primary worktree's root.
 TRACKED_STATE = ("ls-files", "-z", "--", ":(literal).worktrees/")
 
 # Started ahead: (directory, arguments) -> (what the answer depends on, the process, when it was started).

@@ -24,7 +24,8 @@ from daintree_tui.core import git as g
 from daintree_tui.core.errors import OperationError
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.project import Project
-from daintree_tui.core.sandbox import SandboxSpec, bring_in, choose, program_dirs, spec_for, worktree_role
+from daintree_tui.core.roles import worktree_role
+from daintree_tui.core.sandbox import SandboxSpec, bring_in, choose, program_dirs, spec_for
 
 GIT_TIMEOUT = 60.0  # seconds: an index the agent made a FIFO never answers
 

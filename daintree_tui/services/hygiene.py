@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from daintree_tui.core import admin_dirs, trust, validate
+from daintree_tui.core import admin_dirs, ownership, validate
 from daintree_tui.core import git as g
 from daintree_tui.core.errors import DaintreeError, OperationError
 from daintree_tui.core.models import WorktreeEntry, WorktreeStatus
@@ -119,7 +119,7 @@ def collect(worktrees: WorktreeService, older_than_days: float = 14.0, dry_run: 
     project = worktrees.project
     project.require_git()
     older_than_days = validate.finite_number(older_than_days, "--older-than", minimum=0, maximum=36500)
-    problem = trust.state_dir_problem(project)  # and no committed `.trash -> ~` whose contents we would delete
+    problem = project.state_dir_problem()  # and no committed `.trash -> ~` whose contents we would delete
     if problem:
         raise OperationError(problem)
     report = GcReport(dry_run)
@@ -159,7 +159,7 @@ def collect(worktrees: WorktreeService, older_than_days: float = 14.0, dry_run: 
         path = Path(entry.path)
         if path.exists() or path.is_symlink():
             # Never on the index's word alone: the path must be ours, and nothing in it may be lost.
-            problem = trust.ownership_problem(project, path)
+            problem = ownership.ownership_problem(project, path)
             reasons = [problem] if problem else worktrees.work_at_risk(entry)
             if reasons:
                 report.kept_dirty.append(entry.name)

@@ -15,13 +15,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from daintree_tui.core import trust, validate
+from daintree_tui.core import state_files, validate
 from daintree_tui.core.config import ROLE_ACTIONS
 from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.log import warn
 from daintree_tui.core.models import JsonRecord
 from daintree_tui.core.project import Project
-from daintree_tui.core.sandbox import worktree_role
+from daintree_tui.core.roles import worktree_role
 from daintree_tui.core.store import read_json, write_json
 
 
@@ -112,7 +112,7 @@ class Approvals:
         return self.project.state_dir / "approvals.json"
 
     def _load(self) -> list[ApprovalRequest]:
-        if trust.from_history(self.project, self.path):
+        if state_files.from_history(self.project, self.path):
             # It came through git (a clone, a pull, a merged branch): nobody asked for what it lists, and approving
             # one runs it (`worktree remove b1 --force` took b1's uncommitted work).
             warn(f"ignored approval requests {self.path}: git tracks it or checked it out, so it came with the "

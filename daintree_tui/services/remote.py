@@ -15,7 +15,6 @@ import contextlib
 import json
 import os
 import shlex
-import stat
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from daintree_tui.core.errors import InputError, OperationError
+from daintree_tui.core.fs_safe import private_dir
 from daintree_tui.core.sandbox import SSH_CONTROL_DIR_ENV, ssh_control_dir
 from daintree_tui.services.host_check import HostCheck, probe_command, read_probes
 from daintree_tui.services.host_config import (
@@ -70,29 +70,12 @@ SSH_FAILED = 255  # ssh's own exit code when it could not connect (or the connec
 # -- the control directory ----------------------------------------------------------------------------------------
 
 
-def private_dir(path: Path) -> Path:
-    """Create (or check) a directory only we can enter: ours, not a symlink, mode 0700.
-
-    The master sockets in it carry authenticated connections: anyone who can reach one can run commands on the
-    host as us, so a directory someone else made (in a shared /tmp) is refused, never used.
-    """
-    with contextlib.suppress(FileExistsError):
-        path.mkdir(mode=0o700, parents=True)
-    info = os.lstat(path)
-    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
-        raise OperationError(f"{path} must be a directory, not a link or file: refusing to keep ssh sockets there")
-    if info.st_uid != os.getuid():
-        raise OperationError(f"{path} belongs to another user: refusing to keep ssh sockets there")
-    if info.st_mode & 0o077:
-        os.chmod(path, 0o700)
-    return path
-
-
 def control_dir() -> Path:
     """Where master sockets live: DAINTREE_SSH_CONTROL_DIR, else $XDG_RUNTIME_DIR/daintree-ssh, else
     /tmp/daintree-ssh-<uid>. Kept short: a unix socket path has a limit of about 104 bytes, and ssh adds a
     40-character hash (`%C`) plus a temporary suffix while it binds."""
-    return private_dir(ssh_control_dir())  # the sandbox hides the same folder
+    # The master sockets carry authenticated connections: anyone who reaches one runs commands on the host as us.
+    return private_dir(ssh_control_dir(), "ssh sockets")  # the sandbox hides the same folder
 
 
 # -- results --------------------------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import os
 import stat
 from pathlib import Path
 
-from daintree_tui.core import trust
+from daintree_tui.core import fs_safe
 from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.index import Index, find
 from daintree_tui.core.project import Project
@@ -44,7 +44,7 @@ def _read_to_send(worktree: Path, raw: str) -> tuple[bytes, int]:
             raise OperationError(f"{raw} in worktree {worktree.name} links outside it (to {real}): not sent; give "
                                  "that file's own path if you mean it")
         try:
-            with trust.open_parent(root, real.relative_to(root), create=False) as (dir_fd, name):
+            with fs_safe.open_parent(root, real.relative_to(root), create=False) as (dir_fd, name):
                 fd = os.open(name, _READ_FLAGS | os.O_NOFOLLOW, dir_fd=dir_fd)
         except (OSError, OperationError):
             raise OperationError(f"{raw} in worktree {worktree.name} changed while it was opened (a link or a "

@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from daintree_tui.core import trust, validate
+from daintree_tui.core import state_files, trust, validate
 from daintree_tui.core.environment import worktree_env
 from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.index import Index, find
@@ -76,7 +76,7 @@ class SessionManager:
 
     def meta(self, name: str) -> dict[str, Any]:
         """The raw record, for this layer's own read-modify-writes; other layers use `record`."""
-        data = trust.read_own_state(self.project, self.meta_path(name), "session record")
+        data = state_files.read_own_state(self.project, self.meta_path(name), "session record")
         return validate.session_record(data)  # each field of the wrong type dropped: the file is data
 
     def record(self, name: str) -> SessionRecord | None:

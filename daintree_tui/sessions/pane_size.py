@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from daintree_tui.core.fs_safe import read_state_file
 from daintree_tui.core.project import Project
-from daintree_tui.core.store import atomic_write_text, read_state_file
+from daintree_tui.core.store import atomic_write_text
 
 DEFAULT_SIZE = (200, 50)
 UI_STATE = ".ui.json"

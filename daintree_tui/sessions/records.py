@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from daintree_tui.core.errors import OperationError
+from daintree_tui.core.fs_safe import private_dir
 from daintree_tui.core.project import Project
 from daintree_tui.core.store import read_json, write_json
-from daintree_tui.core.trust import private_dir
 from daintree_tui.sessions.agents import AgentIntegration, SessionContext
 from daintree_tui.sessions.agents.base import MAX_RECORD_FILES
 from daintree_tui.sessions.usage import hour_key, parser_for

@@ -4,7 +4,7 @@ dashboard see it.
 The record (`.worktrees/.sessions/<name>.json`: agent, command, start time, last recorded status, the agent's own
 signal) is written by the sessions layer alone (sessions/manager.py); the other layers read it here, never by a
 path of their own. A record that git tracks came with the repository's history, not from us, and is ignored
-(trust.read_own_state).
+(state_files.read_own_state).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from daintree_tui.core import trust
+from daintree_tui.core import state_files
 from daintree_tui.core.project import Project
 from daintree_tui.sessions.status import SessionStatus
 
@@ -42,7 +42,7 @@ class SessionRecord:
 
 def read_session_record(project: Project, name: str) -> SessionRecord | None:
     """Worktree `name`'s session record, or None when it has none (or it is unreadable)."""
-    data = trust.read_own_state(project, session_record_path(project, name), "session record")
+    data = state_files.read_own_state(project, session_record_path(project, name), "session record")
     if not isinstance(data, dict) or not data:
         return None
     agent, status, code, started, role = (data.get(k) for k in ("agent", "status", "exit_code", "started_at", "role"))

@@ -23,9 +23,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from daintree_tui.core.errors import OperationError
+from daintree_tui.core.fs_safe import open_private_append, private_dir, read_state_file
 from daintree_tui.core.project import Project
-from daintree_tui.core.store import atomic_write_text, read_state_file
-from daintree_tui.core.trust import open_private_append, private_dir
+from daintree_tui.core.store import atomic_write_text
 from daintree_tui.sessions.host import PaneState, pane_exit, session_name, worktree_of_session
 from daintree_tui.sessions.keys import paste_text
 
