@@ -92,6 +92,7 @@ class Config:
     quiet_hours: tuple[str, str] | None = None
     waiting_debounce: float = 2.0
     stalled_after: float = 30.0  # seconds without a visible character since a start: the session is `stalled`
+    resume_after_restart: bool = False  # sessions lost with their tmux server are resumed without asking
     max_sessions: int = 3
     bakeoff_score: str | None = None
     roles: dict[str, Role] = field(default_factory=dict)
@@ -114,14 +115,14 @@ class Config:
 _TOP_KEYS = {
     "worktree_dir", "branch_prefix", "base", "deps", "ports", "hooks", "agents", "default_agent", "keys",
     "notifications", "sessions", "max_sessions", "roles", "default_role", "bakeoff", "hosts", "sandbox", "events",
-    "pricing", "budget",
+    "pricing", "budget", "notify", "serve",
 }
 _SECTION_KEYS = {
     "deps": {"include", "link"},
     "ports": {"range", "per_worktree"},
     "hooks": {*HOOK_NAMES, "timeout"},
     "notifications": {"bell", "desktop", "quiet_hours", "on_waiting", "on_exited"},
-    "sessions": {"waiting_debounce", "stalled_after"},
+    "sessions": {"waiting_debounce", "stalled_after", "resume_after_restart"},
     "bakeoff": {"score"},
     "events": {"max_mb"},
 }
@@ -403,6 +404,10 @@ def parse(data: dict[str, Any], repo_config_path: Path | None = None) -> Config:
         cfg.waiting_debounce = _number(sessions["waiting_debounce"], "sessions.waiting_debounce")
     if "stalled_after" in sessions:
         cfg.stalled_after = _number(sessions["stalled_after"], "sessions.stalled_after")
+    if "resume_after_restart" in sessions:
+        resume = sessions["resume_after_restart"]
+        _expect(isinstance(resume, bool), "sessions.resume_after_restart", "true or false", resume)
+        cfg.resume_after_restart = resume
     bakeoff = data.get("bakeoff", {})
     _expect(isinstance(bakeoff, dict), "bakeoff", "a table", bakeoff)
     if "score" in bakeoff:
@@ -521,6 +526,11 @@ def load(root: Path) -> Config:
         warn(f"config: [hosts] in {repo_path} ignored: remote hosts belong in your own config "
              f"({user_path}), `daintree host add`")
         del repo_raw["hosts"]
+    for section in ("notify", "serve"):
+        if section in repo_raw:
+            # Where notices go and who reaches `daintree serve` are the user's to say (core/user_config.py).
+            warn(f"config: [{section}] in {repo_path} ignored: it belongs in your own config ({user_path})")
+            del repo_raw[section]
     commands = repo_command_keys(repo_raw)
     repo = _tag_hooks(repo_raw, "repo")
     cfg = parse(_spend_limits(user, repo), repo_path if repo_path.exists() else None)
