@@ -100,3 +100,27 @@ def test_a_declined_or_fresh_run_is_not_offered(repo: Path, tmux_socket: str, fa
     resume.decline(services, lost)
     assert resume.lost_sessions(services, now=started + 60) == []
     assert resume.resume(services, lost) == []  # claimed already: never started twice
+
+
+@needs_tmux
+async def test_the_dashboard_offers_to_resume_after_a_restart(repo: Path, tmux_socket: str, fake_bin: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from textual.widgets import Button
+
+    from daintree_tui.services import resume
+    from daintree_tui.tui.app import make_app
+    from tests.test_dashboard import on_screen, until
+
+    monkeypatch.setattr(resume, "START_SETTLE", 0.0)
+    CLI(repo).ok("worktree", "create", "one", "--agent", "claude")
+    wait_for(lambda: "dt-one" in _panes(tmux_socket), timeout=20)
+    subprocess.run(["tmux", "-L", tmux_socket, "kill-server"], check=True)
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await on_screen(pilot, app, "ConfirmScreen", timeout=30)
+        assert "one (claude)" in str(app.screen.body)  # type: ignore[attr-defined]
+        buttons = await until(pilot, lambda: app.screen.query("#yes"))
+        buttons.first(Button).press()
+        await until(pilot, lambda: "dt-one" in _panes(tmux_socket), timeout=30)
+    record = json.loads((repo / ".worktrees" / ".sessions" / "one.json").read_text())
+    assert record["resumed"] is True and record["command"][-1] == "--continue"

@@ -15,6 +15,7 @@ offer is not made again for that run.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -116,13 +117,13 @@ def _claim(project: Project, lost: LostSession) -> bool:
     return True
 
 
-def decline(services: Services, lost: list[LostSession]) -> None:
+def decline(services: Services, lost: Sequence[LostSession]) -> None:
     """The person said no: the offer is not made again for these runs."""
     for item in lost:
         _claim(services.project, item)
 
 
-def resume(services: Services, lost: list[LostSession], size: tuple[int, int] | None = None) -> list[Resumed]:
+def resume(services: Services, lost: Sequence[LostSession], size: tuple[int, int] | None = None) -> list[Resumed]:
     """Start each lost session again in its own worktree, with its agent's resume where it has one; each once."""
     results = []
     for item in lost:
