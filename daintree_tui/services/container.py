@@ -7,6 +7,7 @@ the bake-off or queue modules.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -178,7 +179,8 @@ class Services:
         fixes = self.reconcile(fix=True)
         host = self.host
         if getattr(host, "persistent", False) and getattr(host, "serves_sessions", lambda: False)():
-            self.ensure_watcher()  # sessions started before a `[notify]` channel was set, or a watcher ended
+            with contextlib.suppress(OSError):  # its log cannot be opened (a full disk): no notices, all else works
+                self.ensure_watcher()  # sessions started before a `[notify]` channel was set, or a watcher ended
         return fixes
 
     def approve_and_run(self, request_id: int, extra_args: tuple[str, ...] = ()) -> ApprovedRun:

@@ -152,6 +152,7 @@ class Watcher:
         self.tick = tick
         self.log = log or (lambda line: print(f"{time.strftime('%H:%M:%S')} {line}", file=sys.stderr, flush=True))
         self.notices = 0
+        self._config_read: tuple[tuple[int, int] | None, NotifyConfig | None] | None = None
 
     def run(self, stop: threading.Event) -> bool:
         """Watch until the last session ends, the config has no channel or `stop` is set; False when another
@@ -171,11 +172,23 @@ class Watcher:
             os.close(fd)
 
     def _config(self) -> NotifyConfig | None:
+        """The user's `[notify]`, read again only when the file changed (each look would repeat its warnings)."""
+        from daintree_tui.core.config import user_config_dir
+
         try:
-            return load_notify_config()
+            st = (user_config_dir() / "config.toml").stat()
+            stamp: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
+        except OSError:
+            stamp = None
+        if self._config_read is not None and self._config_read[0] == stamp:
+            return self._config_read[1]
+        try:
+            config: NotifyConfig | None = load_notify_config()
         except ConfigError as exc:
             self.log(f"config: {exc}")
-            return None
+            config = None
+        self._config_read = (stamp, config)
+        return config
 
     def _loop(self, stop: threading.Event, fd: int) -> None:
         config = self._config()
@@ -215,7 +228,7 @@ class Watcher:
                     if not fresh.channels:
                         self.log("no [notify] channel in your config any more: stopping")
                         break
-                    notifier.close()
+                    notifier.close(timeout=0)  # what it has queued still goes out, on its own threads
                     config, notifier = fresh, Notifier(self.project, fresh, log=self.log)
                 stop.wait(self.tick)
             self._notify(notifier, once, offset)  # what the last look recorded

@@ -129,7 +129,7 @@ class DashboardFeed(Widget):
             self._today_read_at = time.monotonic()
             today = backend.usage_today()
         self.post_message(SessionsPolled(infos, previews, approvals, today))
-        if not first_look:
+        if not first_look and not self.app.is_web:  # a browser's page shows no terminal notification
             from daintree_tui.tui.away import terminal_notices  # after the first frame: not a start-up import
 
             notices = terminal_notices(backend)
