@@ -225,3 +225,38 @@ def test_notify_config_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     user_config('[notify]\ndesktop = true\nntfy = "https://ntfy.sh/x"\nquiet_hours = ["22:00", "07:00"]\n')
     config = load_notify_config()
     assert config.channels == ["desktop", "ntfy"] and config.quiet_hours == ("22:00", "07:00")
+
+
+@needs_tmux
+def test_no_notice_for_the_session_being_typed_into(repo: Path, tmux_socket: str, receiver: Receiver) -> None:
+    """A person at the session (a tmux client that had a key just now) needs no notice about it; others still
+    get theirs."""
+    import pty
+
+    user_config(f'[notify]\nwebhook = "{receiver.url}"\n' + AGENTS + """
+[agents.typed]
+command = "sh -c 'read first; printf \\"proceed? \\"; read answer'"
+prompt_mode = "none"
+""")
+    cli = CLI(repo, subprocess=True)
+    cli.ok("worktree", "create", "typed", "--agent", "typed")
+    wait_for(lambda: watcher_running(repo), timeout=15)
+    pid, fd = pty.fork()
+    if pid == 0:  # the person's terminal: a plain tmux client on the session
+        os.execvp("tmux", ["tmux", "-L", tmux_socket, "attach-session", "-t", "=dt-typed"])
+    try:
+        wait_for(lambda: "dt-typed" in subprocess.run(["tmux", "-L", tmux_socket, "list-clients", "-F",
+                                                       "#{client_session}"], capture_output=True, text=True).stdout,
+                 timeout=15)
+        os.write(fd, b"go\r")  # typed by the person: the agent then asks and waits
+        cli.ok("worktree", "create", "crash", "--agent", "crasher")
+        log = repo / ".worktrees" / ".logs" / "notify.log"
+        wait_for(lambda: log.exists() and "waiting of typed not sent: you are typing into it" in log.read_text(),
+                 timeout=30)
+        wait_for(lambda: ("failed", "crash") in receiver.kinds(), timeout=20)
+        assert ("waiting", "typed") not in receiver.kinds()
+    finally:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        os.close(fd)
+        cli("notify", "stop")  # ours: it would tell the receiver, gone by then, of the sessions the teardown ends
