@@ -28,6 +28,8 @@ class Receiver:
     def __init__(self) -> None:
         self.posts: list[dict[str, Any]] = []
         self.received: list[float] = []  # when each post came (wall clock, as the events' `ts`)
+        self.raw: list[tuple[dict[str, str], bytes]] = []  # every request, failed ones too
+        self.fail_first = 0
         self.lock = threading.Lock()
         receiver = self
 
@@ -35,8 +37,15 @@ class Receiver:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 with receiver.lock:
-                    receiver.posts.append(json.loads(body))
-                    receiver.received.append(time.time())
+                    receiver.raw.append((dict(self.headers), body))
+                    if receiver.fail_first > 0 and self.path == "/hook":  # a webhook that is down for a moment
+                        receiver.fail_first -= 1
+                        self.send_response(503)
+                        self.end_headers()
+                        return
+                    if self.headers.get("Content-Type") == "application/json":
+                        receiver.posts.append(json.loads(body))
+                        receiver.received.append(time.time())
                 self.send_response(204)
                 self.end_headers()
 
@@ -260,3 +269,22 @@ prompt_mode = "none"
         os.waitpid(pid, 0)
         os.close(fd)
         cli("notify", "stop")  # ours: it would tell the receiver, gone by then, of the sessions the teardown ends
+
+
+def test_webhook_retried_with_back_off_and_ntfy_as_ntfy_expects(tmp_path: Path, receiver: Receiver) -> None:
+    from daintree_tui.core.project import Project
+    from daintree_tui.core.user_config import NotifyConfig
+    from daintree_tui.services.notify import Notifier, notice_for
+
+    project = Project.discover(make_repo(tmp_path / "r"))
+    receiver.fail_first = 1
+    notifier = Notifier(project, NotifyConfig(webhook=receiver.url, ntfy=receiver.url.replace("/hook", "/topic")),
+                        log=lambda _: None)
+    notice = notice_for({"event": "session.waiting", "worktree": {"name": "a"}, "agent": "claude", "ts": 1.0})
+    assert notice is not None and notifier.send(notice)  # returns at once: delivery is the channels' threads'
+    notifier.close()
+    assert [p["kind"] for p in receiver.posts] == ["waiting"]  # the 503 was tried again, and sent once
+    assert sum(1 for headers, _ in receiver.raw if headers.get("Content-Type") == "application/json") == 2
+    ntfy = [(headers, body) for headers, body in receiver.raw if headers.get("Title")]
+    assert len(ntfy) == 1 and ntfy[0][1] == b"a: claude is waiting for you"
+    assert ntfy[0][0]["Title"] == "daintree: a needs you" and ntfy[0][0]["Priority"] == "high"
