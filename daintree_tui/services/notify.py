@@ -318,14 +318,14 @@ class _Channel:
                 return
             for attempt, delay in enumerate((0.0, *RETRY_DELAYS)):
                 time.sleep(delay)
+                what = notice.kind + (f" of {notice.worktree}" if notice.worktree else "")
                 try:
                     self.deliver(notice)
-                    self.log(f"sent {notice.kind} of {notice.worktree or '-'} by {self.name}")
+                    self.log(f"sent {what} by {self.name}")
                     break
                 except DeliveryError as exc:
                     last = attempt == len(RETRY_DELAYS) or not exc.retry
-                    self.log(f"{self.name}: {notice.kind} of {notice.worktree or '-'} not sent ({exc})"
-                             + ("; given up" if last else "; trying again"))
+                    self.log(f"{self.name}: {what} not sent ({exc})" + ("; given up" if last else "; trying again"))
                     if last:
                         break
                 except Exception as exc:  # a channel's bug must not end the others' thread
