@@ -290,3 +290,23 @@ def test_webhook_retried_with_back_off_and_ntfy_as_ntfy_expects(tmp_path: Path, 
     ntfy = [(headers, body) for headers, body in receiver.raw if headers.get("Title")]
     assert len(ntfy) == 1 and ntfy[0][1] == b"a: claude is waiting for you"
     assert ntfy[0][0]["Title"] == "daintree: a needs you" and ntfy[0][0]["Priority"] == "high"
+
+
+@needs_tmux
+def test_a_train_result_with_no_session_running_is_sent(repo: Path, tmux_socket: str, receiver: Receiver) -> None:
+    """What a merge train does when it lands work whose agents have all ended: it records its results, then asks
+    for the watcher from before them; the watcher sends them and ends."""
+    from daintree_tui.core.project import Project
+    from daintree_tui.services import Services
+
+    user_config(f'[notify]\nwebhook = "{receiver.url}"\n')
+    services = Services(Project.discover(repo))
+    before = services.project.events.complete_end()
+    services.project.events.append("train.merged", worktree={"name": "a"}, commit="abc123")
+    services.project.events.append("train.conflict", worktree={"name": "b"}, files=["app.py"])
+    assert services.ensure_watcher(since=before) is not None
+    wait_for(lambda: len(receiver.posts) == 2, timeout=20)
+    wait_for(lambda: watcher_running(repo) is None, timeout=20)
+    assert [(p["kind"], p["worktree"], p["status"]) for p in receiver.posts] == [
+        ("train", "a", "merged"), ("train", "b", "conflict")]
+    assert receiver.posts[1]["text"] == "train: b conflict: app.py"

@@ -92,14 +92,14 @@ class Services:
         manager.after_start = lambda _name: self.ensure_watcher()
         return manager
 
-    def ensure_watcher(self) -> int | None:
+    def ensure_watcher(self, since: int | None = None) -> int | None:
         """Start the notify watcher of this repository unless it runs (or no `[notify]` channel is set): the
         process that observes the sessions and sends notices while no dashboard does (services/watcher.py)."""
         if not getattr(self.host, "persistent", False):
             return None  # sessions that end with this process need no watcher to outlive it
         from daintree_tui.services.watcher import ensure_watcher
 
-        return ensure_watcher(self.project)
+        return ensure_watcher(self.project, since=since)
 
     @cached_property
     def observer(self) -> SessionObserver:

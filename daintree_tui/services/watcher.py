@@ -11,9 +11,10 @@ sends each notice once.
   their transitions, run the `on_waiting` / `on_session_exit` hooks: the observer's compare-and-set makes each
   transition one event, whoever else records it), then reads the event log from where it was and turns each
   event into at most one notice (services/notify.py), skipping sessions someone is typing into.
-- **Ends with the last session**: when the tmux server has none of this repository's sessions for a few
-  seconds (sessions that vanished with it are recorded as lost first, which notifies `failed`), or when the user's
-  config has no channel any more, or on SIGTERM (`daintree notify stop`).
+- **Ends with the last session**: when the tmux server has had none of this repository's sessions, and the event
+  log nothing new, for a few seconds (sessions that vanished with the server are recorded as lost first, which
+  notifies `failed`), or when the user's config has no channel any more, or on SIGTERM (`daintree notify stop`).
+  A command that records an outcome while no session runs (a merge train) calls `ensure_watcher(since=...)`.
 """
 
 from __future__ import annotations
@@ -43,7 +44,9 @@ if TYPE_CHECKING:
     from daintree_tui.sessions.manager import SessionInfo
 
 TICK = 1.0
-EMPTY_GRACE = 3.0  # seconds with no session before the watcher ends (a restart of the only one stops the server)
+# Seconds with no session and no new event before the watcher ends: a restart of the only session stops the server
+# for a moment, and a merge train that removes the last worktree goes on writing its results after.
+EMPTY_GRACE = 5.0
 LOCK_NAME = "notify-watcher.lock"
 LOCK_PATIENCE = 1.0  # seconds a new watcher tries for the lock: another process's look (`watcher_pid`) takes it briefly
 # What of the environment of whoever started the first session the watcher must not keep: the session's own
@@ -110,10 +113,11 @@ def stop_watcher(project: Project, timeout: float = 10.0) -> int | None:
     return pid
 
 
-def ensure_watcher(project: Project, config: NotifyConfig | None = None) -> int | None:
+def ensure_watcher(project: Project, config: NotifyConfig | None = None, since: int | None = None) -> int | None:
     """Start the repository's watcher unless one runs, there is no channel to send to, or this process runs inside
     a session (an agent's environment chose its config; the person's own start will do). The pid started, or
-    None."""
+    None. `since`: the event log offset to notify from (default: its end now); a command that records an outcome
+    with no session running (a merge train) passes the offset from before it."""
     if os.environ.get("DAINTREE_WORKTREE") or not project.is_git:
         return None
     try:
@@ -126,7 +130,8 @@ def ensure_watcher(project: Project, config: NotifyConfig | None = None) -> int 
     if not config.channels or watcher_pid(project) is not None:
         return None
     env = {k: v for k, v in os.environ.items() if k not in _DROPPED_ENV}
-    since = project.events.complete_end()  # from the start of this session: its first transition is not missed
+    if since is None:
+        since = project.events.complete_end()  # from the start of this session: its first transition is not missed
     with open_private_append(log_path(project)) as log:
         proc = subprocess.Popen([sys.executable, "-m", "daintree_tui", "notify", "watch", "--repo",
                                  str(project.root), "--since", str(since)],
@@ -210,9 +215,10 @@ class Watcher:
                     if not infos and seen_runs:
                         self._record_lost(seen_runs)
                     seen_runs = {i.name: i.started_at for i in infos if i.status != SessionStatus.EXITED}
+                read = offset
                 offset = self._notify(notifier, once, offset)
                 now = time.monotonic()
-                if infos:
+                if infos or offset != read:
                     empty_since = None
                 elif empty_since is None:
                     empty_since = now
