@@ -106,7 +106,6 @@ def test_the_dashboard_in_a_headless_browser(repo: Path, tmux_socket: str, tmp_p
     CLI(repo).ok("worktree", "create", "alpha", "--agent", "echo")
     wait_for(lambda: "agent ready" in _capture(tmux_socket), timeout=20)
     url, _ = served
-    started = time.monotonic()
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
             str(tmp_path / "profile"), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
@@ -147,7 +146,6 @@ def test_the_dashboard_in_a_headless_browser(repo: Path, tmux_socket: str, tmp_p
             context.close()
     assert _status(f"{base}/") == 403 and _status(f"{base}/{token}/static/js/textual.js") == 200
     assert _status(f"{base}/x{token}/ws") == 403
-    assert time.monotonic() - started < 60
 
 
 def test_token_is_private_and_kept(tmp_path: Path) -> None:
