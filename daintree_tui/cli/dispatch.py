@@ -57,6 +57,8 @@ GROUPS: tuple[tuple[tuple[str, ...], str, str], ...] = (
     (("mcp",), "mcp", "register"),
     (("sandbox",), "sandbox", "register"),
     (("agents", "usage"), "agents", "register"),
+    (("notify",), "notify", "register"),
+    (("serve",), "serve", "register"),
 )
 
 

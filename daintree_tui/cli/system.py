@@ -16,14 +16,26 @@ from daintree_tui.services import Services
 
 def cmd_doctor(args: argparse.Namespace, services: Services) -> int:
     from daintree_tui.cli.sandbox import sandbox_status
+    from daintree_tui.services import resume
 
     findings = services.reconcile(fix=args.fix)
     verb = "fixed" if args.fix else "found"
     sandbox = sandbox_status(services.project)
-    emit(args, {"fixed": args.fix, "findings": findings, "sandbox": sandbox},
-         lambda: "\n".join([f"{verb}: {f}" for f in findings] or ["all consistent: tasks, index and git agree"])
-         + f"\nsandbox: {sandbox['reason']}")
-    return 0 if args.fix or not findings else 1
+    # Sessions that vanished with their tmux server (a reboot): reported, and resumed when asked (`--resume`) or
+    # when the config says so (`sessions.resume_after_restart`, with --fix).
+    lost = resume.lost_sessions(services) if services.project.is_git else []
+    wanted = args.resume or (args.fix and services.project.config.resume_after_restart)
+    resumed = resume.resume(services, lost) if wanted and lost else []
+    lines = [f"{verb}: {f}" for f in findings] or ["all consistent: tasks, index and git agree"]
+    lines += [f"resumed: {r.lost.name} ({r.lost.agent}): {' '.join(r.command)}" if r.error is None
+              else f"not resumed: {r.lost.name}: {r.error}" for r in resumed]
+    lines += [f"found: {resume.describe(item)}" for item in lost if not resumed]
+    emit(args, {"fixed": args.fix, "findings": findings, "sandbox": sandbox,
+                "lost_sessions": [item.to_dict() for item in lost], "resumed": [r.to_dict() for r in resumed]},
+         lambda: "\n".join(lines) + f"\nsandbox: {sandbox['reason']}")
+    if any(r.error for r in resumed):
+        return 1
+    return 0 if args.fix or args.resume or not (findings or lost) else 1
 
 
 def cmd_trust(args: argparse.Namespace, services: Services) -> int:
@@ -104,7 +116,10 @@ def _clean_demos(args: argparse.Namespace) -> int:
 
 def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None:
     p = add(sub, "doctor", cmd_doctor, "reconcile tasks, index and git; report (or --fix) what disagrees")
-    p.add_argument("--fix", action="store_true", help="repair what disagrees (the dashboard does this at start)")
+    p.add_argument("--fix", action="store_true", help="repair what disagrees (the dashboard does this at start); "
+                   "with sessions.resume_after_restart = true, also resume the sessions lost with their tmux server")
+    p.add_argument("--resume", action="store_true",
+                   help="start the sessions lost with their tmux server (a reboot) again, with their agents' resume")
     p = add(sub, "trust", cmd_trust, "allow the commands in this repo's .daintree.toml to run (for you only)")
     p.add_argument("--show", action="store_true", help="only say whether it is trusted, and list its commands")
 

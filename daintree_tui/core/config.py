@@ -54,6 +54,11 @@ def load(root: Path) -> Config:
         warn(f"config: [hosts] in {repo_path} ignored: remote hosts belong in your own config "
              f"({user_path}), `daintree host add`")
         del repo_raw["hosts"]
+    for section in ("notify", "serve"):
+        if section in repo_raw:
+            # Where notices go and who reaches `daintree serve` are the user's to say (core/user_config.py).
+            warn(f"config: [{section}] in {repo_path} ignored: it belongs in your own config ({user_path})")
+            del repo_raw[section]
     commands = repo_command_keys(repo_raw)
     repo = tag_hooks(repo_raw, "repo")
     cfg = parse(_spend_limits(user, repo), repo_path if repo_path.exists() else None)

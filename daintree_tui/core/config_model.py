@@ -78,6 +78,7 @@ class Config:
     quiet_hours: tuple[str, str] | None = None
     waiting_debounce: float = 2.0
     stalled_after: float = 30.0  # seconds without a visible character since a start: the session is `stalled`
+    resume_after_restart: bool = False  # sessions lost with their tmux server are resumed without asking
     max_sessions: int = 3
     bakeoff_score: str | None = None
     roles: dict[str, Role] = field(default_factory=dict)

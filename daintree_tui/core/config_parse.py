@@ -31,14 +31,14 @@ from daintree_tui.core.validate import escape_controls
 _TOP_KEYS = {
     "worktree_dir", "branch_prefix", "base", "deps", "ports", "hooks", "agents", "default_agent", "keys",
     "notifications", "sessions", "max_sessions", "roles", "default_role", "bakeoff", "hosts", "sandbox", "events",
-    "pricing", "budget",
+    "pricing", "budget", "notify", "serve",
 }
 _SECTION_KEYS = {
     "deps": {"include", "link"},
     "ports": {"range", "per_worktree"},
     "hooks": {*HOOK_NAMES, "timeout"},
     "notifications": {"bell", "desktop", "quiet_hours", "on_waiting", "on_exited"},
-    "sessions": {"waiting_debounce", "stalled_after"},
+    "sessions": {"waiting_debounce", "stalled_after", "resume_after_restart"},
     "bakeoff": {"score"},
     "events": {"max_mb"},
 }
@@ -303,6 +303,10 @@ def parse(data: dict[str, Any], repo_config_path: Path | None = None) -> Config:
         cfg.waiting_debounce = _number(sessions["waiting_debounce"], "sessions.waiting_debounce")
     if "stalled_after" in sessions:
         cfg.stalled_after = _number(sessions["stalled_after"], "sessions.stalled_after")
+    if "resume_after_restart" in sessions:
+        resume = sessions["resume_after_restart"]
+        _expect(isinstance(resume, bool), "sessions.resume_after_restart", "true or false", resume)
+        cfg.resume_after_restart = resume
     bakeoff = data.get("bakeoff", {})
     _expect(isinstance(bakeoff, dict), "bakeoff", "a table", bakeoff)
     if "score" in bakeoff:

@@ -7,6 +7,7 @@ the bake-off or queue modules.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -87,7 +88,18 @@ class Services:
     def sessions(self) -> SessionManager:
         from daintree_tui.sessions.manager import SessionManager
 
-        return SessionManager(self.project, self.host)
+        manager = SessionManager(self.project, self.host)
+        manager.after_start = lambda _name: self.ensure_watcher()
+        return manager
+
+    def ensure_watcher(self, since: int | None = None) -> int | None:
+        """Start the notify watcher of this repository unless it runs (or no `[notify]` channel is set): the
+        process that observes the sessions and sends notices while no dashboard does (services/watcher.py)."""
+        if not getattr(self.host, "persistent", False):
+            return None  # sessions that end with this process need no watcher to outlive it
+        from daintree_tui.services.watcher import ensure_watcher
+
+        return ensure_watcher(self.project, since=since)
 
     @cached_property
     def observer(self) -> SessionObserver:
@@ -164,7 +176,12 @@ class Services:
         """Reconcile after whatever happened while nothing of ours ran (the dashboard calls this first)."""
         if not self.project.is_git:
             return []
-        return self.reconcile(fix=True)
+        fixes = self.reconcile(fix=True)
+        host = self.host
+        if getattr(host, "persistent", False) and getattr(host, "serves_sessions", lambda: False)():
+            with contextlib.suppress(OSError):  # its log cannot be opened (a full disk): no notices, all else works
+                self.ensure_watcher()  # sessions started before a `[notify]` channel was set, or a watcher ended
+        return fixes
 
     def approve_and_run(self, request_id: int, extra_args: tuple[str, ...] = ()) -> ApprovedRun:
         """Approve a request and run its command (the same way from the CLI and the dashboard)."""

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from daintree_tui.core import state_files, trust, validate
 from daintree_tui.core.environment import worktree_env
-from daintree_tui.core.errors import InputError, OperationError
+from daintree_tui.core.errors import DaintreeError, InputError, OperationError
 from daintree_tui.core.index import Index, find
 from daintree_tui.core.log import warn
 from daintree_tui.core.models import WorktreeEntry
@@ -61,6 +61,8 @@ class SessionManager:
         self._host = resolved
         self.usage = UsageTracker(project)
         self.panes = PaneFacts(project, self.usage)
+        self.after_start: Callable[[str], object] | None = None
+        """Told the worktree's name after each session start (the services start the notify watcher)."""
 
     @property
     def host(self) -> SessionHost:
@@ -190,6 +192,11 @@ class SessionManager:
         self.project.events.append("session.started", worktree=entry.brief(), agent=preset.name,
                                    session=session_name(name), pid=state.pid,
                                    task=TaskService(self.project).brief_of(entry.task_id))
+        if self.after_start is not None:
+            try:
+                self.after_start(name)
+            except (OSError, DaintreeError) as exc:  # the session runs: what follows a start never undoes it
+                warn(f"after starting {name}: {exc}")
         return self._info(name, state, meta, SessionStatus.STARTING)
 
     def record_unsandboxed(self, name: str, started_at: float, reason: str) -> bool:

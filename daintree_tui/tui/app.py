@@ -9,6 +9,7 @@ import subprocess
 import time
 import weakref
 from collections.abc import Callable
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
@@ -36,6 +37,7 @@ from daintree_tui.tui.widgets.terminal import TerminalView
 
 if TYPE_CHECKING:
     from daintree_tui.sessions.manager import SessionInfo
+    from daintree_tui.tui.away import TerminalNotices
 
 STYLES = Path(__file__).resolve().parent.parent / "styles" / "app.tcss"
 DIALOG_BREAKPOINTS = [(0, "-short"), (25, "-tall")]
@@ -163,12 +165,36 @@ class DaintreeApp(App[None]):
             return
         if cfg.bell:
             self.bell()
-        if cfg.desktop and shutil.which("notify-send"):
+        if cfg.desktop and not self.watcher_tells_desktop and shutil.which("notify-send"):
             # The body is markup to desktop notifiers (<a href>, <img src>, entities): the agent's last line is
             # shown as text, never obeyed.
             body = html.escape(escape_controls("\n".join(lines)), quote=False)
             subprocess.Popen(["notify-send", "daintree", body],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    @cached_property
+    def watcher_tells_desktop(self) -> bool:
+        """Whether the user's `[notify] desktop = true` has the notify watcher tell the desktop (once for all
+        dashboards): this dashboard then does not too."""
+        from daintree_tui.core.errors import ConfigError
+        from daintree_tui.core.user_config import load_notify_config
+
+        try:
+            return load_notify_config().desktop
+        except ConfigError:
+            return False
+
+    def on_terminal_notices(self, message: TerminalNotices) -> None:
+        """Notices the watcher left for a dashboard's terminal (no desktop session where it runs): shown by the
+        terminal itself, OSC 777 / OSC 9. Textual has no public call that writes a control sequence; `bell()`
+        writes its BEL through the driver the same way."""
+        from daintree_tui.services.notify import osc_notification
+
+        driver = getattr(self, "_driver", None)
+        if driver is None or self.is_web:
+            return
+        for notice in message.notices:
+            driver.write(osc_notification(notice))
 
     @staticmethod
     def what_happened(info: SessionInfo) -> str:

@@ -129,6 +129,12 @@ class DashboardFeed(Widget):
             self._today_read_at = time.monotonic()
             today = backend.usage_today()
         self.post_message(SessionsPolled(infos, previews, approvals, today))
+        if not first_look and not self.app.is_web:  # a browser's page shows no terminal notification
+            from daintree_tui.tui.away import terminal_notices  # after the first frame: not a start-up import
+
+            notices = terminal_notices(backend)
+            if notices is not None:
+                self.post_message(notices)
         if first_look and not self._unmounted:
             self._go_live()
         return changed
@@ -173,6 +179,11 @@ class DashboardFeed(Widget):
         untrusted = backend.untrusted_hooks()
         if untrusted:
             self.post_message(TrustNeeded(untrusted))
+        from daintree_tui.tui.away import look_after_restart
+
+        after_restart = look_after_restart(backend)  # sessions a reboot took: resumed, or offered
+        if after_restart is not None:
+            self.post_message(after_restart)
         self.post_message(EventsAppended(self._new_events()))
 
     def start_polling(self) -> None:

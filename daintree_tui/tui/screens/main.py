@@ -51,6 +51,7 @@ from daintree_tui.tui.widgets.worktree_table import WorktreeTable
 
 if TYPE_CHECKING:
     from daintree_tui.sessions.manager import SessionInfo
+    from daintree_tui.tui.away import ResumeOffered
 
 REST_AT_THE_LATEST = 2.0
 """Seconds after the first frame by which what waits for the first status starts, however late it is."""
@@ -226,6 +227,11 @@ class MainScreen(CurrentWorktreeScreen):
 
     def on_trust_needed(self, message: TrustNeeded) -> None:
         self.run_flow(prompts.trust(self, message.commands), "trust")
+
+    def on_resume_offered(self, message: ResumeOffered) -> None:
+        from daintree_tui.tui import away
+
+        self.run_flow(away.offer_resume(self, message.lost), "resume after a restart")
 
     def on_sessions_polled(self, message: SessionsPolled) -> None:
         try:

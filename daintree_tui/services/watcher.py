@@ -1,0 +1,281 @@
+"""The notify watcher: one small process per repository that observes its sessions while no dashboard does, and
+sends each notice once.
+
+- **Starts with the first session**: every session start (CLI, dashboard, queue, bake-off, inbox) calls
+  `ensure_watcher`, which starts `daintree notify watch` in a session of its own (it outlives the command and the
+  dashboard) when the user's `[notify]` has a channel and none runs for this repository. The dashboard's start and
+  `doctor` call it too, for sessions started before a channel was set.
+- **One owner**: the watcher holds an exclusive flock on `.worktrees/.locks/notify-watcher.lock` (a folder no
+  sandbox sees) as long as it runs; a second one finds it taken and exits at once.
+- **What it does each second**: what `daintree session watch` does (apply the sessions' inbox requests, record
+  their transitions, run the `on_waiting` / `on_session_exit` hooks: the observer's compare-and-set makes each
+  transition one event, whoever else records it), then reads the event log from where it was and turns each
+  event into at most one notice (services/notify.py), skipping sessions someone is typing into.
+- **Ends with the last session**: when the tmux server has had none of this repository's sessions, and the event
+  log nothing new, for a few seconds (sessions that vanished with the server are recorded as lost first, which
+  notifies `failed`), or when the user's config has no channel any more, or on SIGTERM (`daintree notify stop`).
+  A command that records an outcome while no session runs (a merge train) calls `ensure_watcher(since=...)`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from daintree_tui.core.errors import ConfigError, DaintreeError
+from daintree_tui.core.fs_safe import open_private_append, private_dir
+from daintree_tui.core.project import Project
+from daintree_tui.core.user_config import NotifyConfig, load_notify_config
+from daintree_tui.services.notify import SESSION_KINDS, Notifier, OncePerRun, notice_for
+from daintree_tui.sessions.clients import typed_into
+from daintree_tui.sessions.status import SessionStatus
+
+if TYPE_CHECKING:
+    from daintree_tui.services.container import Services
+    from daintree_tui.sessions.manager import SessionInfo
+
+TICK = 1.0
+# Seconds with no session and no new event before the watcher ends: a restart of the only session stops the server
+# for a moment, and a merge train that removes the last worktree goes on writing its results after.
+EMPTY_GRACE = 5.0
+LOCK_NAME = "notify-watcher.lock"
+LOCK_PATIENCE = 1.0  # seconds a new watcher tries for the lock: another process's look (`watcher_pid`) takes it briefly
+# What of the environment of whoever started the first session the watcher must not keep: the session's own
+# variables (a session's command may start another) and tmux's.
+_DROPPED_ENV = ("TMUX", "TMUX_PANE", "CLAUDECODE", "DAINTREE_WORKTREE", "DAINTREE_WORKTREE_PATH", "DAINTREE_BRANCH",
+                "DAINTREE_TASK_ID", "DAINTREE_AGENT", "DAINTREE_ROOT", "PORT")
+
+
+def lock_path(project: Project) -> Path:
+    return project.locks_dir / LOCK_NAME
+
+
+def log_path(project: Project) -> Path:
+    return project.logs_dir / "notify.log"
+
+
+def _open_lock(project: Project) -> int:
+    private_dir(project.locks_dir)
+    return os.open(lock_path(project), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+
+
+def _try_lock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+
+
+def watcher_pid(project: Project) -> int | None:
+    """The pid of the watcher running for this repository, or None when none holds the lock."""
+    try:
+        fd = os.open(lock_path(project), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if _try_lock(fd):
+            return None  # free: nobody watches (ours is released when fd closes)
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        return int(text) if text.isdigit() else -1
+    finally:
+        os.close(fd)
+
+
+def _is_watcher(pid: int) -> bool:
+    """Whether `pid` is a `daintree notify watch` (the lock file's word is checked before a signal is sent)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return sys.platform != "linux"  # no /proc to ask: the lock's holder is all there is
+    return b"notify" in cmdline and b"watch" in cmdline
+
+
+def stop_watcher(project: Project, timeout: float = 10.0) -> int | None:
+    """SIGTERM the repository's watcher and wait for it to let go of its lock; its pid, or None if none ran."""
+    pid = watcher_pid(project)
+    if pid is None or pid <= 0 or not _is_watcher(pid):
+        return None
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while watcher_pid(project) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return pid
+
+
+def ensure_watcher(project: Project, config: NotifyConfig | None = None, since: int | None = None) -> int | None:
+    """Start the repository's watcher unless one runs, there is no channel to send to, or this process runs inside
+    a session (an agent's environment chose its config; the person's own start will do). The pid started, or
+    None. `since`: the event log offset to notify from (default: its end now); a command that records an outcome
+    with no session running (a merge train) passes the offset from before it."""
+    if os.environ.get("DAINTREE_WORKTREE") or not project.is_git:
+        return None
+    try:
+        config = config if config is not None else load_notify_config()
+    except ConfigError as exc:
+        from daintree_tui.core.log import warn
+
+        warn(f"notifications are off: {exc}")
+        return None
+    if not config.channels or watcher_pid(project) is not None:
+        return None
+    env = {k: v for k, v in os.environ.items() if k not in _DROPPED_ENV}
+    if since is None:
+        since = project.events.complete_end()  # from the start of this session: its first transition is not missed
+    with open_private_append(log_path(project)) as log:
+        proc = subprocess.Popen([sys.executable, "-m", "daintree_tui", "notify", "watch", "--repo",
+                                 str(project.root), "--since", str(since)],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, cwd=str(project.root),
+                                start_new_session=True, close_fds=True)
+    return proc.pid
+
+
+class Watcher:
+    """The loop of `daintree notify watch` over one project's services.
+
+    Args:
+        services: the project's services (the observer records; the event log is read).
+        since: the event log offset to read from (default: its end now).
+        log: where delivery failures and sends are written (the watcher's log file when started in the background).
+    """
+
+    def __init__(self, services: Services, since: int | None = None,
+                 log: Callable[[str], None] | None = None, tick: float = TICK) -> None:
+        self.services = services
+        self.project = services.project
+        self.since = since
+        self.tick = tick
+        self.log = log or (lambda line: print(f"{time.strftime('%H:%M:%S')} {line}", file=sys.stderr, flush=True))
+        self.notices = 0
+        self._config_read: tuple[tuple[int, int] | None, NotifyConfig | None] | None = None
+
+    def run(self, stop: threading.Event) -> bool:
+        """Watch until the last session ends, the config has no channel or `stop` is set; False when another
+        watcher already runs for this repository."""
+        fd = _open_lock(self.project)
+        try:
+            deadline = time.monotonic() + LOCK_PATIENCE
+            while not _try_lock(fd):
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.05)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            self._loop(stop, fd)
+            return True
+        finally:
+            os.close(fd)
+
+    def _config(self) -> NotifyConfig | None:
+        """The user's `[notify]`, read again only when the file changed (each look would repeat its warnings)."""
+        from daintree_tui.core.config import user_config_dir
+
+        try:
+            st = (user_config_dir() / "config.toml").stat()
+            stamp: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
+        except OSError:
+            stamp = None
+        if self._config_read is not None and self._config_read[0] == stamp:
+            return self._config_read[1]
+        try:
+            config: NotifyConfig | None = load_notify_config()
+        except ConfigError as exc:
+            self.log(f"config: {exc}")
+            config = None
+        self._config_read = (stamp, config)
+        return config
+
+    def _loop(self, stop: threading.Event, fd: int) -> None:
+        config = self._config()
+        if config is None or not config.channels:
+            self.log("no [notify] channel in your config: nothing to do")
+            return
+        events = self.project.events
+        size = events.complete_end()
+        offset = self.since if self.since is not None and 0 <= self.since <= size else size
+        notifier = Notifier(self.project, config, log=self.log)
+        once = OncePerRun()
+        seen_runs: dict[str, float | None] = {}  # live sessions of the last look: those lost with the server
+        empty_since: float | None = None
+        self.log(f"watching {self.project.root} (pid {os.getpid()}): {', '.join(config.channels)}")
+        try:
+            while not stop.is_set():
+                infos = self._observe()
+                if infos is not None:
+                    if not infos and seen_runs:
+                        self._record_lost(seen_runs)
+                    seen_runs = {i.name: i.started_at for i in infos if i.status != SessionStatus.EXITED}
+                read = offset
+                offset = self._notify(notifier, once, offset)
+                now = time.monotonic()
+                if infos or offset != read:
+                    empty_since = None
+                elif empty_since is None:
+                    empty_since = now
+                elif now - empty_since >= EMPTY_GRACE:
+                    # Let go of the lock, then look once more: a session started just now saw the lock taken
+                    # and started no watcher, so this one stays (unless another took the lock meanwhile).
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                    if not self._any_session() or not _try_lock(fd):
+                        break
+                    empty_since = None
+                fresh = self._config()
+                if fresh is not None and fresh != config:
+                    if not fresh.channels:
+                        self.log("no [notify] channel in your config any more: stopping")
+                        break
+                    notifier.close(timeout=0)  # what it has queued still goes out, on its own threads
+                    config, notifier = fresh, Notifier(self.project, fresh, log=self.log)
+                stop.wait(self.tick)
+            self._notify(notifier, once, offset)  # what the last look recorded
+        finally:
+            notifier.close()
+            self.log("stopped")
+
+    def _observe(self) -> list[SessionInfo] | None:
+        try:
+            return list(self.services.observe_tick().sessions)
+        except DaintreeError as exc:
+            self.log(f"observe: {exc}")
+            return None
+
+    def _any_session(self) -> bool:
+        with contextlib.suppress(DaintreeError):
+            return bool(self.services.sessions.observe(with_screens=False))
+        return True
+
+    def _record_lost(self, runs: dict[str, float | None]) -> None:
+        """Sessions that vanished with their tmux server (not stopped on purpose): recorded as exited with the
+        hangup the server's death gave them, reason `lost` (which notifies `failed`)."""
+        from daintree_tui.services.container import HANGUP_EXIT
+
+        with contextlib.suppress(DaintreeError):
+            for name in self.services.lost_sessions(runs):
+                self.services.observer.record(name, SessionStatus.EXITED, HANGUP_EXIT, reason="lost")
+
+    def _notify(self, notifier: Notifier, once: OncePerRun, offset: int) -> int:
+        records, offset = self.project.events.read_since(offset)
+        typing: set[str] | None = None
+        for record in records:
+            notice = notice_for(record)
+            if not once.accept(record, notice) or notice is None:
+                continue
+            if notice.kind in SESSION_KINDS and notice.worktree:
+                if typing is None:
+                    typing = typed_into(self.services.host)
+                if notice.worktree in typing:
+                    self.log(f"{notice.kind} of {notice.worktree} not sent: you are typing into it")
+                    continue
+            if notifier.send(notice):
+                self.notices += 1
+        return offset

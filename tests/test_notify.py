@@ -1,0 +1,312 @@
+"""Notifications with no dashboard open (issue 31): the watcher a session start brings up, one notice per
+transition to a real webhook receiver on 127.0.0.1, and the user's config as the only source of channels."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import CLI, make_repo, wait_for
+
+needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+
+class Receiver:
+    """A webhook receiver on 127.0.0.1: every POSTed JSON body, in the order it came."""
+
+    def __init__(self) -> None:
+        self.posts: list[dict[str, Any]] = []
+        self.received: list[float] = []  # when each post came (wall clock, as the events' `ts`)
+        self.raw: list[tuple[dict[str, str], bytes]] = []  # every request, failed ones too
+        self.fail_first = 0
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                with receiver.lock:
+                    receiver.raw.append((dict(self.headers), body))
+                    if receiver.fail_first > 0 and self.path == "/hook":  # a webhook that is down for a moment
+                        receiver.fail_first -= 1
+                        self.send_response(503)
+                        self.end_headers()
+                        return
+                    if self.headers.get("Content-Type") == "application/json":
+                        receiver.posts.append(json.loads(body))
+                        receiver.received.append(time.time())
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def kinds(self) -> list[tuple[str, str | None]]:
+        with self.lock:
+            return [(p["kind"], p["worktree"]) for p in self.posts]
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    yield r
+    r.server.shutdown()
+
+
+def user_config(text: str) -> Path:
+    path = Path(os.environ["XDG_CONFIG_HOME"]) / "daintree" / "config.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def watcher_running(repo: Path) -> int | None:
+    from daintree_tui.core.project import Project
+    from daintree_tui.services.watcher import watcher_pid
+
+    return watcher_pid(Project.discover(repo))
+
+
+AGENTS = """
+[sessions]
+waiting_debounce = 1
+[agents.asker]
+command = "sh -c 'printf \\"proceed? \\"; read answer; exit 0'"
+prompt_mode = "none"
+[agents.crasher]
+command = "sh -c 'echo boom; exit 3'"
+prompt_mode = "none"
+"""
+
+
+@needs_tmux
+def test_webhook_gets_one_waiting_one_done_one_failed_with_no_dashboard(
+        repo: Path, tmux_socket: str, receiver: Receiver) -> None:
+    user_config(f'[notify]\nwebhook = "{receiver.url}"\n' + AGENTS)
+    cli = CLI(repo, subprocess=True)
+    cli.ok("task", "create", "Ask first")
+    cli.ok("worktree", "create", "ask", "--task", "1", "--agent", "asker")
+    pid = wait_for(lambda: watcher_running(repo), timeout=15)
+    # Another observer recording the same transitions (what a dashboard's poll does) adds no notice.
+    watch = subprocess.Popen([sys.executable, "-m", "daintree_tui", "session", "watch", "--interval", "0.3"],
+                             cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        cli.ok("worktree", "create", "crash", "--agent", "crasher")
+        assert watcher_running(repo) == pid  # one watcher however many sessions start
+        started = time.monotonic()
+        wait_for(lambda: {("waiting", "ask"), ("failed", "crash")} <= set(receiver.kinds()), timeout=30)
+        cli.ok("session", "send", "ask", "yes")
+        wait_for(lambda: ("done", "ask") in receiver.kinds(), timeout=20)
+        took = time.monotonic() - started
+    finally:
+        watch.terminate()
+        watch.wait(timeout=10)
+    # The last session stopped ends the watcher; nothing more arrives.
+    cli.ok("session", "stop", "ask")
+    cli.ok("session", "stop", "crash")
+    wait_for(lambda: watcher_running(repo) is None, timeout=20)
+    assert sorted(receiver.kinds()) == [("done", "ask"), ("failed", "crash"), ("waiting", "ask")], receiver.posts
+    by_kind = {p["kind"]: p for p in receiver.posts}
+    assert set(by_kind["waiting"]) == {"kind", "worktree", "task", "agent", "status", "text", "ts", "host"}
+    assert by_kind["waiting"]["task"] == {"id": 1, "subject": "Ask first"}
+    assert by_kind["waiting"]["agent"] == "asker" and by_kind["waiting"]["status"] == "waiting"
+    assert by_kind["failed"]["text"].startswith("crash: crasher exited (3)")
+    assert took < 30
+    # Each within 5 s of its transition's record (the recording is itself within a tick of the change).
+    assert max(got - p["ts"] for got, p in zip(receiver.received, receiver.posts, strict=True)) < 5
+
+
+@needs_tmux
+def test_a_repository_config_cannot_add_a_channel(repo: Path, tmux_socket: str, receiver: Receiver) -> None:
+    """`[notify]` in the repository's .daintree.toml is ignored (with a warning): no watcher, no post."""
+    user_config(AGENTS)
+    (repo / ".daintree.toml").write_text(f'[notify]\nwebhook = "{receiver.url}"\n')
+    cli = CLI(repo, subprocess=True)
+    proc = cli.ok("worktree", "create", "crash", "--agent", "crasher")
+    assert "[notify]" in proc.stderr and "ignored" in proc.stderr
+    status = json.loads(cli.ok("notify", "status", "--json").stdout)
+    assert status["channels"] == [] and status["running"] is False
+    wait_for(lambda: "exited" in cli.ok("session", "list").stdout, timeout=15)
+    assert watcher_running(repo) is None and receiver.posts == []
+
+
+@needs_tmux
+def test_one_watcher_per_repository_and_stop(repo: Path, tmux_socket: str, receiver: Receiver) -> None:
+    user_config(f'[notify]\nwebhook = "{receiver.url}"\nkinds = ["failed"]\n' + AGENTS)
+    cli = CLI(repo, subprocess=True)
+    cli.ok("worktree", "create", "ask", "--agent", "asker")
+    pid = wait_for(lambda: watcher_running(repo), timeout=15)
+    second = cli("notify", "watch")  # finds the lock taken and leaves at once
+    assert second.returncode == 0 and "already runs" in second.stdout
+    assert json.loads(cli.ok("notify", "status", "--json").stdout)["pid"] == pid
+    stopped = json.loads(cli.ok("notify", "stop", "--json").stdout)
+    assert stopped == {"stopped": True, "pid": pid} and watcher_running(repo) is None
+    assert "sent test by webhook" in cli.ok("notify", "test").stdout  # whatever `kinds` says
+    assert receiver.kinds() == [("test", None)]
+
+
+def test_notices_from_events() -> None:
+    from daintree_tui.services.notify import OncePerRun, notice_for
+
+    task = {"id": 4, "subject": "Fix login", "status": "in_progress"}
+    waiting = notice_for({"event": "session.waiting", "ts": 1.0, "worktree": {"name": "a"}, "agent": "claude",
+                          "task": task}, host="box")
+    assert waiting is not None and waiting.kind == "waiting" and waiting.host == "box"
+    assert waiting.text == "a: claude is waiting for you (task 4: Fix login)"
+    assert notice_for({"event": "session.exited", "worktree": {"name": "a"}, "exit_code": None,
+                       "reason": "stopped"}) is None
+    lost = notice_for({"event": "session.exited", "worktree": {"name": "a"}, "exit_code": 129, "reason": "lost"})
+    assert lost is not None and lost.kind == "failed" and "lost" in lost.text
+    train = notice_for({"event": "train.conflict", "worktree": {"name": "b"}, "files": ["x.py"]})
+    assert train is not None
+    assert (train.kind, train.status, train.text) == ("train", "conflict", "train: b conflict: x.py")
+    over = notice_for({"event": "session.over_budget", "worktree": {"name": "a"}, "budget": {"scope": "per_task"}})
+    assert over is not None and over.kind == "over_budget" and "per task" in over.text
+    hostile = notice_for({"event": "session.waiting", "worktree": {"name": "a\x1b]52;c;x\x07"}, "agent": "x"})
+    assert hostile is not None and "\x1b" not in hostile.text
+    # An agent that completes its task and then exits 0 is done once; a new run may be done again.
+    once = OncePerRun()
+    records = [{"event": "task.completed", "worktree": {"name": "a"}, "task": task},
+               {"event": "session.exited", "worktree": {"name": "a"}, "exit_code": 0},
+               {"event": "session.started", "worktree": {"name": "a"}},
+               {"event": "session.exited", "worktree": {"name": "a"}, "exit_code": 0}]
+    assert [once.accept(r, notice_for(r)) for r in records] == [True, False, False, True]
+
+
+def test_quiet_hours_kinds_and_command_channel(tmp_path: Path) -> None:
+    from daintree_tui.core.project import Project
+    from daintree_tui.core.user_config import NotifyConfig
+    from daintree_tui.services.notify import Notifier, notice_for
+
+    project = Project.discover(make_repo(tmp_path / "r"))
+    out = tmp_path / "got.json"
+    script = f"import sys; open({str(out)!r}, 'a').write(sys.stdin.read() + '\\n')"
+    config = NotifyConfig(command=(sys.executable, "-c", script), kinds=frozenset({"waiting"}),
+                          quiet_hours=("22:00", "07:00"))
+    notice = notice_for({"event": "session.waiting", "worktree": {"name": "a"}, "agent": "x"})
+    failed = notice_for({"event": "session.exited", "worktree": {"name": "a"}, "exit_code": 1})
+    assert notice is not None and failed is not None
+    quiet = Notifier(project, config, now_hhmm=lambda: "23:30")
+    assert not quiet.send(notice)
+    loud = Notifier(project, config, now_hhmm=lambda: "12:00")
+    assert not loud.send(failed) and loud.send(notice)
+    loud.close()
+    assert [json.loads(line)["kind"] for line in out.read_text().splitlines()] == ["waiting"]
+
+
+def test_terminal_notice_is_claimed_by_one_dashboard(tmp_path: Path) -> None:
+    from daintree_tui.core.project import Project
+    from daintree_tui.services.notify import claim_terminal_notices, notice_for, osc_notification, post_terminal_notice
+
+    project = Project.discover(make_repo(tmp_path / "r"))
+    notice = notice_for({"event": "session.waiting", "worktree": {"name": "a"}, "agent": "x", "ts": time.time()})
+    assert notice is not None
+    post_terminal_notice(project, notice)
+    first, second = claim_terminal_notices(project), claim_terminal_notices(project)
+    assert [n["worktree"] for n in first] == ["a"] and second == []
+    assert osc_notification(first[0], term_program="") == "\x1b]777;notify;daintree: a;a: x is waiting for you\x1b\\"
+    assert osc_notification(first[0], term_program="iTerm.app").startswith("\x1b]9;")
+
+
+def test_notify_config_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    from daintree_tui.core.errors import ConfigError
+    from daintree_tui.core.user_config import load_notify_config
+
+    user_config('[notify]\nwebhook = "file:///etc/passwd"\n')
+    with pytest.raises(ConfigError, match=r"notify\.webhook"):
+        load_notify_config()
+    user_config('[notify]\nkinds = ["waiting", "bogus"]\n')
+    with pytest.raises(ConfigError, match=r"notify\.kinds"):
+        load_notify_config()
+    user_config('[notify]\ndesktop = true\nntfy = "https://ntfy.sh/x"\nquiet_hours = ["22:00", "07:00"]\n')
+    config = load_notify_config()
+    assert config.channels == ["desktop", "ntfy"] and config.quiet_hours == ("22:00", "07:00")
+
+
+@needs_tmux
+def test_no_notice_for_the_session_being_typed_into(repo: Path, tmux_socket: str, receiver: Receiver) -> None:
+    """A person at the session (a tmux client that had a key just now) needs no notice about it; others still
+    get theirs."""
+    import pty
+
+    user_config(f'[notify]\nwebhook = "{receiver.url}"\n' + AGENTS + """
+[agents.typed]
+command = "sh -c 'read first; printf \\"proceed? \\"; read answer'"
+prompt_mode = "none"
+""")
+    cli = CLI(repo, subprocess=True)
+    cli.ok("worktree", "create", "typed", "--agent", "typed")
+    wait_for(lambda: watcher_running(repo), timeout=15)
+    pid, fd = pty.fork()
+    if pid == 0:  # the person's terminal: a plain tmux client on the session
+        os.execvp("tmux", ["tmux", "-L", tmux_socket, "attach-session", "-t", "=dt-typed"])
+    try:
+        wait_for(lambda: "dt-typed" in subprocess.run(["tmux", "-L", tmux_socket, "list-clients", "-F",
+                                                       "#{client_session}"], capture_output=True, text=True).stdout,
+                 timeout=15)
+        os.write(fd, b"go\r")  # typed by the person: the agent then asks and waits
+        cli.ok("worktree", "create", "crash", "--agent", "crasher")
+        log = repo / ".worktrees" / ".logs" / "notify.log"
+        wait_for(lambda: log.exists() and "waiting of typed not sent: you are typing into it" in log.read_text(),
+                 timeout=30)
+        wait_for(lambda: ("failed", "crash") in receiver.kinds(), timeout=20)
+        assert ("waiting", "typed") not in receiver.kinds()
+    finally:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        os.close(fd)
+        cli("notify", "stop")  # ours: it would tell the receiver, gone by then, of the sessions the teardown ends
+
+
+def test_webhook_retried_with_back_off_and_ntfy_as_ntfy_expects(tmp_path: Path, receiver: Receiver) -> None:
+    from daintree_tui.core.project import Project
+    from daintree_tui.core.user_config import NotifyConfig
+    from daintree_tui.services.notify import Notifier, notice_for
+
+    project = Project.discover(make_repo(tmp_path / "r"))
+    receiver.fail_first = 1
+    notifier = Notifier(project, NotifyConfig(webhook=receiver.url, ntfy=receiver.url.replace("/hook", "/topic")),
+                        log=lambda _: None)
+    notice = notice_for({"event": "session.waiting", "worktree": {"name": "a"}, "agent": "claude", "ts": 1.0})
+    assert notice is not None and notifier.send(notice)  # returns at once: delivery is the channels' threads'
+    notifier.close()
+    assert [p["kind"] for p in receiver.posts] == ["waiting"]  # the 503 was tried again, and sent once
+    assert sum(1 for headers, _ in receiver.raw if headers.get("Content-Type") == "application/json") == 2
+    ntfy = [(headers, body) for headers, body in receiver.raw if headers.get("Title")]
+    assert len(ntfy) == 1 and ntfy[0][1] == b"a: claude is waiting for you"
+    assert ntfy[0][0]["Title"] == "daintree: a needs you" and ntfy[0][0]["Priority"] == "high"
+
+
+@needs_tmux
+def test_a_train_result_with_no_session_running_is_sent(repo: Path, tmux_socket: str, receiver: Receiver) -> None:
+    """What a merge train does when it lands work whose agents have all ended: it records its results, then asks
+    for the watcher from before them; the watcher sends them and ends."""
+    from daintree_tui.core.project import Project
+    from daintree_tui.services import Services
+
+    user_config(f'[notify]\nwebhook = "{receiver.url}"\n')
+    services = Services(Project.discover(repo))
+    before = services.project.events.complete_end()
+    services.project.events.append("train.merged", worktree={"name": "a"}, commit="abc123")
+    services.project.events.append("train.conflict", worktree={"name": "b"}, files=["app.py"])
+    assert services.ensure_watcher(since=before) is not None
+    wait_for(lambda: len(receiver.posts) == 2, timeout=20)
+    wait_for(lambda: watcher_running(repo) is None, timeout=20)
+    assert [(p["kind"], p["worktree"], p["status"]) for p in receiver.posts] == [
+        ("train", "a", "merged"), ("train", "b", "conflict")]
+    assert receiver.posts[1]["text"] == "train: b conflict: app.py"
