@@ -24,7 +24,7 @@ def _score_rows(scores: list[dict[str, Any]]) -> str:
 
 def cmd_bakeoff_create(args: argparse.Namespace, services: Services) -> int:
     agents = [a.strip() for a in args.agents.split(",") if a.strip()]
-    record = services.bakeoffs.create(task_id(args.task_id), agents, score=args.score, base=args.base)
+    record = services.ops.bakeoff_create(task_id(args.task_id), agents, score=args.score, base=args.base)
     emit(args, record.to_dict(), f"bake-off {record.id}: {', '.join(record.candidates)}")
     return 0
 
@@ -40,8 +40,8 @@ def cmd_bakeoff_score(args: argparse.Namespace, services: Services) -> int:
 
 
 def cmd_bakeoff_pick(args: argparse.Namespace, services: Services) -> int:
-    result = services.bakeoffs.pick(args.id, args.name, strategy=args.strategy,
-                                    delete_branches=args.delete_branches)
+    result = services.ops.bakeoff_pick(args.id, args.name, strategy=args.strategy,
+                                       delete_branches=args.delete_branches)
     text = f"picked {args.name}: {result['merge']['message']}"
     if result["removed"]:
         text += f"\nremoved: {', '.join(result['removed'])}"
@@ -159,11 +159,11 @@ def cmd_reject(args: argparse.Namespace, services: Services) -> int:
 
 
 def cmd_gc(args: argparse.Namespace, services: Services) -> int:
-    from daintree_tui.services.hygiene import collect, human
+    from daintree_tui.services.hygiene import human
 
     if args.older_than < 0:
         raise InputError("--older-than takes a number of days, zero or more")
-    report = collect(services.worktrees, older_than_days=args.older_than, dry_run=args.dry_run)
+    report = services.ops.gc(older_than_days=args.older_than, dry_run=args.dry_run)
     verb = "would free" if args.dry_run else "freed"
     lines = [("would " if args.dry_run else "") + a for a in report.actions]
     if report.kept_dirty:

@@ -30,7 +30,7 @@ from typing import Any
 
 from daintree_tui.core import git as g
 from daintree_tui.core.errors import DaintreeError, InputError, OperationError
-from daintree_tui.core.index import Index, find
+from daintree_tui.core.index import find
 from daintree_tui.core.log import warn
 from daintree_tui.core.mounts import INBOX_MOUNT
 from daintree_tui.core.project import Project
@@ -160,7 +160,7 @@ def process_inboxes(services: Services) -> list[Outcome]:
     with _processing_lock(project) as mine:
         if not mine:
             return []
-        entries = [e for e in Index(project).load() if e.live]
+        entries = [e for e in services.index.load() if e.live]
         live = {e.name for e in entries}
         if project.common_dir is not None:  # a few stats: an index that would hang the user's git gc goes
             g.drop_unreadable_admin_files(project.common_dir, (g.ADMIN_INDEX,))  # the rest: admin_dirs.guard
@@ -299,14 +299,13 @@ def _bool_field(payload: dict[str, Any], key: str) -> bool:
 
 
 def _apply(services: Services, owner: str, request_id: str, request: dict[str, Any] | str) -> Outcome:
-    project = services.project
     known = (*KINDS, *services.inbox_kinds)
     kind = request.get("kind") if isinstance(request, dict) else None
     kind = kind if isinstance(kind, str) and kind in known else "?"
     try:
         if isinstance(request, str):
             raise InputError(f"bad request: {request}")
-        entry = find(Index(project).load(), owner)
+        entry = find(services.index.load(), owner)
         if entry is None or not entry.live:
             raise InputError(f"no live worktree named {owner!r}: request dropped")
         payload = request.get("payload")
@@ -403,7 +402,7 @@ def _action(services: Services, owner: str, payload: dict[str, Any]) -> dict[str
     if decision.approval == "checks":
         from daintree_tui.core.hooks import run_hooks
 
-        entry = find(Index(project).load(), owner)
+        entry = find(services.index.load(), owner)
         if entry is not None:
             run_hooks(project, "pre_merge", entry)
     return {"queued": False, "argv": argv, "result": run()}
@@ -413,13 +412,13 @@ def _rebuild(services: Services, owner: str, action: str, payload: dict[str, Any
     """The validated command as argv (for an approval record) and as a call to run it here."""
     from daintree_tui.core.review import STRATEGIES
 
-    worktrees, review = services.worktrees, services.review
+    ops = services.ops
     if action == "commit":
         message = _str_field(payload, "message", 20000, required=True)
         all_changes = _bool_field(payload, "all")
         # `--message=TEXT`, one word: a message starting with a dash is text when the approved request is replayed.
         argv = ["worktree", "commit", owner, f"--message={message}", *(["--all"] if all_changes else [])]
-        return argv, lambda: review.commit(owner, message, all_changes=all_changes)
+        return argv, lambda: ops.commit(owner, message, all_changes=all_changes)
     if action == "merge":
         strategy = _str_field(payload, "strategy", 10) or "ff"
         if strategy not in STRATEGIES:
@@ -427,11 +426,11 @@ def _rebuild(services: Services, owner: str, action: str, payload: dict[str, Any
         remove, complete = _bool_field(payload, "remove"), _bool_field(payload, "complete_task")
         argv = ["worktree", "merge", owner, "--strategy", strategy, *(["--remove"] if remove else []),
                 *(["--complete-task"] if complete else [])]
-        return argv, lambda: review.merge(owner, strategy=strategy, remove=remove, complete_task=complete).to_dict()
+        return argv, lambda: ops.merge(owner, strategy=strategy, remove=remove, complete_task=complete).to_dict()
     if action == "remove":
         complete, delete = _bool_field(payload, "complete_task"), _bool_field(payload, "delete_branch")
         argv = ["worktree", "remove", owner, *(["--complete-task"] if complete else []),
                 *(["--delete-branch"] if delete else [])]
-        return argv, lambda: worktrees.remove(owner, complete_task=complete, delete_branch=delete).to_dict()
+        return argv, lambda: ops.remove(owner, complete_task=complete, delete_branch=delete).to_dict()
     draft = _bool_field(payload, "draft")
-    return ["worktree", "pr", owner, *(["--draft"] if draft else [])], lambda: review.pr(owner, draft=draft)
+    return ["worktree", "pr", owner, *(["--draft"] if draft else [])], lambda: ops.pr(owner, draft=draft)
