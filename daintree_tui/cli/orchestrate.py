@@ -183,44 +183,19 @@ def policy_gate(args: argparse.Namespace, services: Services, argv: list[str]) -
     action = POLICED.get(getattr(args, "wt_command", "") or "")
     if action is None:
         return None  # most commands: decided without importing the policy
+    from daintree_tui.core.errors import OperationError
     from daintree_tui.services.policy import in_session
 
-    worktree = in_session()
-    project = services.project
-    if worktree is None or not project.is_git:
-        return None
-    from daintree_tui.core.errors import DaintreeError
-    from daintree_tui.services.policy import decide
-
-    decision = decide(project, worktree, action)
-    if not decision.allowed:
-        project.events.append("policy.denied", worktree={"name": worktree}, action=action, role=decision.role)
-        error(f"policy: {decision.reason} (ask a person to run it)")
+    try:
+        queued = services.ops.police(in_session(), action, [a for a in argv if a not in ("--json",)])
+    except OperationError as exc:
+        error(str(exc))
         return 1
-    if decision.approval == "human":
-        if "--" in argv:
-            # A request is replayed as `daintree ARGV --repo ROOT`, and only `worktree ACTION NAME ...` is kept
-            # (validate.approval_problem): one with `--` was queued, then skipped as malformed, never approvable.
-            raise InputError("a request for approval takes no `--`: write the worktree name right after the action")
-        record = services.approvals.request(worktree, action, [a for a in argv if a not in ("--json",)],
-                                            decision.role)
-        emit(args, {"queued": True, "request": record.id},
-             f"queued for a person's approval as request {record.id} (daintree approve {record.id})")
-        return 0
-    if decision.approval == "checks":
-        from daintree_tui.core.hooks import run_hooks
-        from daintree_tui.core.index import Index, find
-
-        entry = find(Index(project).load(), worktree)
-        if entry is not None:
-            try:
-                run_hooks(project, "pre_merge", entry)
-            except DaintreeError as exc:
-                project.events.append("policy.denied", worktree={"name": worktree}, action=action,
-                                      role=decision.role, error=str(exc))
-                error(f"policy: checks failed: {exc}")
-                return 1
-    return None
+    if queued is None:
+        return None
+    emit(args, queued.to_dict(),
+         f"queued for a person's approval as request {queued.request} (daintree approve {queued.request})")
+    return 0
 
 
 def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None:

@@ -270,37 +270,14 @@ class DaintreeTools:
     def worktree_remove(self, name: str, force: bool = False, complete_task: bool = False) -> dict[str, Any]:
         ops = self.services.ops
         ops.check_remove(name, force=force)  # before the policy: a forced remove is never even queued from a sandbox
-        queued = self._remove_policy(name, force, complete_task)
+        # From inside a session, `remove` answers to the session's role as its CLI call would: refused, queued for a
+        # person (the CLI's `queued` document), or checked by the pre_merge hooks first.
+        argv = ["worktree", "remove", name, *(["--force"] if force else []),
+                *(["--complete-task"] if complete_task else [])]
+        queued = ops.police(self.access.worktree, "remove", argv)
         if queued is not None:
-            return queued
+            return queued.to_dict()
         return ops.remove(name, force=force, complete_task=complete_task).to_dict()
-
-    def _remove_policy(self, name: str, force: bool, complete_task: bool) -> dict[str, Any] | None:
-        """From inside a session, `remove` answers to the session's role like the CLI's policy gate: refused, queued
-        for a person (returns the CLI's `queued` document), or checked by the pre_merge hooks first."""
-        worktree = self.access.worktree
-        if worktree is None or not self.project.is_git:
-            return None
-        from daintree_tui.services.policy import decide
-
-        decision = decide(self.project, worktree, "remove")
-        if not decision.allowed:
-            self.project.events.append("policy.denied", worktree={"name": worktree}, action="remove",
-                                       role=decision.role)
-            raise OperationError(f"policy: {decision.reason} (ask a person to run it)")
-        if decision.approval == "human":
-            argv = ["worktree", "remove", name, *(["--force"] if force else []),
-                    *(["--complete-task"] if complete_task else [])]
-            record = self.services.approvals.request(worktree, "remove", argv, decision.role)
-            return {"queued": True, "request": record["id"]}
-        if decision.approval == "checks":
-            from daintree_tui.core.hooks import run_hooks
-
-            try:
-                run_hooks(self.project, "pre_merge", self.services.worktrees.get(worktree, live=True))
-            except DaintreeError as exc:
-                raise OperationError(f"policy: checks failed: {exc}") from None
-        return None
 
     def worktree_events(self, limit: int | None = None) -> list[dict[str, Any]]:
         records, _ = self.project.events.read(None if not self.access.is_lead else limit)

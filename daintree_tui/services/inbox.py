@@ -375,11 +375,9 @@ def _is_lead(project: Project, worktree: str) -> bool:
 def _action(services: Services, owner: str, payload: dict[str, Any]) -> dict[str, Any]:
     """A policed command (commit, merge, remove, pr) on the sender's OWN worktree, decided by its role.
 
-    The role's rules apply as they do to a CLI call: denied, queued for a person (approval "human"), or run
-    here, outside the sandbox, with options rebuilt from a strict schema (never the agent's argv).
+    The role's rules apply as they do to a CLI call (`Operations.police`): denied, queued for a person (approval
+    "human"), or run here, outside the sandbox, with options rebuilt from a strict schema (never the agent's argv).
     """
-    from daintree_tui.services.policy import decide
-
     project = services.project
     action = _str_field(payload, "action", 20, required=True)
     if action not in ACTIONS:
@@ -389,22 +387,18 @@ def _action(services: Services, owner: str, payload: dict[str, Any]) -> dict[str
         project.events.append("policy.denied", worktree={"name": owner}, action=action, target=target,
                               reason="not its own worktree")
         raise OperationError(f"a session may only {action} its own worktree ({owner}), not {target!r}")
-    decision = decide(project, owner, action)
-    if not decision.allowed:
-        project.events.append("policy.denied", worktree={"name": owner}, action=action, role=decision.role)
-        raise OperationError(f"policy: {decision.reason}")
-    if payload.get("force") or payload.get("into"):
-        raise OperationError("--force and --into are not available from inside a sandbox")
-    argv, run = _rebuild(services, owner, action, payload)
-    if decision.approval == "human":
-        record = services.approvals.request(owner, action, argv, decision.role)
-        return {"queued": True, "request": record["id"], "argv": argv}
-    if decision.approval == "checks":
-        from daintree_tui.core.hooks import run_hooks
+    rebuilt: list[tuple[list[str], Any]] = []
 
-        entry = find(services.index.load(), owner)
-        if entry is not None:
-            run_hooks(project, "pre_merge", entry)
+    def command() -> list[str]:  # once the role allows the action: a denial is logged whatever else is wrong
+        if payload.get("force") or payload.get("into"):
+            raise OperationError("--force and --into are not available from inside a sandbox")
+        rebuilt.append(_rebuild(services, owner, action, payload))
+        return rebuilt[0][0]
+
+    queued = services.ops.police(owner, action, command)
+    argv, run = rebuilt[0]
+    if queued is not None:
+        return {**queued.to_dict(), "argv": argv}
     return {"queued": False, "argv": argv, "result": run()}
 
 

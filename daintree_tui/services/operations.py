@@ -13,7 +13,7 @@ shapes into its own words (`--json`, a notification, an MCP tool's answer).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +52,17 @@ class Created:
         return data
 
 
+@dataclass(frozen=True)
+class Queued:
+    """A command a session's role sends to a person: approval request `request` will run `daintree ARGV`."""
+
+    request: int
+    argv: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"queued": True, "request": self.request}
+
+
 class Operations:
     """The user operations of one project's services (`Services.ops`)."""
 
@@ -82,6 +93,52 @@ class Operations:
         # The agent's command may come from the repository's .daintree.toml: it runs only once trusted. Said here,
         # before a create that would start it: the sessions layer says it too, but only once the worktree exists.
         trust.require_agent_trusted(self.services.project.config, preset.name)
+
+    def police(self, caller: str | None, action: str, argv: list[str] | Callable[[], list[str]]) -> Queued | None:
+        """What the role of the session `caller` (its worktree; None: a person's own call) allows for `action`
+        (commit, merge, pr, remove), asked before the operation by each face a session reaches it through: its CLI
+        calls, its MCP tools, its inbox. Returns None to go ahead, or the approval request `argv` (the command as
+        `daintree ARGV`, or what makes it: called once the role allowed the action, so a denial is said and
+        logged first) was queued as when a person must approve.
+
+        Raises:
+            OperationError: the role may not (`policy.denied`), or its checks (pre_merge hooks) failed.
+            InputError: a command to queue with a `--` in it (replayed, only `worktree ACTION NAME ...` is kept).
+        """
+        services = self.services
+        project = services.project
+        if caller is None or not project.is_git:
+            if callable(argv):
+                argv()
+            return None
+        from daintree_tui.services.policy import decide
+
+        decision = decide(project, caller, action)
+        if not decision.allowed:
+            project.events.append("policy.denied", worktree={"name": caller}, action=action, role=decision.role)
+            raise OperationError(f"policy: {decision.reason} (ask a person to run it)")
+        argv = argv() if callable(argv) else argv
+        if decision.approval == "human":
+            if "--" in argv:
+                # A request is replayed as `daintree ARGV --repo ROOT`, and only `worktree ACTION NAME ...` is kept
+                # (validate.approval_problem): one with `--` was queued, then skipped as malformed, never approved.
+                raise InputError("a request for approval takes no `--`: write the worktree name right after the "
+                                 "action")
+            record = services.approvals.request(caller, action, argv, decision.role)
+            return Queued(record.id, argv)
+        if decision.approval == "checks":
+            from daintree_tui.core.hooks import run_hooks
+            from daintree_tui.core.index import find
+
+            entry = find(services.index.load(), caller)
+            if entry is not None:
+                try:
+                    run_hooks(project, "pre_merge", entry)
+                except DaintreeError as exc:
+                    project.events.append("policy.denied", worktree={"name": caller}, action=action,
+                                          role=decision.role, error=str(exc))
+                    raise OperationError(f"policy: checks failed: {exc}") from None
+        return None
 
     def _check_host(self, names: Sequence[str]) -> None:
         host = self.services.sessions.host  # raises the clear "tmux is not installed" error
