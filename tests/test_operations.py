@@ -198,3 +198,18 @@ async def test_the_dashboard_refuses_an_untrusted_agent_before_it_makes_anything
     assert alive.returncode == 0
     wait_for(lambda: CLI(repo).json("session", "list")[0]["agent"] == "mine")
     nothing_made(repo, marker, tasks=1, worktrees={"busy"}, sessions={"busy"})
+
+
+def test_the_services_of_every_process_know_the_inbox_kinds_its_interfaces_add(repo: Path) -> None:
+    """`Services.inbox_kinds` was a class registry that importing cli/dispatch filled: services built by a process
+    that never imported the CLI could not apply a sandboxed session's MCP calls, and importing it changed every
+    Services of the process. Now whoever builds a process's services gives them what its interfaces add."""
+    import daintree_tui.cli.dispatch  # noqa: F401 - importing the CLI adds nothing to any Services
+    from daintree_tui.cli.common import build_services
+    from daintree_tui.tui.app import make_app
+
+    project = Project.discover(repo)
+    assert Services(project).inbox_kinds == {}
+    assert set(build_services(project).inbox_kinds) == {"mcp"}  # the CLI's, `session watch`'s, doctor's
+    dashboard = build_services(project, pty_fallback=True)  # what `daintree` hands the dashboard
+    assert make_app(dashboard).backend.services is dashboard and set(dashboard.inbox_kinds) == {"mcp"}
