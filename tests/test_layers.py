@@ -196,3 +196,69 @@ def test_core_modules_are_split_by_job() -> None:
     long = {str(p.relative_to(PACKAGE)): n for p in sorted((PACKAGE / "core").rglob("*.py"))
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > CORE_MODULE_LINES}
     assert long == {}
+
+
+# -- one place composes each operation (services/operations.py) --------------------------------------------------
+
+# The steps an operation is made of, by receiver (the attribute or variable the method is called on: the services'
+# own names for these objects) and method, and the checks that go with them. Above the sessions layer only
+# services/operations.py calls them; an interface (cli, tui, mcp), the demo and the other services (queue,
+# bake-off, inbox) ask `services.ops` for the whole operation, checks and all. The check sees calls by these
+# names: a step reached through another alias is not seen, so it is a tripwire for the habit, not a proof.
+STEPS = {
+    "worktrees": {"create", "create_reporting", "remove", "keep"},
+    "sessions": {"start", "restart"},
+    "manager": {"start", "restart"},
+    "review": {"merge", "commit", "pr"},
+    "bakeoffs": {"create", "pick"},
+}
+CHECKS = {"require_agent_trusted", "refuse_foreign", "check_program", "refuse_prompt_for"}
+COMPOSER = "daintree_tui.services.operations"
+
+
+def _receiver(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def composed_outside(root: Path = PACKAGE) -> list[str]:
+    """Every call of an operation's step or check outside services/operations.py, above the sessions layer."""
+    bad = []
+    for path in sorted(root.rglob("*.py")):
+        module = module_name(path, root)
+        layer = layer_of(module)
+        if layer is None or RANK[layer] < RANK["services"] or module == COMPOSER:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            receiver = _receiver(func.value) if isinstance(func, ast.Attribute) else None
+            what = f"{receiver}.{name}" if receiver else name
+            if name in CHECKS or name in STEPS.get(receiver or "", ()):
+                bad.append(f"{path.relative_to(root.parent)}:{node.lineno}: {what}")
+    return bad
+
+
+def test_only_operations_composes_operations() -> None:
+    assert composed_outside() == []
+
+
+def test_the_composition_check_sees_a_step_and_a_check(tmp_path: Path) -> None:
+    """The check itself: the dashboard's old quick-create (a check and two steps of its own) is caught; the same
+    calls in services/operations.py, or below the services, are not."""
+    fake = tmp_path / "daintree_tui"
+    for folder in ("tui", "services", "sessions"):
+        (fake / folder).mkdir(parents=True)
+    body = ("def quick(self, subject):\n    preset = self.sessions.preset(None)\n    preset.check_program()\n"
+            "    entry = self.worktrees.create(subject)\n    self.sessions.start(entry.name, preset.name)\n")
+    (fake / "tui" / "backend.py").write_text(body)
+    (fake / "services" / "operations.py").write_text(body)
+    (fake / "sessions" / "manager.py").write_text(body)
+    assert composed_outside(fake) == ["daintree_tui/tui/backend.py:3: preset.check_program",
+                                      "daintree_tui/tui/backend.py:4: worktrees.create",
+                                      "daintree_tui/tui/backend.py:5: sessions.start"]

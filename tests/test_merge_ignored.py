@@ -180,6 +180,7 @@ async def test_the_dashboards_diff_shows_the_mark(cli: CLI, repo: Path) -> None:
     from textual.app import App, ComposeResult
 
     from daintree_tui.core.project import Project
+    from daintree_tui.services import Services
     from daintree_tui.tui.backend import Backend
     from daintree_tui.tui.widgets.diff_view import DiffView
 
@@ -187,7 +188,7 @@ async def test_the_dashboards_diff_shows_the_mark(cli: CLI, repo: Path) -> None:
     (repo / ".env").write_bytes(USERS)
     cli.ok("worktree", "create", "w")
     agent_forces(repo / ".worktrees" / "w", {".env": "API_KEY=the-agents\n"})
-    text = Backend(Project.discover(repo)).diff("w")
+    text = Backend(Services(Project.discover(repo), pty_fallback=True)).diff("w")
 
     class One(App[None]):
         def compose(self) -> ComposeResult:

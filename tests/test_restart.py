@@ -86,12 +86,13 @@ def test_restart_of_a_worktree_that_never_had_a_session_starts_the_default(manag
 
 def test_dashboard_restart_of_an_exited_session_runs_the_worktrees_agent(manager: SessionManager) -> None:
     """The dashboard's `enter` on an exited session and `s` on a running one go through this call."""
+    from daintree_tui.services import Services
     from daintree_tui.tui.backend import Backend
 
-    backend = Backend(manager.project)
+    backend = Backend(Services(manager.project, pty_fallback=True))
     backend.start_session("one", "echo", (80, 24))
     wait_for(lambda: live_pid(manager, "one"))
-    backend.sessions.stop("one")
+    backend.services.sessions.stop("one")
     info = backend.start_session("one", None, (80, 24), restart=True)
     assert info.agent == "echo"
     with pytest.raises(InputError):

@@ -162,8 +162,9 @@ def test_untrusted_repo_commands_never_run(tmp_path: Path) -> None:
     from daintree_tui.core.project import Project
     from daintree_tui.services import Services
 
-    bakeoffs = Services(Project.discover(clone)).bakeoffs
-    record = bakeoffs.create(1, ["shell"], start_sessions=False)
+    services = Services(Project.discover(clone))
+    bakeoffs = services.bakeoffs
+    record = services.ops.bakeoff_create(1, ["shell"], start_sessions=False)
     with pytest.raises(OperationError, match="daintree trust"):
         bakeoffs.score(record["id"])
     assert not any(m.exists() for m in marks.values()), [m.name for m in marks.values() if m.exists()]

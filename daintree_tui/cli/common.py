@@ -124,10 +124,30 @@ class AddCommand(Protocol):
                  aliases: Sequence[str] = ()) -> Parser: ...
 
 
+def _apply_mcp_call(services: Services, owner: str, payload: dict[str, Any]) -> dict[str, Any]:
+    from daintree_tui.mcp.inbox import apply_call  # imported only when a sandboxed session's MCP call arrives
+
+    return apply_call(services, owner, payload)
+
+
+# The inbox request kinds the interfaces above the services apply: a sandboxed session's MCP tool calls.
+INBOX_KINDS = {"mcp": _apply_mcp_call}
+
+
+def build_services(project: Project, *, pty_fallback: bool = False) -> Services:
+    """The one place a daintree process builds its services: with what the interfaces add to them, so every
+    process that applies inbox requests (the dashboard's poll, `session watch`, doctor) knows the same kinds.
+
+    Args:
+        pty_fallback: sessions on a PTY of this process without tmux (the dashboard; the CLI's would die with it).
+    """
+    return Services(project, pty_fallback=pty_fallback, inbox_kinds=INBOX_KINDS)
+
+
 def services_for(args: argparse.Namespace) -> Services:
     """The services of the repository a parsed command names (--repo, else the current directory). Sessions need
     tmux here: without it the CLI has no session host (a PTY session would die with this process)."""
-    return Services(Project.discover(getattr(args, "repo", None)))
+    return build_services(Project.discover(getattr(args, "repo", None)))
 
 
 def task_ids(text: str | None, flag: str) -> list[int]:

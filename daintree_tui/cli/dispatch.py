@@ -31,17 +31,6 @@ def _common() -> Parser:
     return common
 
 
-def _apply_mcp_call(services: Services, owner: str, payload: dict[str, Any]) -> dict[str, Any]:
-    from daintree_tui.mcp.inbox import apply_call
-
-    return apply_call(services, owner, payload)
-
-
-# Every daintree process that applies inbox requests (the dashboard, `session watch`, doctor, the commands that
-# list what requests change) starts here, so a sandboxed session's MCP calls are known to each; the MCP package
-# is imported only when one arrives.
-Services.inbox_kinds["mcp"] = _apply_mcp_call
-
 Registrar = Callable[[Any, AddCommand, Parser], None]
 
 # The top-level commands each group registers (module, function), in the order `daintree --help` lists them.
@@ -158,9 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if stop is not None:
             return stop
         if state_changes and not getattr(args, "dry_run", False):
-            from daintree_tui.core.index import Index
-
-            Index(services.project).heal_if_torn()  # DESIGN 3: a torn index is recovered before any change
+            services.index.heal_if_torn()  # DESIGN 3: a torn index is recovered before any change
         if handler.__name__ not in _LOADS_THE_DASHBOARD:  # those resume it once Textual has loaded
             resume_collector()
         return handler(args, services)

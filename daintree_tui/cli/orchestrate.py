@@ -24,7 +24,7 @@ def _score_rows(scores: list[dict[str, Any]]) -> str:
 
 def cmd_bakeoff_create(args: argparse.Namespace, services: Services) -> int:
     agents = [a.strip() for a in args.agents.split(",") if a.strip()]
-    record = services.bakeoffs.create(task_id(args.task_id), agents, score=args.score, base=args.base)
+    record = services.ops.bakeoff_create(task_id(args.task_id), agents, score=args.score, base=args.base)
     emit(args, record.to_dict(), f"bake-off {record.id}: {', '.join(record.candidates)}")
     return 0
 
@@ -40,8 +40,8 @@ def cmd_bakeoff_score(args: argparse.Namespace, services: Services) -> int:
 
 
 def cmd_bakeoff_pick(args: argparse.Namespace, services: Services) -> int:
-    result = services.bakeoffs.pick(args.id, args.name, strategy=args.strategy,
-                                    delete_branches=args.delete_branches)
+    result = services.ops.bakeoff_pick(args.id, args.name, strategy=args.strategy,
+                                       delete_branches=args.delete_branches)
     text = f"picked {args.name}: {result['merge']['message']}"
     if result["removed"]:
         text += f"\nremoved: {', '.join(result['removed'])}"
@@ -159,11 +159,11 @@ def cmd_reject(args: argparse.Namespace, services: Services) -> int:
 
 
 def cmd_gc(args: argparse.Namespace, services: Services) -> int:
-    from daintree_tui.services.hygiene import collect, human
+    from daintree_tui.services.hygiene import human
 
     if args.older_than < 0:
         raise InputError("--older-than takes a number of days, zero or more")
-    report = collect(services.worktrees, older_than_days=args.older_than, dry_run=args.dry_run)
+    report = services.ops.gc(older_than_days=args.older_than, dry_run=args.dry_run)
     verb = "would free" if args.dry_run else "freed"
     lines = [("would " if args.dry_run else "") + a for a in report.actions]
     if report.kept_dirty:
@@ -183,44 +183,19 @@ def policy_gate(args: argparse.Namespace, services: Services, argv: list[str]) -
     action = POLICED.get(getattr(args, "wt_command", "") or "")
     if action is None:
         return None  # most commands: decided without importing the policy
+    from daintree_tui.core.errors import OperationError
     from daintree_tui.services.policy import in_session
 
-    worktree = in_session()
-    project = services.project
-    if worktree is None or not project.is_git:
-        return None
-    from daintree_tui.core.errors import DaintreeError
-    from daintree_tui.services.policy import decide
-
-    decision = decide(project, worktree, action)
-    if not decision.allowed:
-        project.events.append("policy.denied", worktree={"name": worktree}, action=action, role=decision.role)
-        error(f"policy: {decision.reason} (ask a person to run it)")
+    try:
+        queued = services.ops.police(in_session(), action, [a for a in argv if a not in ("--json",)])
+    except OperationError as exc:
+        error(str(exc))
         return 1
-    if decision.approval == "human":
-        if "--" in argv:
-            # A request is replayed as `daintree ARGV --repo ROOT`, and only `worktree ACTION NAME ...` is kept
-            # (validate.approval_problem): one with `--` was queued, then skipped as malformed, never approvable.
-            raise InputError("a request for approval takes no `--`: write the worktree name right after the action")
-        record = services.approvals.request(worktree, action, [a for a in argv if a not in ("--json",)],
-                                            decision.role)
-        emit(args, {"queued": True, "request": record.id},
-             f"queued for a person's approval as request {record.id} (daintree approve {record.id})")
-        return 0
-    if decision.approval == "checks":
-        from daintree_tui.core.hooks import run_hooks
-        from daintree_tui.core.index import Index, find
-
-        entry = find(Index(project).load(), worktree)
-        if entry is not None:
-            try:
-                run_hooks(project, "pre_merge", entry)
-            except DaintreeError as exc:
-                project.events.append("policy.denied", worktree={"name": worktree}, action=action,
-                                      role=decision.role, error=str(exc))
-                error(f"policy: checks failed: {exc}")
-                return 1
-    return None
+    if queued is None:
+        return None
+    emit(args, queued.to_dict(),
+         f"queued for a person's approval as request {queued.request} (daintree approve {queued.request})")
+    return 0
 
 
 def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None:

@@ -127,13 +127,13 @@ def cmd_sandbox_check(args: argparse.Namespace, services: Services) -> int:
             import uuid
 
             name = f"sandbox-check-{uuid.uuid4().hex[:6]}"
-            services.worktrees.create(name)
+            services.ops.create(name)
             temporary = True
     try:
         report = check(project, name, agent=args.agent)
     finally:
         if temporary:
-            services.worktrees.remove(name, force=True, delete_branch=True)
+            services.ops.remove(name, force=True, delete_branch=True)
     sandbox = report.sandbox
 
     def text() -> str:

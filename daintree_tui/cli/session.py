@@ -18,11 +18,7 @@ if TYPE_CHECKING:
 
 
 def cmd_session_start(args: argparse.Namespace, services: Services) -> int:
-    if args.prompt is not None and not args.resume:
-        from daintree_tui.sessions.presets import refuse_prompt_for
-
-        refuse_prompt_for(services.sessions.preset(args.agent), args.prompt)
-    info = services.sessions.start(args.name, args.agent, prompt=args.prompt, resume=args.resume)
+    info = services.ops.start_session(args.name, args.agent, prompt=args.prompt, resume=args.resume)
     verb = "resumed" if args.resume else "started"
     emit(args, info.to_dict(), f"{verb} session {info.session} ({info.agent}) in worktree {info.name}\n"
                                f"log: {info.log}")

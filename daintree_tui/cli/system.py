@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from daintree_tui.cli import resume_collector
-from daintree_tui.cli.common import AddCommand
+from daintree_tui.cli.common import AddCommand, build_services
 from daintree_tui.cli.output import emit, wants_json
 from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.services import Services
@@ -68,7 +68,7 @@ def cmd_dashboard(args: argparse.Namespace, services: Services) -> int:
     from daintree_tui.tui.app import run_dashboard
 
     resume_collector()  # Textual has loaded (see `cli.run`)
-    return run_dashboard(services.project)
+    return run_dashboard(build_services(services.project, pty_fallback=True))
 
 
 def cmd_demo(args: argparse.Namespace, services: Services) -> int:
@@ -92,7 +92,7 @@ def cmd_demo(args: argparse.Namespace, services: Services) -> int:
     resume_collector()
     try:
         with registry.showing(path):
-            code = run_dashboard(Project.discover(path), demo=True)
+            code = run_dashboard(build_services(Project.discover(path), pty_fallback=True), demo=True)
     finally:
         # The demo's agents are ours, not the user's: they end with the demo (its repository stays to look at).
         stopped = registry.stop_demo_sessions(path)

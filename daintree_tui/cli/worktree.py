@@ -10,7 +10,6 @@ from typing import Any
 
 from daintree_tui.cli.common import AddCommand, task_id
 from daintree_tui.cli.output import emit, table, wants_json, write_line
-from daintree_tui.core import trust
 from daintree_tui.core.errors import DaintreeError, InputError
 from daintree_tui.core.log import warn
 from daintree_tui.core.validate import files
@@ -20,23 +19,11 @@ from daintree_tui.services import Services
 def cmd_wt_create(args: argparse.Namespace, services: Services) -> int:
     from daintree_tui.core.worktrees import validate_name
 
-    validate_name(args.name)
+    validate_name(args.name)  # a bad name is said before a bad task id, as ever
     the_task = task_id(args.task) if args.task is not None else None
-    if args.prompt is not None and not args.agent:
-        raise InputError("--prompt is the first prompt of the session --agent starts: give --agent PRESET too")
-    agent = None
-    if args.agent:
-        from daintree_tui.sessions.presets import refuse_prompt_for, resolve_preset
-
-        agent = resolve_preset(services.project.config, args.agent)  # a bad preset is rejected before anything
-        agent.check_program()
-        refuse_prompt_for(agent, args.prompt)
-        trust.require_agent_trusted(services.project.config, agent.name)  # as is an untrusted one (exit 1)
-        # The host raises the clear "tmux is not installed" error; a name another repository runs on a shared
-        # server is refused before the worktree exists: create validates everything first.
-        services.sessions.host.refuse_foreign(args.name)
-    entry, provided = services.worktrees.create_reporting(args.name, task_id=the_task, base=args.base)
-    data = {**entry.to_dict(), **provided.to_dict()}
+    created = services.ops.create(args.name, task_id=the_task, base=args.base, agent=args.agent or None,
+                                  prompt=args.prompt)
+    entry, provided, info = created.entry, created.provided, created.session
     text = f"created worktree {entry.name} at {entry.path} (branch {entry.branch}, port {entry.ports[0]})"
     if provided.copied:
         text += f"\ncopied {', '.join(provided.copied)}"
@@ -44,15 +31,9 @@ def cmd_wt_create(args: argparse.Namespace, services: Services) -> int:
         paths = [link["path"] for link in provided.linked if link["mode"] == mode]
         if paths:
             text += f"\n{'linked' if mode == 'symlink' else 'copied'} {', '.join(paths)} ({mode})"
-    if agent is not None:
-        try:
-            info = services.sessions.start(entry.name, agent.name, prompt=args.prompt)
-        except DaintreeError as exc:  # the worktree stays (it may hold copied files): say so, and how to go on
-            raise type(exc)(f"created worktree {entry.name}, but its session did not start: {exc} "
-                            f"(retry: daintree session start {entry.name} --agent {agent.name})") from None
-        data["session"] = info.to_dict()
-        text += f"\nstarted session {info.session} with agent {agent.name}"
-    emit(args, data, text)
+    if info is not None:
+        text += f"\nstarted session {info.session} with agent {info.agent}"
+    emit(args, created.to_dict(), text)
     return 0
 
 
@@ -125,14 +106,14 @@ def cmd_wt_status(args: argparse.Namespace, services: Services) -> int:
 
 
 def cmd_wt_keep(args: argparse.Namespace, services: Services) -> int:
-    entry = services.worktrees.keep(args.name)
+    entry = services.ops.keep(args.name)
     emit(args, entry.to_dict(), f"kept worktree {entry.name}")
     return 0
 
 
 def cmd_wt_remove(args: argparse.Namespace, services: Services) -> int:
-    result = services.worktrees.remove(args.name, force=args.force, complete_task=args.complete_task,
-                                       delete_branch=args.delete_branch)
+    result = services.ops.remove(args.name, force=args.force, complete_task=args.complete_task,
+                                 delete_branch=args.delete_branch)
     text = result.message + ("\ndeleted branch " + result.entry.branch if result.branch_deleted and result.entry
                              else "")
     emit(args, result.to_dict(), text)
@@ -199,21 +180,21 @@ def cmd_wt_diff(args: argparse.Namespace, services: Services) -> int:
 
 
 def cmd_wt_commit(args: argparse.Namespace, services: Services) -> int:
-    result = services.review.commit(args.name, args.message, all_changes=args.all)
+    result = services.ops.commit(args.name, args.message, all_changes=args.all)
     emit(args, result, f"committed {files(len(result['files']))} in {args.name}: {result['commit'][:10]}")
     return 0
 
 
 def cmd_wt_merge(args: argparse.Namespace, services: Services) -> int:
-    result = services.review.merge(args.name, strategy=args.strategy, into=args.into, remove=args.remove,
-                                   complete_task=args.complete_task, verify=not args.no_verify)
+    result = services.ops.merge(args.name, strategy=args.strategy, into=args.into, remove=args.remove,
+                                complete_task=args.complete_task, verify=not args.no_verify)
     text = result.message + (f"\nremoved worktree {args.name}" if result.removed else "")
     emit(args, result.to_dict(), text)
     return 0
 
 
 def cmd_wt_pr(args: argparse.Namespace, services: Services) -> int:
-    result = services.review.pr(args.name, draft=args.draft)
+    result = services.ops.pr(args.name, draft=args.draft)
     emit(args, result, f"opened {'draft ' if args.draft else ''}pull request: {result['url']}")
     return 0
 

@@ -74,10 +74,12 @@ class Facts:
 class WorktreeService:
     """The worktree lifecycle over one project."""
 
-    def __init__(self, project: Project, sessions: SessionControl | None = None) -> None:
+    def __init__(self, project: Project, sessions: SessionControl | None = None, *, index: Index | None = None,
+                 tasks: TaskService | None = None) -> None:
         self.project = project
-        self.index = Index(project)
-        self.tasks = TaskService(project)
+        # The services hand in the ones they share with the sessions layer; alone (reconcile, a test), its own.
+        self.index = index if index is not None else Index(project)
+        self.tasks = tasks if tasks is not None else TaskService(project)
         self.sessions = sessions
         self.journal = Journal(project)
         self.creation = WorktreeCreation(project, self.index, self.tasks, self.journal)

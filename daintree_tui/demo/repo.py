@@ -8,9 +8,8 @@ from pathlib import Path
 
 from daintree_tui.core.errors import InputError
 from daintree_tui.core.project import Project
-from daintree_tui.core.tasks import TaskService
-from daintree_tui.core.worktrees import WorktreeService
 from daintree_tui.demo.registry import mark_demo
+from daintree_tui.services import Services
 
 FILES = {
     "README.md": "# shop\n\nA tiny web shop used to demo daintree.\n",
@@ -63,19 +62,15 @@ def create_demo_repo(path: Path | None = None, start_agents: bool = True) -> Pat
     (root / ".env").write_text("SHOP_SECRET=demo\n", encoding="utf-8")
     _git(root, "add", "-A")
     _git(root, "commit", "-q", "-m", "Initial shop")
-    project = Project.discover(root)
-    tasks = TaskService(project)
+    services = Services(Project.discover(root))
     for subject, description in TASKS:
-        tasks.create(subject, description, blocked_by=[1] if subject.startswith("Speed") else ())
-    worktrees = WorktreeService(project)
+        services.tasks.create(subject, description, blocked_by=[1] if subject.startswith("Speed") else ())
     for name, task_id in AGENTS:
-        worktrees.create(name, task_id=task_id)
+        services.ops.create(name, task_id=task_id)
     if start_agents:
         from daintree_tui.sessions.host import tmux_available
-        from daintree_tui.sessions.manager import SessionManager
 
         if tmux_available():
-            manager = SessionManager(project)
             for name, _ in AGENTS:
-                manager.start(name, "demo", size=(120, 40))
+                services.ops.start_session(name, "demo", size=(120, 40))
     return root

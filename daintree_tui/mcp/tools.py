@@ -232,11 +232,7 @@ class DaintreeTools:
     # -- worktrees -------------------------------------------------------------------------------------------
 
     def worktree_create(self, name: str, task_id: int | None = None, base_ref: str | None = None) -> dict[str, Any]:
-        from daintree_tui.core.worktrees import validate_name
-
-        validate_name(name)
-        entry, provided = self.services.worktrees.create_reporting(name, task_id=task_id, base=base_ref)
-        return {**entry.to_dict(), **provided.to_dict()}  # what `worktree create --json` prints
+        return self.services.ops.create(name, task_id=task_id, base=base_ref).to_dict()  # `worktree create --json`
 
     def _session_states(self) -> dict[str, dict[str, Any]]:
         try:
@@ -269,47 +265,19 @@ class DaintreeTools:
         return self.services.worktrees.run(name, ["sh", "-c", command], timeout=RUN_TIMEOUT).to_dict()
 
     def worktree_keep(self, name: str) -> dict[str, Any]:
-        return self.services.worktrees.keep(name).to_dict()
+        return self.services.ops.keep(name).to_dict()
 
     def worktree_remove(self, name: str, force: bool = False, complete_task: bool = False) -> dict[str, Any]:
-        from daintree_tui.core.sandbox import sandboxed_caller
-
-        if force and sandboxed_caller() is not None:
-            # As for the session's own CLI calls through its inbox: discarding work is a person's choice, and a
-            # sandboxed lead may not make it for the worktrees of other agents.
-            raise OperationError("worktree_remove: force is not available from inside a sandbox (a person may run "
-                                 f"`daintree worktree remove {name} --force`)")
-        queued = self._remove_policy(name, force, complete_task)
+        ops = self.services.ops
+        ops.check_remove(name, force=force)  # before the policy: a forced remove is never even queued from a sandbox
+        # From inside a session, `remove` answers to the session's role as its CLI call would: refused, queued for a
+        # person (the CLI's `queued` document), or checked by the pre_merge hooks first.
+        argv = ["worktree", "remove", name, *(["--force"] if force else []),
+                *(["--complete-task"] if complete_task else [])]
+        queued = ops.police(self.access.worktree, "remove", argv)
         if queued is not None:
-            return queued
-        return self.services.worktrees.remove(name, force=force, complete_task=complete_task).to_dict()
-
-    def _remove_policy(self, name: str, force: bool, complete_task: bool) -> dict[str, Any] | None:
-        """From inside a session, `remove` answers to the session's role like the CLI's policy gate: refused, queued
-        for a person (returns the CLI's `queued` document), or checked by the pre_merge hooks first."""
-        worktree = self.access.worktree
-        if worktree is None or not self.project.is_git:
-            return None
-        from daintree_tui.services.policy import decide
-
-        decision = decide(self.project, worktree, "remove")
-        if not decision.allowed:
-            self.project.events.append("policy.denied", worktree={"name": worktree}, action="remove",
-                                       role=decision.role)
-            raise OperationError(f"policy: {decision.reason} (ask a person to run it)")
-        if decision.approval == "human":
-            argv = ["worktree", "remove", name, *(["--force"] if force else []),
-                    *(["--complete-task"] if complete_task else [])]
-            record = self.services.approvals.request(worktree, "remove", argv, decision.role)
-            return {"queued": True, "request": record["id"]}
-        if decision.approval == "checks":
-            from daintree_tui.core.hooks import run_hooks
-
-            try:
-                run_hooks(self.project, "pre_merge", self.services.worktrees.get(worktree, live=True))
-            except DaintreeError as exc:
-                raise OperationError(f"policy: checks failed: {exc}") from None
-        return None
+            return queued.to_dict()
+        return ops.remove(name, force=force, complete_task=complete_task).to_dict()
 
     def worktree_events(self, limit: int | None = None) -> list[dict[str, Any]]:
         records, _ = self.project.events.read(None if not self.access.is_lead else limit)
@@ -321,11 +289,7 @@ class DaintreeTools:
     # -- sessions --------------------------------------------------------------------------------------------
 
     def session_start(self, name: str, agent: str | None = None, prompt: str | None = None) -> dict[str, Any]:
-        from daintree_tui.sessions.presets import refuse_prompt_for  # the CLI's own check and message
-
-        if prompt is not None:
-            refuse_prompt_for(self.services.sessions.preset(agent), prompt)
-        return self.services.sessions.start(name, agent, prompt=prompt).to_dict()
+        return self.services.ops.start_session(name, agent, prompt=prompt).to_dict()
 
     def session_send(self, name: str, text: str) -> dict[str, Any]:
         from daintree_tui.core.sandbox import sandboxed_caller
@@ -364,7 +328,7 @@ class DaintreeTools:
     def bakeoff_create(self, task_id: int, agents: list[str], score: str | None = None,
                        base_ref: str | None = None) -> dict[str, Any]:
         names = [a.strip() for a in agents]
-        return self.services.bakeoffs.create(task_id, names, score=score, base=base_ref).to_dict()
+        return self.services.ops.bakeoff_create(task_id, names, score=score, base=base_ref).to_dict()
 
     def bakeoff_score(self, bakeoff_id: str, score: str | None = None, minimize: bool = False,
                       timeout: float | None = None) -> list[dict[str, Any]]:

@@ -12,19 +12,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from daintree_tui.core import git as g
 from daintree_tui.core import trust, validate
 from daintree_tui.core.environment import worktree_env
 from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.index import find
-from daintree_tui.core.models import JsonRecord, TaskStatus
-from daintree_tui.core.review import ReviewService
+from daintree_tui.core.models import JsonRecord
 from daintree_tui.core.runner import run_command
 from daintree_tui.core.sandbox import wrap_command
 from daintree_tui.core.store import read_json, write_json
-from daintree_tui.core.worktrees import WorktreeService, base_ref_error, slugify
-from daintree_tui.sessions.manager import SessionManager
-from daintree_tui.sessions.presets import resolve_preset
+from daintree_tui.core.worktrees import WorktreeService
 
 SCORE_RE = re.compile(r"SCORE:\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
 DEFAULT_SCORE_TIMEOUT = 600.0
@@ -102,12 +98,11 @@ def rank(scores: list[Score], minimize: bool = False) -> list[Score]:
 
 
 class BakeoffService:
-    """Create, score and pick bake-offs."""
+    """The bake-off registry and scoring; creating and picking are operations (`services.operations`): they make
+    and remove worktrees and start sessions."""
 
-    def __init__(self, worktrees: WorktreeService, sessions: SessionManager, review: ReviewService) -> None:
+    def __init__(self, worktrees: WorktreeService) -> None:
         self.worktrees = worktrees
-        self.sessions = sessions
-        self.review = review
         self.project = worktrees.project
         self.tasks = worktrees.tasks
 
@@ -134,73 +129,27 @@ class BakeoffService:
                 return record
         raise InputError(f"no bake-off with id {bakeoff_id!r}")
 
-    def _update(self, record: Bakeoff) -> None:
+    def update(self, record: Bakeoff) -> None:
+        """Write `record` over the one with its id (or add it)."""
         with self.project.lock.hold():
             records = [r for r in self._load() if r.id != record.id] + [record]
             self._save(sorted(records, key=lambda r: r.number))
 
-    def create(self, task_id: int, agents: list[str], score: str | None = None, base: str | None = None,
-               start_sessions: bool = True) -> Bakeoff:
-        """One worktree per agent from the same base commit, each running its agent with the task as prompt."""
-        self.project.require_git()
-        if not agents:
-            raise InputError("a bake-off needs at least one agent (--agents A,B,C)")
-        task = self.tasks.get(task_id)
-        if task.status == TaskStatus.COMPLETED:
-            raise InputError(f"task {task_id} is completed: reopen it first (daintree task update {task_id} "
-                             "--status pending)")
-        if score:
-            trust.remember_command(self.project, score)
-        presets = [resolve_preset(self.project.config, a) for a in agents]
-        for preset in presets:
-            preset.check_program()
-            if start_sessions:  # an untrusted agent is refused before any candidate exists
-                trust.require_agent_trusted(self.project.config, preset.name)
-        base_ref = base or self.project.config.base
-        base_commit = g.rev_parse_commit(self.project.root, base_ref)
-        if base_commit is None:
-            raise base_ref_error(self.project.root, base_ref)
-        manager = self.sessions if start_sessions else None
-        if manager is not None:
-            manager.host  # noqa: B018 - fail now, before any worktree, when there is no session host
+    def reserve(self, task_id: int) -> str:
+        """A new bake-off's id, taken under the lock by a record in state `creating` (two creates never share one)."""
         with self.project.lock.hold():
             records = self._load()
             bakeoff_id = f"b{max((r.number for r in records), default=0) + 1}"
             self._save([*records, Bakeoff(bakeoff_id, task_id, "creating")])
-        slug = slugify(task.subject, limit=30)
-        names: list[str] = []
-        for preset in presets:
-            names.append(self.worktrees.free_name(f"{slug}-{preset.name}", also_taken=set(names)))
-        created: list[str] = []
-        try:
-            for name in names:
-                self.worktrees.create(name, base=base_commit)
-                created.append(name)
-                self._tag(name, bakeoff_id)
-        except Exception:
-            for name in created:
-                self.worktrees.remove(name, force=True, delete_branch=True)
-            with self.project.lock.hold():
-                self._save([r for r in self._load() if r.id != bakeoff_id])
-            raise
-        record = Bakeoff(bakeoff_id, task_id, "running", agents=tuple(p.name for p in presets),
-                         candidates=tuple(names), base_ref=base_ref, base_commit=base_commit, score_command=score,
-                         created_at=time.time())
-        self._update(record)
-        with self.project.lock.hold():
-            current = self.tasks.get(task_id)
-            current.extra.update({"candidates": names, "bakeoff": bakeoff_id})
-            if current.status == TaskStatus.PENDING:
-                current.status = TaskStatus.IN_PROGRESS
-            self.tasks.save(current)
-        if manager is not None:
-            for name, preset in zip(names, presets, strict=True):
-                prompt = preset.render_prompt(subject=task.subject, description=task.description, worktree=name)
-                manager.start(name, preset.name, prompt=prompt)
-        self.project.events.append("bakeoff.created", task=task.brief(), bakeoff=bakeoff_id, candidates=names)
-        return record
+        return bakeoff_id
 
-    def _tag(self, name: str, bakeoff_id: str) -> None:
+    def forget(self, bakeoff_id: str) -> None:
+        """Drop a bake-off whose create failed (its candidates were removed)."""
+        with self.project.lock.hold():
+            self._save([r for r in self._load() if r.id != bakeoff_id])
+
+    def tag(self, name: str, bakeoff_id: str) -> None:
+        """Mark candidate `name`'s index entry as part of bake-off `bakeoff_id`."""
         with self.project.lock.hold():
             entries = self.worktrees.index.load(heal=True)
             entry = find(entries, name)
@@ -247,38 +196,6 @@ class BakeoffService:
             scores = rank(list(pool.map(one, live)), minimize)
         record = replace(record, scores=tuple(s.to_dict() for s in scores),
                          later={**record.later, "minimize": minimize, "scored_at": time.time()})
-        self._update(record)
+        self.update(record)
         self.project.events.append("bakeoff.scored", bakeoff=bakeoff_id, scores=list(record.scores))
         return scores
-
-    def pick(self, bakeoff_id: str, name: str, strategy: str = "ff",
-             delete_branches: bool = False) -> dict[str, Any]:
-        """Merge the winner through the merge flow, remove the others (never one with uncommitted work),
-        complete the task."""
-        record = self.get(bakeoff_id)
-        if name not in record.candidates:
-            raise InputError(f"{name!r} is not a candidate of bake-off {bakeoff_id} "
-                             f"({', '.join(record.candidates)})")
-        merged = self.review.merge(name, strategy=strategy, remove=True)
-        removed, kept = [], []
-        for other in record.candidates:
-            if other == name:
-                continue
-            try:
-                entry = self.worktrees.get(other)
-            except InputError:
-                continue
-            if not entry.live:
-                continue
-            if self.worktrees.dirty_files(entry):
-                kept.append(other)
-                continue
-            self.worktrees.remove(other, delete_branch=delete_branches, force=delete_branches)
-            removed.append(other)
-        task = self.tasks.update(record.task_id, status=TaskStatus.COMPLETED)
-        record = replace(record, status="picked", picked=name,
-                         later={**record.later, "picked_at": time.time(), "removed": removed, "kept": kept})
-        self._update(record)
-        self.project.events.append("bakeoff.picked", task=task.brief(), bakeoff=bakeoff_id, winner=name,
-                                   removed=removed, kept=kept)
-        return {"bakeoff": bakeoff_id, "winner": name, "merge": merged.to_dict(), "removed": removed, "kept": kept}

@@ -10,24 +10,29 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from daintree_tui.core.project import Project
 
 HANGUP_EXIT = 128 + 1  # SIGHUP: what a session's agent gets when its tmux server dies under it
 
 if TYPE_CHECKING:
+    from daintree_tui.core.index import Index
     from daintree_tui.core.review import ReviewService
     from daintree_tui.core.tasks import TaskService
     from daintree_tui.core.worktrees import WorktreeService
     from daintree_tui.services.bakeoff import BakeoffService
     from daintree_tui.services.hygiene import DiskUsage
     from daintree_tui.services.observer import Observed, SessionObserver
+    from daintree_tui.services.operations import Operations
     from daintree_tui.services.policy import Approvals, ApprovedRun
     from daintree_tui.services.queue import QueueRunner
     from daintree_tui.services.usage import BudgetGuard
     from daintree_tui.sessions.host import SessionHost
     from daintree_tui.sessions.manager import SessionManager
+
+InboxHandler = Callable[["Services", str, dict[str, Any]], dict[str, Any]]
+"""Applies one inbox request of a kind an interface adds: (services, the inbox's owner, the payload) -> result."""
 
 
 class _StopThroughManager:
@@ -53,17 +58,17 @@ class Services:
             a clear error and the rest work.
         pty_fallback: make a PTY host when tmux is absent (the dashboard does; the CLI, whose sessions would die
             with it, does not).
+        inbox_kinds: the inbox request kinds an interface above this layer applies, by kind (the MCP tools: kind
+            `mcp`). Given here by whoever builds the services for a process (`cli.common.build_services`), so every
+            process that applies inbox requests (the dashboard's poll, `session watch`, doctor) knows the same ones.
     """
 
-    # Inbox request kinds that an interface layer applies (the MCP tools: kind `mcp`), by kind -> (services, the
-    # inbox owner, the payload) -> result. Registered by the CLI at import, so every process that applies inbox
-    # requests (the dashboard's poll, `session watch`, doctor) knows them; services cannot import the layer above.
-    inbox_kinds: ClassVar[dict[str, Callable[[Services, str, dict[str, Any]], dict[str, Any]]]] = {}
-
-    def __init__(self, project: Project, host: SessionHost | None = None, *, pty_fallback: bool = False) -> None:
+    def __init__(self, project: Project, host: SessionHost | None = None, *, pty_fallback: bool = False,
+                 inbox_kinds: Mapping[str, InboxHandler] | None = None) -> None:
         self.project = project
         self._given_host = host
         self._pty_fallback = pty_fallback
+        self.inbox_kinds: dict[str, InboxHandler] = dict(inbox_kinds or {})
 
     @cached_property
     def host(self) -> SessionHost | None:
@@ -85,10 +90,23 @@ class Services:
         return TaskService(self.project)
 
     @cached_property
+    def index(self) -> Index:
+        from daintree_tui.core.index import Index
+
+        return Index(self.project)
+
+    @cached_property
+    def ops(self) -> Operations:
+        """Every user operation, each with its checks and events: what the interfaces call to change things."""
+        from daintree_tui.services.operations import Operations
+
+        return Operations(self)
+
+    @cached_property
     def sessions(self) -> SessionManager:
         from daintree_tui.sessions.manager import SessionManager
 
-        manager = SessionManager(self.project, self.host)
+        manager = SessionManager(self.project, self.host, tasks=self.tasks, index=self.index)
         manager.after_start = lambda _name: self.ensure_watcher()
         return manager
 
@@ -127,7 +145,7 @@ class Services:
         from daintree_tui.core.worktrees import WorktreeService
 
         # Removing a worktree stops its session through the manager, which records it as stopped on purpose.
-        return WorktreeService(self.project, _StopThroughManager(self))
+        return WorktreeService(self.project, _StopThroughManager(self), index=self.index, tasks=self.tasks)
 
     @cached_property
     def review(self) -> ReviewService:
@@ -139,13 +157,13 @@ class Services:
     def bakeoffs(self) -> BakeoffService:
         from daintree_tui.services.bakeoff import BakeoffService
 
-        return BakeoffService(self.worktrees, self.sessions, self.review)
+        return BakeoffService(self.worktrees)
 
     @cached_property
     def queue(self) -> QueueRunner:
         from daintree_tui.services.queue import QueueRunner
 
-        return QueueRunner(self.worktrees, self.sessions, self.observer)
+        return QueueRunner(self.ops, self.observer)
 
     @cached_property
     def disk(self) -> DiskUsage:
@@ -192,9 +210,7 @@ class Services:
         vanished with the tmux server (not stopped on purpose): name -> the agent they ran. A record of a later
         run than the one seen means that session is being started again (a restart of the only session stops the
         server for a moment), not lost."""
-        from daintree_tui.sessions.tmux import TmuxHost
-
-        if not isinstance(self.host, TmuxHost) or self.host.serves_sessions():
+        if self.host is None or not self.host.server_gone():
             return {}
         lost = {}
         live = {e.name for e in self.worktrees.entries()}

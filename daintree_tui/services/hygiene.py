@@ -6,6 +6,7 @@ import contextlib
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,9 +114,11 @@ class GcReport:
                 "kept_dirty": self.kept_dirty}
 
 
-def collect(worktrees: WorktreeService, older_than_days: float = 14.0, dry_run: bool = False) -> GcReport:
+def collect(worktrees: WorktreeService, remove: Callable[[str], object], older_than_days: float = 14.0,
+            dry_run: bool = False) -> GcReport:
     """Prune git's records, delete logs and temp dirs of removed worktrees, finish interrupted deletes, and remove
-    kept worktrees that are clean, merged and older than the limit. A dirty worktree is never touched."""
+    kept worktrees that are clean, merged and older than the limit (with `remove`: the remove operation, branch
+    and all). A dirty worktree is never touched."""
     project = worktrees.project
     project.require_git()
     older_than_days = validate.finite_number(older_than_days, "--older-than", minimum=0, maximum=36500)
@@ -173,7 +176,7 @@ def collect(worktrees: WorktreeService, older_than_days: float = 14.0, dry_run: 
         report.freed += size
         if not dry_run:
             try:
-                worktrees.remove(entry.name, delete_branch=True)
+                remove(entry.name)
             except DaintreeError as exc:
                 report.actions.append(f"kept {entry.name}: {exc}")
                 continue

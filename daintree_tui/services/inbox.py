@@ -31,13 +31,13 @@ from typing import TYPE_CHECKING, Any
 
 from daintree_tui.core import git as g
 from daintree_tui.core.errors import DaintreeError, InputError, OperationError
-from daintree_tui.core.index import Index, find
+from daintree_tui.core.index import find
 from daintree_tui.core.log import warn
 from daintree_tui.core.project import Project
 from daintree_tui.core.sandbox import bring_in, on_behalf_of_sandboxed
 from daintree_tui.core.store import remove_tree
 from daintree_tui.services.inbox_client import inbox_owner, mounted_inbox, submit, wait_reply, withdraw
-from daintree_tui.services.policy import decide, role_of
+from daintree_tui.services.policy import role_of
 
 if TYPE_CHECKING:  # the container applies the inbox (observe_tick): only the type is needed here
     from daintree_tui.services.container import Services
@@ -101,7 +101,7 @@ def process_inboxes(services: Services) -> list[Outcome]:
     with _processing_lock(project) as mine:
         if not mine:
             return []
-        entries = [e for e in Index(project).load() if e.live]
+        entries = [e for e in services.index.load() if e.live]
         live = {e.name for e in entries}
         if project.common_dir is not None:  # a few stats: an index that would hang the user's git gc goes
             g.drop_unreadable_admin_files(project.common_dir, (g.ADMIN_INDEX,))  # the rest: admin_dirs.guard
@@ -240,14 +240,13 @@ def _bool_field(payload: dict[str, Any], key: str) -> bool:
 
 
 def _apply(services: Services, owner: str, request_id: str, request: dict[str, Any] | str) -> Outcome:
-    project = services.project
     known = (*KINDS, *services.inbox_kinds)
     kind = request.get("kind") if isinstance(request, dict) else None
     kind = kind if isinstance(kind, str) and kind in known else "?"
     try:
         if isinstance(request, str):
             raise InputError(f"bad request: {request}")
-        entry = find(Index(project).load(), owner)
+        entry = find(services.index.load(), owner)
         if entry is None or not entry.live:
             raise InputError(f"no live worktree named {owner!r}: request dropped")
         payload = request.get("payload")
@@ -315,8 +314,8 @@ def _is_lead(project: Project, worktree: str) -> bool:
 def _action(services: Services, owner: str, payload: dict[str, Any]) -> dict[str, Any]:
     """A policed command (commit, merge, remove, pr) on the sender's OWN worktree, decided by its role.
 
-    The role's rules apply as they do to a CLI call: denied, queued for a person (approval "human"), or run
-    here, outside the sandbox, with options rebuilt from a strict schema (never the agent's argv).
+    The role's rules apply as they do to a CLI call (`Operations.police`): denied, queued for a person (approval
+    "human"), or run here, outside the sandbox, with options rebuilt from a strict schema (never the agent's argv).
     """
     project = services.project
     action = _str_field(payload, "action", 20, required=True)
@@ -327,24 +326,18 @@ def _action(services: Services, owner: str, payload: dict[str, Any]) -> dict[str
         project.events.append("policy.denied", worktree={"name": owner}, action=action, target=target,
                               reason="not its own worktree")
         raise OperationError(f"a session may only {action} its own worktree ({owner}), not {target!r}")
-    decision = decide(project, owner, action)
-    if not decision.allowed:
-        project.events.append("policy.denied", worktree={"name": owner}, action=action, role=decision.role)
-        raise OperationError(f"policy: {decision.reason}")
-    if payload.get("force") or payload.get("into"):
-        raise OperationError("--force and --into are not available from inside a sandbox")
-    argv, run = _rebuild(services, owner, action, payload)
-    if decision.approval == "human":
-        record = services.approvals.request(owner, action, argv, decision.role)
-        return {"queued": True, "request": record["id"], "argv": argv}
-    if decision.approval == "checks":
-        # Here and in _rebuild, not at the top: a sandboxed `daintree` call imports this module to reach its
-        # inbox, and hooks and review bring the worktree service with them.
-        from daintree_tui.core.hooks import run_hooks
+    rebuilt: list[tuple[list[str], Any]] = []
 
-        entry = find(Index(project).load(), owner)
-        if entry is not None:
-            run_hooks(project, "pre_merge", entry)
+    def command() -> list[str]:  # once the role allows the action: a denial is logged whatever else is wrong
+        if payload.get("force") or payload.get("into"):
+            raise OperationError("--force and --into are not available from inside a sandbox")
+        rebuilt.append(_rebuild(services, owner, action, payload))
+        return rebuilt[0][0]
+
+    queued = services.ops.police(owner, action, command)
+    argv, run = rebuilt[0]
+    if queued is not None:
+        return {**queued.to_dict(), "argv": argv}
     return {"queued": False, "argv": argv, "result": run()}
 
 
@@ -352,13 +345,13 @@ def _rebuild(services: Services, owner: str, action: str, payload: dict[str, Any
     """The validated command as argv (for an approval record) and as a call to run it here."""
     from daintree_tui.core.review import STRATEGIES
 
-    worktrees, review = services.worktrees, services.review
+    ops = services.ops
     if action == "commit":
         message = _str_field(payload, "message", 20000, required=True)
         all_changes = _bool_field(payload, "all")
         # `--message=TEXT`, one word: a message starting with a dash is text when the approved request is replayed.
         argv = ["worktree", "commit", owner, f"--message={message}", *(["--all"] if all_changes else [])]
-        return argv, lambda: review.commit(owner, message, all_changes=all_changes)
+        return argv, lambda: ops.commit(owner, message, all_changes=all_changes)
     if action == "merge":
         strategy = _str_field(payload, "strategy", 10) or "ff"
         if strategy not in STRATEGIES:
@@ -366,11 +359,11 @@ def _rebuild(services: Services, owner: str, action: str, payload: dict[str, Any
         remove, complete = _bool_field(payload, "remove"), _bool_field(payload, "complete_task")
         argv = ["worktree", "merge", owner, "--strategy", strategy, *(["--remove"] if remove else []),
                 *(["--complete-task"] if complete else [])]
-        return argv, lambda: review.merge(owner, strategy=strategy, remove=remove, complete_task=complete).to_dict()
+        return argv, lambda: ops.merge(owner, strategy=strategy, remove=remove, complete_task=complete).to_dict()
     if action == "remove":
         complete, delete = _bool_field(payload, "complete_task"), _bool_field(payload, "delete_branch")
         argv = ["worktree", "remove", owner, *(["--complete-task"] if complete else []),
                 *(["--delete-branch"] if delete else [])]
-        return argv, lambda: worktrees.remove(owner, complete_task=complete, delete_branch=delete).to_dict()
+        return argv, lambda: ops.remove(owner, complete_task=complete, delete_branch=delete).to_dict()
     draft = _bool_field(payload, "draft")
-    return ["worktree", "pr", owner, *(["--draft"] if draft else [])], lambda: review.pr(owner, draft=draft)
+    return ["worktree", "pr", owner, *(["--draft"] if draft else [])], lambda: ops.pr(owner, draft=draft)

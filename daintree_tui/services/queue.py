@@ -17,13 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from daintree_tui.core import trust, validate
+from daintree_tui.core import validate
 from daintree_tui.core.errors import DaintreeError
 from daintree_tui.core.models import Task, TaskStatus
-from daintree_tui.core.worktrees import WorktreeService, slugify
 from daintree_tui.services.observer import SessionObserver
-from daintree_tui.sessions.manager import SessionInfo, SessionManager
-from daintree_tui.sessions.presets import all_presets, resolve_preset
+from daintree_tui.services.operations import Operations
+from daintree_tui.sessions.manager import SessionInfo
+from daintree_tui.sessions.presets import all_presets
 
 QUEUE_OWNER = "queue"
 
@@ -91,11 +91,11 @@ def is_ready(task: Task, by_id: dict[int, Task]) -> bool:
 class QueueRunner:
     """One pass at a time: reap what finished, stop what overran, start what is ready."""
 
-    def __init__(self, worktrees: WorktreeService, sessions: SessionManager, observer: SessionObserver) -> None:
-        self.worktrees = worktrees
-        self.project = worktrees.project
-        self.tasks = worktrees.tasks
-        self.sessions = sessions
+    def __init__(self, ops: Operations, observer: SessionObserver) -> None:
+        self.ops = ops  # how a ready task starts: the same operation, and checks, as the dashboard's enter on it
+        self.project = ops.services.project
+        self.tasks = ops.services.tasks
+        self.sessions = ops.services.sessions
         self.observer = observer
         self._blocked_reason: str | None = None
         self._on_event: Callable[[QueueEvent], None] | None = None
@@ -179,18 +179,12 @@ class QueueRunner:
 
     def _start(self, task: Task, report: StepReport) -> None:
         # An agent that cannot start (unknown, not installed, untrusted) is said before its worktree exists.
-        preset = resolve_preset(self.project.config, str(task.extra["agent"]))
-        preset.check_program()
-        trust.require_agent_trusted(self.project.config, preset.name)
-        name = self._name_for(task)
-        self.worktrees.create(name, task_id=task.id)
-        self.sessions.start(name, preset.name)
+        created = self.ops.start_for_task(task.id, agent=str(task.extra["agent"]))
+        assert created.session is not None
+        name = created.entry.name
         report.started.append(name)
-        self._tell(QueueEvent("started", task.id, name, f"agent {preset.name}"))
+        self._tell(QueueEvent("started", task.id, name, f"agent {created.session.agent}"))
         self._flush()
-
-    def _name_for(self, task: Task) -> str:
-        return self.worktrees.free_name(slugify(task.subject, limit=40))
 
     def _reap(self, infos: list[SessionInfo], report: StepReport) -> None:
         """Queue-owned tasks whose session exited: complete them (exit 0) or mark them failed."""
@@ -211,7 +205,7 @@ class QueueRunner:
                     report.completed.append(task.id)
                     self._tell(QueueEvent("completed", task.id, task.worktree))
                     with contextlib.suppress(DaintreeError):
-                        self.worktrees.keep(task.worktree)
+                        self.ops.keep(task.worktree)
                 else:
                     task.owner = f"{QUEUE_OWNER}-failed:{info.exit_code}"
                     self.tasks.save(task)

@@ -130,8 +130,9 @@ def resume(services: Services, lost: Sequence[LostSession], size: tuple[int, int
         if not _claim(services.project, item):
             continue
         try:
-            info = services.sessions.start(item.name, item.agent, size=size, resume=item.can_resume,
-                                           use_task_prompt=False)
+            # Through the operation: a resumed agent's command meets the same checks (trust) as a new start.
+            info = services.ops.start_session(item.name, item.agent, size=size, resume=item.can_resume,
+                                              use_task_prompt=False)
         except DaintreeError as exc:
             results.append(Resumed(item, error=str(exc)))
             continue

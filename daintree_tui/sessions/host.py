@@ -5,12 +5,14 @@ Which host a project gets is chosen in sessions/host_choice.py, the one module t
 
 from __future__ import annotations
 
+import builtins
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 SESSION_PREFIX = "dt-"
 
@@ -70,8 +72,24 @@ class PaneState:
     created: float
 
 
+@dataclass(frozen=True)
+class LocalScreen:
+    """A session that runs inside this process (the plain-PTY host's), shown from its own screen: there is no
+    server to attach a terminal client to."""
+
+    emulator: Any  # sessions.emulator.TerminalEmulator: pyte, imported by the host that has one
+    lock: threading.Lock  # guards the emulator against the host's reader thread
+    subscribe: Callable[[Callable[[bytes], None]], Callable[[], None]]  # hear its output; returns the unsubscribe
+    write: Callable[[bytes], None]  # keys to its agent
+    resize: Callable[[int, int], None]  # (cols, rows)
+
+
 class SessionHost(Protocol):
-    """Runs agent sessions. `persistent` says whether they outlive this process."""
+    """Runs agent sessions. `persistent` says whether they outlive this process.
+
+    What the interfaces need of a host is here too (`attach`, `server_argv`, `server_gone`, `close`), so none of
+    them asks which kind of host it has.
+    """
 
     persistent: bool
 
@@ -93,6 +111,25 @@ class SessionHost(Protocol):
 
     def refuse_foreign(self, worktree: str) -> None:
         """Raise OperationError when the session name is taken by another repository (a shared server)."""
+        ...
+
+    def attach(self, worktree: str) -> builtins.list[str] | LocalScreen | None:
+        """How a terminal shows the session: the command of a client that attaches to it (tmux), its own screen
+        when it runs in this process (the PTY host), or None when there is no such session to show."""
+        ...
+
+    def server_argv(self) -> builtins.list[str] | None:
+        """How to run tmux for the server the sessions live on (its control-mode client follows them by events);
+        None when they live in this process and are polled instead."""
+        ...
+
+    def server_gone(self) -> bool:
+        """Whether the server the sessions lived on is gone (killed or crashed, taking them with it); never for a
+        host whose sessions live in this process."""
+        ...
+
+    def close(self) -> None:
+        """This process ends: stop what cannot outlive it (the PTY host's sessions; a tmux server's keep running)."""
         ...
 
 

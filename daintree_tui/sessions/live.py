@@ -135,7 +135,7 @@ class LiveSessions:
     hook) and then to `on_change`, in order, on a thread of their own, so a slow write never delays status.
 
     Args:
-        manager: the project's sessions (its host must be a tmux host: `base_argv()`).
+        manager: the project's sessions (its host must have a server: `server_argv()`).
         prefix: run the control client elsewhere (`["ssh", "HOST"]`).
         record: stores a change (without it nothing is recorded: this layer only observes).
         on_change: told after a batch of changes was recorded (with the last of them; a UI polls then).
@@ -147,12 +147,12 @@ class LiveSessions:
                  reconcile_interval: float = 20.0) -> None:
         self.manager = manager
         project = manager.project
-        base_argv = getattr(manager.host, "base_argv", None)
+        base_argv = manager.host.server_argv()
         if base_argv is None:
             raise TypeError("live sessions need a tmux host")
         self.records = SessionRecords(session_record_path(project, "any").parent)
         self.presets = all_presets(project.config)
-        self.events = SessionEvents(base_argv(), prefix, env=server_env(), reconcile_interval=reconcile_interval)
+        self.events = SessionEvents(base_argv, prefix, env=server_env(), reconcile_interval=reconcile_interval)
         self.status = LiveStatus(self.events, project.config.waiting_debounce, pattern_for=self._pattern,
                                  signal_for=lambda s: self.records.signal(s[len(SESSION_PREFIX):]),
                                  started_at_for=self._started_at, hooks_for=self._hooked,

@@ -55,10 +55,15 @@ SIGNAL_STATES = ("waiting", "running", "exited")
 class SessionManager:
     """Sessions of one project."""
 
-    def __init__(self, project: Project, host: SessionHost | None = None) -> None:
+    def __init__(self, project: Project, host: SessionHost | None = None, *, tasks: TaskService | None = None,
+                 index: Index | None = None) -> None:
         self.project = project
         resolved = host if host is not None else host_for(project, create=False)
         self._host = resolved
+        # The services hand in the task board and the index they share with the worktrees; a manager made alone
+        # (the launcher, the demo's clean-up, a test) reads its own.
+        self.tasks = tasks if tasks is not None else TaskService(project)
+        self.index = index if index is not None else Index(project)
         self.usage = UsageTracker(project)
         self.panes = PaneFacts(project, self.usage)
         self.after_start: Callable[[str], object] | None = None
@@ -86,7 +91,7 @@ class SessionManager:
 
     def _live_entry(self, name: str) -> WorktreeEntry:
         self.project.require_git()
-        entry = find(Index(self.project).load(), name)
+        entry = find(self.index.load(), name)
         if entry is None or not entry.live:
             raise InputError(f"no live worktree named {name!r}")
         if Path(entry.path).exists():
@@ -126,7 +131,7 @@ class SessionManager:
         if existing is not None:
             host.stop(name)
         if prompt is None and use_task_prompt and entry.task_id is not None and preset.prompt_mode != "none":
-            task = TaskService(self.project).find(entry.task_id)
+            task = self.tasks.find(entry.task_id)
             if task is not None:
                 prompt = preset.render_prompt(subject=task.subject, description=task.description,
                                               worktree=entry.name, port=entry.ports[0] if entry.ports else "")
@@ -191,7 +196,7 @@ class SessionManager:
             type_first_prompt(host, name, prompt, log)
         self.project.events.append("session.started", worktree=entry.brief(), agent=preset.name,
                                    session=session_name(name), pid=state.pid,
-                                   task=TaskService(self.project).brief_of(entry.task_id))
+                                   task=self.tasks.brief_of(entry.task_id))
         if self.after_start is not None:
             try:
                 self.after_start(name)
@@ -213,7 +218,7 @@ class SessionManager:
                                "reason": f"not sandboxed: bubblewrap could not start when the session did ({reason})"}
             write_json(self.meta_path(name), meta)
         task_id = meta.get("task_id")
-        task = TaskService(self.project).brief_of(task_id) if isinstance(task_id, int) else None
+        task = self.tasks.brief_of(task_id) if isinstance(task_id, int) else None
         self.project.events.append("session.unsandboxed", worktree={"name": name}, agent=meta.get("agent"),
                                    reason=reason, mode=mode, task=task)
         return True
@@ -221,8 +226,8 @@ class SessionManager:
     def _role(self, entry: WorktreeEntry, preset: Preset) -> str | None:
         """The session's role, recorded at its start (the task's, else its agent's, else the default role): what
         `daintree mcp` inside the session trusts, rather than anything the agent can set."""
-        task = TaskService(self.project).find(entry.task_id) if entry.task_id is not None else None
-        role = TaskService(self.project).role(task) if task is not None else None
+        task = self.tasks.find(entry.task_id) if entry.task_id is not None else None
+        role = self.tasks.role(task) if task is not None else None
         return role or preset.role or self.project.config.default_role
 
     def stop(self, name: str) -> bool:
@@ -278,7 +283,7 @@ class SessionManager:
 
     def context(self, name: str, env: dict[str, str] | None = None) -> SessionContext:
         """The paths an agent integration needs for session `name`."""
-        entry = find(Index(self.project).load(), name)
+        entry = find(self.index.load(), name)
         worktree = Path(entry.path) if entry is not None else self.project.worktree_path(name)
         return SessionContext(name=name, root=self.project.root, worktree=worktree,
                               session_dir=session_dir(self.project, name), env=env if env is not None else {},
@@ -371,7 +376,7 @@ class SessionManager:
             write_json(self.meta_path(name), meta)
         if status in (SessionStatus.WAITING, SessionStatus.EXITED, SessionStatus.RUNNING, SessionStatus.STALLED):
             task_id = meta.get("task_id")
-            task = TaskService(self.project).brief_of(task_id) if isinstance(task_id, int) else None
+            task = self.tasks.brief_of(task_id) if isinstance(task_id, int) else None
             self.project.events.append(f"session.{status}", worktree={"name": name}, agent=meta.get("agent"),
                                        exit_code=exit_code if status == SessionStatus.EXITED else None,
                                        reason=reason, task=task)
@@ -436,7 +441,7 @@ class SessionManager:
         """A name that is no live worktree gets the error every command gives, not a hint to start a session."""
         if not self.project.is_git:
             return
-        entry = find(Index(self.project).load(), name)
+        entry = find(self.index.load(), name)
         if entry is None:
             raise InputError(f"no worktree named {name!r}")
         if not entry.live:

@@ -20,7 +20,7 @@ from pathlib import Path
 from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.project import Project
 from daintree_tui.sessions.emulator import TerminalEmulator
-from daintree_tui.sessions.host import PaneState, session_name
+from daintree_tui.sessions.host import LocalScreen, PaneState, session_name
 from daintree_tui.sessions.keys import encode_paste
 
 _TMUX_KEYS = {"Enter": b"\r", "Tab": b"\t", "Escape": b"\x1b", "BSpace": b"\x7f", "Space": b" ",
@@ -194,3 +194,25 @@ class PtyHost:
     def stop_all(self) -> None:
         for name in list(self._sessions):
             self.stop(name)
+
+    def attach(self, worktree: str) -> LocalScreen | None:
+        view = self.view(worktree)
+        if view is None:
+            return None
+        emulator, lock = view
+
+        def subscribe(listener: Callable[[bytes], None]) -> Callable[[], None]:
+            self.subscribe(worktree, listener)
+            return lambda: self.unsubscribe(worktree, listener)
+
+        return LocalScreen(emulator, lock, subscribe, lambda data: self.write(worktree, data),
+                           lambda cols, rows: self.resize(worktree, cols, rows))
+
+    def server_argv(self) -> None:
+        return None  # no server: the sessions are this process's own, polled without a fork
+
+    def server_gone(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        self.stop_all()

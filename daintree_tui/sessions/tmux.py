@@ -122,6 +122,18 @@ class TmuxHost:
         """The command an embedded terminal runs to show a session."""
         return [*self.base_argv(), "attach-session", "-t", f"={session_name(worktree)}"]
 
+    def attach(self, worktree: str) -> list[str]:
+        return self.attach_argv(worktree)
+
+    def server_argv(self) -> list[str]:
+        return self.base_argv()
+
+    def server_gone(self) -> bool:
+        return not self.serves_sessions()
+
+    def close(self) -> None:
+        """Nothing to stop: the sessions live on the server, which outlives this process."""
+
     def tmux(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         try:
             proc = subprocess.run([*self.base_argv(), *args], capture_output=True, text=True, env=server_env(),

@@ -25,6 +25,8 @@ from daintree_tui.core.config import in_quiet_hours
 from daintree_tui.core.errors import DaintreeError
 from daintree_tui.core.project import Project
 from daintree_tui.core.validate import escape_controls
+from daintree_tui.services import Services
+from daintree_tui.sessions.host import LocalScreen
 from daintree_tui.sessions.last_words import telling_line
 from daintree_tui.sessions.status import SessionStatus
 from daintree_tui.tui.backend import Backend
@@ -130,25 +132,11 @@ class DaintreeApp(App[None]):
                 terminal.attach_command(name, argv)
             return
         host = self.backend.host
-        from daintree_tui.sessions.pty_host import PtyHost  # pyte and wcwidth: after the first frame
-        from daintree_tui.sessions.tmux import TmuxHost
-
-        if isinstance(host, PtyHost):
-            view = host.view(name)
-            if view is None:
-                return
-            emulator, lock = view
-
-            def subscribe(listener: Callable[[bytes], None]) -> Callable[[], None]:
-                host.subscribe(name, listener)
-                return lambda: host.unsubscribe(name, listener)
-
-            terminal.attach_emulator(name, emulator, lock, subscribe,
-                                     lambda data: host.write(name, data),
-                                     lambda cols, rows: host.resize(name, cols, rows))
-            return
-        if isinstance(host, TmuxHost):
-            terminal.attach_command(name, host.attach_argv(name))
+        how = host.attach(name) if host is not None else None
+        if isinstance(how, LocalScreen):  # the session runs in this process: shown from its own screen
+            terminal.attach_emulator(name, how.emulator, how.lock, how.subscribe, how.write, how.resize)
+        elif how is not None:
+            terminal.attach_command(name, how)
 
     def announce(self, due: list[tuple[str, SessionInfo]]) -> None:
         """Sessions that started waiting or exited: notify, ring the bell, tell the desktop; once for all that one
@@ -233,10 +221,8 @@ class DaintreeApp(App[None]):
             message = f"daintree: {said}; `daintree --repo {self.backend.project.root}` brings you back"
         else:
             message = "daintree: sessions ended with the dashboard (tmux is not installed)"
-            from daintree_tui.sessions.pty_host import PtyHost
-
-            if isinstance(self.backend.host, PtyHost):
-                self.backend.host.stop_all()
+            if self.backend.host is not None:
+                self.backend.host.close()
         if self.demo:  # its agents end with it (the demo then says how many it stopped)
             message = "daintree: closing the demo"
         self.exit_message = message
@@ -254,17 +240,23 @@ class DaintreeApp(App[None]):
                    if not is_remote(name) and info.status != SessionStatus.EXITED)
 
 
-def make_app(project: Project, clock: Callable[[], float] = time.time,
+def make_app(services: Services | Project, clock: Callable[[], float] = time.time,
              clock_format: Callable[[float], str] | None = None, backend: Backend | None = None) -> DaintreeApp:
-    """The one factory the CLI and the tests use."""
-    return DaintreeApp(backend or Backend(project, clock=clock), clock=clock, clock_format=clock_format)
+    """The one factory the CLI and the tests use. The CLI hands in the services it built for this process (with
+    what every interface adds to them, `cli.common.build_services`); a project alone gets the dashboard's own:
+    sessions on a PTY without tmux, and no inbox kinds from the layers above."""
+    if backend is None:
+        if isinstance(services, Project):
+            services = Services(services, pty_fallback=True)
+        backend = Backend(services, clock=clock)
+    return DaintreeApp(backend, clock=clock, clock_format=clock_format)
 
 
-def run_dashboard(project: Project, demo: bool = False) -> int:
+def run_dashboard(services: Services, demo: bool = False) -> int:
     # What is imported by now lives as long as the process: out of the collector's reach, a full collection in
     # the middle of start-up (22 ms here, just before the first frame) walks only what start-up makes.
     gc.freeze()
-    app = make_app(project)
+    app = make_app(services)
     app.demo = demo
     app.run()
     return app.return_code or 0

@@ -58,12 +58,12 @@ def _poke(backend: Backend) -> None:
 
 def look_after_restart(backend: Backend) -> Message | None:
     """With `sessions.resume_after_restart`, resume the lost sessions now (a notice says so); else offer it."""
-    lost = resume.lost_sessions(backend)
+    lost = resume.lost_sessions(backend.services)
     if not lost:
         return None
     if not backend.project.config.resume_after_restart:
         return ResumeOffered(lost)
-    results = resume.resume(backend, lost)
+    results = resume.resume(backend.services, lost)
     _poke(backend)
     return Notice(_said(results), title="After a restart") if results else None
 
@@ -80,9 +80,9 @@ async def offer_resume(screen: DashboardActions, lost: Sequence[resume.LostSessi
     backend = screen.backend
     if not await screen.app.push_screen_wait(ConfirmScreen("Resume after a restart?", body, yes="Resume",
                                                            no="Not now", settle=settle_for(screen))):
-        await asyncio.to_thread(resume.decline, backend, lost)
+        await asyncio.to_thread(resume.decline, backend.services, lost)
         return
     size = screen.terminal_size()
-    results = await asyncio.to_thread(resume.resume, backend, lost, size)
+    results = await asyncio.to_thread(resume.resume, backend.services, lost, size)
     _poke(backend)
     screen.operation_done(_said(results))

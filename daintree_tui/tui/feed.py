@@ -113,14 +113,14 @@ class DashboardFeed(Widget):
         if not first_look and not self._unmounted and backend.live is None:
             self._go_live()
         if self.auto_queue:
-            report = backend.queue.step()
+            report = backend.services.queue.step()
             if report.started:
                 self.post_message(Notice(f"Auto: started {', '.join(report.started)}"))
         candidates = self._known if visible is None else [n for n in visible if n in self._known]
         wanted = [n for n in candidates if n not in shown]
         infos, previews = backend.first_look(wanted) if first_look else backend.poll_sessions(wanted)
         self._known = [i.name for i in infos]
-        approvals = backend.approvals.records("pending")
+        approvals = backend.services.approvals.records("pending")
         state = (infos, previews)
         changed = state != self._last_poll
         self._last_poll = state
@@ -172,11 +172,11 @@ class DashboardFeed(Widget):
         backend = self.backend
         # What is on disk is painted first (`first_snapshot`); reconcile once the status is out too, and show its
         # repairs if it made any.
-        fixes = backend.startup()
+        fixes = backend.services.startup()
         if fixes:
             self.post_message(SnapshotLoaded(backend.snapshot()))
             self.post_message(Notice(f"Reconciled {len(fixes)} problem(s) left by a crash", title="doctor --fix"))
-        untrusted = backend.untrusted_hooks()
+        untrusted = backend.services.untrusted_hooks()
         if untrusted:
             self.post_message(TrustNeeded(untrusted))
         from daintree_tui.tui.away import look_after_restart
@@ -218,7 +218,7 @@ class DashboardFeed(Widget):
     @work(thread=True, exit_on_error=False, exclusive=True, group="facts", description="git facts")
     def load_facts(self, entries: tuple[WorktreeEntry, ...]) -> None:
         self.post_message(FactsLoaded(self.backend.facts(entries)))
-        self.post_message(DiskLoaded(self.backend.disk.measure(list(self.entries))))
+        self.post_message(DiskLoaded(self.backend.services.disk.measure(list(self.entries))))
 
     @work(thread=True, exit_on_error=False, exclusive=True, group="events", description="tail events")
     def load_events(self) -> None:

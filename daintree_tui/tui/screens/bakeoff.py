@@ -82,7 +82,7 @@ class BakeoffScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="bakeoff", description="score")
     def run_score(self) -> None:
-        scores = self.dashboard.backend.bakeoffs.score(self.record["id"])
+        scores = self.dashboard.backend.services.bakeoffs.score(self.record["id"])
         self.app.call_from_thread(self.show_scores, [s.to_dict() for s in scores])
 
     def action_pick(self) -> None:
@@ -96,7 +96,7 @@ class BakeoffScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="bakeoff", description="pick")
     def run_pick(self, name: str) -> None:
-        result = self.dashboard.backend.bakeoffs.pick(self.record["id"], name)
+        result = self.dashboard.backend.pick(self.record["id"], name)
         kept = f"; kept with uncommitted work: {', '.join(result['kept'])}" if result["kept"] else ""
         self.app.call_from_thread(self.notify, f"Picked {name}: {result['merge']['message']}{kept}")
         self.app.call_from_thread(self.close)

@@ -50,12 +50,13 @@ async def new_task(screen: DashboardActions, dialog: asyncio.Future[NewTask | No
     if new is None:
         return
     if not new.start:
-        task = await asyncio.to_thread(backend.tasks.create, new.subject, new.description)
+        task = await asyncio.to_thread(backend.create_task, new.subject, new.description)
         screen.operation_done(f"Created task {task.id}")
         return
     size = screen.terminal_size()
-    task, entry, info = await asyncio.to_thread(backend.quick_create, new.subject, new.description, new.agent,
-                                                new.base, size)
+    created = await asyncio.to_thread(backend.quick_create, new.subject, new.description, new.agent, new.base, size)
+    assert created.task is not None
+    task, entry, info = created.task, created.entry, created.session
     screen.operation_done(f"Task {task.id} → worktree {entry.name}" + (f" with {info.agent}" if info else ""),
                           focus=entry.name)
     chose_default = new.agent in (None, "", backend.default_agent())
@@ -71,15 +72,8 @@ async def new_task(screen: DashboardActions, dialog: asyncio.Future[NewTask | No
 
 
 async def start_for_task(screen: DashboardActions, task_id: int) -> None:
-    backend = screen.backend
-    size = screen.terminal_size()
-
-    def create() -> tuple[str, str, str]:
-        task = backend.tasks.get(task_id)
-        entry = backend.worktrees.create(backend.unique_name(task.subject), task_id=task.id)
-        return task.subject, entry.name, backend.start_session(entry.name, None, size).agent
-
-    _, name, agent = await asyncio.to_thread(create)
+    created = await asyncio.to_thread(screen.backend.start_for_task, task_id, screen.terminal_size())
+    name, agent = created.entry.name, created.session.agent if created.session else "?"
     screen.operation_done(f"Task {task_id} → worktree {name} with {agent}", focus=name)
 
 
@@ -242,7 +236,7 @@ async def pull_request(screen: DashboardActions, name: str) -> None:
 
 
 async def inject_task(screen: DashboardActions, name: str) -> None:
-    await asyncio.to_thread(screen.backend.inject_task, name)
+    await asyncio.to_thread(screen.backend.services.inject_task, name)
     screen.operation_done(f"Sent the task to {name}")
 
 
@@ -251,7 +245,7 @@ async def bakeoff(screen: DashboardActions, task_id: int, dialog: asyncio.Future
     request = await dialog
     if not request:
         return
-    record = await asyncio.to_thread(backend.bakeoffs.create, task_id, request.agents, score=request.score)
+    record = await asyncio.to_thread(backend.bakeoff, task_id, request.agents, request.score)
     screen.operation_done(f"Bake-off {record['id']}: {', '.join(record['candidates'])}")
     from daintree_tui.tui.screens.bakeoff import BakeoffScreen  # a dialog: imported when first opened
 

@@ -33,12 +33,12 @@ async def approval(screen: DashboardActions, request: Mapping[str, object]) -> N
         outcome = await asyncio.to_thread(backend.run_approved, request_id)
         screen.operation_done(f"Approved request {request_id}: {outcome}")
     else:
-        await asyncio.to_thread(backend.approvals.resolve, request_id, False)
+        await asyncio.to_thread(backend.services.approvals.resolve, request_id, False)
         screen.operation_done(f"Rejected request {request_id}")
 
 
 async def trust(screen: DashboardActions, commands: list[str]) -> None:
-    change = await asyncio.to_thread(screen.backend.trust_change)
+    change = await asyncio.to_thread(screen.backend.services.trust_change)
     if change is None:
         title = "Trust this repository's hooks?"
         body = "This repository's .daintree.toml defines hooks that run shell commands:\n\n"
@@ -52,14 +52,14 @@ async def trust(screen: DashboardActions, commands: list[str]) -> None:
              + "\n\nTrust it? (recorded for you only, outside the repository; a change asks again)")
     if await screen.app.push_screen_wait(ConfirmScreen(title, body, yes="Trust",
                                                        no="Not now", settle=settle_for(screen))):
-        await asyncio.to_thread(screen.backend.trust)
+        await asyncio.to_thread(screen.backend.services.trust)
         screen.operation_done("Trusted .daintree.toml: its hooks will run")
 
 
 async def server_lost(screen: DashboardActions, vanished: Mapping[str, float | None]) -> None:
     """Sessions vanished all at once (name -> when the run seen had started): if the tmux server died under
     them, offer to start them again."""
-    lost = await asyncio.to_thread(screen.backend.lost_sessions, vanished)
+    lost = await asyncio.to_thread(screen.backend.services.lost_sessions, vanished)
     if not lost:
         return
     screen.notify(f"The tmux server stopped: {len(lost)} session(s) ended", severity="error", timeout=10)

@@ -1,0 +1,367 @@
+"""Operations: each thing a person (or a lead agent) asks daintree to do, put together once.
+
+The CLI, the dashboard, the queue, the bake-off, the MCP tools and a sandboxed session's inbox call these, and
+none of them composes a worktree, a session, a merge or a remove out of the building blocks below, nor runs the
+checks that go with one (tests/test_layers.py holds them to it). So every interface refuses the same things:
+an agent whose command the repository's untrusted `.daintree.toml` sets (DESIGN 2a), an agent that is not
+installed, a first prompt for an agent that takes none, a session name another repository holds on a shared tmux
+server, a forced remove asked for from inside a sandbox. Each operation checks all it can before its first step,
+so a refused operation leaves no task, worktree, branch or session behind, and returns a result its caller
+shapes into its own words (`--json`, a notification, an MCP tool's answer).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from daintree_tui.core import git as g
+from daintree_tui.core import trust
+from daintree_tui.core.errors import DaintreeError, InputError, OperationError
+from daintree_tui.core.models import Task, TaskStatus, WorktreeEntry
+from daintree_tui.core.worktrees import base_ref_error, slugify, validate_name
+
+if TYPE_CHECKING:
+    from daintree_tui.core.deps import DepsReport
+    from daintree_tui.core.review import MergeResult
+    from daintree_tui.core.worktrees import RemoveResult
+    from daintree_tui.services.bakeoff import Bakeoff
+    from daintree_tui.services.container import Services
+    from daintree_tui.services.hygiene import GcReport
+    from daintree_tui.sessions.manager import SessionInfo
+    from daintree_tui.sessions.presets import Preset
+
+
+@dataclass(frozen=True)
+class Created:
+    """What a create made: the worktree and what it got from the primary (files copied, dirs linked), and the
+    session and the task when the operation started or made them."""
+
+    entry: WorktreeEntry
+    provided: DepsReport
+    session: SessionInfo | None = None
+    task: Task | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """What `worktree create --json` prints: the index entry, what was copied and linked, and the session."""
+        data = {**self.entry.to_dict(), **self.provided.to_dict()}
+        if self.session is not None:
+            data["session"] = self.session.to_dict()
+        return data
+
+
+@dataclass(frozen=True)
+class Queued:
+    """A command a session's role sends to a person: approval request `request` will run `daintree ARGV`."""
+
+    request: int
+    argv: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"queued": True, "request": self.request}
+
+
+class Operations:
+    """The user operations of one project's services (`Services.ops`)."""
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+
+    # -- the checks --------------------------------------------------------------------------------------------
+
+    def startable(self, agent: str | None, *, prompt: str | None = None, worktrees: Sequence[str] = ()) -> Preset:
+        """The agent a session would start (`agent`, else the default agent), checked as every start is before
+        anything is made: a known preset, its program installed, a first prompt it can take, its command trusted,
+        a session host, and each of `worktrees` a session name no other repository holds on a shared server.
+
+        Raises:
+            InputError: an unknown agent, one not installed, a prompt it takes none of.
+            OperationError: an untrusted agent command (naming `daintree trust`), no tmux, a foreign session.
+        """
+        preset = self.services.sessions.preset(agent)
+        self._check_agent(preset, prompt)
+        self._check_host(worktrees)
+        return preset
+
+    def _check_agent(self, preset: Preset, prompt: str | None = None) -> None:
+        from daintree_tui.sessions.presets import refuse_prompt_for
+
+        preset.check_program()
+        refuse_prompt_for(preset, prompt)
+        # The agent's command may come from the repository's .daintree.toml: it runs only once trusted. Said here,
+        # before a create that would start it: the sessions layer says it too, but only once the worktree exists.
+        trust.require_agent_trusted(self.services.project.config, preset.name)
+
+    def police(self, caller: str | None, action: str, argv: list[str] | Callable[[], list[str]]) -> Queued | None:
+        """What the role of the session `caller` (its worktree; None: a person's own call) allows for `action`
+        (commit, merge, pr, remove), asked before the operation by each face a session reaches it through: its CLI
+        calls, its MCP tools, its inbox. Returns None to go ahead, or the approval request `argv` (the command as
+        `daintree ARGV`, or what makes it: called once the role allowed the action, so a denial is said and
+        logged first) was queued as when a person must approve.
+
+        Raises:
+            OperationError: the role may not (`policy.denied`), or its checks (pre_merge hooks) failed.
+            InputError: a command to queue with a `--` in it (replayed, only `worktree ACTION NAME ...` is kept).
+        """
+        services = self.services
+        project = services.project
+        if caller is None or not project.is_git:
+            if callable(argv):
+                argv()
+            return None
+        from daintree_tui.services.policy import decide
+
+        decision = decide(project, caller, action)
+        if not decision.allowed:
+            project.events.append("policy.denied", worktree={"name": caller}, action=action, role=decision.role)
+            raise OperationError(f"policy: {decision.reason} (ask a person to run it)")
+        argv = argv() if callable(argv) else argv
+        if decision.approval == "human":
+            if "--" in argv:
+                # A request is replayed as `daintree ARGV --repo ROOT`, and only `worktree ACTION NAME ...` is kept
+                # (validate.approval_problem): one with `--` was queued, then skipped as malformed, never approved.
+                raise InputError("a request for approval takes no `--`: write the worktree name right after the "
+                                 "action")
+            record = services.approvals.request(caller, action, argv, decision.role)
+            return Queued(record.id, argv)
+        if decision.approval == "checks":
+            from daintree_tui.core.hooks import run_hooks
+            from daintree_tui.core.index import find
+
+            entry = find(services.index.load(), caller)
+            if entry is not None:
+                try:
+                    run_hooks(project, "pre_merge", entry)
+                except DaintreeError as exc:
+                    project.events.append("policy.denied", worktree={"name": caller}, action=action,
+                                          role=decision.role, error=str(exc))
+                    raise OperationError(f"policy: checks failed: {exc}") from None
+        return None
+
+    def _check_host(self, names: Sequence[str]) -> None:
+        host = self.services.sessions.host  # raises the clear "tmux is not installed" error
+        for name in names:
+            host.refuse_foreign(name)
+
+    # -- worktrees and their sessions --------------------------------------------------------------------------
+
+    def create(self, name: str, *, task_id: int | None = None, base: str | None = None, agent: str | None = None,
+               prompt: str | None = None, size: tuple[int, int] | None = None) -> Created:
+        """Worktree `name` (bound to task `task_id`, from `base`) and, with `agent`, a session of that agent in it.
+
+        Everything is validated first (DESIGN 3: a rejected input emits nothing): the name, the agent, the host.
+        A session that fails to start after the worktree was made leaves the worktree (it may hold copied files)
+        and says how to retry.
+        """
+        validate_name(name)
+        if prompt is not None and not agent:
+            raise InputError("--prompt is the first prompt of the session --agent starts: give --agent PRESET too")
+        preset = self.startable(agent, prompt=prompt, worktrees=[name]) if agent else None
+        entry, provided = self.services.worktrees.create_reporting(name, task_id=task_id, base=base)
+        if preset is None:
+            return Created(entry, provided)
+        try:
+            session = self.services.sessions.start(entry.name, preset.name, prompt=prompt, size=size)
+        except DaintreeError as exc:
+            raise type(exc)(f"created worktree {entry.name}, but its session did not start: {exc} "
+                            f"(retry: daintree session start {entry.name} --agent {preset.name})") from None
+        return Created(entry, provided, session)
+
+    def quick_create(self, subject: str, description: str = "", *, agent: str | None = None,
+                     base: str | None = None, size: tuple[int, int] | None = None) -> Created:
+        """A task, a worktree named from its subject's slug and a session of `agent` (else the default agent) on
+        it, in one go (the dashboard's `n`). Without a session host (no tmux, no PTY fallback), no session."""
+        services = self.services
+        name = self.free_name(subject)
+        if services.host is not None:
+            preset = self.startable(agent, worktrees=[name])
+        else:
+            preset = services.sessions.preset(agent)
+            preset.check_program()
+        task = services.tasks.create(subject, description)
+        entry, provided = services.worktrees.create_reporting(name, task_id=task.id, base=base or None)
+        session = services.sessions.start(entry.name, preset.name, size=size) if services.host is not None else None
+        return Created(entry, provided, session, task)
+
+    def start_for_task(self, task_id: int, *, agent: str | None = None, name: str | None = None,
+                       size: tuple[int, int] | None = None) -> Created:
+        """A worktree for task `task_id` (`name`, else one from its subject) with a session of `agent` (else the
+        default agent) given the task as its first prompt: the dashboard's enter on a task, the queue's start."""
+        services = self.services
+        task = services.tasks.get(task_id)
+        name = name or self.free_name(task.subject)
+        preset = self.startable(agent, worktrees=[name])
+        entry, provided = services.worktrees.create_reporting(name, task_id=task.id)
+        session = services.sessions.start(entry.name, preset.name, size=size)
+        return Created(entry, provided, session, task)
+
+    def free_name(self, subject: str, limit: int = 40) -> str:
+        """A worktree name for `subject` that no live worktree and no branch uses yet."""
+        return self.services.worktrees.free_name(slugify(subject, limit=limit))
+
+    def start_session(self, name: str, agent: str | None = None, *, prompt: str | None = None,
+                      size: tuple[int, int] | None = None, resume: bool = False, restart: bool = False,
+                      use_task_prompt: bool = True) -> SessionInfo:
+        """Start `agent` in worktree `name` (without `agent`: with `resume` or `restart` the agent its last session
+        ran, else the default agent). `restart` replaces a running session; everything that can refuse is checked
+        before it is stopped, so a refused restart leaves the running agent alone. `resume` continues the agent's
+        last conversation."""
+        services = self.services
+        services.project.require_git()
+        services.sessions.require_known(name)  # a typo is named as such, before anything about the agent
+        if agent is None and (resume or restart):
+            record = services.sessions.record(name)
+            agent = record.agent if record is not None else None
+        preset = self.startable(agent, prompt=None if resume else prompt, worktrees=[name])
+        if restart:
+            sized = {} if size is None else {"size": size}
+            return services.sessions.restart(name, preset.name, prompt=prompt, resume=resume, **sized)
+        return services.sessions.start(name, preset.name, prompt=prompt, size=size, resume=resume,
+                                       use_task_prompt=use_task_prompt)
+
+    def keep(self, name: str) -> WorktreeEntry:
+        return self.services.worktrees.keep(name)
+
+    def remove(self, name: str, *, force: bool = False, complete_task: bool = False, delete_branch: bool = False,
+               discard: list[str] | None = None) -> RemoveResult:
+        """Remove worktree `name` (DESIGN 3). `force` discards uncommitted work (only the files of `discard` when
+        given: what the dashboard's dialog listed); it is a person's choice, never a sandboxed caller's."""
+        self.check_remove(name, force=force)
+        return self.services.worktrees.remove(name, force=force, complete_task=complete_task,
+                                              delete_branch=delete_branch, discard=discard)
+
+    def check_remove(self, name: str, *, force: bool) -> None:
+        """Refuse a forced remove asked for by a sandboxed session (through its inbox): discarding work is a
+        person's choice, and a sandboxed lead may not make it for the worktrees of other agents."""
+        from daintree_tui.core.sandbox import sandboxed_caller
+
+        if force and sandboxed_caller() is not None:
+            raise OperationError(f"force is not available from inside a sandbox (a person may run `daintree "
+                                 f"worktree remove {name} --force`)")
+
+    def gc(self, *, older_than_days: float = 14.0, dry_run: bool = False) -> GcReport:
+        """Reclaim disk: git's stale records, logs and temp dirs of removed worktrees, and kept worktrees that are
+        clean, merged and older than the limit (each removed with its branch). A dirty worktree is never touched."""
+        from daintree_tui.services.hygiene import collect
+
+        return collect(self.services.worktrees, lambda name: self.remove(name, delete_branch=True),
+                       older_than_days=older_than_days, dry_run=dry_run)
+
+    # -- review ------------------------------------------------------------------------------------------------
+
+    def commit(self, name: str, message: str, *, all_changes: bool = False) -> dict[str, Any]:
+        return self.services.review.commit(name, message, all_changes=all_changes)
+
+    def merge(self, name: str, *, strategy: str = "ff", into: str | None = None, remove: bool = False,
+              complete_task: bool = False, verify: bool = True) -> MergeResult:
+        """Merge worktree `name`'s branch into `into` (default: its base branch, else the primary's) through a
+        temporary worktree, the target moved only to the tested result. `verify=False` skips the pre_merge
+        checks (a person's choice, refused inside a session). Returns the target, the strategy, the commit the
+        target now points at and whether the worktree was removed; raises OperationError when it cannot merge
+        (diverged for ff, a conflict, a failing check, uncommitted work), with nothing changed."""
+        return self.services.review.merge(name, strategy=strategy, into=into, remove=remove,
+                                          complete_task=complete_task, verify=verify)
+
+    def pr(self, name: str, *, draft: bool = False) -> dict[str, Any]:
+        return self.services.review.pr(name, draft=draft)
+
+    # -- bake-offs ---------------------------------------------------------------------------------------------
+
+    def bakeoff_create(self, task_id: int, agents: list[str], *, score: str | None = None, base: str | None = None,
+                       start_sessions: bool = True) -> Bakeoff:
+        """One worktree per agent from the same base commit, each running its agent with the task as its prompt.
+        Every agent is checked before any candidate exists; a failed create removes the candidates it made."""
+        from daintree_tui.services.bakeoff import Bakeoff
+
+        services = self.services
+        project = services.project
+        project.require_git()
+        if not agents:
+            raise InputError("a bake-off needs at least one agent (--agents A,B,C)")
+        task = services.tasks.get(task_id)
+        if task.status == TaskStatus.COMPLETED:
+            raise InputError(f"task {task_id} is completed: reopen it first (daintree task update {task_id} "
+                             "--status pending)")
+        if score:
+            trust.remember_command(project, score)
+        presets = [services.sessions.preset(a) for a in agents]
+        for preset in presets:
+            if start_sessions:  # an untrusted agent is refused before any candidate exists
+                self._check_agent(preset)
+            else:
+                preset.check_program()
+        base_ref = base or project.config.base
+        base_commit = g.rev_parse_commit(project.root, base_ref)
+        if base_commit is None:
+            raise base_ref_error(project.root, base_ref)
+        slug = slugify(task.subject, limit=30)
+        names: list[str] = []
+        for preset in presets:
+            names.append(services.worktrees.free_name(f"{slug}-{preset.name}", also_taken=set(names)))
+        if start_sessions:
+            self._check_host(names)  # before any worktree: no session host, or a name another repo holds
+        bakeoffs = services.bakeoffs
+        bakeoff_id = bakeoffs.reserve(task_id)
+        created: list[str] = []
+        try:
+            for name in names:
+                services.worktrees.create(name, base=base_commit)
+                created.append(name)
+                bakeoffs.tag(name, bakeoff_id)
+        except Exception:
+            for name in created:
+                services.worktrees.remove(name, force=True, delete_branch=True)
+            bakeoffs.forget(bakeoff_id)
+            raise
+        record = Bakeoff(bakeoff_id, task_id, "running", agents=tuple(p.name for p in presets),
+                         candidates=tuple(names), base_ref=base_ref, base_commit=base_commit, score_command=score,
+                         created_at=time.time())
+        bakeoffs.update(record)
+        with project.lock.hold():
+            current = services.tasks.get(task_id)
+            current.extra.update({"candidates": names, "bakeoff": bakeoff_id})
+            if current.status == TaskStatus.PENDING:
+                current.status = TaskStatus.IN_PROGRESS
+            services.tasks.save(current)
+        if start_sessions:
+            for name, preset in zip(names, presets, strict=True):
+                prompt = preset.render_prompt(subject=task.subject, description=task.description, worktree=name)
+                services.sessions.start(name, preset.name, prompt=prompt)
+        project.events.append("bakeoff.created", task=task.brief(), bakeoff=bakeoff_id, candidates=names)
+        return record
+
+    def bakeoff_pick(self, bakeoff_id: str, name: str, *, strategy: str = "ff",
+                     delete_branches: bool = False) -> dict[str, Any]:
+        """Merge the winner through the merge flow, remove the others (never one with uncommitted work),
+        complete the task."""
+        services = self.services
+        bakeoffs = services.bakeoffs
+        record = bakeoffs.get(bakeoff_id)
+        if name not in record.candidates:
+            raise InputError(f"{name!r} is not a candidate of bake-off {bakeoff_id} "
+                             f"({', '.join(record.candidates)})")
+        merged = self.merge(name, strategy=strategy, remove=True)
+        removed, kept = [], []
+        for other in record.candidates:
+            if other == name:
+                continue
+            try:
+                entry = services.worktrees.get(other)
+            except InputError:
+                continue
+            if not entry.live:
+                continue
+            if services.worktrees.dirty_files(entry):
+                kept.append(other)
+                continue
+            self.remove(other, delete_branch=delete_branches, force=delete_branches)
+            removed.append(other)
+        task = services.tasks.update(record.task_id, status=TaskStatus.COMPLETED)
+        record = replace(record, status="picked", picked=name,
+                         later={**record.later, "picked_at": time.time(), "removed": removed, "kept": kept})
+        bakeoffs.update(record)
+        services.project.events.append("bakeoff.picked", task=task.brief(), bakeoff=bakeoff_id, winner=name,
+                                       removed=removed, kept=kept)
+        return {"bakeoff": bakeoff_id, "winner": name, "merge": merged.to_dict(), "removed": removed, "kept": kept}
