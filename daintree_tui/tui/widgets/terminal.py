@@ -3,8 +3,8 @@
 A PTY runs `tmux attach -t=dt-<name>`; its output is read with `loop.add_reader` and fed to the sessions
 layer's emulator. tmux absorbs output floods and redraws only the final screen, so this widget parses only what
 is on screen. Lines are rendered from pyte's dirty set as cached Strips; the answer to a key is drawn at once,
-other output at most once a frame (`FramePacer`). Attaching and detaching live in the base class
-(`terminal_attach.py`).
+other output at most once a frame (`FramePacer`). How the bytes come and go is the attachment's business
+(`terminal_attach.py`): the widget holds one while it shows a session.
 
 Keys (while focused):
 
@@ -16,13 +16,10 @@ Keys (while focused):
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import subprocess
 import textwrap
-from collections.abc import Callable
-from typing import Any, ClassVar
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.segment import Segment
 from rich.style import Style
@@ -33,20 +30,22 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.strip import Strip
 from textual.timer import Timer
+from textual.widget import Widget
 
 from daintree_tui.sessions.keys import WHEEL_DOWN, WHEEL_UP, encode_key, encode_mouse_sgr, encode_paste
 from daintree_tui.tui.widgets.frame_pacer import FramePacer
-from daintree_tui.tui.widgets.terminal_attach import SessionAttachment
+from daintree_tui.tui.widgets.terminal_attach import Attachment, ClientAttachment, FedAttachment
 from daintree_tui.tui.widgets.terminal_render import render_screen_line
 
-READ_CHUNK = 4096
+if TYPE_CHECKING:
+    from daintree_tui.sessions.emulator import TerminalEmulator
 
 NO_SESSION = "No session here. Press enter to start one, s to pick the agent."
 LOOKING = "Looking for this worktree's session…"
 """Before the first poll has said which sessions there are: "no session" was wrong while they started."""
 
 
-class TerminalView(SessionAttachment, can_focus=True):
+class TerminalView(Widget, can_focus=True):
     """Shows one session; interactive while focused."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -93,54 +92,107 @@ class TerminalView(SessionAttachment, can_focus=True):
         def control(self) -> TerminalView:
             return self.terminal
 
+    worktree: reactive[str | None] = reactive(None, layout=False)
+    """The worktree whose session is attached (None: nothing attached)."""
+    placeholder: reactive[str] = reactive(NO_SESSION)
+    """What an unattached terminal says."""
+    no_worktree: reactive[bool] = reactive(False)
+    """No worktree is current (none exists yet, or the filter hides them all): enter and s would do nothing."""
+
     def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
-        self._emulator = None  # made when first needed (see `emulator`)
-        self._fd: int | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._flush_timer: Timer | None = None
+        self.attachment: Attachment | None = None
+        """How the session shown reaches us (None: nothing attached)."""
+        self._blank: TerminalEmulator | None = None  # what `emulator` is unattached: made when first asked for
+        self._paint_timer: Timer | None = None
         self.pacer = FramePacer()  # when output is repainted (tests give it a frame interval of their own)
-        self._lines: dict[int, Strip] = {}
+        self._strips: dict[int, Strip] = {}
         self._cursor_line: int | None = None
-        self._external_lock: Any = None
-        self._unsubscribe: Callable[[], None] | None = None
-        self._write_external: Callable[[bytes], None] | None = None
-        self._resize_external: Callable[[int, int], None] | None = None
         self.bytes_read = 0
+
+    @property
+    def emulator(self) -> TerminalEmulator:
+        """The emulator of the session shown, or a blank one of the grid's size, made when first asked for: pyte
+        and wcwidth are imported then (tens of milliseconds), not before the dashboard's first frame."""
+        if self.attachment is not None:
+            return self.attachment.emulator
+        if self._blank is None:
+            from daintree_tui.sessions.emulator import TerminalEmulator
+
+            self._blank = TerminalEmulator(*self._grid_size(), respond=self._write)
+        return self._blank
+
+    @property
+    def has_emulator(self) -> bool:
+        return self.attachment is not None or self._blank is not None
+
+    @property
+    def attached(self) -> bool:
+        return self.worktree is not None
+
+    # -- attaching -------------------------------------------------------------------------------------------
+
+    def attach_command(self, worktree: str, argv: Sequence[str]) -> None:
+        """Show `worktree` by running `argv` (a `tmux attach`) in a PTY of our own."""
+        self.detach()
+        cols, rows = self._grid_size()
+        self._attached(worktree, ClientAttachment(argv, cols, rows, respond=self._write,
+                                                  on_output=self._session_output, on_closed=self._session_ended))
+
+    def attach_emulator(self, worktree: str, emulator: TerminalEmulator, lock: AbstractContextManager[Any],
+                        subscribe: Callable[[Callable[[bytes], None]], Callable[[], None]],
+                        write: Callable[[bytes], None], resize: Callable[[int, int], None]) -> None:
+        """Show a session whose bytes another owner parses (the PTY fallback host)."""
+        self.detach()
+        app = self.app  # the host's thread calls on_bytes: it has no active app to look up
+
+        def on_bytes(_: bytes) -> None:
+            app.call_from_thread(self._schedule_refresh)
+
+        self._attached(worktree, FedAttachment(emulator, lock, subscribe, write, resize, on_bytes))
+        resize(*self._grid_size())
+
+    def _attached(self, worktree: str, attachment: Attachment) -> None:
+        self.attachment = attachment
+        self.set_reactive(TerminalView.worktree, worktree)
+        self._strips.clear()
+        self.refresh()
+
+    def detach(self) -> None:
+        """Stop showing the current session (the session itself keeps running)."""
+        attachment, self.attachment = self.attachment, None
+        if attachment is not None:
+            attachment.close()
+        self.set_reactive(TerminalView.worktree, None)
+        self._blank = None  # a blank one when next asked for
+        self._strips.clear()
+        self.refresh()
+
+    def on_unmount(self) -> None:
+        self.detach()
 
     # -- output ----------------------------------------------------------------------------------------------
 
-    def _on_readable(self) -> None:
-        if self._fd is None:
-            return
-        try:
-            # Small reads keep each callback short (pyte parses ~0.5 MB/s): the event loop never stalls, and
-            # when we fall behind tmux stops streaming and redraws the final screen instead.
-            data = os.read(self._fd, READ_CHUNK)
-        except BlockingIOError:
-            return
-        except OSError:
-            data = b""
-        if not data:
-            worktree = self.worktree
-            self.detach()
-            self.post_message(self.Detached(self, worktree))
-            return
-        self.bytes_read += len(data)
-        self.emulator.feed(data)
+    def _session_output(self, count: int) -> None:
+        self.bytes_read += count
         self._schedule_refresh()
+
+    def _session_ended(self) -> None:
+        worktree = self.worktree
+        self.detach()
+        self.post_message(self.Detached(self, worktree))
 
     def _schedule_refresh(self) -> None:
         wait = self.pacer.delay()
         if wait <= 0:
-            self._flush()  # no hop through the message queue: this is the echo a typist waits for
-        elif self._flush_timer is None:
-            self._flush_timer = self.set_timer(wait, self._flush)
+            self._paint()  # no hop through the message queue: this is the echo a typist waits for
+        elif self._paint_timer is None:
+            self._paint_timer = self.set_timer(wait, self._paint)
 
-    def _flush(self) -> None:
-        if self._flush_timer is not None:
-            self._flush_timer.stop()
-            self._flush_timer = None
+    def _paint(self) -> None:
+        if self._paint_timer is not None:
+            self._paint_timer.stop()
+            self._paint_timer = None
         self.pacer.flushed()
         with self._locked():
             dirty = self.emulator.take_dirty()
@@ -149,7 +201,7 @@ class TerminalView(SessionAttachment, can_focus=True):
             dirty.add(self._cursor_line)
         dirty.add(cursor_y)
         for y in dirty:
-            self._lines.pop(y, None)
+            self._strips.pop(y, None)
         width, height = self.size
         if len(dirty) * 2 >= height:
             self.refresh()
@@ -157,13 +209,8 @@ class TerminalView(SessionAttachment, can_focus=True):
             # Repaint only the changed lines: an echo then costs one line of output, not the whole pane.
             self.refresh(*[Region(0, y, width, 1) for y in sorted(dirty) if y < height])
 
-    def _locked(self) -> Any:
-        return self._external_lock if self._external_lock is not None else contextlib.nullcontext()
-
-    placeholder: reactive[str] = reactive(NO_SESSION)
-    """What an unattached terminal says."""
-    no_worktree: reactive[bool] = reactive(False)
-    """No worktree is current (none exists yet, or the filter hides them all): enter and s would do nothing."""
+    def _locked(self) -> AbstractContextManager[Any]:
+        return self.attachment.locked() if self.attachment is not None else nullcontext()
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
@@ -183,10 +230,10 @@ class TerminalView(SessionAttachment, can_focus=True):
             if show_cursor:
                 self._cursor_line = y
                 return render_screen_line(self.emulator, y, width, screen.cursor.x)
-            strip = self._lines.get(y)
+            strip = self._strips.get(y)
             if strip is None or strip.cell_length != width:
                 strip = render_screen_line(self.emulator, y, width, None)
-                self._lines[y] = strip
+                self._strips[y] = strip
             return strip
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
@@ -196,22 +243,8 @@ class TerminalView(SessionAttachment, can_focus=True):
 
     def _write(self, data: bytes) -> None:
         self.pacer.key_sent()
-        if self._write_external is not None:
-            with contextlib.suppress(Exception):
-                self._write_external(data)
-            return
-        if self._fd is None:
-            return
-        with contextlib.suppress(BlockingIOError):
-            view = memoryview(data)
-            while view:
-                try:
-                    written = os.write(self._fd, view)
-                except BlockingIOError:
-                    continue
-                except OSError:
-                    return
-                view = view[written:]
+        if self.attachment is not None:
+            self.attachment.write(data)
 
     def send_bytes(self, data: bytes) -> None:
         """Write raw bytes to the session (used by context injection and tests)."""
@@ -260,16 +293,9 @@ class TerminalView(SessionAttachment, can_focus=True):
         if self.has_emulator:  # one made later starts at this size
             with self._locked():
                 self.emulator.resize(cols, rows)
-        self._lines.clear()
-        if self._resize_external is not None:
-            self._resize_external(cols, rows)
-        elif self._fd is not None:
-            from daintree_tui.sessions.pty_host import set_winsize  # loaded by the attach
-
-            set_winsize(self._fd, cols, rows)
-            if self._proc is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(self._proc.pid, signal.SIGWINCH)
+        self._strips.clear()
+        if self.attachment is not None:
+            self.attachment.resize(cols, rows)
         self.refresh()
 
     def on_focus(self) -> None:
@@ -281,3 +307,7 @@ class TerminalView(SessionAttachment, can_focus=True):
     def screen_text(self) -> str:
         with self._locked():
             return self.emulator.text()
+
+    def _grid_size(self) -> tuple[int, int]:
+        width, height = self.size
+        return max(width, 20), max(height, 5)

@@ -1,8 +1,12 @@
-"""The attaching half of `TerminalView`: which session the terminal shows, and how its bytes reach the emulator.
+"""How one session's bytes reach `TerminalView`'s emulator and its keys reach the session: the attachment the
+widget holds (`TerminalView.attachment`) while it shows a session.
 
-A session is shown either through a `tmux attach` client running in a PTY of our own (its output is read by
-`TerminalView._on_readable` on the event loop), or through an emulator another owner feeds (the PTY fallback
-host). Kept apart from the widget's drawing and key handling so each module stays one responsibility.
+- `ClientAttachment`: a `tmux attach` client (or an ssh running one) in a PTY of our own; its output is read on
+  the event loop (`loop.add_reader`), a small chunk at a time, and parsed by an emulator of ours.
+- `FedAttachment`: an emulator another owner parses in its own thread (the PTY fallback host); it says when bytes
+  came, and we draw under its lock.
+
+Neither draws nor handles keys (the widget does); the widget knows neither's descriptors, processes or locks.
 """
 
 from __future__ import annotations
@@ -10,137 +14,166 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import subprocess
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
-
-from textual.reactive import reactive
-from textual.strip import Strip
-from textual.widget import Widget
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from daintree_tui.sessions.emulator import TerminalEmulator
 
+READ_CHUNK = 4096
 
-class SessionAttachment(Widget):
-    """Base of `TerminalView`: attaching to and detaching from one session."""
 
-    worktree: reactive[str | None] = reactive(None, layout=False)
-    """The worktree whose session is attached (None: nothing attached)."""
-
-    # Set by TerminalView.__init__; declared here for the type checker.
-    _emulator: TerminalEmulator | None
-    _fd: int | None
-    _proc: subprocess.Popen[bytes] | None
-    _lines: dict[int, Strip]
-    _external_lock: Any
-    _unsubscribe: Callable[[], None] | None
-    _write_external: Callable[[bytes], None] | None
-    _resize_external: Callable[[int, int], None] | None
-
-    def _write(self, data: bytes) -> None:
-        raise NotImplementedError
-
-    def _on_readable(self) -> None:
-        raise NotImplementedError
-
-    def _schedule_refresh(self) -> None:
-        raise NotImplementedError
+class Attachment(Protocol):
+    """What `TerminalView` asks of the session it shows."""
 
     @property
     def emulator(self) -> TerminalEmulator:
-        """The emulator of the session shown, or a blank one of the grid's size, made when first asked for: pyte
-        and wcwidth are imported then (tens of milliseconds), not before the dashboard's first frame."""
-        if self._emulator is None:
-            from daintree_tui.sessions.emulator import TerminalEmulator
+        """The screen of the session, as parsed so far."""
+        ...
 
-            self._emulator = TerminalEmulator(*self._grid_size(), respond=self._write)
-        return self._emulator
+    def locked(self) -> AbstractContextManager[Any]:
+        """Hold while reading or resizing `emulator` (another thread may be feeding it)."""
+        ...
 
-    @property
-    def has_emulator(self) -> bool:
-        return self._emulator is not None
+    def write(self, data: bytes) -> None:
+        """Send bytes to the session, as typed."""
+        ...
 
-    # -- attaching -------------------------------------------------------------------------------------------
+    def resize(self, cols: int, rows: int) -> None:
+        """Tell the session its window's new size (`emulator` is resized by the widget)."""
+        ...
 
-    def attach_command(self, worktree: str, argv: Sequence[str]) -> None:
-        """Show `worktree` by running `argv` (a `tmux attach`) in a PTY of our own."""
-        from daintree_tui.sessions.emulator import TerminalEmulator
+    def close(self) -> None:
+        """Stop showing the session (the session itself keeps running)."""
+        ...
+
+
+class ClientAttachment:
+    """A tmux client in a PTY of our own: `on_output(n)` after each read that fed `n` bytes to the emulator,
+    `on_closed()` once the client's side of the PTY ends (session killed, server gone)."""
+
+    def __init__(self, argv: Sequence[str], cols: int, rows: int, *, respond: Callable[[bytes], None],
+                 on_output: Callable[[int], None], on_closed: Callable[[], None]) -> None:
+        from daintree_tui.sessions.emulator import TerminalEmulator  # pyte: not before the first frame
         from daintree_tui.sessions.pty_host import set_winsize
 
-        self.detach()
-        cols, rows = self._grid_size()
-        self._emulator = TerminalEmulator(cols, rows, respond=self._write)
-        self._lines.clear()
+        self._emulator = TerminalEmulator(cols, rows, respond=respond)
+        self.on_output = on_output
+        self.on_closed = on_closed
         master, slave = os.openpty()
         set_winsize(slave, cols, rows)
         env = {**os.environ, "TERM": "xterm-256color", "COLORTERM": "truecolor"}
         env.pop("TMUX", None)
         try:
-            self._proc = subprocess.Popen(
+            self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
                 list(argv), stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True,
                 close_fds=True,
             )
+        except BaseException:
+            os.close(master)
+            raise
         finally:
             os.close(slave)
         os.set_blocking(master, False)
-        self._fd = master
-        asyncio.get_running_loop().add_reader(master, self._on_readable)
-        self.set_reactive(SessionAttachment.worktree, worktree)
-        self.refresh()
-
-    def attach_emulator(self, worktree: str, emulator: TerminalEmulator, lock: Any,
-                        subscribe: Callable[[Callable[[bytes], None]], Callable[[], None]],
-                        write: Callable[[bytes], None], resize: Callable[[int, int], None]) -> None:
-        """Show a session whose bytes another owner parses (the PTY fallback host)."""
-        self.detach()
-        self._emulator = emulator
-        self._external_lock = lock
-        self._write_external = write
-        self._resize_external = resize
-        app = self.app
-
-        def on_bytes(_: bytes) -> None:
-            app.call_from_thread(self._schedule_refresh)
-
-        self._unsubscribe = subscribe(on_bytes)
-        self.set_reactive(SessionAttachment.worktree, worktree)
-        self._lines.clear()
-        cols, rows = self._grid_size()
-        resize(cols, rows)
-        self.refresh()
-
-    def detach(self) -> None:
-        """Stop showing the current session (the session itself keeps running)."""
-        if self._fd is not None:
-            with contextlib.suppress(Exception):
-                asyncio.get_running_loop().remove_reader(self._fd)
-            with contextlib.suppress(OSError):
-                os.close(self._fd)
-            self._fd = None
-        if self._proc is not None:
-            with contextlib.suppress(ProcessLookupError):
-                self._proc.terminate()
-            # Reap the tmux client off the event loop: waiting here could stall the UI.
-            threading.Thread(target=self._proc.wait, name="reap-attach", daemon=True).start()
-            self._proc = None
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-        self._unsubscribe = self._write_external = self._resize_external = None
-        self._external_lock = None
-        self.set_reactive(SessionAttachment.worktree, None)
-        self._emulator = None  # a blank one when next asked for
-        self._lines.clear()
-        self.refresh()
+        self.fd: int | None = master
+        asyncio.get_running_loop().add_reader(master, self.readable)
 
     @property
-    def attached(self) -> bool:
-        return self.worktree is not None
+    def emulator(self) -> TerminalEmulator:
+        return self._emulator
 
-    def on_unmount(self) -> None:
-        self.detach()
+    def locked(self) -> AbstractContextManager[Any]:
+        return contextlib.nullcontext()  # fed on the event loop only: nothing to lock against
 
-    def _grid_size(self) -> tuple[int, int]:
-        width, height = self.size
-        return max(width, 20), max(height, 5)
+    def readable(self) -> None:
+        if self.fd is None:
+            return
+        try:
+            # Small reads keep each callback short (pyte parses ~0.5 MB/s): the event loop never stalls, and
+            # when we fall behind tmux stops streaming and redraws the final screen instead.
+            data = os.read(self.fd, READ_CHUNK)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.on_closed()
+            return
+        self._emulator.feed(data)
+        self.on_output(len(data))
+
+    def write(self, data: bytes) -> None:
+        if self.fd is None:
+            return
+        with contextlib.suppress(BlockingIOError):
+            view = memoryview(data)
+            while view:
+                try:
+                    written = os.write(self.fd, view)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    return
+                view = view[written:]
+
+    def resize(self, cols: int, rows: int) -> None:
+        from daintree_tui.sessions.pty_host import set_winsize  # loaded by the attach
+
+        if self.fd is None:
+            return
+        set_winsize(self.fd, cols, rows)
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.proc.pid, signal.SIGWINCH)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            with contextlib.suppress(Exception):
+                asyncio.get_running_loop().remove_reader(self.fd)
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = None
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.terminate()
+            # Reap the tmux client off the event loop: waiting here could stall the UI.
+            threading.Thread(target=self.proc.wait, name="reap-attach", daemon=True).start()
+            self.proc = None
+
+
+class FedAttachment:
+    """A session whose bytes another owner parses (the PTY fallback host): `on_bytes` is called from its thread
+    whenever bytes came."""
+
+    def __init__(self, emulator: TerminalEmulator, lock: AbstractContextManager[Any],
+                 subscribe: Callable[[Callable[[bytes], None]], Callable[[], None]],
+                 write: Callable[[bytes], None], resize: Callable[[int, int], None],
+                 on_bytes: Callable[[bytes], None]) -> None:
+        self._emulator = emulator
+        self._lock = lock
+        self._write = write
+        self._resize = resize
+        self._unsubscribe: Callable[[], None] | None = subscribe(on_bytes)
+
+    @property
+    def emulator(self) -> TerminalEmulator:
+        return self._emulator
+
+    def locked(self) -> AbstractContextManager[Any]:
+        return self._lock
+
+    def write(self, data: bytes) -> None:
+        with contextlib.suppress(Exception):
+            self._write(data)
+
+    def resize(self, cols: int, rows: int) -> None:
+        self._resize(cols, rows)
+
+    def close(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
