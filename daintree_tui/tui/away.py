@@ -20,7 +20,7 @@ from daintree_tui.tui.screens.confirm import ConfirmScreen
 
 if TYPE_CHECKING:
     from daintree_tui.tui.backend import Backend
-    from daintree_tui.tui.screens.actions import DashboardActions
+    from daintree_tui.tui.screens.dashboard import Dashboard
 
 
 class TerminalNotices(Message):
@@ -68,7 +68,7 @@ def look_after_restart(backend: Backend) -> Message | None:
     return Notice(_said(results), title="After a restart") if results else None
 
 
-async def offer_resume(screen: DashboardActions, lost: Sequence[resume.LostSession]) -> None:
+async def offer_resume(screen: Dashboard, lost: Sequence[resume.LostSession]) -> None:
     from daintree_tui.tui.screens.prompts import settle_for
 
     lines = "\n".join(f"  {item.name} ({item.agent}{'' if item.can_resume else ', starts over: no resume'})"

@@ -53,8 +53,9 @@ class DashboardFeed(Widget):
     def __init__(self, backend: Backend, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.backend = backend
-        self.shown: str | None = None
-        """The session on screen: it is not previewed (the terminal already shows it)."""
+        self.shown_session: Callable[[], str | None] | None = None
+        """The session on screen, asked at each poll (set by the screen): it is not previewed (the terminal
+        already shows it)."""
         self.auto_queue = False
         self.polls = 0
         """How many polls ran (the poll-chain test counts them)."""
@@ -100,7 +101,8 @@ class DashboardFeed(Widget):
         self._polling = True
         self.polls += 1
         visible = self.rows_on_screen() if self.rows_on_screen is not None else None
-        self.poll_sessions([self.shown] if self.shown else [], visible)
+        shown = self.shown_session() if self.shown_session is not None else None
+        self.poll_sessions([shown] if shown else [], visible)
 
     @work(thread=True, exit_on_error=False, group="poll", description="poll sessions")
     def poll_sessions(self, shown: list[str], visible: list[str] | None = None) -> bool:

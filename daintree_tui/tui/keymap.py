@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 
 from textual.binding import Binding, BindingType
 
+from daintree_tui.core.log import warn
 from daintree_tui.tui.bindings import DASHBOARD_BINDINGS, readable_key
 
 LEAVE_TERMINAL = "leave_terminal"
@@ -35,6 +36,15 @@ def unknown_ids(keymap: Mapping[str, str], bindings: Iterable[BindingType]) -> l
     """The ids the user remapped that no binding has (a typo in `keys.<id>` would remap nothing, silently)."""
     known = {b.id for b in bindings if isinstance(b, Binding) and b.id} | {LEAVE_TERMINAL}
     return sorted(set(keymap) - known)
+
+
+def warn_unknown_ids(keymap: Mapping[str, str], bindings: Iterable[BindingType]) -> None:
+    """Warn (a toast) of `keys.<id>` entries that remap nothing, of `bindings` and every dialog's (it imports the
+    dialogs: run it off the event loop)."""
+    unknown = unknown_ids(keymap, [*bindings, *dialog_bindings()])
+    if unknown:
+        warn(f"config: {', '.join(f'keys.{i}' for i in unknown)} remaps nothing: no key has that id "
+             "(the README's key table lists them)")
 
 
 def dialog_bindings() -> list[BindingType]:

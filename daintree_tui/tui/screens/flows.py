@@ -20,9 +20,9 @@ from daintree_tui.tui.screens.confirm import ConfirmScreen
 
 if TYPE_CHECKING:
     from daintree_tui.sessions.manager import SessionInfo
-    from daintree_tui.tui.screens.actions import DashboardActions
     from daintree_tui.tui.screens.agent_picker import AgentChoice
     from daintree_tui.tui.screens.bakeoff_new import BakeoffRequest
+    from daintree_tui.tui.screens.dashboard import Dashboard
     from daintree_tui.tui.screens.new_task import NewTask
 
 T = TypeVar("T")
@@ -30,7 +30,7 @@ FAILED_LINES = 8
 """How many of a failed agent's last lines the restart question shows."""
 
 
-def ask(screen: DashboardActions, dialog: ModalScreen[T]) -> asyncio.Future[T | None]:
+def ask(screen: Dashboard, dialog: ModalScreen[T]) -> asyncio.Future[T | None]:
     """Push `dialog` now and return its answer to await. Pushing in the key's own handler, not once a worker
     has started, means keys typed right after it (`n` then the subject) land in the dialog, never in the
     dashboard's bindings."""
@@ -44,7 +44,7 @@ def ask(screen: DashboardActions, dialog: ModalScreen[T]) -> asyncio.Future[T | 
     return answer
 
 
-async def new_task(screen: DashboardActions, dialog: asyncio.Future[NewTask | None]) -> None:
+async def new_task(screen: Dashboard, dialog: asyncio.Future[NewTask | None]) -> None:
     backend = screen.backend
     new = await dialog
     if new is None:
@@ -71,13 +71,13 @@ async def new_task(screen: DashboardActions, dialog: asyncio.Future[NewTask | No
                       title="Agent", timeout=12)
 
 
-async def start_for_task(screen: DashboardActions, task_id: int) -> None:
+async def start_for_task(screen: Dashboard, task_id: int) -> None:
     created = await asyncio.to_thread(screen.backend.start_for_task, task_id, screen.terminal_size())
     name, agent = created.entry.name, created.session.agent if created.session else "?"
     screen.operation_done(f"Task {task_id} → worktree {name} with {agent}", focus=name)
 
 
-async def start_session(screen: DashboardActions, name: str, agent: str | None, restart: bool,
+async def start_session(screen: Dashboard, name: str, agent: str | None, restart: bool,
                         resume: bool = False) -> None:
     size = screen.terminal_size()
     if restart:
@@ -93,7 +93,7 @@ async def start_session(screen: DashboardActions, name: str, agent: str | None, 
     screen.operation_done(f"{'Resumed' if resume else 'Started'} {info.agent} in {name}", focus=name)
 
 
-async def restart_failed(screen: DashboardActions, name: str, info: SessionInfo) -> None:
+async def restart_failed(screen: Dashboard, name: str, info: SessionInfo) -> None:
     """Enter on an agent that failed again after enter restarted it: its exit code and last lines, then start it
     again only if asked (Cancel is focused, so a second enter does not restart it)."""
     from daintree_tui.sessions.last_words import last_output_lines
@@ -109,7 +109,7 @@ async def restart_failed(screen: DashboardActions, name: str, info: SessionInfo)
         await start_session(screen, name, info.agent, restart=True)
 
 
-async def pick_agent(screen: DashboardActions, name: str, restart: bool,
+async def pick_agent(screen: Dashboard, name: str, restart: bool,
                      dialog: asyncio.Future[AgentChoice | None]) -> None:
     choice = await dialog
     if choice is None:
@@ -125,7 +125,7 @@ async def pick_agent(screen: DashboardActions, name: str, restart: bool,
     await start_session(screen, name, choice.agent, restart, resume=choice.resume)
 
 
-async def stop_session(screen: DashboardActions, name: str) -> None:
+async def stop_session(screen: Dashboard, name: str) -> None:
     info = screen.sessions.get(name)
     if info is None or info.status == SessionStatus.EXITED:
         screen.notify(f"No agent runs in {name}", severity="warning")
@@ -143,12 +143,12 @@ async def stop_session(screen: DashboardActions, name: str) -> None:
     screen.notify(f"Not stopped: {name}'s {info.agent} {ended}{code}", severity="warning")
 
 
-async def keep(screen: DashboardActions, name: str) -> None:
+async def keep(screen: Dashboard, name: str) -> None:
     await asyncio.to_thread(screen.backend.keep, name)
     screen.operation_done(f"Kept {name}")
 
 
-async def remove(screen: DashboardActions, name: str) -> None:
+async def remove(screen: Dashboard, name: str) -> None:
     dirty = await asyncio.to_thread(screen.backend.dirty_files, name)
     entry = screen.entry(name)
     from daintree_tui.tui.screens.remove import RemoveScreen  # a dialog: imported when first opened
@@ -170,7 +170,7 @@ async def remove(screen: DashboardActions, name: str) -> None:
     screen.operation_done(result.message + (f" ({warnings})" if warnings else ""), removed=name)
 
 
-async def commit(screen: DashboardActions, name: str) -> None:
+async def commit(screen: Dashboard, name: str) -> None:
     dirty = await asyncio.to_thread(screen.backend.dirty_files, name)
     if not dirty:
         screen.notify(f"Nothing to commit in {name}: no file changed")
@@ -187,7 +187,7 @@ async def commit(screen: DashboardActions, name: str) -> None:
     screen.operation_done(f"Committed {count_files(len(files) if isinstance(files, list) else 0)} in {name}")
 
 
-async def refuse_uncommitted(screen: DashboardActions, name: str) -> None:
+async def refuse_uncommitted(screen: Dashboard, name: str) -> None:
     """Refuse a merge of a worktree with uncommitted work in the dashboard's words: the key that commits, not the
     CLI command the services name (`daintree worktree commit`)."""
     dirty = await asyncio.to_thread(screen.backend.dirty_files, name)
@@ -199,7 +199,7 @@ async def refuse_uncommitted(screen: DashboardActions, name: str) -> None:
         raise OperationError(f"{name} has uncommitted changes ({shown}): press {key} to commit them, then merge")
 
 
-async def merge(screen: DashboardActions, name: str) -> None:
+async def merge(screen: Dashboard, name: str) -> None:
     await refuse_uncommitted(screen, name)  # before the dialog: its choices would be for nothing
     target = await asyncio.to_thread(screen.backend.merge_target, name)
     from daintree_tui.tui.screens.merge import MergeScreen  # a dialog: imported when first opened
@@ -226,7 +226,7 @@ async def merge(screen: DashboardActions, name: str) -> None:
                           removed=name if result.removed else None)
 
 
-async def pull_request(screen: DashboardActions, name: str) -> None:
+async def pull_request(screen: Dashboard, name: str) -> None:
     body = f"Push {name}'s branch and open a pull request with gh?"
     if not await screen.app.push_screen_wait(ConfirmScreen("Open a pull request", body, yes="Push and open PR")):
         return
@@ -235,12 +235,12 @@ async def pull_request(screen: DashboardActions, name: str) -> None:
     screen.operation_done(f"Opened {result['url']}")
 
 
-async def inject_task(screen: DashboardActions, name: str) -> None:
+async def inject_task(screen: Dashboard, name: str) -> None:
     await asyncio.to_thread(screen.backend.services.inject_task, name)
     screen.operation_done(f"Sent the task to {name}")
 
 
-async def bakeoff(screen: DashboardActions, task_id: int, dialog: asyncio.Future[BakeoffRequest | None]) -> None:
+async def bakeoff(screen: Dashboard, task_id: int, dialog: asyncio.Future[BakeoffRequest | None]) -> None:
     backend = screen.backend
     request = await dialog
     if not request:
@@ -252,19 +252,16 @@ async def bakeoff(screen: DashboardActions, task_id: int, dialog: asyncio.Future
     await screen.app.push_screen(BakeoffScreen(record))
 
 
-async def diff(screen: DashboardActions, name: str) -> None:
-    from daintree_tui.tui.widgets.diff_view import DiffView
-
+async def diff(screen: Dashboard, name: str) -> None:
     text = await asyncio.to_thread(screen.backend.diff, name)
-    if screen.selected == name:  # the user may have moved on while git ran
-        screen.query_one(DiffView).show(name, text)
+    screen.show_diff(name, text)  # if it is still the current worktree: the user may have moved on while git ran
 
 
-async def copy_path(screen: DashboardActions, path: str) -> None:
+async def copy_path(screen: Dashboard, path: str) -> None:
     await copy_text(screen, path, path)
 
 
-async def copy_link(screen: DashboardActions, name: str) -> None:
+async def copy_link(screen: Dashboard, name: str) -> None:
     """Copy the last link the agent's screen shows (a sign-in URL), put back together over its broken lines.
 
     The screen is the agent's: only an http(s) link to a plain host goes to the clipboard (see `copyable`), and
@@ -297,7 +294,7 @@ LINK_SHOWN = 48
 """How much of a copied link its toast shows: a sign-in URL of 300 characters filled the toast."""
 
 
-async def copy_text(screen: DashboardActions, text: str, shown: str) -> None:
+async def copy_text(screen: Dashboard, text: str, shown: str) -> None:
     import pyperclip
 
     try:

@@ -3,8 +3,8 @@
 The first useful screen is the lists with each session's status, the session title and the terminal. Built with
 it, the tabs and the footer cost it about a third of its time (bench 2 and 2b): their imports (a `RichLog` pulls
 in `rich.pretty` and attrs), their widget classes' CSS, and the footer's one widget per key, each styled again as
-it mounts. `MainScreen` holds their places with empty slots of their size, so nothing moves when they come, and
-mounts them (`mount_later`) once the first status is on screen, or at once when a key needs one of them.
+it mounts. The main screen holds their places with empty slots of their size, so nothing moves when they come, and
+mounts them (`DashboardLayout.mount`) once the first status is on screen, or at once when a key needs one of them.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from textual.reactive import Reactive
-from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Footer, TabbedContent, TabPane
 
 from daintree_tui.tui.widgets.diff_view import DiffView
@@ -46,9 +46,8 @@ def footer(width: int) -> Footer:
     return Footer(compact=compact, show_command_palette=palette)
 
 
-def fit_footer(screen: Screen[Any], width: int) -> None:
-    """Restyle the screen's footer for a new window width."""
-    bar = screen.query_one(Footer)
+def fit_footer(bar: Footer, width: int) -> None:
+    """Restyle the footer for a new window width."""
     compact, palette = footer_style(width)
     if (bar.compact, bar.show_command_palette) != (compact, palette):
         bar.compact = compact
@@ -56,19 +55,19 @@ def fit_footer(screen: Screen[Any], width: int) -> None:
         bar.refresh(recompose=True)  # the palette hint only changes when the footer composes again
 
 
-def bottom_tab(screen: Screen[Any]) -> str:
-    """The active tab's id (`events-tab` or `diff-tab`)."""
-    return screen.query_one("#bottom", TabbedContent).active
+def bottom_tab(pane: Widget) -> str:
+    """The active tab's id (`events-tab` or `diff-tab`) of the tabs mounted in `pane`."""
+    return pane.query_one("#bottom", TabbedContent).active
 
 
-def show_tab(screen: Screen[Any], tab: str) -> None:
-    screen.query_one("#bottom", TabbedContent).active = tab
+def show_tab(pane: Widget, tab: str) -> None:
+    pane.query_one("#bottom", TabbedContent).active = tab
 
 
-def diff_view(screen: Screen[Any]) -> DiffView:
-    return screen.query_one(DiffView)
+def diff_view(pane: Widget) -> DiffView:
+    return pane.query_one(DiffView)
 
 
-def events_log(screen: Screen[Any]) -> EventsLog | None:
+def events_log(pane: Widget) -> EventsLog | None:
     """The events log; None while the screen is being torn down (its children go before its last messages)."""
-    return next(iter(screen.query(EventsLog)), None)
+    return next(iter(pane.query(EventsLog)), None)

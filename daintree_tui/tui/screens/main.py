@@ -1,38 +1,37 @@
 """MainScreen: tasks and worktrees on the left, the current worktree's terminal on the right, events and diff
 below.
 
-The screen only shows. A non-visual `DashboardFeed` reads the project and polls sessions and posts the results;
-dialog flows (`flows.py`) and prompts (`prompts.py`) are coroutines run as async workers. The screen's state is
-reactive and flows down to the widgets with `data_bind`; `selected` is the one current worktree that the header,
-the terminal, the events, the diff and every action follow.
+The screen holds the dashboard's state as reactives, which flow down to its widgets (`Sidebar`, `SessionPane`)
+with `data_bind`, and the parts that do its work, each given a narrow view of the screen (a Protocol in its
+module): `FeedIntake` and `HostRows` take in what `DashboardFeed` and `HostsWatch` find, `CurrentWorktree` says
+which worktree is current, `WorktreeActions` and `HostRows` act on it, `DashboardLayout` arranges the screen. The
+screen itself is the table of keys and the messages it takes in, each routed to the part that does the work.
 """
 
 from __future__ import annotations
 
 import gc
 import time
-from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from collections.abc import Coroutine
+from functools import partial
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import BindingType
-from textual.containers import Horizontal, Vertical
-from textual.css.query import NoMatches
+from textual.containers import Horizontal
 from textual.reactive import reactive
-from textual.widget import MountError
-from textual.widgets import DataTable, Header, Input, Label, Static
+from textual.screen import Screen
+from textual.widget import Widget
+from textual.widgets import DataTable, Header, Static
 from textual.worker import Worker
 
 from daintree_tui.core.models import Task, WorktreeEntry
 from daintree_tui.core.worktrees import Facts
-from daintree_tui.sessions.last_words import telling_line, with_last_words
-from daintree_tui.sessions.status import SessionStatus, StatusHysteresis
-from daintree_tui.tui.agents_view import BudgetAlerts, unsandboxed_notice, usage_text
-from daintree_tui.tui.bindings import DASHBOARD_BINDINGS
+from daintree_tui.tui.bindings import DASHBOARD_BINDINGS, KeyRow, key_rows
 from daintree_tui.tui.feed import DashboardFeed
-from daintree_tui.tui.hosts import HostsWatch, is_remote
-from daintree_tui.tui.keymap import shown_leave_key
+from daintree_tui.tui.hosts import HostsChanged, HostsWatch, is_remote
+from daintree_tui.tui.keymap import shown_leave_key, warn_unknown_ids
 from daintree_tui.tui.messages import (
     DiskLoaded,
     EventsAppended,
@@ -43,21 +42,29 @@ from daintree_tui.tui.messages import (
     TrustNeeded,
 )
 from daintree_tui.tui.screens import prompts
-from daintree_tui.tui.screens.current import CurrentWorktreeScreen
-from daintree_tui.tui.widgets.session_title import SessionTitle
-from daintree_tui.tui.widgets.task_table import TaskTable
-from daintree_tui.tui.widgets.terminal import LOOKING, TerminalView
+from daintree_tui.tui.screens.actions import WorktreeActions, every_binding
+from daintree_tui.tui.screens.current import CurrentWorktree
+from daintree_tui.tui.screens.hosts import HostRows
+from daintree_tui.tui.screens.intake import FeedIntake
+from daintree_tui.tui.screens.keys import on_actions, on_layout, on_local_view, on_worktree
+from daintree_tui.tui.screens.layout import FULL_DIFF, ZOOMED, DashboardLayout
+from daintree_tui.tui.widgets.session_pane import SessionPane
+from daintree_tui.tui.widgets.sidebar import Sidebar
+from daintree_tui.tui.widgets.terminal import TerminalView
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
 
 if TYPE_CHECKING:
+    from daintree_tui.services.hosts_feed import HostState
     from daintree_tui.sessions.manager import SessionInfo
+    from daintree_tui.tui.app import DaintreeApp
     from daintree_tui.tui.away import ResumeOffered
+    from daintree_tui.tui.backend import Backend
 
 REST_AT_THE_LATEST = 2.0
 """Seconds after the first frame by which what waits for the first status starts, however late it is."""
 
 
-class MainScreen(CurrentWorktreeScreen):
+class MainScreen(Screen[None]):
     """The dashboard. Keys: see `daintree_tui.tui.bindings` (the help screen lists them)."""
 
     BINDINGS: ClassVar[list[BindingType]] = DASHBOARD_BINDINGS
@@ -67,7 +74,7 @@ class MainScreen(CurrentWorktreeScreen):
     tasks: reactive[tuple[Task, ...]] = reactive(tuple, repaint=False)
     """Every task, as on disk."""
     entries: reactive[tuple[WorktreeEntry, ...]] = reactive(tuple, repaint=False)
-    """Live worktrees, as in the index."""
+    """Live worktrees, as in the index (a remote host's after the local ones)."""
     facts: reactive[dict[str, Facts]] = reactive(dict, repaint=False)
     """Git facts per worktree (dirty count, ahead/behind)."""
     sessions: reactive[dict[str, SessionInfo]] = reactive(dict, repaint=False)
@@ -78,104 +85,99 @@ class MainScreen(CurrentWorktreeScreen):
     """The screen text of sessions not on display."""
     disk: reactive[dict[str, int]] = reactive(dict, repaint=False)
     """Disk use per worktree in bytes."""
-    filter_text: reactive[str] = reactive("", repaint=False)
-    """What the filter box holds."""
+    hosts: reactive[dict[str, HostState]] = reactive(dict, repaint=False)
+    """Each remote host's last state."""
     selected: reactive[str | None] = reactive(None, repaint=False)
     """The current worktree: the header, the terminal, events, diff and every action follow it."""
     terminal_focused: reactive[bool] = reactive(False, repaint=False)
     """Whether keys go to the agent now."""
     auto_queue: reactive[bool] = reactive(False, repaint=False)
     """Whether ready tasks start by themselves."""
+    zoom: reactive[str] = reactive("", repaint=False)
+    """"zoomed" (the terminal takes the whole window), "full-diff" (the diff does) or "" (the lists show)."""
 
     def __init__(self) -> None:
         super().__init__()
+        backend, app = self.backend, self.dashboard
         self.started = False
-        self._announced: dict[str, SessionStatus] = {}
-        self._seen_requests: set[int] = set()
-        self._last_words: dict[tuple[str, float], str] = {}
-        self.restarted_failed = set()
-        self.hysteresis = StatusHysteresis()
-        self.budget_alerts = BudgetAlerts(since=time.time())
         self.rest_started = False
-        self.early_events: list[dict[str, object]] = []
-        """Event records that came before the events log was mounted (see `mount_later`)."""
+        self.feed = DashboardFeed(backend)
+        self.hosts_watch = HostsWatch()
+        self.sidebar = Sidebar(id="sidebar")
+        self.pane = SessionPane(backend.project, app.attach, persistent=backend.persistent_sessions,
+                                leave_key=shown_leave_key(backend.project.config.keys), id="main")
+        self.current = CurrentWorktree(self)
+        self.actions = WorktreeActions(self)
+        self.remote = HostRows(self)
+        self.layout_part = DashboardLayout(self, MainScreen.selected, self.actions.diff, app.clock_format)
+        self.intake = FeedIntake(self, self.remote, self.layout_part, since=time.time())
+        self.hysteresis = self.intake.hysteresis
+        # What a flow calls as it goes (`Dashboard`), straight to the part that does it.
+        self.attach_and_focus = self.current.attach_and_focus
+        self.operation_done = self.current.operation_done
+        self.reattach = self.current.reattach
+        self.release, self.attach_selected = self.pane.release, self.pane.attach_selected
+        self.show_diff = self.layout_part.show_diff
 
     def compose(self) -> ComposeResult:
         screen = MainScreen
         yield Header(show_clock=False)
-        yield DashboardFeed(self.backend)
-        yield HostsWatch()
+        yield self.feed
+        yield self.hosts_watch
         with Horizontal(id="body"):
-            with Vertical(id="sidebar"):
-                yield Input(placeholder="filter…", id="filter")
-                yield Label("Tasks", classes="pane-title")
-                yield TaskTable(id="tasks").data_bind(screen.tasks, screen.filter_text)
-                yield Label("Worktrees", classes="pane-title")
-                yield WorktreeTable(id="worktrees").data_bind(
-                    screen.entries, screen.facts, screen.sessions, screen.previews, screen.disk,
-                    screen.filter_text, screen.selected)
-            with Vertical(id="main"):
-                yield SessionTitle(id="session-title", persistent=self.backend.persistent_sessions,
-                                   leave_key=shown_leave_key(self.backend.project.config.keys)).data_bind(
-                    screen.entries, screen.sessions, screen.sessions_known, screen.selected,
-                    focused=screen.terminal_focused)
-                terminal = TerminalView(id="terminal")
-                terminal.set_reactive(TerminalView.placeholder, LOOKING)  # the first poll says which there are
-                yield terminal
-                # Blank until the events and diff tabs come (see later.py): a bare Widget draws its own name,
-                # `Widget#bottom-slot`, and the first frame showed it for a second.
-                yield Static(id="bottom-slot")
-        yield Static(id="footer-slot")  # and so does the footer
+            yield self.sidebar.data_bind(screen.tasks, screen.entries, screen.facts, screen.sessions,
+                                         screen.previews, screen.disk, screen.selected)
+            yield self.pane.data_bind(screen.selected, screen.entries, screen.sessions, screen.sessions_known,
+                                      screen.hosts, screen.zoom, focused=screen.terminal_focused)
+        yield Static(id="footer-slot")  # blank until the footer comes (see later.py)
 
-    async def mount_later(self) -> None:
-        """Mount the events and diff tabs and the footer in their slots (once). Run from the screen's own
-        message loop (a timer, `call_later`, `call_after_refresh`): the tabs bind to the screen's `selected`."""
-        if self.later_mounted:
-            return
-        self.later_mounted = True
-        from daintree_tui.tui.screens import later  # not a start-up import: see later.py
+    # -- what the parts and the flows see ------------------------------------------------------------------------
 
-        tabs = later.bottom_tabs(MainScreen.selected, self.dashboard.clock_format, self.early_events)
-        self.early_events = []
-        try:
-            mounting = [self.query_one("#main").mount(tabs, after="#terminal"),
-                        self.mount(later.footer(self.size.width))]
-            self.query("#bottom-slot, #footer-slot").remove()
-            for mounted in mounting:
-                await mounted
-        except MountError:
-            return  # the dashboard is closing
-        self.refresh_bindings()  # the footer shows the keys once told they are there
+    @property
+    def dashboard(self) -> DaintreeApp:
+        return self.app  # type: ignore[return-value]
 
-    def on_resize(self, event: events.Resize) -> None:
-        if self.later_mounted:
-            from daintree_tui.tui.screens import later  # loaded with the footer
+    @property
+    def backend(self) -> Backend:
+        return self.dashboard.backend
 
-            later.fit_footer(self, event.size.width)
+    @property
+    def terminal(self) -> TerminalView:
+        return self.query_one(TerminalView)  # NoMatches once the app is closing
+
+    @property
+    def later_mounted(self) -> bool:
+        """Whether the events and diff tabs and the footer are mounted (`DashboardLayout.mount`)."""
+        return self.layout_part.mounted
+
+    @property
+    def focus_chain(self) -> list[Widget]:
+        """What tab and shift+tab go round: the lists and the tabs below, not the terminal. Tabbing into it put
+        the user in the agent's prompt without asking (and there tab is the agent's key, so there was no tabbing
+        out); the terminal takes the keys only when asked: enter, s, z or a click."""
+        return [widget for widget in super().focus_chain if not isinstance(widget, TerminalView)]
+
+    def entry(self, name: str | None) -> WorktreeEntry | None:
+        return next((e for e in self.entries if e.name == name), None)
+
+    def terminal_size(self) -> tuple[int, int]:
+        width, height = self.terminal.size
+        return max(width, 40), max(height, 10)
+
+    def run_flow(self, flow: Coroutine[Any, Any, None], description: str) -> None:
+        self.run_worker(flow, group="ops", exit_on_error=False, description=description)
+
+    # -- start-up ------------------------------------------------------------------------------------------------
 
     def on_mount(self) -> None:
         self.title = "daintree"
         self.sub_title = str(self.backend.project.root)
-        self.query_one("#filter", Input).display = False
-        self.query_one(WorktreeTable).focus()
-        self.feed.rows_on_screen = self.query_one(WorktreeTable).visible_names
-        self.on_snapshot_loaded(self.feed.first_snapshot())
-        self.feed.start_polling()
-
-    # -- what the feed found ---------------------------------------------------------------------------------
-
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        # Worker.StateChanged does not bubble: the screen that runs the flows hands failures to the app.
-        self.dashboard.report_worker_failure(event)
-
-    def on_snapshot_loaded(self, message: SnapshotLoaded) -> None:
-        self.tasks = message.snapshot.tasks
-        self.entries = self.merged_entries(message.snapshot.entries)
-        if not self.started:
-            self.started = True
-            # The first frame shows the lists (read before it, see on_mount). The session poll started with the
-            # screen; the rest waits for its status (`after_first_status`).
-            self.call_after_refresh(self.after_first_paint)
+        feed, table, pane = self.feed, self.sidebar.worktree_table, self.pane
+        table.focus()
+        feed.rows_on_screen = table.visible_names
+        feed.shown_session = lambda: pane.terminal.worktree
+        self.on_snapshot_loaded(feed.first_snapshot())
+        feed.start_polling()
 
     def after_first_paint(self) -> None:
         # Everything built so far lives as long as the app: move it out of the collector's reach so a full
@@ -195,8 +197,23 @@ class MainScreen(CurrentWorktreeScreen):
         self.feed.start_reads()
         self.hosts_watch.start()
         if self.dashboard.keymap:
-            self.check_keymap()
-        await self.mount_later()
+            self.run_worker(partial(warn_unknown_ids, self.dashboard.keymap, self.every_binding()), thread=True,
+                            group="keymap", description="keys in the config")
+        await self.layout_part.mount()
+
+    # -- what the feed and the hosts found -----------------------------------------------------------------------
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        # Worker.StateChanged does not bubble: the screen that runs the flows hands failures to the app.
+        self.dashboard.report_worker_failure(event)
+
+    def on_snapshot_loaded(self, message: SnapshotLoaded) -> None:
+        self.intake.snapshot(message.snapshot)
+        if not self.started:
+            self.started = True
+            # The first frame shows the lists (read before it, see on_mount). The session poll started with the
+            # screen; the rest waits for its status (`after_first_status`).
+            self.call_after_refresh(self.after_first_paint)
 
     def on_facts_loaded(self, message: FactsLoaded) -> None:
         self.facts = {**self.facts, **message.facts}
@@ -205,22 +222,7 @@ class MainScreen(CurrentWorktreeScreen):
         self.disk = {**self.disk, **message.disk}
 
     def on_events_appended(self, message: EventsAppended) -> None:
-        if self.later_mounted:
-            from daintree_tui.tui.screens import later  # loaded with the events log
-
-            log = later.events_log(self)
-            if log is not None:
-                log.add(message.records)
-        else:
-            self.early_events.extend(message.records)
-        for text, severity in self.budget_alerts.new(message.records):
-            self.notify(text, title="Budget", severity=severity, timeout=15)
-        for record in message.records:
-            ts = record.get("ts")
-            unsandboxed = unsandboxed_notice(record) if isinstance(ts, int | float) and \
-                ts >= self.budget_alerts.since else None
-            if unsandboxed:
-                self.notify(unsandboxed, title="Sandbox", severity="warning", timeout=15)
+        self.intake.events(message.records)
 
     def on_notice(self, message: Notice) -> None:
         self.notify(message.text, title=message.title)
@@ -234,86 +236,123 @@ class MainScreen(CurrentWorktreeScreen):
         self.run_flow(away.offer_resume(self, message.lost), "resume after a restart")
 
     def on_sessions_polled(self, message: SessionsPolled) -> None:
-        try:
-            terminal = self.terminal
-        except NoMatches:
-            return  # the app is closing: its widgets went before the feed's last poll arrived (seen under load)
-        before = {name: info for name, info in self.sessions.items() if not is_remote(name)}
-        now = time.monotonic()
-        settled = {}
-        for info in message.sessions:
-            status = self.hysteresis.settle(info.name, info.status, now)
-            settled[info.name] = info if status == info.status else _with_status(info, status)
-        self.hysteresis.forget(set(before) - set(settled))
-        first = not self.sessions_known
-        self.sessions_known = True
-        self.sessions = self.merged_sessions(settled)
-        if first:
-            self.explain_unattached(self.selected)  # no longer "looking" for a worktree that has none
-        previews = dict(message.previews)
-        if terminal.attached and terminal.worktree in settled:
-            # The session on screen is not captured (the terminal shows it): its row follows the terminal.
-            previews[terminal.worktree] = terminal.screen_text()
-        for name, text in previews.items():
-            ended = settled.get(name)
-            if ended is not None and ended.status == SessionStatus.EXITED and ended.log:
-                previews[name] = with_last_words(text, self.last_words(name, ended))
-        if previews:
-            self.previews = {**self.previews, **previews}
-        if message.today is not None:  # the header: what all agents spent today
-            spent = usage_text(message.today)
-            self.title = f"daintree · today {spent}" if spent else "daintree"
-        self.dashboard.announce([(name, info) for name, info in settled.items() if self.to_announce(name, info)])
-        if not self.rest_started:
+        if self.intake.sessions_polled(message) and not self.rest_started:
             # The status first: the rest once the worktree table has painted it (it renders on its own loop; a
             # callback it is asked for runs after its pending render and the next frame).
-            self.query_one(WorktreeTable).call_after_refresh(self.after_first_status)
-        for request in message.approvals:
-            request_id = int(str(request["id"]))
-            if request_id not in self._seen_requests:
-                self._seen_requests.add(request_id)
-                self.run_flow(prompts.approval(self, request), "approval")
-        vanished = [n for n in before if n not in settled]
-        if vanished and not settled:
-            self.run_flow(prompts.server_lost(self, {n: before[n].started_at for n in vanished}),
-                          "check the tmux server")
+            self.sidebar.worktree_table.call_after_refresh(self.after_first_status)
 
-    def last_words(self, name: str, info: SessionInfo) -> str:
-        """The line that says why an exited agent ended, of its last ones (its log is read once per run: it ends
-        with the agent)."""
-        run = (name, info.started_at)
-        if run not in self._last_words:
-            self._last_words[run] = telling_line(Path(info.log))
-        return self._last_words[run]
+    def on_hosts_changed(self, message: HostsChanged) -> None:
+        self.remote.take(message.states)
 
-    def to_announce(self, name: str, info: SessionInfo) -> bool:
-        """Waiting, stalled or exited, once per change, including a session already waiting when first seen; never
-        for the session being typed into."""
-        status = info.status
-        if status not in (SessionStatus.WAITING, SessionStatus.EXITED, SessionStatus.STALLED):
-            self._announced.pop(name, None)
-            return False
-        if self._announced.get(name) == status:
-            return False
-        self._announced[name] = status
-        typing_here = self.terminal_focused and self.terminal.worktree == name
-        return not (status == SessionStatus.WAITING and typing_here)
+    def on_resize(self, event: events.Resize) -> None:
+        self.layout_part.fit_footer(event.size.width)
+
+    # -- following the state -------------------------------------------------------------------------------------
+
+    def watch_entries(self, old: tuple[WorktreeEntry, ...], new: tuple[WorktreeEntry, ...]) -> None:
+        self.current.entries_changed(old, new)
+
+    def watch_selected(self, name: str | None) -> None:
+        self.layout_part.follow(name)
+
+    def watch_terminal_focused(self) -> None:
+        self.refresh_bindings()  # the footer: the lists' keys, or only the leave key while typing to the agent
+
+    def watch_zoom(self, zoom: str) -> None:
+        self.set_class(zoom == ZOOMED, ZOOMED)
+        self.set_class(zoom == FULL_DIFF, FULL_DIFF)
+
+    @on(WorktreeTable.Picked)
+    def worktree_picked(self, message: WorktreeTable.Picked) -> None:
+        if message.name is not None:
+            self.selected = message.name
+
+    @on(DataTable.RowHighlighted, "#tasks")
+    def task_highlighted(self) -> None:
+        self.current.follow_task()
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        self.current.focused(event.widget)
+
+    def on_descendant_blur(self, event: events.DescendantBlur) -> None:
+        if isinstance(event.widget, TerminalView):
+            self.terminal_focused = False
+
+    @on(SessionPane.LetGo)
+    def back_to_the_lists(self) -> None:
+        self.sidebar.worktree_table.focus()
+
+    @on(TerminalView.Left)
+    def leave_terminal(self) -> None:
+        self.layout_part.unzoom()
+
+    @on(TerminalView.Detached)
+    def terminal_detached(self) -> None:
+        self.feed.poll_now()
 
     @on(DataTable.RowSelected)
     def row_selected(self) -> None:
         self.action_open_session()
 
-    @on(Input.Changed, "#filter")
-    def filter_changed(self, event: Input.Changed) -> None:
-        self.filter_text = event.value
+    # -- the keys (bindings.py): each action is the method of the part that does it -----------------------------
 
-    @on(Input.Submitted, "#filter")
-    def filter_done(self) -> None:
-        self.query_one(WorktreeTable).focus()
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if self.terminal_focused and self.terminal.attached:
+            return False  # every key goes to the agent: the footer shows only the leave key
+        method = getattr(self, f"action_{action}", None)
+        if getattr(method, "needs_worktree", False) and not self.selected:
+            return None
+        return True
 
+    action_start_session = on_worktree(WorktreeActions.start_session)
+    action_stop_session = on_worktree(WorktreeActions.stop_session)
+    action_keep = on_worktree(WorktreeActions.keep, HostRows.keep)
+    action_remove = on_worktree(WorktreeActions.remove, HostRows.remove)
+    action_commit = on_worktree(WorktreeActions.commit)
+    action_merge = on_worktree(WorktreeActions.merge)
+    action_pr = on_worktree(WorktreeActions.pr)
+    action_inject_task = on_worktree(WorktreeActions.inject_task)
+    action_copy_path = on_worktree(WorktreeActions.copy_path)
+    action_copy_link = on_worktree(WorktreeActions.copy_link, remote_too=True)
+    action_diff = on_local_view(DashboardLayout.diff_tab, "diff")
+    action_full_diff = on_local_view(DashboardLayout.full_diff, "diff")
+    action_bakeoff = on_actions(WorktreeActions.bakeoff)
+    action_zoom = on_layout(DashboardLayout.toggle_zoom)
+    action_events = on_layout(DashboardLayout.events_tab)
+    action_filter = on_layout(DashboardLayout.open_filter)
+    key_escape = on_layout(DashboardLayout.escape)
 
-def _with_status(info: SessionInfo, status: SessionStatus) -> SessionInfo:
-    from dataclasses import replace
+    def action_new_task(self) -> None:
+        (self.remote if self.remote.configured else self.actions).new_task()  # with hosts: here or where?
 
-    return replace(info, status=status)
+    def action_open_session(self) -> None:
+        if is_remote(self.selected) and not self.sidebar.task_table.has_focus:
+            self.remote.open_session(str(self.selected))
+        else:
+            self.actions.open_session()
 
+    def action_cycle_session(self, step: int) -> None:
+        self.current.cycle(step)
+
+    def action_jump_session(self, number: int) -> None:
+        self.current.jump(number)
+
+    def action_toggle_auto(self) -> None:
+        self.actions.toggle_auto()
+        self.remote.follow_auto_queue(self.auto_queue)
+
+    def action_help(self) -> None:
+        from daintree_tui.tui.screens.help import HelpScreen
+
+        self.app.push_screen(HelpScreen(self.help_rows()))
+
+    def help_rows(self) -> list[KeyRow]:
+        """Every key of the dashboard as the help screen and the palette list it (the user's keymap applied)."""
+        return key_rows(self.every_binding(), self.dashboard.keymap, self, self.dashboard.get_key_display)
+
+    def every_binding(self) -> list[BindingType]:
+        app = self.dashboard
+        return every_binding(self.BINDINGS, app.BINDINGS, app.COMMAND_PALETTE_BINDING)
+
+    def action_quit_dashboard(self) -> None:
+        self.dashboard.quit_dashboard()

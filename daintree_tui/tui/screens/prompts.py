@@ -10,17 +10,17 @@ from typing import TYPE_CHECKING
 from daintree_tui.tui.screens.confirm import ConfirmScreen
 
 if TYPE_CHECKING:
-    from daintree_tui.tui.screens.actions import DashboardActions
+    from daintree_tui.tui.screens.dashboard import Dashboard
 
 
-def settle_for(screen: DashboardActions) -> float:
+def settle_for(screen: Dashboard) -> float:
     """How long a prompt nobody asked for ignores keys: only while the user is typing as it appears (keys meant for
     an agent answered it); a prompt that finds the keyboard quiet takes the next key at once."""
     settle = ConfirmScreen.UNASKED_SETTLE
     return settle if screen.dashboard.typing_within(settle) else 0.0
 
 
-async def approval(screen: DashboardActions, request: Mapping[str, object]) -> None:
+async def approval(screen: Dashboard, request: Mapping[str, object]) -> None:
     argv = request["argv"] if isinstance(request["argv"], list) else []
     body = (f"The agent in {request['worktree']} (role {request.get('role') or '-'}) asks to run:\n\n"
             f"  daintree {' '.join(map(str, argv))}\n")
@@ -37,7 +37,7 @@ async def approval(screen: DashboardActions, request: Mapping[str, object]) -> N
         screen.operation_done(f"Rejected request {request_id}")
 
 
-async def trust(screen: DashboardActions, commands: list[str]) -> None:
+async def trust(screen: Dashboard, commands: list[str]) -> None:
     change = await asyncio.to_thread(screen.backend.services.trust_change)
     if change is None:
         title = "Trust this repository's hooks?"
@@ -56,7 +56,7 @@ async def trust(screen: DashboardActions, commands: list[str]) -> None:
         screen.operation_done("Trusted .daintree.toml: its hooks will run")
 
 
-async def server_lost(screen: DashboardActions, vanished: Mapping[str, float | None]) -> None:
+async def server_lost(screen: Dashboard, vanished: Mapping[str, float | None]) -> None:
     """Sessions vanished all at once (name -> when the run seen had started): if the tmux server died under
     them, offer to start them again."""
     lost = await asyncio.to_thread(screen.backend.services.lost_sessions, vanished)
