@@ -10,7 +10,6 @@ the place `#bottom-slot` keeps for them.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
@@ -210,7 +209,9 @@ class SessionPane(Vertical):
         """Sessions started from the CLI start at the size the dashboard will show them at."""
         from daintree_tui.sessions.pane_size import save_pane_size
 
-        self.run_worker(asyncio.to_thread(save_pane_size, self.project, cols, rows), group="size",
+        # A thread worker, not a coroutine around to_thread: one cancelled before it ran (the app quitting) left
+        # that coroutine never awaited.
+        self.run_worker(partial(save_pane_size, self.project, cols, rows), thread=True, group="size",
                         exclusive=True, exit_on_error=False, description="record the pane size")
 
     @on(Worker.StateChanged)
