@@ -504,9 +504,6 @@ async def test_tmux_server_killed_under_the_dashboard(repo: Path, cli: CLI, tmux
         assert app.is_running
 
 
-# In a full parallel run its candidates' commits were not seen within 60 s (it passes alone and in its file's own
-# run): it runs with the slow tier until that is understood.
-@pytest.mark.slow
 async def test_bakeoff_view_scores_and_picks(repo: Path, cli: CLI) -> None:
     trusted_config(repo,
         'default_agent = "x"\n'

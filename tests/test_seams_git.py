@@ -158,3 +158,29 @@ def test_a_commit_made_by_run_is_on_its_branch_when_run_returns(repo: Path, sand
     cli.ok("worktree", "create", "r1")
     _inside(cli, "r1", "echo r > r.txt && git add r.txt && git commit -qm 'from run'")
     assert git(repo, "log", "-1", "--format=%s", "wt/r1").strip() == "from run"
+
+
+def test_a_commit_the_agent_makes_as_a_look_starts_stays_on_its_branch(
+        repo: Path, sandbox_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """Seen in full parallel runs (the bake-off view test, under load): the dashboard's look at a new worktree (a
+    confined `git status` for its facts) starts a sandbox, which brings in what the agent's git wrote and then
+    gives the agent its branch. An agent committing between the two was given the old branch back over its
+    commit, which left its branch for good (its reflog alone kept it). Here the commit lands in that moment."""
+    from daintree_tui.core import agent_git
+    from daintree_tui.core.index import Index, find
+    from daintree_tui.core.project import Project
+    from daintree_tui.core.worktree_git import WorktreeGit
+
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "a")
+    with monkeypatch.context() as patched:
+        # No bring-in: the agent's commit is one its worktree's next look has not seen when it starts.
+        patched.setattr(agent_git, "bring_in", lambda *args, **kwargs: None)
+        _inside(cli, "a", "echo a > a.txt && git add a.txt && git commit -qm 'the agent'")
+        project = Project.discover(repo)
+        entry = find(Index(project).load(), "a")
+        assert entry is not None
+        WorktreeGit(project, entry).dirty_files()  # the look, as the dashboard's facts take it
+    cli.ok("worktree", "list")
+    assert git(repo, "log", "-1", "--format=%s", "wt/a").strip() == "the agent"
+    assert _inside(cli, "a", "git log -1 --format=%s").strip() == "the agent"

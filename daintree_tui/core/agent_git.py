@@ -117,9 +117,10 @@ def _real(common_dir: Path, branch: str) -> str | None:
     return g.rev_parse_commit(common_dir, f"refs/heads/{branch}")
 
 
-def push_down(paths: AgentGit, branch: str, value: str) -> bool:
-    """Write `value` into the agent's ref file as git does (`<ref>.lock`, then a rename); False while a git of
-    the agent's holds the lock."""
+def push_down(paths: AgentGit, branch: str, value: str, old: str | None) -> bool:
+    """Write `value` into the agent's ref file as git does (`<ref>.lock`, then a rename), only over `old` (the
+    value the caller decided on, None: no ref yet), as `git update-ref NEW OLD` would; False while a git of the
+    agent's holds the lock, or once it has moved the ref since."""
     leaf = branch_leaf(branch)
     try:
         with real_folder(paths.refs) as refs:
@@ -129,6 +130,9 @@ def push_down(paths: AgentGit, branch: str, value: str) -> bool:
             except FileExistsError:
                 return False
             try:
+                if _oid(_read_small(refs, leaf)) != old:  # its git committed since: that is for bring_in to take
+                    os.unlink(f"{leaf}.lock", dir_fd=refs)
+                    return False
                 os.write(fd, (value + "\n").encode())
             finally:
                 os.close(fd)
@@ -179,7 +183,7 @@ def sync_branch(common_dir: Path, branch: str, paths: AgentGit, who: str) -> str
         atomic_write_text(paths.synced, mine + "\n")
         return mine
     # The agent's is what it was given; the branch moved here since: the agent gets the new value.
-    if real is not None and push_down(paths, branch, real):
+    if real is not None and push_down(paths, branch, real, mine):
         atomic_write_text(paths.synced, real + "\n")
     return real
 
@@ -241,7 +245,7 @@ def prepare(common_dir: Path, branch: str, paths: AgentGit, who: str) -> None:
         _make_folder(paths.objects / "pack", objects)
         with real_folder("info", objects) as info:
             if _read_small(info, "alternates") == f"{SHARED_OBJECTS_MOUNT}\n":
-                return _give_branch(common_dir, branch, paths)  # as it was: nothing to write (a full disk)
+                return _give_branch(common_dir, branch, paths, who)  # as it was: nothing to write (a full disk)
             tmp = f"alternates.{os.getpid()}.daintree-tmp"
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp, dir_fd=info)
@@ -252,14 +256,24 @@ def prepare(common_dir: Path, branch: str, paths: AgentGit, who: str) -> None:
             finally:
                 os.close(fd)
             os.replace(tmp, "alternates", src_dir_fd=info, dst_dir_fd=info)
-    _give_branch(common_dir, branch, paths)
+    _give_branch(common_dir, branch, paths, who)
 
 
-def _give_branch(common_dir: Path, branch: str, paths: AgentGit) -> None:
-    """The agent's ref folder holds its branch as it is now (written only when it differs)."""
+def _give_branch(common_dir: Path, branch: str, paths: AgentGit, who: str) -> None:
+    """The agent's ref folder holds its branch as it is now (written only when it differs). A move of the
+    agent's that was not brought in is brought in first, never written over unseen: its git may commit while a
+    sandbox starts for the same worktree (the dashboard's look at a new worktree runs a confined `git status`
+    as its agent starts work), after the bring-in above and before this; the old value given back then took
+    that commit off its branch. What the bring-in refuses (see `sync_branch`) is written over, as before."""
     real = _real(common_dir, branch)
     if real is None:
         return
-    given = agent_value(paths, branch) == real or push_down(paths, branch, real)
+    mine = agent_value(paths, branch)
+    if mine is not None and mine != real and mine != _synced(paths):
+        ingest(common_dir, paths.objects)
+        real = sync_branch(common_dir, branch, paths, who)
+        if real is None:
+            return
+    given = mine == real or push_down(paths, branch, real, mine)
     if given and _synced(paths) != real:
         atomic_write_text(paths.synced, real + "\n")
