@@ -184,3 +184,33 @@ def test_a_commit_the_agent_makes_as_a_look_starts_stays_on_its_branch(
     cli.ok("worktree", "list")
     assert git(repo, "log", "-1", "--format=%s", "wt/a").strip() == "the agent"
     assert _inside(cli, "a", "git log -1 --format=%s").strip() == "the agent"
+
+
+def test_one_worktree_prepared_from_two_threads_at_once_fails_neither(repo: Path, tmp_path: Path) -> None:
+    """Seen as a toast in a snapshot (`reconcile and load: FileNotFoundError ... 'alternates.<pid>.daintree-tmp'
+    -> 'alternates'`): the dashboard's start-up reconcile and its git facts prepared a new worktree's sandbox
+    folders at the same moment, and one thread removed the other's temporary file before its rename."""
+    import threading
+
+    from daintree_tui.core import agent_git
+
+    git(repo, "branch", "wt/a")
+    errors: list[BaseException] = []
+    for round_ in range(20):
+        paths = agent_git.AgentGit(tmp_path / f"agent-git-{round_}")
+        start = threading.Barrier(6)
+
+        def prepare(paths: agent_git.AgentGit = paths, start: threading.Barrier = start) -> None:
+            start.wait()
+            try:
+                agent_git.prepare(repo / ".git", "wt/a", paths, "a")
+            except BaseException as exc:  # collected for the assertion
+                errors.append(exc)
+
+        threads = [threading.Thread(target=prepare) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert (paths.objects / "info" / "alternates").read_text() == f"{agent_git.SHARED_OBJECTS_MOUNT}\n"
+    assert errors == []

@@ -26,6 +26,7 @@ import contextlib
 import errno
 import os
 import stat
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -246,7 +247,10 @@ def prepare(common_dir: Path, branch: str, paths: AgentGit, who: str) -> None:
         with real_folder("info", objects) as info:
             if _read_small(info, "alternates") == f"{SHARED_OBJECTS_MOUNT}\n":
                 return _give_branch(common_dir, branch, paths, who)  # as it was: nothing to write (a full disk)
-            tmp = f"alternates.{os.getpid()}.daintree-tmp"
+            # A name of this thread's own: the dashboard prepares one worktree from two threads at once (its
+            # start-up reconcile and its git facts), and a name per process had one remove the other's file
+            # before its rename (FileNotFoundError in a toast). Both write the same line; the last rename wins.
+            tmp = f"alternates.{os.getpid()}.{threading.get_ident()}.daintree-tmp"
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp, dir_fd=info)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
