@@ -209,6 +209,11 @@ class WorktreeTable(RowTable):
             return  # no columns before the table has a size (see _relayout)
         numbers = {name: i for i, name in enumerate((e.name for e in self.entries if e.name in self.sessions), 1)}
         keys = self.column_keys
+        # A cursor the user moved (a key, a click, `select_name`) whose RowHighlighted has not come yet: the
+        # rows are shown again under it, not under `selected`. Following `selected` here put the cursor back on
+        # the old worktree before that message came, and the move was lost (a poll's render in between: seen
+        # under load, the terminal stayed on the old worktree).
+        moving = self.cursor_name() if self.show_cursor and self.cursor_name() != self.selected else None
         shown = [e for e in self.entries if not self.filter_text or matches(self.filter_text, e)]
         on_screen = window(self, len(shown))
         rows: list[Row] = []
@@ -225,7 +230,7 @@ class WorktreeTable(RowTable):
             self.show_rows(rows, self._placeholder)
         finally:
             self._syncing = False
-        self._follow_selected()
+        self._follow_selected(moving)
 
     def _build_cells(self, entry: WorktreeEntry, numbers: dict[str, int], keys: tuple[str, ...]) -> tuple[Cell, ...]:
         fact = self.facts.get(entry.name)
@@ -261,10 +266,12 @@ class WorktreeTable(RowTable):
         if int(old) != int(new):
             self._changed()  # rows coming into view get their cells
 
-    def _follow_selected(self) -> None:
-        """Put the cursor on the current worktree; with it not listed yet, show no cursor. A filter that hides
-        the current worktree makes its first match current (what is shown is what the keys act on)."""
-        index = next((i for i, key in enumerate(self.rows) if key.value == self.selected), None)
+    def _follow_selected(self, moving: str | None = None) -> None:
+        """Put the cursor on the current worktree (or on `moving`, where the user just moved it); with it not
+        listed yet, show no cursor. A filter that hides the current worktree makes its first match current (what
+        is shown is what the keys act on)."""
+        target = moving if moving is not None and moving in self.rows else self.selected
+        index = next((i for i, key in enumerate(self.rows) if key.value == target), None)
         if index is None and self.filter_text and self.row_count:
             self.post_message(self.Picked(self, self.cursor_name()))
         self.show_cursor = index is not None
