@@ -14,30 +14,36 @@ $(BIN)/python:
 # the README's Quick start). It comes from the package index into the venv, so nothing needs installing first.
 # INSTALLER=pip uses pip alone.
 INSTALLER ?= uv
-# `editable_mode=compat` puts the source tree on sys.path with a one-line .pth, as an installed package is found.
-# setuptools' default for this flat layout is an import hook that loads pathlib, re and urllib.parse in `site`:
-# 14 ms on every start of every command (`python -c pass`: 26 ms against 12 ms, median of 30).
-EDITABLE := --config-settings editable_mode=compat -e
-PIP_INSTALL := PYTHONWARNINGS=ignore::UserWarning $(BIN)/python -m pip install --quiet --disable-pip-version-check $(EDITABLE)
+# hatchling's editable install puts the source tree on sys.path with a one-line .pth, as an installed package is
+# found (no import hook loading pathlib, re and urllib.parse in `site` on every start of every command).
+EDITABLE := -e
+PIP := $(BIN)/python -m pip --disable-pip-version-check
+PIP_INSTALL := $(PIP) install --quiet $(EDITABLE)
+# The dev tools are PEP 735 dependency groups (pyproject.toml): uv and pip >= 25.1 read `--group`. The venv's own
+# pip may be older (Python 3.11's ensurepip brings 23.x): it is upgraded first, only where groups are installed.
+PIP_FOR_GROUPS := $(PIP) install --quiet 'pip>=25.1'
 ifeq ($(INSTALLER),pip)
 INSTALLER_BIN := $(BIN)/python
 INSTALL = $(PIP_INSTALL) $(1)
+INSTALL_GROUPS = $(PIP_FOR_GROUPS) && $(PIP_INSTALL) $(1)
 else
 INSTALLER_BIN := $(BIN)/uv
 # Falls back to pip when uv could not be installed or cannot reach the index (uv ignores pip's own config).
 INSTALL = { [ -x $(BIN)/uv ] && $(BIN)/uv pip install --quiet --python $(BIN)/python $(EDITABLE) $(1); } || $(PIP_INSTALL) $(1)
+INSTALL_GROUPS = { [ -x $(BIN)/uv ] && $(BIN)/uv pip install --quiet --python $(BIN)/python $(EDITABLE) $(1); } \
+	|| { $(PIP_FOR_GROUPS) && $(PIP_INSTALL) $(1); }
 endif
 
 $(BIN)/uv: | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv || echo "uv unavailable: installing with pip"
 
-# `make run` needs only the package; the checks (`make setup`, `make test`) add the test tools.
+# `make run` needs only the package; the checks (`make setup`, `make test`) add the dev group (tests, lint, docs).
 $(RUN_STAMP): pyproject.toml | $(INSTALLER_BIN)
 	$(call INSTALL,.)
 	touch $@
 
 $(TEST_STAMP): pyproject.toml | $(INSTALLER_BIN)
-	$(call INSTALL,'.[test]')
+	$(call INSTALL_GROUPS,. --group dev)
 	touch $@ $(RUN_STAMP)
 
 setup: $(TEST_STAMP)
