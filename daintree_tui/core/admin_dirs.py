@@ -18,7 +18,6 @@ each is checked: one gone is a failure, said loudly.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import stat
@@ -31,7 +30,7 @@ from typing import TYPE_CHECKING
 from daintree_tui.core import git as g
 from daintree_tui.core.errors import ConfigError, OperationError
 from daintree_tui.core.fs_safe import small_text
-from daintree_tui.core.log import warn
+from daintree_tui.core.log import suppressed, warn
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.store import read_json, remove_tree
 
@@ -121,7 +120,7 @@ def index_entries(project: Project) -> list[WorktreeEntry]:
     raw = data.get("worktrees") if isinstance(data, dict) else None
     entries = []
     for item in raw if isinstance(raw, list) else []:
-        with contextlib.suppress(KeyError, TypeError, ValueError):
+        with suppressed(KeyError, TypeError, ValueError):
             entries.append(WorktreeEntry.from_dict(item))
     return entries
 
@@ -199,7 +198,7 @@ def _replace_file(admin: Path, name: str, text: str) -> None:
     opened without following a link."""
     dir_fd = os.open(admin, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        with contextlib.suppress(OSError):
+        with suppressed(OSError):
             if stat.S_ISDIR(os.lstat(name, dir_fd=dir_fd).st_mode):
                 remove_tree(admin / name)  # never follows a link inside; any depth
         for _ in range(8):
@@ -218,7 +217,7 @@ def _replace_file(admin: Path, name: str, text: str) -> None:
             try:
                 os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
             except OSError:
-                with contextlib.suppress(OSError):
+                with suppressed(OSError):
                     os.unlink(tmp, dir_fd=dir_fd)
                 raise
             return
@@ -242,7 +241,7 @@ def _drop(path: Path) -> bool:
 
 def release(admin: Path) -> None:
     """Drop the `locked` of a removed worktree's record, whoever wrote it, so that git prunes the record."""
-    with contextlib.suppress(OSError):
+    with suppressed(OSError):
         _drop(admin / "locked")
 
 
@@ -341,7 +340,7 @@ def _lock(admin: Path) -> bool:
 
 def _unlock(admin: Path) -> None:
     if _small_text(admin / "locked") == f"{LOCK_MARK}{os.getpid()}\n":
-        with contextlib.suppress(OSError):
+        with suppressed(OSError):
             (admin / "locked").unlink()
 
 

@@ -4,7 +4,6 @@ entry, ports, task binding); its journal lets `doctor --fix` undo one a `kill -9
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +13,7 @@ from daintree_tui.core import git as g
 from daintree_tui.core.config import DEFAULT_BRANCH_PREFIX
 from daintree_tui.core.errors import DaintreeError, InputError, OperationError
 from daintree_tui.core.index import Index, find
-from daintree_tui.core.log import warn
+from daintree_tui.core.log import suppressed, warn
 from daintree_tui.core.models import Task, WorktreeEntry
 from daintree_tui.core.project import Project
 from daintree_tui.core.store import remove_tree, write_json
@@ -252,7 +251,7 @@ class WorktreeCreation:
                 raise
             loose = common / ref
             loose.unlink()
-            with contextlib.suppress(OSError):
+            with suppressed(OSError):
                 (common / "logs" / ref).unlink()
 
     def discard_worktree(self, path: Path) -> None:
@@ -265,7 +264,7 @@ class WorktreeCreation:
         """Undo a create whose post_create hook failed (the index entry and task binding exist already)."""
         self.discard_worktree(Path(entry.path))
         if not reset_branch:
-            with contextlib.suppress(OperationError):
+            with suppressed(OperationError):
                 self._delete_new_branch(entry.branch)
         remove_tree(self.project.tmpdir_for(entry.name))
         remove_tree(self.project.sandbox_home_for(entry.name))

@@ -34,6 +34,7 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.timer import Timer
 
+from daintree_tui.core.log import suppressed
 from daintree_tui.sessions.keys import WHEEL_DOWN, WHEEL_UP, encode_key, encode_mouse_sgr, encode_paste
 from daintree_tui.tui.widgets.frame_pacer import FramePacer
 from daintree_tui.tui.widgets.terminal_attach import SessionAttachment
@@ -197,12 +198,12 @@ class TerminalView(SessionAttachment, can_focus=True):
     def _write(self, data: bytes) -> None:
         self.pacer.key_sent()
         if self._write_external is not None:
-            with contextlib.suppress(Exception):
+            with suppressed(Exception):
                 self._write_external(data)
             return
         if self._fd is None:
             return
-        with contextlib.suppress(BlockingIOError):
+        with suppressed(BlockingIOError):
             view = memoryview(data)
             while view:
                 try:
@@ -268,7 +269,7 @@ class TerminalView(SessionAttachment, can_focus=True):
 
             set_winsize(self._fd, cols, rows)
             if self._proc is not None:
-                with contextlib.suppress(ProcessLookupError):
+                with suppressed(ProcessLookupError):
                     os.kill(self._proc.pid, signal.SIGWINCH)
         self.refresh()
 

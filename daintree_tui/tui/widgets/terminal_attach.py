@@ -8,7 +8,6 @@ host). Kept apart from the widget's drawing and key handling so each module stay
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import subprocess
 import threading
@@ -18,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
+
+from daintree_tui.core.log import suppressed
 
 if TYPE_CHECKING:
     from daintree_tui.sessions.emulator import TerminalEmulator
@@ -114,13 +115,13 @@ class SessionAttachment(Widget):
     def detach(self) -> None:
         """Stop showing the current session (the session itself keeps running)."""
         if self._fd is not None:
-            with contextlib.suppress(Exception):
+            with suppressed(Exception):
                 asyncio.get_running_loop().remove_reader(self._fd)
-            with contextlib.suppress(OSError):
+            with suppressed(OSError):
                 os.close(self._fd)
             self._fd = None
         if self._proc is not None:
-            with contextlib.suppress(ProcessLookupError):
+            with suppressed(ProcessLookupError):
                 self._proc.terminate()
             # Reap the tmux client off the event loop: waiting here could stall the UI.
             threading.Thread(target=self._proc.wait, name="reap-attach", daemon=True).start()
