@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed
 
-.PHONY: setup run test test-agents test-slow lint typecheck pytest bench snapshots screenshots clean
+.PHONY: setup run test test-agents test-slow test-lowest lint typecheck pytest bench snapshots screenshots clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -75,6 +75,20 @@ test-slow: setup
 
 test: lint typecheck pytest
 
+# The lower bounds in pyproject.toml are honest: the oldest release of every direct dependency they allow (uv's
+# lowest-direct resolution, test tools included), in a venv of its own, through the tests that load each of them
+# (textual and rich: the dashboard's start and dialogs; pyte and wcwidth: the terminal; mcp; pathspec: deps;
+# shtab: completion; mkdocs: the docs build). Needs uv: pip has no lowest resolution.
+LOWEST := .venv-lowest
+LOWEST_TESTS := tests/test_layers.py tests/test_config.py tests/test_store.py tests/test_tasks.py tests/test_rows.py \
+	tests/test_dialogs.py tests/test_deps.py tests/test_terminal_core.py tests/test_dashboard_startup.py \
+	tests/test_mcp.py tests/test_cli_surface.py tests/test_docs.py
+test-lowest: | $(BIN)/uv
+	rm -rf $(LOWEST)
+	$(BIN)/uv venv --quiet --python $(BIN)/python $(LOWEST)
+	$(BIN)/uv pip install --quiet --python $(LOWEST)/bin/python --resolution lowest-direct $(EDITABLE) . --group test
+	$(LOWEST)/bin/python -m pytest -q -p no:cacheprovider -n 2 $(LOWEST_TESTS)
+
 bench: setup
 	$(BIN)/python -m bench
 
@@ -85,4 +99,4 @@ snapshots: setup
 	$(BIN)/pytest -q tests/test_snapshots.py --snapshot-update
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(LOWEST) build dist site *.egg-info
