@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed
 
-.PHONY: setup run test test-agents test-slow test-lowest lint typecheck pytest bench snapshots screenshots clean
+.PHONY: setup run test test-agents test-slow test-lowest wheel-check docs lint typecheck pytest bench snapshots screenshots clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -88,6 +88,15 @@ test-lowest: | $(BIN)/uv
 	$(BIN)/uv venv --quiet --python $(BIN)/python $(LOWEST)
 	$(BIN)/uv pip install --quiet --python $(LOWEST)/bin/python --resolution lowest-direct $(EDITABLE) . --group test
 	$(LOWEST)/bin/python -m pytest -q -p no:cacheprovider -n 2 $(LOWEST_TESTS)
+
+# The wheel as a user installs it, in a fresh venv: `daintree --version`, `daintree demo --no-ui` (.ci/wheel-check).
+wheel-check: | $(BIN)/uv
+	.ci/wheel-check $(BIN)/uv $(BIN)/python
+
+# The docs site (mkdocs-material) into site/, strict: a broken link or a page missing from the nav fails it. The
+# CLI and configuration references are generated while it builds (docs/hooks/reference.py).
+docs: setup
+	$(BIN)/mkdocs build --strict --quiet --site-dir site
 
 bench: setup
 	$(BIN)/python -m bench
