@@ -52,7 +52,7 @@ run: $(RUN_STAMP)
 	$(BIN)/daintree demo
 
 lint: setup
-	$(BIN)/ruff check daintree_tui tests bench
+	$(BIN)/ruff check daintree_tui tests bench docs/hooks
 
 typecheck: setup
 	$(BIN)/mypy

@@ -160,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if stop is not None:
             return stop
         if state_changes and not getattr(args, "dry_run", False):
-            services.index.heal_if_torn()  # DESIGN 3: a torn index is recovered before any change
+            services.index.heal_if_torn()  # docs/design.md 3: a torn index is recovered before any change
         if handler.__name__ not in _LOADS_THE_DASHBOARD:  # those resume it once Textual has loaded
             resume_collector()
         return handler(args, services)

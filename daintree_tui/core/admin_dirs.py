@@ -1,7 +1,7 @@
 """Git's admin dirs of linked worktrees (`.git/worktrees/<id>/`), checked against the index before the outside's
 git acts on them.
 
-An agent could write its own admin dir (DESIGN 2a rule 9), and git trusts what it finds there: `worktree prune`
+An agent could write its own admin dir (docs/design.md 2a, rule 9), and git trusts what it finds there: `worktree prune`
 removes the second of two admin dirs whose `gitdir` names the same path ("duplicate entry": worktree a's `gitdir`
 naming `.worktrees/b/.git` cost b its index, HEAD and reflog), `worktree repair` writes the `.git` file of whatever
 path a `gitdir` names, `worktree list` reports the path a `gitdir` claims (and reads `locked` and `gitdir` whole:

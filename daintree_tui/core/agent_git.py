@@ -1,4 +1,4 @@
-"""What an agent's git writes, brought in the way git's receive-pack brings in a push (DESIGN.md 2a rule 9).
+"""What an agent's git writes, brought in the way git's receive-pack brings in a push (docs/design.md 2a, rule 9).
 
 Inside its sandbox an agent's git sees, at the usual paths of the shared repository:
 - `objects/`: its own quarantine, `.worktrees/.agent-git/<name>/objects/` (writable), whose `info/alternates`

@@ -1,4 +1,4 @@
-"""File access that no link, FIFO or foreign folder can turn (DESIGN.md 2a rules 4 and 7).
+"""File access that no link, FIFO or foreign folder can turn (docs/design.md 2a rules 4 and 7).
 
 Whatever an agent can write (its worktree, the state dir's files that came with a clone) may be a symbolic link
 to a file of the user's, a FIFO that blocks a reader, or `/dev/zero`. Reads here take only a regular file of sane

@@ -1,4 +1,4 @@
-"""What is ours to delete, move, adopt or gc (DESIGN.md 2a rules 1 and 5), and whether the caller stands inside
+"""What is ours to delete, move, adopt or gc (docs/design.md 2a rules 1 and 5), and whether the caller stands inside
 one of our worktrees.
 
 A path is one of our worktrees only when git lists it as a linked worktree of this repository, it lies inside the

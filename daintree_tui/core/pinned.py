@@ -1,4 +1,4 @@
-"""The repository's scripts that an unconfined hook runs, pinned by `daintree trust` (DESIGN.md 2a).
+"""The repository's scripts that an unconfined hook runs, pinned by `daintree trust` (docs/design.md 2a).
 
 Trust pins the bytes of `.daintree.toml`. A hook that runs outside the sandbox (`post_remove`: its worktree is
 gone) and calls `./scripts/cleanup.sh` would otherwise run whatever that script is by then, and a merged branch

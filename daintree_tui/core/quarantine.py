@@ -1,5 +1,5 @@
 """An agent's quarantined objects brought into the shared store, each checked first, as git's receive-pack brings
-a push in (DESIGN.md 2a rule 9): a loose object is copied into a file of ours while it is checked (a regular file,
+a push in (docs/design.md 2a, rule 9): a loose object is copied into a file of ours while it is checked (a regular file,
 no link, no FIFO, at most OBJECT_LIMIT bytes, a known type, content hashing to its name), and only that copy joins
 the store; a pack goes through `git index-pack`, which names every object by the content it reads. What fails a
 check is deleted. Every path under the quarantine is the agent's to write: all of it is opened relative to a folder

@@ -3,7 +3,7 @@
 Git writes over ignored files (a clone, a pull, a merge of an agent's branch), so a record found in the state dir
 may be someone else's word: an index naming other paths, a session record giving a session another role, a
 journal asking to finish a remove. A file git tracks there, or whose content is a blob of the repository (checked
-out, then untracked), is not ours, whatever it says (DESIGN.md 2a rule 9).
+out, then untracked), is not ours, whatever it says (docs/design.md 2a, rule 9).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Creating a worktree (DESIGN.md section 3): validated before any side effect, then, under the lock, every step
+"""Creating a worktree (docs/design.md section 3): validated before any side effect, then, under the lock, every step
 with its undo, so that a create either completes or rolls back everything it did (worktree dir, branch, index
 entry, ports, task binding); its journal lets `doctor --fix` undo one a `kill -9` interrupted."""
 
@@ -194,7 +194,7 @@ class WorktreeCreation:
             assert project.common_dir is not None
             provided = deps.provide(root, path, self.project.config, project.common_dir, skip, scan)
             copied, linked = provided.copied, provided.linked
-            # Each step's event as it happens, in the order DESIGN 3 gives the steps (a rollback logs its own
+            # Each step's event as it happens, in the order docs/design.md 3 gives the steps (a rollback logs its own
             # create.failed after them).
             if copied or linked:
                 project.events.append("deps.linked", worktree=brief, copied=copied, linked=linked,

@@ -1,4 +1,4 @@
-"""Removing a worktree (DESIGN.md section 3): never the primary, never what is not ours, never work without
+"""Removing a worktree (docs/design.md section 3): never the primary, never what is not ours, never work without
 `--force`. Its `pre_remove` hooks, its session's stop, the move of its folder to the trash, its ports, its task and
 (when asked, and merged) its branch; the locked part is journaled, so `doctor --fix` finishes one interrupted."""
 
@@ -83,7 +83,7 @@ class WorktreeRemoval:
         path = Path(entry.path)
         self._check_removable(entry, force, discard)
         # remove.before opens the log of the remove, as create.before does for a create: the pre_remove hooks and
-        # the session's stop are steps of the remove (DESIGN 3), and a failure of any step is remove.failed.
+        # the session's stop are steps of the remove (docs/design.md 3), and a failure of any step is remove.failed.
         task = self.tasks.brief_of(entry.task_id)
         project.events.append("worktree.remove.before", worktree=entry.brief(), task=task)
         try:

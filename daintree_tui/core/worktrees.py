@@ -1,4 +1,4 @@
-"""Worktrees, the execution plane: create, list, status, run, keep, remove (DESIGN.md section 3).
+"""Worktrees, the execution plane: create, list, status, run, keep, remove (docs/design.md section 3).
 
 Every operation validates its input before any side effect, and every create either completes or rolls back
 everything it did. A journal file per in-flight operation lets `doctor --fix` finish or undo what a `kill -9`

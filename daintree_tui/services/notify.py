@@ -2,7 +2,7 @@
 
 A transition is recorded once (the observer's compare-and-set), as one event; a notice is made from that event,
 so it is sent once however many dashboards and CLIs recorded or saw it, by the one process that delivers them
-(the watcher, services/watcher.py). Kinds (DESIGN 8):
+(the watcher, services/watcher.py). Kinds (docs/design.md 8):
 
 | kind | from |
 |---|---|

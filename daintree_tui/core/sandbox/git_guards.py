@@ -1,5 +1,5 @@
 """What keeps an agent's git inside its sandbox, and what the outside does before and after one runs
-(DESIGN.md 2a rule 9): the files that tell git which repository and config a worktree uses are read-only, the
+(docs/design.md 2a, rule 9): the files that tell git which repository and config a worktree uses are read-only, the
 shared object store and every ref are read-only behind the agent's own quarantine and ref folder
 (core/agent_git.py), and what the agent wrote there is checked and brought in before the outside reads its branch.
 These run git (bring_in, prepare); choosing a sandbox (`policy`) does not.
