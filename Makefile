@@ -96,7 +96,7 @@ wheel-check: | $(BIN)/uv
 # The docs site (mkdocs-material) into site/, strict: a broken link or a page missing from the nav fails it. The
 # CLI and configuration references are generated while it builds (docs/hooks/reference.py).
 docs: setup
-	$(BIN)/mkdocs build --strict --quiet --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
 
 bench: setup
 	$(BIN)/python -m bench
