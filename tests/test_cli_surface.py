@@ -47,9 +47,16 @@ def test_completion_prints_the_script_of_each_shell(shell: str, tmp_path: Path) 
     assert "verbose" in script and "complete-task" in script  # options of the top and of a command (fish: -l NAME)
     if shell == "zsh":
         assert script.startswith("#compdef daintree")
-        if shutil.which("zsh"):
+        if shutil.which("zsh"):  # .ci/run installs it
             check = subprocess.run(["zsh", "-n"], input=script, capture_output=True, text=True, check=False)
             assert check.returncode == 0, check.stderr
+            (tmp_path / "functions").mkdir()
+            (tmp_path / "functions" / "_daintree").write_text(script)
+            probe = ("fpath=(functions $fpath); autoload -U compinit; compinit -u -d zcompdump; "
+                     "print ${_comps[daintree]}")
+            loaded = subprocess.run(["zsh", "-f", "-c", probe], cwd=tmp_path, capture_output=True, text=True,
+                                    check=False)
+            assert loaded.stdout.strip() == "_daintree", loaded  # compinit found it and bound it to daintree
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
