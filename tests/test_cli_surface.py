@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.metadata
 import logging
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -148,3 +149,17 @@ def test_suppressed_names_the_site_of_its_with() -> None:
     message = records[0].getMessage()
     assert message.startswith("suppressed ValueError at ") and f"test_cli_surface.py:{line} in " in message
     assert records[0].exc_info is not None
+
+
+# Run by path inside a sandbox with the standard library alone (its docstring says why): nothing of ours to log to.
+STDLIB_ONLY = {"daintree_tui/core/net_bridge.py"}
+
+
+def test_every_swallow_in_the_package_leaves_a_trace() -> None:
+    """`contextlib.suppress` hides what it swallows even from --verbose: the package uses `core.log.suppressed`."""
+    package = ROOT / "daintree_tui"
+    bare = [f"{path.relative_to(ROOT)}:{n}" for path in sorted(package.rglob("*.py"))
+            if str(path.relative_to(ROOT)) not in STDLIB_ONLY
+            for n, line in enumerate(path.read_text().splitlines(), 1)
+            if re.search(r"\bsuppress\(", line) and not line.lstrip().startswith("#")]
+    assert bare == [], "use daintree_tui.core.log.suppressed: " + ", ".join(bare)
