@@ -226,8 +226,8 @@ class Operations:
 
     def remove(self, name: str, *, force: bool = False, complete_task: bool = False, delete_branch: bool = False,
                discard: list[str] | None = None) -> RemoveResult:
-        """Remove worktree `name` (docs/design.md 3). `force` discards uncommitted work (only the files of `discard` when
-        given: what the dashboard's dialog listed); it is a person's choice, never a sandboxed caller's."""
+        """Remove worktree `name` (docs/design.md 3). `force` discards uncommitted work (only the files of `discard`
+        when given: what the dashboard's dialog listed); it is a person's choice, never a sandboxed caller's."""
         self.check_remove(name, force=force)
         return self.services.worktrees.remove(name, force=force, complete_task=complete_task,
                                               delete_branch=delete_branch, discard=discard)
