@@ -78,11 +78,11 @@ test: lint typecheck pytest
 # The lower bounds in pyproject.toml are honest: the oldest release of every direct dependency they allow (uv's
 # lowest-direct resolution, test tools included), in a venv of its own, through the tests that load each of them
 # (textual and rich: the dashboard's start and dialogs; pyte and wcwidth: the terminal; mcp; pathspec: deps;
-# shtab: completion; mkdocs: the docs build). Needs uv: pip has no lowest resolution.
+# shtab: completion; mkdocs: the docs build; textual-serve: serve). Needs uv: pip has no lowest resolution.
 LOWEST := .venv-lowest
 LOWEST_TESTS := tests/test_layers.py tests/test_config.py tests/test_store.py tests/test_tasks.py tests/test_rows.py \
 	tests/test_dialogs.py tests/test_deps.py tests/test_terminal_core.py tests/test_dashboard_startup.py \
-	tests/test_mcp.py tests/test_cli_surface.py tests/test_docs.py
+	tests/test_mcp.py tests/test_cli_surface.py tests/test_docs.py tests/test_serve.py
 test-lowest: | $(BIN)/uv
 	rm -rf $(LOWEST)
 	$(BIN)/uv venv --quiet --python $(BIN)/python $(LOWEST)
