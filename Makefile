@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed
 
-.PHONY: setup run test test-agents test-slow lint typecheck pytest bench snapshots screenshots clean
+.PHONY: setup run test test-agents test-slow test-lowest wheel-check docs lint typecheck pytest bench snapshots screenshots clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -14,30 +14,36 @@ $(BIN)/python:
 # the README's Quick start). It comes from the package index into the venv, so nothing needs installing first.
 # INSTALLER=pip uses pip alone.
 INSTALLER ?= uv
-# `editable_mode=compat` puts the source tree on sys.path with a one-line .pth, as an installed package is found.
-# setuptools' default for this flat layout is an import hook that loads pathlib, re and urllib.parse in `site`:
-# 14 ms on every start of every command (`python -c pass`: 26 ms against 12 ms, median of 30).
-EDITABLE := --config-settings editable_mode=compat -e
-PIP_INSTALL := PYTHONWARNINGS=ignore::UserWarning $(BIN)/python -m pip install --quiet --disable-pip-version-check $(EDITABLE)
+# hatchling's editable install puts the source tree on sys.path with a one-line .pth, as an installed package is
+# found (no import hook loading pathlib, re and urllib.parse in `site` on every start of every command).
+EDITABLE := -e
+PIP := $(BIN)/python -m pip --disable-pip-version-check
+PIP_INSTALL := $(PIP) install --quiet $(EDITABLE)
+# The dev tools are PEP 735 dependency groups (pyproject.toml): uv and pip >= 25.1 read `--group`. The venv's own
+# pip may be older (Python 3.11's ensurepip brings 23.x): it is upgraded first, only where groups are installed.
+PIP_FOR_GROUPS := $(PIP) install --quiet 'pip>=25.1'
 ifeq ($(INSTALLER),pip)
 INSTALLER_BIN := $(BIN)/python
 INSTALL = $(PIP_INSTALL) $(1)
+INSTALL_GROUPS = $(PIP_FOR_GROUPS) && $(PIP_INSTALL) $(1)
 else
 INSTALLER_BIN := $(BIN)/uv
 # Falls back to pip when uv could not be installed or cannot reach the index (uv ignores pip's own config).
 INSTALL = { [ -x $(BIN)/uv ] && $(BIN)/uv pip install --quiet --python $(BIN)/python $(EDITABLE) $(1); } || $(PIP_INSTALL) $(1)
+INSTALL_GROUPS = { [ -x $(BIN)/uv ] && $(BIN)/uv pip install --quiet --python $(BIN)/python $(EDITABLE) $(1); } \
+	|| { $(PIP_FOR_GROUPS) && $(PIP_INSTALL) $(1); }
 endif
 
 $(BIN)/uv: | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv || echo "uv unavailable: installing with pip"
 
-# `make run` needs only the package; the checks (`make setup`, `make test`) add the test tools.
+# `make run` needs only the package; the checks (`make setup`, `make test`) add the dev group (tests, lint, docs).
 $(RUN_STAMP): pyproject.toml | $(INSTALLER_BIN)
 	$(call INSTALL,.)
 	touch $@
 
 $(TEST_STAMP): pyproject.toml | $(INSTALLER_BIN)
-	$(call INSTALL,'.[test]')
+	$(call INSTALL_GROUPS,. --group dev)
 	touch $@ $(RUN_STAMP)
 
 setup: $(TEST_STAMP)
@@ -46,7 +52,7 @@ run: $(RUN_STAMP)
 	$(BIN)/daintree demo
 
 lint: setup
-	$(BIN)/ruff check daintree_tui tests bench
+	$(BIN)/ruff check daintree_tui tests bench docs/hooks
 
 typecheck: setup
 	$(BIN)/mypy
@@ -69,6 +75,29 @@ test-slow: setup
 
 test: lint typecheck pytest
 
+# The lower bounds in pyproject.toml are honest: the oldest release of every direct dependency they allow (uv's
+# lowest-direct resolution, test tools included), in a venv of its own, through the tests that load each of them
+# (textual and rich: the dashboard's start and dialogs; pyte and wcwidth: the terminal; mcp; pathspec: deps;
+# shtab: completion; mkdocs: the docs build; textual-serve: serve). Needs uv: pip has no lowest resolution.
+LOWEST := .venv-lowest
+LOWEST_TESTS := tests/test_layers.py tests/test_config.py tests/test_store.py tests/test_tasks.py tests/test_rows.py \
+	tests/test_dialogs.py tests/test_deps.py tests/test_terminal_core.py tests/test_dashboard_startup.py \
+	tests/test_mcp.py tests/test_cli_surface.py tests/test_docs.py tests/test_serve.py
+test-lowest: | $(BIN)/uv
+	rm -rf $(LOWEST)
+	$(BIN)/uv venv --quiet --python $(BIN)/python $(LOWEST)
+	$(BIN)/uv pip install --quiet --python $(LOWEST)/bin/python --resolution lowest-direct $(EDITABLE) . --group test
+	$(LOWEST)/bin/python -m pytest -q -p no:cacheprovider -n 2 $(LOWEST_TESTS)
+
+# The wheel as a user installs it, in a fresh venv: `daintree --version`, `daintree demo --no-ui` (.ci/wheel-check).
+wheel-check: | $(BIN)/uv
+	.ci/wheel-check $(BIN)/uv $(BIN)/python
+
+# The docs site (mkdocs-material) into site/, strict: a broken link or a page missing from the nav fails it. The
+# CLI and configuration references are generated while it builds (docs/hooks/reference.py).
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
+
 bench: setup
 	$(BIN)/python -m bench
 
@@ -79,4 +108,4 @@ snapshots: setup
 	$(BIN)/pytest -q tests/test_snapshots.py --snapshot-update
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(LOWEST) build dist site *.egg-info

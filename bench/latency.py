@@ -9,7 +9,7 @@ show: the bench's own parsing and screen checks are outside the sample, and noth
 run, so a busy neighbour hits both.
 
 `DAINTREE_BENCH_DASHBOARD_PATH=/path/to/other/checkout` also measures that checkout's dashboard (on sessions of its
-own), in the same interleaved blocks: how the 'before' figures in the README were taken.
+own), in the same interleaved blocks: how the 'before' figures in docs/benchmarks.md were taken.
 
     python -m bench.latency        (also part of `python -m bench`)
 """

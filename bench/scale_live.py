@@ -9,7 +9,7 @@ The dashboard runs at 200x50 in a pane of an outer tmux server (the user's termi
 - the slope: extra CPU per added busy session (least squares over the N).
 
 `DAINTREE_BENCH_DASHBOARD_PATH=/path/to/other/checkout` also runs that checkout's dashboard, right after this
-one's for each N (how the 'before' figures in the README were taken); several checkouts, separated by `:`, run
+one's for each N (how the 'before' figures in docs/benchmarks.md were taken); several checkouts, separated by `:`, run
 in that order. `DAINTREE_BENCH_BUSY=0,10` and
 `DAINTREE_BENCH_WINDOW=5` shorten a run.
 """

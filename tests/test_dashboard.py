@@ -1043,13 +1043,13 @@ async def test_zoom_and_full_screen_diff(repo: Path, cli: CLI) -> None:
         await until(pilot, lambda: terminal.display and diff.size.height < 20 and screen.selected == "big")
 
 
-def test_readme_key_table_is_the_bindings() -> None:
-    """The README's dashboard keys are the bindings' own keys, ids and help, in order."""
+def test_docs_key_table_is_the_bindings() -> None:
+    """The docs' dashboard keys (docs/dashboard.md) are the bindings' own keys, ids and help, in order."""
     from daintree_tui.tui.bindings import key_rows, markdown_key_table
     from daintree_tui.tui.screens.actions import every_binding
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = readme.split("## The dashboard\n", 1)[1].split("\n## ", 1)[0]
+    page = (Path(__file__).resolve().parent.parent / "docs" / "dashboard.md").read_text()
+    section = page.split("## Keys\n", 1)[1].split("\n## ", 1)[0]
     documented = [line for line in section.splitlines() if line.startswith("|")]
     bindings = every_binding(MainScreen.BINDINGS, DaintreeApp.BINDINGS, DaintreeApp.COMMAND_PALETTE_BINDING)
     assert documented == markdown_key_table(key_rows(bindings, {}, MainScreen, lambda b: b.key))

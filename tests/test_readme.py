@@ -1,16 +1,17 @@
-"""The README's commands work as shown.
+"""The commands of the README and the docs pages work as shown.
 
-Every `$ daintree ...` line of every ```console block runs, in the README's order, through the real CLI against
-one temp repository shaped like the README's `shop` (a tracked `src/auth.py`, a `package.json` whose test
-checks `PORT`). Agents are small programs named `claude`, `codex` and `gemini` put first on PATH: each commits
-one file of work, prints that it is ready and echoes what it is sent (the worktree `auth-refactor` also leaves
-the two uncommitted files the README's refused `remove` names). A command passes when it exits 0, or 1 when the
-README shows an error line (`daintree: ...`) after it; the start of every other line the README shows after a
-command (up to the first path or number) must start a line of its output, and a table header must match
-word for word. The commands that need the network or a real remote host are skipped by name, below.
+Every `$ daintree ...` line of every ```console block runs, in the order of STORY (the README, then the docs
+pages as the manual tells its story), through the real CLI against one temp repository shaped like the docs'
+`shop` (a tracked `src/auth.py`, a `package.json` whose test checks `PORT`). Agents are small programs named
+`claude`, `codex` and `gemini` put first on PATH: each commits one file of work, prints that it is ready and
+echoes what it is sent (the worktree `auth-refactor` also leaves the two uncommitted files the docs' refused
+`remove` names). A command passes when it exits 0, or 1 when the docs show an error line (`daintree: ...`)
+after it; the start of every other line the docs show after a command (up to the first path or number) must
+start a line of its output, and a table header must match word for word. The commands that need the network or
+a real remote host are skipped by name, below.
 
-The reference block under "### Commands" is checked too: every command it names parses (`--help`) and has
-every option the line shows.
+The command lists under "## Commands" (the README's short one, docs/cli.md's whole one) are checked too: every
+command they name parses (`--help`) and has every option the line shows.
 """
 
 from __future__ import annotations
@@ -27,7 +28,25 @@ import pytest
 
 from tests.conftest import CLI, git, wait_for
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+# The pages whose console blocks tell one story, in its order: each command may rely on those before it (the
+# worktrees the getting-started session made, the tasks the bake-off adds). The MCP page starts a repository of
+# its own (see `before`); what follows it runs there.
+STORY = ("README.md", "docs/getting-started.md", "docs/orchestration.md", "docs/remote-hosts.md", "docs/mcp.md",
+         "docs/security.md", "docs/worktrees.md", "docs/agents.md")
+COMMAND_LISTS = ("README.md", "docs/cli.md")
+
+
+def story_text() -> str:
+    return "\n".join((ROOT / page).read_text(encoding="utf-8") for page in STORY)
+
+
+def docs_text() -> str:
+    """The README and every docs page: where a fact the tests look for may live."""
+    pages = [README, *sorted(DOCS.rglob("*.md"))]
+    return "\n".join(page.read_text(encoding="utf-8") for page in pages)
 
 # Commands that cannot run here, each with the reason (matched against the command as written, comment cut).
 SKIP = {
@@ -41,11 +60,11 @@ SKIP = {
     "daintree worktree run search --host box -- make test": "needs the remote host",
     "daintree worktree merge search --host box": "needs the remote host",
 }
-# Commands that run a program the README's example project uses; skipped only where it is missing.
+# Commands that run a program the docs' example project uses; skipped only where it is missing.
 NEEDS = {"daintree worktree run ui-login -- npm test": "npm", "daintree sandbox check one": "bwrap"}
 
 STUB_AGENT = '''#!{python}
-"""A stand-in agent for the README's story: commits its work, says it is ready, echoes what it is sent."""
+"""A stand-in agent for the docs' story: commits its work, says it is ready, echoes what it is sent."""
 import os, subprocess, sys
 
 agent = os.path.basename(sys.argv[0])
@@ -70,7 +89,7 @@ for line in sys.stdin:
 @dataclass
 class Command:
     argv: list[str]  # as written, without its comment
-    shown: list[str] = field(default_factory=list)  # the output lines the README shows after it
+    shown: list[str] = field(default_factory=list)  # the output lines the docs show after it
 
     @property
     def line(self) -> str:
@@ -88,9 +107,9 @@ def console_commands(text: str) -> list[Command]:
     return commands
 
 
-def reference_lines(text: str) -> list[str]:
-    block = re.search(r"^### Commands\n.*?^```\n(.*?)^```", text, flags=re.S | re.M)
-    assert block, "README has no ### Commands reference block"
+def reference_lines(text: str, page: str = "README.md") -> list[str]:
+    block = re.search(r"^##+ Commands\n.*?^```\n(.*?)^```", text, flags=re.S | re.M)
+    assert block, f"{page} has no ## Commands list"
     return [ln for ln in block.group(1).splitlines() if ln.startswith("daintree")]
 
 
@@ -120,11 +139,11 @@ def check_shown(command: Command, output: str) -> None:
         start = fixed_start(shown)
         if start:
             assert any(ln[:len(start)] == start for ln in lines), (
-                f"{command.line}: README shows {shown!r}, output has no line starting {' '.join(start)!r}:\n{output}")
+                f"{command.line}: the docs show {shown!r}, output has no line starting {' '.join(start)!r}:\n{output}")
 
 
 def shop_repo(path: Path) -> Path:
-    """The README's example project."""
+    """The docs' example project."""
     path.mkdir(parents=True)
     git(path, "init", "-q", "-b", "main")
     (path / "src").mkdir()
@@ -159,13 +178,13 @@ def toml_block_with(text: str, needle: str) -> str:
 
 
 def before(command: Command, cli: CLI, tmp_path: Path) -> CLI:
-    """What the README's story had done before a block that starts afresh; the CLI to run the command with."""
+    """What the docs' story had done before a block that starts afresh; the CLI to run the command with."""
     if command.line.startswith("daintree task create Ship login"):
         # "A lead agent": a new repository (its task is task 1) with the configuration shown above the block, in
         # the user's own config (a repository's agent commands would first need `daintree trust`).
         config = Path(os.environ["XDG_CONFIG_HOME"]) / "daintree" / "config.toml"
         config.parent.mkdir(parents=True, exist_ok=True)
-        config.write_text(toml_block_with(README.read_text(encoding="utf-8"), "[agents.lead]"))
+        config.write_text(toml_block_with(story_text(), "[agents.lead]"))
         return CLI(shop_repo(tmp_path / "lead-shop"))
     if command.line == "daintree sandbox check one":  # its example: worktree one beside another agent's two
         for name in ("one", "two"):
@@ -200,10 +219,13 @@ def test_every_console_command_runs_as_shown(tmp_path: Path) -> None:
     stub_agents(tmp_path / "bin")
     env = {"PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"}
     cli = CLI(repo)
-    commands = console_commands(README.read_text(encoding="utf-8"))
+    told = {str(page.relative_to(ROOT)) for page in [README, *DOCS.rglob("*.md")]
+            if "```console" in page.read_text(encoding="utf-8")}
+    assert told == set(STORY), f"pages with console blocks missing from STORY (or gone): {told ^ set(STORY)}"
+    commands = console_commands(story_text())
     daintree = [c for c in commands if c.line.startswith("daintree")]
-    assert len(daintree) >= 20, "the README's console blocks were not found"
-    assert set(SKIP) <= {c.line for c in daintree}, "a skipped command is no longer in the README"
+    assert len(daintree) >= 20, "the docs' console blocks were not found"
+    assert set(SKIP) <= {c.line for c in daintree}, "a skipped command is no longer in the docs"
     ran = 0
     for command in daintree:
         if command.line in SKIP or (command.line in NEEDS and shutil.which(NEEDS[command.line]) is None):
@@ -213,7 +235,7 @@ def test_every_console_command_runs_as_shown(tmp_path: Path) -> None:
         refused = any(s.startswith("daintree: ") for s in command.shown)
         expected = 1 if refused else 0
         assert proc.returncode == expected, (
-            f"$ {command.line}\nexit {proc.returncode}, README shows exit {expected}\n{proc.stdout}{proc.stderr}")
+            f"$ {command.line}\nexit {proc.returncode}, the docs show exit {expected}\n{proc.stdout}{proc.stderr}")
         check_shown(command, proc.stdout + proc.stderr)
         wait_for_agents(cli)
         ran += 1
@@ -223,7 +245,10 @@ def test_every_console_command_runs_as_shown(tmp_path: Path) -> None:
 def test_reference_block_names_real_commands_and_options(capsys: pytest.CaptureFixture[str]) -> None:
     from daintree_tui.cli import main
 
-    for line in reference_lines(README.read_text(encoding="utf-8")):
+    lines = [line for page in COMMAND_LISTS
+             for line in reference_lines((ROOT / page).read_text(encoding="utf-8"), page)]
+    assert len(lines) >= 8
+    for line in lines:
         usage = re.split(r"\s{2,}", line)[0]  # cut the description
         alternatives = [a.strip() for a in usage[len("daintree"):].split(" | ")]
         first_words: list[str] = []
@@ -245,14 +270,14 @@ def test_reference_block_names_real_commands_and_options(capsys: pytest.CaptureF
         for words, alt in checks:
             code = main([*words, "--help"])
             help_text = capsys.readouterr().out
-            assert code == 0, f"README line {line!r}: `daintree {' '.join(words)}` is not a command"
+            assert code == 0, f"command list line {line!r}: `daintree {' '.join(words)}` is not a command"
             for option in re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", alt):
-                assert option in help_text, f"README line {line!r}: `daintree {' '.join(words)}` has no {option}"
+                assert option in help_text, f"command list line {line!r}: `daintree {' '.join(words)}` has no {option}"
 
 
 @pytest.mark.usefixtures("tmux_socket")
 def test_the_attach_command_works_from_inside_a_session(cli: CLI, repo: Path) -> None:
-    """The README's attach line, typed into a pane of the same server (an unsandboxed shell session's, where tmux
+    """The docs' attach line, typed into a pane of the same server (an unsandboxed shell session's, where tmux
     has set TMUX):
     tried for real, tmux refused it there ("sessions should be nested with care, unset $TMUX to force"), and
     `unset $TMUX` is no shell command."""
@@ -260,8 +285,8 @@ def test_the_attach_command_works_from_inside_a_session(cli: CLI, repo: Path) ->
 
     from tests.conftest import trusted_config
 
-    found = re.search(r"`((?:\S+ )*tmux -L (daintree-[0-9a-f]+) attach -t =dt-([\w.-]+))`", README.read_text())
-    assert found, "the README's attach command was not found"
+    found = re.search(r"`((?:\S+ )*tmux -L (daintree-[0-9a-f]+) attach -t =dt-([\w.-]+))`", docs_text())
+    assert found, "the docs' attach command was not found"
     line, socket_shown, name = found.groups()
     trusted_config(repo, "[agents.marker]\ncommand = \"sh -c 'echo attached-to-the-agent; exec cat'\"\n"
                          "[agents.console]\ncommand = \"sh\"\nsandbox = \"off\"\n")  # a sandbox hides the socket

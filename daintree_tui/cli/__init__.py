@@ -23,7 +23,7 @@ from daintree_tui.core import spawn
 __all__ = ["changes_state", "command_path", "command_word", "command_words", "main", "resume_collector", "run",
            "start_ahead", "top_option"]
 
-_TOP_OPTIONS = ("--repo", "--host", "--json", "--help", "--version")
+_TOP_OPTIONS = ("--repo", "--host", "--json", "--help", "--version", "--verbose")
 _TOP_OPTIONS_WITH_VALUE = ("--repo", "--host")
 _ALIASES = {"wt": "worktree", "rm": "remove"}
 

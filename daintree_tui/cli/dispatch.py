@@ -13,7 +13,7 @@ from typing import Any
 
 from daintree_tui.cli import changes_state, command_path, command_word, orchestrate, resume_collector, sandbox
 from daintree_tui.cli.common import AddCommand, Handler, Parser, services_for
-from daintree_tui.cli.output import configure_logging, error
+from daintree_tui.cli.output import configure_debug_log, configure_logging, error
 from daintree_tui.core import state_files
 from daintree_tui.core.errors import DaintreeError
 from daintree_tui.services import Services
@@ -28,6 +28,9 @@ def _common() -> Parser:
                         help="print one JSON document on stdout")
     common.add_argument("--host", metavar="NAME", default=argparse.SUPPRESS,
                         help="run the command on a remote host (see `daintree host list`)")
+    common.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS,
+                        help="log what is skipped over on purpose (a file gone, a process already ended) at debug "
+                             "level: on stderr, or appended to the file DAINTREE_LOG names")
     return common
 
 
@@ -48,6 +51,7 @@ GROUPS: tuple[tuple[tuple[str, ...], str, str], ...] = (
     (("agents", "usage"), "agents", "register"),
     (("notify",), "notify", "register"),
     (("serve",), "serve", "register"),
+    (("completion",), "completion", "register"),
 )
 
 
@@ -63,7 +67,7 @@ _LOADS_THE_DASHBOARD = frozenset({"cmd_dashboard", "cmd_demo"})
 # What works outside a git repository: tasks (by design: a plain folder can hold a task list), and the commands
 # that need no repository. Everything else, the dashboard included, is refused there in one line, rather than
 # half working (doctor said "all consistent", the dashboard opened and could create nothing).
-_NO_REPO_COMMANDS = ("task", "demo", "host", "agents", "usage", "sandbox", "mcp")
+_NO_REPO_COMMANDS = ("task", "demo", "host", "agents", "usage", "sandbox", "mcp", "completion")
 
 
 def build_parser(argv: Sequence[str] | None = None) -> Parser:
@@ -101,6 +105,14 @@ def _no_process(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and str(exc) == "can't start new thread"
 
 
+def _draws_on_screen(args: argparse.Namespace, handler: Handler | None) -> bool:
+    """Whether the command opens the dashboard (which owns the terminal: nothing may be written on stderr)."""
+    if handler is None:
+        return not args.command
+    return handler.__name__ in _LOADS_THE_DASHBOARD and not (getattr(args, "no_ui", False)
+                                                             or getattr(args, "clean", False))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """One command: its exit code (`daintree_tui.cli.main`)."""
     configure_logging()
@@ -121,6 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:
         return int(exc.code or 0) if isinstance(exc.code, int) else 2
     handler: Handler | None = getattr(args, "handler", None)
+    configure_debug_log(bool(getattr(args, "verbose", False)), screen=_draws_on_screen(args, handler))
     services: Services | None = None
     try:
         if "host" in args:  # one dispatch point: the whole command runs on that host, by its own daintree
@@ -147,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if stop is not None:
             return stop
         if state_changes and not getattr(args, "dry_run", False):
-            services.index.heal_if_torn()  # DESIGN 3: a torn index is recovered before any change
+            services.index.heal_if_torn()  # docs/design.md 3: a torn index is recovered before any change
         if handler.__name__ not in _LOADS_THE_DASHBOARD:  # those resume it once Textual has loaded
             resume_collector()
         return handler(args, services)

@@ -94,7 +94,7 @@ def run_host_queue(args: argparse.Namespace, services: Services) -> int:
 
 
 def _refuse_inside_session(services: Services, action: str) -> None:
-    """Hosts live in the user's own config (DESIGN 2a trusts it, and the user's command line outside a session):
+    """Hosts live in the user's own config (docs/design.md 2a trusts it, and the user's command line outside a session):
     an agent must not point daintree, and the sessions it places, at a machine of its choosing."""
     from daintree_tui.core.ownership import inside_session
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from daintree_tui.core.log import on_first_warning
+from daintree_tui.core.log import on_first_warning, set_debug
 from daintree_tui.core.validate import escape_controls
 
 
@@ -131,3 +132,58 @@ def _install_warning_handler() -> None:
     logger.addHandler(WarningHandler())
     logger.setLevel(logging.WARNING)
     logger.propagate = False
+
+
+DEBUG_LOGGER = "daintree.debug"
+"""Where `core.log.suppressed` logs what it swallows: a logger of its own, so that the dashboard's toasts (which
+take over the `daintree` logger's handlers) leave it alone."""
+
+
+def configure_debug_log(verbose: bool, screen: bool) -> None:
+    """`--verbose` and `DAINTREE_LOG=FILE`: log at debug level what the code swallows on purpose (`suppressed`).
+
+    `DAINTREE_LOG` names a file that the records are appended to (made 0600); without it, `--verbose` writes them
+    on stderr, or, for the dashboard (`screen`: it draws on the terminal), into `daintree.log` of the user's log
+    directory, named on stderr before the dashboard opens. A `DAINTREE_LOG` that cannot be written is a warning,
+    not an error: the variable reaches every daintree an agent runs too, where the file may be read-only."""
+    path = os.environ.get("DAINTREE_LOG", "")
+    set_debug(False)  # until a destination is set up (a second `main` in one process starts afresh)
+    if not verbose and not path:
+        return
+    import logging
+
+    stream: TextIO | None = None
+    if path:
+        stream = _append_private(os.path.expanduser(path))
+    if stream is None and verbose:
+        if screen:
+            from platformdirs import user_log_path
+
+            log_file = user_log_path("daintree", appauthor=False) / "daintree.log"
+            stream = _append_private(str(log_file))
+            if stream is not None:
+                write_line(sys.stderr, f"daintree: logging to {log_file}")
+        else:
+            stream = sys.stderr
+    if stream is None:
+        return
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(asctime)s pid %(process)d %(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger(DEBUG_LOGGER)
+    logger.handlers = [handler]
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    set_debug(True)
+
+
+def _append_private(path: str) -> TextIO | None:
+    """`path` opened for appending, created 0600 (in a 0700 folder) if new; None, with a warning, if it cannot be."""
+    try:
+        folder = os.path.dirname(path)
+        if folder:
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        write_line(sys.stderr, f"warning: cannot write the debug log {path}: {exc.strerror or exc}")
+        return None
+    return os.fdopen(fd, "a", encoding="utf-8", buffering=1)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import hmac
 import html
 import ipaddress
@@ -29,6 +28,7 @@ from typing import Any
 from daintree_tui.cli.common import AddCommand
 from daintree_tui.cli.output import wants_json
 from daintree_tui.core.errors import InputError, OperationError
+from daintree_tui.core.log import suppressed
 from daintree_tui.services import Services
 
 TOKEN_FILE = "serve-token"
@@ -87,7 +87,7 @@ def load_token() -> str:
     except OSError:
         pass
     token = secrets.token_urlsafe(32)
-    with contextlib.suppress(OSError):
+    with suppressed(OSError):
         path.unlink()
     atomic_write_text(path, token + "\n")  # mkstemp: 0600 from the start
     os.chmod(path, 0o600)

@@ -56,7 +56,7 @@ def cmd_trust(args: argparse.Namespace, services: Services) -> int:
                 "whole file"]
         emit(args, status, "\n".join(lines))
         return 0
-    if inside_session(services.project):  # DESIGN 2a: trust comes from the user's own command line outside one
+    if inside_session(services.project):  # docs/design.md 2a: trust comes from the user's own command line outside one
         raise OperationError("daintree trust is refused from inside a session: only a person outside it may let "
                              "the repository's commands run")
     record = trust(services.project)

@@ -1,7 +1,7 @@
 """Git's admin dirs of linked worktrees (`.git/worktrees/<id>/`), checked against the index before the outside's
 git acts on them.
 
-An agent could write its own admin dir (DESIGN 2a rule 9), and git trusts what it finds there: `worktree prune`
+An agent could write its own admin dir (docs/design.md 2a, rule 9), and git trusts what it finds there: `worktree prune`
 removes the second of two admin dirs whose `gitdir` names the same path ("duplicate entry": worktree a's `gitdir`
 naming `.worktrees/b/.git` cost b its index, HEAD and reflog), `worktree repair` writes the `.git` file of whatever
 path a `gitdir` names, `worktree list` reports the path a `gitdir` claims (and reads `locked` and `gitdir` whole:
@@ -18,7 +18,6 @@ each is checked: one gone is a failure, said loudly.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import stat
@@ -31,7 +30,7 @@ from typing import TYPE_CHECKING
 from daintree_tui.core import git as g
 from daintree_tui.core.errors import ConfigError, OperationError
 from daintree_tui.core.fs_safe import small_text
-from daintree_tui.core.log import warn
+from daintree_tui.core.log import suppressed, warn
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.store import read_json, remove_tree
 
@@ -121,7 +120,7 @@ def index_entries(project: Project) -> list[WorktreeEntry]:
     raw = data.get("worktrees") if isinstance(data, dict) else None
     entries = []
     for item in raw if isinstance(raw, list) else []:
-        with contextlib.suppress(KeyError, TypeError, ValueError):
+        with suppressed(KeyError, TypeError, ValueError):
             entries.append(WorktreeEntry.from_dict(item))
     return entries
 
@@ -199,7 +198,7 @@ def _replace_file(admin: Path, name: str, text: str) -> None:
     opened without following a link."""
     dir_fd = os.open(admin, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        with contextlib.suppress(OSError):
+        with suppressed(OSError):
             if stat.S_ISDIR(os.lstat(name, dir_fd=dir_fd).st_mode):
                 remove_tree(admin / name)  # never follows a link inside; any depth
         for _ in range(8):
@@ -218,7 +217,7 @@ def _replace_file(admin: Path, name: str, text: str) -> None:
             try:
                 os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
             except OSError:
-                with contextlib.suppress(OSError):
+                with suppressed(OSError):
                     os.unlink(tmp, dir_fd=dir_fd)
                 raise
             return
@@ -242,7 +241,7 @@ def _drop(path: Path) -> bool:
 
 def release(admin: Path) -> None:
     """Drop the `locked` of a removed worktree's record, whoever wrote it, so that git prunes the record."""
-    with contextlib.suppress(OSError):
+    with suppressed(OSError):
         _drop(admin / "locked")
 
 
@@ -341,7 +340,7 @@ def _lock(admin: Path) -> bool:
 
 def _unlock(admin: Path) -> None:
     if _small_text(admin / "locked") == f"{LOCK_MARK}{os.getpid()}\n":
-        with contextlib.suppress(OSError):
+        with suppressed(OSError):
             (admin / "locked").unlink()
 
 

@@ -1,4 +1,4 @@
-"""What an agent's git writes, brought in the way git's receive-pack brings in a push (DESIGN.md 2a rule 9).
+"""What an agent's git writes, brought in the way git's receive-pack brings in a push (docs/design.md 2a, rule 9).
 
 Inside its sandbox an agent's git sees, at the usual paths of the shared repository:
 - `objects/`: its own quarantine, `.worktrees/.agent-git/<name>/objects/` (writable), whose `info/alternates`
@@ -22,7 +22,6 @@ relative to a folder descriptor, never through a link (O_NOFOLLOW), never waitin
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import stat
@@ -32,7 +31,7 @@ from pathlib import Path
 
 from daintree_tui.core import git as g
 from daintree_tui.core.fs_safe import real_folder
-from daintree_tui.core.log import warn
+from daintree_tui.core.log import suppressed, warn
 from daintree_tui.core.mounts import SHARED_OBJECTS_MOUNT
 from daintree_tui.core.quarantine import HEX, ingest
 from daintree_tui.core.store import atomic_write_text
@@ -199,7 +198,7 @@ def _has_news(paths: AgentGit, branch: str) -> bool:
         with os.scandir(paths.objects) as entries:
             for entry in entries:
                 if entry.name == "pack" or (len(entry.name) == 2 and set(entry.name) <= HEX):
-                    with contextlib.suppress(OSError), os.scandir(entry.path) as inner:
+                    with suppressed(OSError), os.scandir(entry.path) as inner:
                         if any(not e.name.startswith("tmp_") for e in inner):
                             return True
     except OSError:
@@ -221,7 +220,7 @@ def bring_in(common_dir: Path, branch: str, paths: AgentGit, who: str, quick: bo
 
 def _make_folder(path: Path, dir_fd: int) -> None:
     """`path.name` in the folder at `dir_fd` as a real folder: a link or file the agent left there is removed."""
-    with contextlib.suppress(FileExistsError):
+    with suppressed(FileExistsError):
         os.mkdir(path.name, 0o755, dir_fd=dir_fd)
     try:
         with real_folder(path.name, dir_fd):
@@ -251,7 +250,7 @@ def prepare(common_dir: Path, branch: str, paths: AgentGit, who: str) -> None:
             # start-up reconcile and its git facts), and a name per process had one remove the other's file
             # before its rename (FileNotFoundError in a toast). Both write the same line; the last rename wins.
             tmp = f"alternates.{os.getpid()}.{threading.get_ident()}.daintree-tmp"
-            with contextlib.suppress(FileNotFoundError):
+            with suppressed(FileNotFoundError):
                 os.unlink(tmp, dir_fd=info)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
                          dir_fd=info)

@@ -1,6 +1,6 @@
 """Configuration: the repo's `.daintree.toml` over the user's `config.toml`, merged key by key.
 
-A repository's file is data until the user trusts it (DESIGN.md 2a): it may tighten what the user's own config
+A repository's file is data until the user trusts it (docs/design.md 2a): it may tighten what the user's own config
 allows (the sandbox, roles, budgets), never loosen it, and its commands wait for `daintree trust`. The shape of
 the result is `config_model`; how one file's keys are checked is `config_parse`.
 """
@@ -17,15 +17,18 @@ from daintree_tui.core.config_model import (
     BUDGET_SCOPES,
     DEFAULT_BRANCH_PREFIX,
     HOOK_NAMES,
+    KEYS,
     LINK_MODES,
     MCP_LEVELS,
     PRICE_KEYS,
     REPO_CONFIG_NAME,
     ROLE_ACTIONS,
+    ROLE_KEYS,
     SANDBOX_MODES,
     AgentConfig,
     Config,
     HookSpec,
+    Key,
     LinkSpec,
     Role,
     in_quiet_hours,
@@ -36,10 +39,10 @@ from daintree_tui.core.trust_record import is_trusted
 from daintree_tui.core.user_dirs import user_config_dir, user_data_dir
 
 __all__ = [  # the shape and the parser are re-exported: callers import the configuration from here
-    "APPROVALS", "BUDGET_KEYS", "BUDGET_SCOPES", "DEFAULT_BRANCH_PREFIX", "HOOK_NAMES", "LINK_MODES",
-    "MAX_CONFIG_BYTES", "MCP_LEVELS", "PRICE_KEYS", "REPO_CONFIG_NAME", "ROLE_ACTIONS", "SANDBOX_MODES",
-    "AgentConfig", "Config", "HookSpec", "LinkSpec", "Role", "in_quiet_hours", "load", "merge", "parse",
-    "read_toml", "repo_command_keys", "user_config_dir", "user_data_dir",
+    "APPROVALS", "BUDGET_KEYS", "BUDGET_SCOPES", "DEFAULT_BRANCH_PREFIX", "HOOK_NAMES", "KEYS", "LINK_MODES",
+    "MAX_CONFIG_BYTES", "MCP_LEVELS", "PRICE_KEYS", "REPO_CONFIG_NAME", "ROLE_ACTIONS", "ROLE_KEYS",
+    "SANDBOX_MODES", "AgentConfig", "Config", "HookSpec", "Key", "LinkSpec", "Role", "in_quiet_hours", "load",
+    "merge", "parse", "read_toml", "repo_command_keys", "user_config_dir", "user_data_dir",
 ]
 
 
@@ -142,7 +145,7 @@ def _keep_user_policy(cfg: Config, user: dict[str, Any], repo: dict[str, Any], r
 
 def repo_command_keys(repo: dict[str, Any]) -> dict[str, str]:
     """Every key of the repository's own file that carries a command, with the command: these run only after
-    `daintree trust` (DESIGN.md 2a). A new command-bearing key must be added here."""
+    `daintree trust` (docs/design.md 2a). A new command-bearing key must be added here."""
     out: dict[str, str] = {}
     hooks = repo.get("hooks")
     if isinstance(hooks, dict):

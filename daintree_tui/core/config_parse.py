@@ -17,6 +17,7 @@ from daintree_tui.core.config_model import (
     MCP_LEVELS,
     PRICE_KEYS,
     ROLE_ACTIONS,
+    ROLE_KEYS,
     SANDBOX_MODES,
     AgentConfig,
     Config,
@@ -241,7 +242,7 @@ def parse_roles(raw: Any) -> dict[str, Role]:
         sandbox = value.get("sandbox")
         _expect(sandbox is None or sandbox in SANDBOX_MODES, f"{key}.sandbox", 'one of "auto", "on", "off"',
                 sandbox)
-        unknown = [k for k in value if k not in ("allow", "approval", "mcp", "sandbox")]
+        unknown = [k for k in value if k not in ROLE_KEYS]
         if unknown:
             warn(f"config: unknown keys ignored: {', '.join(f'{key}.{k}' for k in unknown)}")
         roles[name] = Role(name, tuple(allow), approval, mcp=mcp, sandbox=sandbox)

@@ -3,7 +3,6 @@ agent's own commit request applied from its inbox)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -13,6 +12,7 @@ from daintree_tui.core.agent_git import whole
 from daintree_tui.core.environment import worktree_env
 from daintree_tui.core.errors import OperationError
 from daintree_tui.core.fs_safe import read_state_file
+from daintree_tui.core.log import suppressed
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.project import Project
 from daintree_tui.core.runner import run_command
@@ -82,6 +82,6 @@ def commit_confined(project: Project, entry: WorktreeEntry, git: WorktreeGit, me
     subject = cleaned.splitlines()[0] if cleaned.strip() else ""
     g.git(root, "update-ref", "-m", f"commit: {subject}", f"refs/heads/{entry.branch}", sha, parent or "")
     bring_in(project, entry)  # the agent's ref folder follows the branch
-    with contextlib.suppress(OperationError):
+    with suppressed(OperationError):
         hook("post-commit")  # as git does: its failure changes nothing
     return sha

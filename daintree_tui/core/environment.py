@@ -1,4 +1,4 @@
-"""The environment every session, hook and `run` gets (DESIGN.md section 4)."""
+"""The environment every session, hook and `run` gets (docs/design.md section 4)."""
 
 from __future__ import annotations
 

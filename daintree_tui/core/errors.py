@@ -1,7 +1,7 @@
 """Errors that carry their CLI exit code.
 
 Exit 2 means the input was rejected before any side effect; exit 1 means the operation was refused or failed
-because of the repository's state (DESIGN.md section 6).
+because of the repository's state (docs/design.md section 6).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`events.jsonl`, the append-only event log (DESIGN.md section 1): one JSON object a line, readable past torn
+"""`events.jsonl`, the append-only event log (docs/design.md section 1): one JSON object a line, readable past torn
 lines, rotated past a size and read from its tail."""
 
 from __future__ import annotations

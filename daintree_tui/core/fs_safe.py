@@ -1,4 +1,4 @@
-"""File access that no link, FIFO or foreign folder can turn (DESIGN.md 2a rules 4 and 7).
+"""File access that no link, FIFO or foreign folder can turn (docs/design.md 2a rules 4 and 7).
 
 Whatever an agent can write (its worktree, the state dir's files that came with a clone) may be a symbolic link
 to a file of the user's, a FIFO that blocks a reader, or `/dev/zero`. Reads here take only a regular file of sane
@@ -18,6 +18,7 @@ from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
 from daintree_tui.core.errors import OperationError
+from daintree_tui.core.log import suppressed
 
 # -- private folders and logs ----------------------------------------------------------------------------------
 
@@ -32,7 +33,7 @@ def private_dir(path: Path, what: str = "daintree's files") -> Path:
         OperationError: `path` is a link or a file, or another user's folder (the message names `what`).
         OSError: it cannot be made.
     """
-    with contextlib.suppress(FileExistsError):
+    with suppressed(FileExistsError):
         path.mkdir(mode=0o700, parents=True)
     info = os.lstat(path)
     if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
@@ -187,7 +188,7 @@ def replace_file_in(folder_path: Path, name: str, text: str) -> None:
     folder = os.open(folder_path, _DIR_FLAGS)
     try:
         tmp = f"{name}.{os.getpid()}.daintree-tmp"
-        with contextlib.suppress(FileNotFoundError):
+        with suppressed(FileNotFoundError):
             os.unlink(tmp, dir_fd=folder)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=folder)
         try:

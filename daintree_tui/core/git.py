@@ -7,7 +7,6 @@ model yet; its import alone costs more than most of these calls.)
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
 import subprocess
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from daintree_tui.core.errors import OperationError
-from daintree_tui.core.log import warn
+from daintree_tui.core.log import suppressed, warn
 from daintree_tui.core.spawn import NO_GIT, command, start
 from daintree_tui.core.store import remove_tree
 
@@ -96,7 +95,7 @@ class ParallelCheckout:
 
     def __init__(self, root: Path) -> None:
         self._asked: subprocess.Popen[str] | None = None
-        with contextlib.suppress(OperationError):  # no git: the add says so
+        with suppressed(OperationError):  # no git: the add says so
             self._asked = start(root, "config", "--get", "checkout.workers")
 
     def options(self) -> list[str]:
@@ -260,7 +259,7 @@ def drop_unreadable_admin_files(common_dir: Path, names: Sequence[str] = (*ADMIN
             except OSError:
                 continue
             if not stat.S_ISREG(st.st_mode) or (name != ADMIN_INDEX and st.st_size > MAX_ADMIN_FILE):
-                with contextlib.suppress(OSError):
+                with suppressed(OSError):
                     remove_tree(path) if stat.S_ISDIR(st.st_mode) else path.unlink()  # a folder: git dies on it
                     dropped.append(path)
                     warn(f"removed {path}: not a small regular file (git would read it forever); set the worktree's "

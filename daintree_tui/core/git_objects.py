@@ -4,9 +4,10 @@ packed, or an alternate's) holds an object. Asked for every state file a command
 
 from __future__ import annotations
 
-import contextlib
 import re
 from pathlib import Path
+
+from daintree_tui.core.log import suppressed
 
 
 def blob_id(common: Path, data: bytes) -> bytes:
@@ -28,16 +29,16 @@ def object_exists(common: Path, name: bytes, before_ns: int) -> bool:
     later than `before_ns` (git writes a checkout's objects before its files): a sandboxed agent can write loose
     objects, and one it made of daintree's own index after reading it would otherwise have that index ignored."""
     stores = [common / "objects"]
-    with contextlib.suppress(OSError):
+    with suppressed(OSError):
         for line in (common / "objects" / "info" / "alternates").read_text().splitlines():
             if line.strip() and not line.startswith("#"):
                 stores.append((common / "objects" / line.strip()).resolve())
     hexname = name.hex()
     for store in stores:
-        with contextlib.suppress(OSError):
+        with suppressed(OSError):
             if (store / hexname[:2] / hexname[2:]).stat().st_mtime_ns <= before_ns:
                 return True
-        with contextlib.suppress(OSError):
+        with suppressed(OSError):
             for idx in (store / "pack").glob("*.idx"):
                 if idx.stat().st_mtime_ns <= before_ns and in_pack_index(idx, name):
                     return True

@@ -15,7 +15,6 @@ can find the empty ones a `kill -9` left behind (`sweep`, run by `doctor --fix` 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import secrets
@@ -24,6 +23,8 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from daintree_tui.core.log import suppressed
 
 CGROUP_ROOT = Path(os.environ.get("DAINTREE_CGROUP_ROOT", "/sys/fs/cgroup"))
 GROUP_FOLDER = "daintree"
@@ -167,7 +168,7 @@ class Cgroup1:
             memory, pids, cpu = folders
             if limits.memory is not None:
                 _write(memory / "memory.limit_in_bytes", str(limits.memory))
-                with contextlib.suppress(OSError):  # memsw exists only with swap accounting on
+                with suppressed(OSError):  # memsw exists only with swap accounting on
                     _write(memory / "memory.memsw.limit_in_bytes", str(limits.memory))
             if limits.pids is not None:
                 _write(pids / "pids.max", str(limits.pids))
@@ -176,7 +177,7 @@ class Cgroup1:
                 _write(cpu / "cpu.cfs_quota_us", str(max(1000, int(limits.cpu * _CPU_PERIOD_US))))
         except OSError:
             for folder in folders:
-                with contextlib.suppress(OSError):
+                with suppressed(OSError):
                     folder.rmdir()
             raise
         return Group(name, self.name, tuple(folders))
@@ -242,7 +243,7 @@ class Cgroup2:
         try:
             if limits.memory is not None:
                 _write(folder / "memory.max", str(limits.memory))
-                with contextlib.suppress(OSError):
+                with suppressed(OSError):
                     _write(folder / "memory.swap.max", "0")
             if limits.pids is not None:
                 _write(folder / "pids.max", str(limits.pids))
@@ -365,7 +366,7 @@ def remove(backend: Backend, group: Group, wait_s: float = 0.0) -> str | None:
     reason = backend.reason(group)
     if _empty(group):
         for folder in group.folders:
-            with contextlib.suppress(OSError):
+            with suppressed(OSError):
                 folder.rmdir()
     return reason
 

@@ -113,7 +113,7 @@ class Merger:
         a linked worktree that is none of daintree's (its `.git` file and its admin dir name each other).
 
         What `git worktree list` says of an agent's worktree comes from its admin dir, the agent's to write
-        (DESIGN.md 2a rule 9): b's HEAD made `ref: refs/heads/develop` had a merge into develop run `git merge` in
+        (docs/design.md 2a, rule 9): b's HEAD made `ref: refs/heads/develop` had a merge into develop run `git merge` in
         b's worktree, outside its sandbox (b's `.husky/post-merge` ran as the user; git appended through b's
         `logs/HEAD` link), and b's `gitdir` made the primary's `.git` had that merge fast-forward the primary's
         main instead."""

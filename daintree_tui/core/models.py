@@ -1,4 +1,4 @@
-"""The records of the three planes, as they are stored on disk (DESIGN.md section 1)."""
+"""The records of the three planes, as they are stored on disk (docs/design.md section 1)."""
 
 from __future__ import annotations
 

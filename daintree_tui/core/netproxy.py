@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import ipaddress
 import os
 import signal
@@ -31,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from daintree_tui.core.event_log import EventLog
+from daintree_tui.core.log import suppressed
 
 _HEAD_LIMIT = 64 * 1024  # a request head longer than this is refused
 _HEAD_TIMEOUT_S = 30.0
@@ -57,7 +57,7 @@ class Rule:
 
 def canonical_host(host: str) -> str:
     host = host.strip().strip("[]").lower().rstrip(".")
-    with contextlib.suppress(ValueError):
+    with suppressed(ValueError):
         return str(ipaddress.ip_address(host))
     return host
 
@@ -198,7 +198,7 @@ class Proxy:
         body = (text + "\n").encode()
         writer.write(f"HTTP/1.1 {code} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
                      "Connection: close\r\n\r\n".encode() + body)
-        with contextlib.suppress(ConnectionError):
+        with suppressed(ConnectionError):
             await writer.drain()
         writer.close()
 
@@ -211,7 +211,7 @@ async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> Non
     except (ConnectionError, OSError):
         pass
     finally:
-        with contextlib.suppress(OSError, RuntimeError):
+        with suppressed(OSError, RuntimeError):
             if sink.can_write_eof():
                 sink.write_eof()
             else:
@@ -219,7 +219,7 @@ async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> Non
 
 
 async def serve(socket_path: Path, proxy: Proxy) -> asyncio.Server:
-    with contextlib.suppress(FileNotFoundError):
+    with suppressed(FileNotFoundError):
         socket_path.unlink()
     old = os.umask(0o177)  # the socket is the user's alone; the sandbox reaches it through its own bind
     try:
@@ -245,7 +245,7 @@ async def _run(args: argparse.Namespace) -> int:
         loop.add_signal_handler(sig, pass_on, sig)
     code = await child.wait()
     server.close()
-    with contextlib.suppress(OSError):
+    with suppressed(OSError):
         socket_path.unlink()
     return 128 - code if code < 0 else code
 

@@ -1,4 +1,4 @@
-"""What is ours to delete, move, adopt or gc (DESIGN.md 2a rules 1 and 5), and whether the caller stands inside
+"""What is ours to delete, move, adopt or gc (docs/design.md 2a rules 1 and 5), and whether the caller stands inside
 one of our worktrees.
 
 A path is one of our worktrees only when git lists it as a linked worktree of this repository, it lies inside the
@@ -9,7 +9,6 @@ no branch contains, a tree that cannot be inspected) unless the user said `--for
 
 from __future__ import annotations
 
-import contextlib
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING
 from daintree_tui.core import admin_dirs
 from daintree_tui.core import git as g
 from daintree_tui.core.errors import ConfigError, OperationError
+from daintree_tui.core.log import suppressed
 
 if TYPE_CHECKING:
     from daintree_tui.core.project import Project
@@ -51,7 +51,7 @@ def ownership_problem(project: Project, path: Path, listed: list[Path] | None = 
         return f"{path} is not inside the worktree directory {wt_root}"
     if project.common_dir is not None and real.is_relative_to(project.common_dir.resolve()):
         return f"{path} is inside .git"
-    with contextlib.suppress(OSError):
+    with suppressed(OSError):
         if real.exists() and wt_root.exists() and real.stat().st_dev != wt_root.stat().st_dev:
             return f"{path} is on another filesystem than the worktree directory"
     if listed is None:
@@ -130,7 +130,7 @@ def inside_session(project: Project, cwd: Path | None = None) -> bool:
         return True
     here = (cwd or Path.cwd()).resolve()
     if project.is_git:
-        with contextlib.suppress(OperationError, ConfigError):
+        with suppressed(OperationError, ConfigError):
             if here.is_relative_to(project.worktrees_root) and here != project.worktrees_root:
                 return True
             for wt in linked_worktrees(project):

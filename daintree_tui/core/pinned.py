@@ -1,4 +1,4 @@
-"""The repository's scripts that an unconfined hook runs, pinned by `daintree trust` (DESIGN.md 2a).
+"""The repository's scripts that an unconfined hook runs, pinned by `daintree trust` (docs/design.md 2a).
 
 Trust pins the bytes of `.daintree.toml`. A hook that runs outside the sandbox (`post_remove`: its worktree is
 gone) and calls `./scripts/cleanup.sh` would otherwise run whatever that script is by then, and a merged branch
@@ -9,11 +9,12 @@ repository file such a command names (and, followed, what those files name, and 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import re
 from collections.abc import Sequence
 from pathlib import Path
+
+from daintree_tui.core.log import suppressed
 
 # Hooks that run outside any sandbox, whatever the config says.
 UNCONFINED_HOOKS = ("post_remove",)
@@ -45,7 +46,7 @@ def _inside(root: Path, word: str, base: Path) -> Path | None:
     """The regular file inside `root` that `word` names (relative to `base`), else None; never in `.git`."""
     if word.startswith("-") or "\0" in word:
         return None
-    with contextlib.suppress(OSError, ValueError):
+    with suppressed(OSError, ValueError):
         path = (base / word).resolve()
         if path.is_relative_to(root) and ".git" not in path.relative_to(root).parts and path.is_file():
             return path
@@ -78,7 +79,7 @@ def named_files(root: Path, commands: Sequence[str]) -> dict[str, str]:
         if path in found:
             continue
         found[path] = None
-        with contextlib.suppress(OSError, UnicodeDecodeError):
+        with suppressed(OSError, UnicodeDecodeError):
             if path.stat().st_size <= READ_LIMIT:
                 for word in _words(path.read_bytes().decode()):
                     for base in (root, path.parent):
@@ -86,7 +87,7 @@ def named_files(root: Path, commands: Sequence[str]) -> dict[str, str]:
                             pending.append(hit)
     pins: dict[str, str] = {}
     for path in found:
-        with contextlib.suppress(OSError):
+        with suppressed(OSError):
             pins[path.relative_to(root).as_posix()] = _sha256(path)
     return pins
 

@@ -5,7 +5,6 @@ All state lives under the *primary* worktree's root, also when a command runs fr
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from daintree_tui.core import spawn
 from daintree_tui.core.errors import ConfigError, InputError, OperationError
 from daintree_tui.core.event_log import EventLog
 from daintree_tui.core.git import add_exclude, pinned_hooks
-from daintree_tui.core.log import warn
+from daintree_tui.core.log import suppressed, warn
 from daintree_tui.core.store import StateLock
 from daintree_tui.core.validate import check_name
 
@@ -187,7 +186,7 @@ class Project:
             if path.is_symlink():
                 warn(f"removed the symbolic link {path} (-> {os.readlink(path)}): daintree keeps its state in real "
                      "files and folders")
-                with contextlib.suppress(OSError):
+                with suppressed(OSError):
                     path.unlink()
         return None
 

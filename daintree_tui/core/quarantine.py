@@ -1,5 +1,5 @@
 """An agent's quarantined objects brought into the shared store, each checked first, as git's receive-pack brings
-a push in (DESIGN.md 2a rule 9): a loose object is copied into a file of ours while it is checked (a regular file,
+a push in (docs/design.md 2a, rule 9): a loose object is copied into a file of ours while it is checked (a regular file,
 no link, no FIFO, at most OBJECT_LIMIT bytes, a known type, content hashing to its name), and only that copy joins
 the store; a pack goes through `git index-pack`, which names every object by the content it reads. What fails a
 check is deleted. Every path under the quarantine is the agent's to write: all of it is opened relative to a folder
@@ -8,7 +8,6 @@ descriptor, never through a link (O_NOFOLLOW), never waiting on a FIFO (O_NONBLO
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import stat
@@ -19,7 +18,7 @@ from pathlib import Path
 
 from daintree_tui.core import git as g
 from daintree_tui.core.fs_safe import real_folder
-from daintree_tui.core.log import warn
+from daintree_tui.core.log import suppressed, warn
 
 OBJECT_LIMIT = 1024 * 1024 * 1024  # bytes of one loose object, on disk and inflated
 PACK_LIMIT = 4 * 1024 * 1024 * 1024  # bytes of one quarantined pack
@@ -110,7 +109,7 @@ def _take_object(fanout_fd: int, name: str, oid: str, shared: Path, algorithm: s
     try:
         src = os.open(name, _READ, dir_fd=fanout_fd)
     except OSError:  # a link (ELOOP), or gone meanwhile
-        with contextlib.suppress(OSError):
+        with suppressed(OSError):
             os.unlink(name, dir_fd=fanout_fd)
         return False
     target_dir = shared / oid[:2]
@@ -132,14 +131,14 @@ def _take_object(fanout_fd: int, name: str, oid: str, shared: Path, algorithm: s
             os.close(out)
         try:
             if good:
-                with contextlib.suppress(FileExistsError):
+                with suppressed(FileExistsError):
                     os.link(tmp, target)
         finally:
             tmp.unlink(missing_ok=True)
         return good
     finally:
         os.close(src)
-        with contextlib.suppress(OSError):
+        with suppressed(OSError):
             os.unlink(name, dir_fd=fanout_fd)
 
 
@@ -197,7 +196,7 @@ def ingest(common_dir: Path, quarantine: Path, limit: int | None = None,
                 continue
             if entry.is_symlink() or not entry.is_dir(follow_symlinks=False):
                 done.rejected.append(entry.name)
-                with contextlib.suppress(OSError):
+                with suppressed(OSError):
                     os.unlink(entry.name, dir_fd=top)
                 continue
             with real_folder(entry.name, top) as fanout:
@@ -212,13 +211,13 @@ def ingest(common_dir: Path, quarantine: Path, limit: int | None = None,
                     oid = entry.name + loose.name
                     if len(loose.name) != name_length or not set(loose.name) <= HEX:
                         done.rejected.append(oid)
-                        with contextlib.suppress(OSError):
+                        with suppressed(OSError):
                             os.unlink(loose.name, dir_fd=fanout)
                     elif _take_object(fanout, loose.name, oid, shared, algorithm, done):
                         done.objects += 1
                     else:
                         done.rejected.append(oid)
-        with contextlib.suppress(OSError), real_folder("pack", top) as packs:
+        with suppressed(OSError), real_folder("pack", top) as packs:
             names = set() if done.more else {e.name for e in os.scandir(packs)}
             for name in sorted(names):
                 # A pack is whole once git has written its index beside it.
@@ -231,7 +230,7 @@ def ingest(common_dir: Path, quarantine: Path, limit: int | None = None,
                 else:
                     done.rejected.append(name)
                 for suffix in (".pack", ".idx", ".rev", ".keep", ".bitmap", ".promisor", ".mtimes"):
-                    with contextlib.suppress(OSError):
+                    with suppressed(OSError):
                         os.unlink(name[:-5] + suffix, dir_fd=packs)
     except OSError as exc:
         warn(f"sandbox: could not read the quarantine {quarantine}: {exc.strerror or exc}")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import time
 from pathlib import Path
 
@@ -11,6 +10,7 @@ from daintree_tui.core import git as g
 from daintree_tui.core.errors import OperationError
 from daintree_tui.core.fs_safe import replace_file_in, small_text
 from daintree_tui.core.index import find
+from daintree_tui.core.log import suppressed
 from daintree_tui.core.models import LIVE, TaskStatus, WorktreeEntry, WorktreeStatus
 from daintree_tui.core.ports import lease_block
 from daintree_tui.core.project import Project
@@ -216,7 +216,7 @@ class Reconciler:
         repository (core/agent_git.py): a commit made while no daintree looked is on its branch after a fix."""
         for entry in entries:
             if entry.live:
-                with contextlib.suppress(OperationError, OSError):
+                with suppressed(OperationError, OSError):
                     bring_in(self.project, entry)
 
     def _check_admin_objects(self, entries: list[WorktreeEntry]) -> None:
@@ -261,7 +261,7 @@ class Reconciler:
             if not self._found(f"worktree {entry.name}: its {' and '.join(parts)} name objects the repository does "
                                f"not have ({named}): git gc fails on them; put {' and '.join(fixes)}"):
                 continue
-            with contextlib.suppress(OSError, OperationError):
+            with suppressed(OSError, OperationError):
                 if bad_head:
                     replace_file_in(admin, "HEAD", f"ref: refs/heads/{entry.branch}\n")
                 if bad_index:

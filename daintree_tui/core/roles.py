@@ -1,4 +1,4 @@
-"""The role a worktree's commands run under (DESIGN.md 2a rule 8: roles are capabilities of the mount table).
+"""The role a worktree's commands run under (docs/design.md 2a rule 8: roles are capabilities of the mount table).
 
 The one rule for roles: services.policy.role_of uses it too (it lives in core because hooks and `run` need it to
 pick the sandbox mode, and core cannot import sessions or services).

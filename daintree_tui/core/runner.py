@@ -6,7 +6,6 @@ even when it left a background child that still holds the file open (a pipe woul
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -16,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+
+from daintree_tui.core.log import suppressed
 
 OUTPUT_CAP = 256 * 1024
 TIMEOUT_EXIT = 124
@@ -53,12 +54,12 @@ def read_capped(fh: IO[bytes], cap: int = OUTPUT_CAP) -> str:
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
+    with suppressed(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGTERM)
     try:
         proc.wait(timeout=2)
     except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
+        with suppressed(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
 

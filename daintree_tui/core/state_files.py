@@ -3,12 +3,11 @@
 Git writes over ignored files (a clone, a pull, a merge of an agent's branch), so a record found in the state dir
 may be someone else's word: an index naming other paths, a session record giving a session another role, a
 journal asking to finish a remove. A file git tracks there, or whose content is a blob of the repository (checked
-out, then untracked), is not ours, whatever it says (DESIGN.md 2a rule 9).
+out, then untracked), is not ours, whatever it says (docs/design.md 2a, rule 9).
 """
 
 from __future__ import annotations
 
-import contextlib
 import re
 import stat
 import threading
@@ -18,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from daintree_tui.core import git as g
 from daintree_tui.core import spawn
 from daintree_tui.core.git_objects import blob_id, object_exists
-from daintree_tui.core.log import warn
+from daintree_tui.core.log import suppressed, warn
 from daintree_tui.core.store import read_json
 
 if TYPE_CHECKING:
@@ -105,7 +104,7 @@ def _content_from_history(project: Project, path: Path) -> bool:
         return cached[1]
     found = False
     if common is not None and stat.S_ISREG(info.st_mode) and info.st_size <= HISTORY_CHECK_LIMIT:
-        with contextlib.suppress(OSError):
+        with suppressed(OSError):
             data = path.read_bytes()
             forms = {data, data.replace(b"\r\n", b"\n"), _IDENT.sub(b"$Id$", data.replace(b"\r\n", b"\n"))}
             found = any(object_exists(common, blob_id(common, form), info.st_mtime_ns) for form in forms)

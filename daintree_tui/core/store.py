@@ -23,11 +23,11 @@ from typing import Any
 
 from daintree_tui.core.errors import OperationError
 from daintree_tui.core.fs_safe import read_state_file
-from daintree_tui.core.log import warn
+from daintree_tui.core.log import suppressed, warn
 
 
 def _fsync_dir(directory: Path) -> None:
-    with contextlib.suppress(OSError):
+    with suppressed(OSError):
         fd = os.open(directory, os.O_RDONLY)
         try:
             os.fsync(fd)
@@ -43,7 +43,7 @@ def remove_tree(path: Path) -> None:
     try:
         shutil.rmtree(path, ignore_errors=True)
     except RecursionError:
-        with contextlib.suppress(OSError):
+        with suppressed(OSError):
             subprocess.run(["rm", "-rf", "--", str(path)], stdin=subprocess.DEVNULL, capture_output=True,
                            check=False)
 
@@ -59,7 +59,7 @@ def atomic_write_text(path: Path, text: str) -> None:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
-        with contextlib.suppress(OSError):
+        with suppressed(OSError):
             os.unlink(tmp)
         raise
     _fsync_dir(path.parent)

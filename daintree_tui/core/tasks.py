@@ -94,7 +94,7 @@ class TaskService:
 
     def brief_of(self, task_id: int | None) -> dict[str, Any] | None:
         """What an event about a worktree bound to `task_id` says of its task (None when unbound or unreadable):
-        every event names the task its worktree works on, so the planes stay linked by ids (DESIGN 1)."""
+        every event names the task its worktree works on, so the planes stay linked by ids (docs/design.md 1)."""
         task = self._load(task_id) if task_id is not None else None
         return task.brief() if task is not None else None
 
@@ -182,7 +182,7 @@ class TaskService:
             if description is not None:
                 task.description = escape_controls(description)
             self.save(task)
-            bound = {"name": task.worktree} if task.worktree else None  # the plane it is linked to (DESIGN 1)
+            bound = {"name": task.worktree} if task.worktree else None  # the plane it is linked to (docs/design.md 1)
             self.project.events.append("task.updated", task=task.brief(), worktree=bound)
             if task.status == TaskStatus.COMPLETED and before != TaskStatus.COMPLETED:
                 self.project.events.append("task.completed", task=task.brief(), worktree=bound)

@@ -1,4 +1,4 @@
-"""Trust: what may run (DESIGN.md 2a rule 2). Every config key that carries a command runs from the repository's
+"""Trust: what may run (docs/design.md 2a rule 2). Every config key that carries a command runs from the repository's
 `.daintree.toml` only after `daintree trust`, which records the file's bytes (`trust_record`) and the scripts its
 unconfined hooks run (`pinned`); a command a user gave on their own command line may run again from state.
 

@@ -1,4 +1,4 @@
-"""The trust record: which bytes of which repository's `.daintree.toml` the user trusted (DESIGN.md 2a), kept in
+"""The trust record: which bytes of which repository's `.daintree.toml` the user trusted (docs/design.md 2a), kept in
 the user's data dir (path and sha256 in `trust.json`, a copy of the bytes beside it). A later change of the file
 needs trust again. What the record allows to run is `trust`.
 """

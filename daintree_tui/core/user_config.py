@@ -4,7 +4,7 @@ the dashboard in a browser).
 Both are read from `~/.config/daintree/config.toml` alone, never merged with a repository's `.daintree.toml`
 (`config.load` drops those sections from the repository's file with a warning): a cloned repository that could add
 a webhook would receive every agent's status and task text, and one that could open `daintree serve` to the
-network would hand its terminal to anyone who can reach the port (DESIGN 8).
+network would hand its terminal to anyone who can reach the port (docs/design.md 8).
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
-"""Creating a worktree (DESIGN.md section 3): validated before any side effect, then, under the lock, every step
+"""Creating a worktree (docs/design.md section 3): validated before any side effect, then, under the lock, every step
 with its undo, so that a create either completes or rolls back everything it did (worktree dir, branch, index
 entry, ports, task binding); its journal lets `doctor --fix` undo one a `kill -9` interrupted."""
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +13,7 @@ from daintree_tui.core import git as g
 from daintree_tui.core.config import DEFAULT_BRANCH_PREFIX
 from daintree_tui.core.errors import DaintreeError, InputError, OperationError
 from daintree_tui.core.index import Index, find
-from daintree_tui.core.log import warn
+from daintree_tui.core.log import suppressed, warn
 from daintree_tui.core.models import Task, WorktreeEntry
 from daintree_tui.core.project import Project
 from daintree_tui.core.store import remove_tree, write_json
@@ -195,7 +194,7 @@ class WorktreeCreation:
             assert project.common_dir is not None
             provided = deps.provide(root, path, self.project.config, project.common_dir, skip, scan)
             copied, linked = provided.copied, provided.linked
-            # Each step's event as it happens, in the order DESIGN 3 gives the steps (a rollback logs its own
+            # Each step's event as it happens, in the order docs/design.md 3 gives the steps (a rollback logs its own
             # create.failed after them).
             if copied or linked:
                 project.events.append("deps.linked", worktree=brief, copied=copied, linked=linked,
@@ -252,7 +251,7 @@ class WorktreeCreation:
                 raise
             loose = common / ref
             loose.unlink()
-            with contextlib.suppress(OSError):
+            with suppressed(OSError):
                 (common / "logs" / ref).unlink()
 
     def discard_worktree(self, path: Path) -> None:
@@ -265,7 +264,7 @@ class WorktreeCreation:
         """Undo a create whose post_create hook failed (the index entry and task binding exist already)."""
         self.discard_worktree(Path(entry.path))
         if not reset_branch:
-            with contextlib.suppress(OperationError):
+            with suppressed(OperationError):
                 self._delete_new_branch(entry.branch)
         remove_tree(self.project.tmpdir_for(entry.name))
         remove_tree(self.project.sandbox_home_for(entry.name))

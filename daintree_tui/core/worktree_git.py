@@ -1,4 +1,4 @@
-"""git in an agent's worktree, run where the agent's own writes cannot steer it (DESIGN.md 2a rule 9).
+"""git in an agent's worktree, run where the agent's own writes cannot steer it (docs/design.md 2a, rule 9).
 
 The worktree, its admin dir (`.git/worktrees/<name>/`: HEAD, index, logs, COMMIT_EDITMSG) and its branch are the
 agent's to write. A git run here over them follows what it finds: `logs/HEAD -> ~/.bashrc` had the user's commit

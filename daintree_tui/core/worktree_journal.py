@@ -5,13 +5,12 @@ op are used, both checked."""
 
 from __future__ import annotations
 
-import contextlib
 import time
 from pathlib import Path
 from typing import Any
 
 from daintree_tui.core import state_files, validate
-from daintree_tui.core.log import warn
+from daintree_tui.core.log import suppressed, warn
 from daintree_tui.core.project import Project
 from daintree_tui.core.store import read_json, write_json
 
@@ -30,7 +29,7 @@ class Journal:
 
     def clear(self, name: str) -> None:
         for path in (self.path(name), self.path(name).with_name(f"{name}.json.bak")):
-            with contextlib.suppress(FileNotFoundError):
+            with suppressed(FileNotFoundError):
                 path.unlink()
 
     def records(self) -> list[dict[str, Any]]:

@@ -1,10 +1,9 @@
-"""Removing a worktree (DESIGN.md section 3): never the primary, never what is not ours, never work without
+"""Removing a worktree (docs/design.md section 3): never the primary, never what is not ours, never work without
 `--force`. Its `pre_remove` hooks, its session's stop, the move of its folder to the trash, its ports, its task and
 (when asked, and merged) its branch; the locked part is journaled, so `doctor --fix` finishes one interrupted."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import time
@@ -17,7 +16,7 @@ from daintree_tui.core import admin_dirs, ownership
 from daintree_tui.core import git as g
 from daintree_tui.core.errors import DaintreeError, InputError, OperationError
 from daintree_tui.core.index import Index, find
-from daintree_tui.core.log import warn
+from daintree_tui.core.log import suppressed, warn
 from daintree_tui.core.models import WorktreeEntry, WorktreeStatus
 from daintree_tui.core.project import Project
 from daintree_tui.core.sandbox import agent_git_of, bring_in
@@ -84,7 +83,7 @@ class WorktreeRemoval:
         path = Path(entry.path)
         self._check_removable(entry, force, discard)
         # remove.before opens the log of the remove, as create.before does for a create: the pre_remove hooks and
-        # the session's stop are steps of the remove (DESIGN 3), and a failure of any step is remove.failed.
+        # the session's stop are steps of the remove (docs/design.md 3), and a failure of any step is remove.failed.
         task = self.tasks.brief_of(entry.task_id)
         project.events.append("worktree.remove.before", worktree=entry.brief(), task=task)
         try:
@@ -92,7 +91,7 @@ class WorktreeRemoval:
                 run_hooks(project, "pre_remove", entry)
             closed = False  # its session, live or exited: said in the result, since the agent ends with it
             if self.sessions is not None:
-                with contextlib.suppress(Exception):
+                with suppressed(Exception):
                     closed = self.sessions.stop(name)
             with project.lock.hold():
                 entries = self.index.load(heal=True)
@@ -147,7 +146,7 @@ class WorktreeRemoval:
         """The locked part of remove, also used by reconcile to finish an interrupted remove."""
         project = self.project
         path = Path(entry.path)
-        with contextlib.suppress(OperationError):
+        with suppressed(OperationError):
             bring_in(project, entry)  # its agent's last commits join the branch, which outlives the worktree
         # Its record goes with it: a `locked` its agent left there would keep it, and the next create of this
         # name would be refused ("a missing but locked worktree").

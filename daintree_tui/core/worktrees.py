@@ -1,4 +1,4 @@
-"""Worktrees, the execution plane: create, list, status, run, keep, remove (DESIGN.md section 3).
+"""Worktrees, the execution plane: create, list, status, run, keep, remove (docs/design.md section 3).
 
 Every operation validates its input before any side effect, and every create either completes or rolls back
 everything it did. A journal file per in-flight operation lets `doctor --fix` finish or undo what a `kill -9`
@@ -7,7 +7,6 @@ interrupted.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
@@ -22,6 +21,7 @@ from daintree_tui.core import git as g
 from daintree_tui.core.environment import worktree_env
 from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.index import Index, find
+from daintree_tui.core.log import suppressed
 from daintree_tui.core.models import WorktreeEntry, WorktreeStatus
 from daintree_tui.core.project import Project
 from daintree_tui.core.runner import RunResult, run_command
@@ -242,6 +242,6 @@ class WorktreeService:
         if "/" in program and (target.is_dir() or not os.access(target, os.X_OK)):
             return RunResult(126, "", f"permission denied: {program}\n", 0.0)
         result = run_command(wrap_command(self.project, entry, argv, env), path, env, timeout)
-        with contextlib.suppress(OperationError, OSError):
+        with suppressed(OperationError, OSError):
             bring_in(self.project, entry, quick=True)  # what it committed is on its branch when `run` returns
         return result

@@ -7,11 +7,11 @@ the bake-off or queue modules.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from daintree_tui.core.log import suppressed
 from daintree_tui.core.project import Project
 
 HANGUP_EXIT = 128 + 1  # SIGHUP: what a session's agent gets when its tmux server dies under it
@@ -197,7 +197,7 @@ class Services:
         fixes = self.reconcile(fix=True)
         host = self.host
         if getattr(host, "persistent", False) and getattr(host, "serves_sessions", lambda: False)():
-            with contextlib.suppress(OSError):  # its log cannot be opened (a full disk): no notices, all else works
+            with suppressed(OSError):  # its log cannot be opened (a full disk): no notices, all else works
                 self.ensure_watcher()  # sessions started before a `[notify]` channel was set, or a watcher ended
         return fixes
 

@@ -1,13 +1,13 @@
 """What a host answers, typed and capped before anything here uses it.
 
 A host is another machine: its daintree, its shell and anything else on it may be broken or hostile, so what it
-prints is data to check (DESIGN 2a), like a file an agent wrote. Three caps hold before a value is used: bytes and
-time (`RemoteHost.run_command` stops reading an answer past MAX_ANSWER_BYTES or its timeout, killing ssh), and
-count (a listing of more than MAX_RECORDS items is refused here). Then every value is checked by kind and range:
+prints is data to check (docs/design.md 2a), like a file an agent wrote. Three caps hold before a value is used:
+bytes and time (`RemoteHost.run_command` stops reading an answer past MAX_ANSWER_BYTES or its timeout, killing ssh),
+and count (a listing of more than MAX_RECORDS items is refused here). Then every value is checked by kind and range:
 a wrong type, a missing key, a bool where a number goes, NaN or a number out of range is one OperationError naming
-the host, the command and the field (`host X answered `worktree list --json`: worktree a: session.exit_code is not
-a whole number from -255 to 255 (got a str)`), never the TypeError or ValueError that the CLI reported as an
-internal error and that ended the dashboard's host poller.
+the host, the command and the field (`host X answered `worktree list --json`: worktree a: session.exit_code is not a
+whole number from -255 to 255 (got a str)`), never the TypeError or ValueError that the CLI reported as an internal
+error and that ended the dashboard's host poller.
 
 What a reader returns is a fresh dict of the known keys only, its free text stripped of terminal controls (shown
 escaped, `\\x1b`) and cut to a length: a host's extra keys and nested junk go no further, and an escape sequence

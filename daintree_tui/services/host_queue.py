@@ -10,7 +10,6 @@ Claims are writes under this repository's lock, so two runners never place one t
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from collections.abc import Collection, Sequence
@@ -18,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from daintree_tui.core.errors import DaintreeError, InputError, OperationError
+from daintree_tui.core.log import suppressed
 from daintree_tui.core.models import Task, TaskStatus
 from daintree_tui.core.project import Project
 from daintree_tui.core.tasks import TaskService
@@ -212,7 +212,7 @@ def create_on_host(host: RemoteHost, subject: str, description: str, agent: str,
         worktree = _create_worktree(host, str(remote_task["id"]), slugify(subject, limit=40), agent, base, taken)
     except DaintreeError:
         # The task stays there, owned, so that no queue on the host starts it; the error says what went wrong.
-        with contextlib.suppress(DaintreeError):
+        with suppressed(DaintreeError):
             host.run_json(["task", "update", str(remote_task["id"]), "--owner", CREATE_FAILED_OWNER])
         raise
     return RemoteCreated(host.name, remote_task, worktree)

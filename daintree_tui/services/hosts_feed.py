@@ -8,7 +8,6 @@ and turns it into a message.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -17,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from daintree_tui.core.errors import DaintreeError
+from daintree_tui.core.log import suppressed
 from daintree_tui.services.host_answers import worktree_list
 from daintree_tui.services.remote import HostUnreachable, RemoteHost
 
@@ -144,7 +144,7 @@ class HostsFeed:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            with contextlib.suppress(Exception):  # a poller thread must outlive one bad poll
+            with suppressed(Exception):  # a poller thread must outlive one bad poll
                 self.poll()
             self._stop.wait(self.interval)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import time
@@ -14,6 +13,7 @@ from typing import Any
 from daintree_tui.core import admin_dirs, ownership, validate
 from daintree_tui.core import git as g
 from daintree_tui.core.errors import DaintreeError, OperationError
+from daintree_tui.core.log import suppressed
 from daintree_tui.core.models import WorktreeEntry, WorktreeStatus
 from daintree_tui.core.store import read_json, remove_tree, write_json
 from daintree_tui.core.worktrees import WorktreeService
@@ -53,9 +53,9 @@ def _walked_size(path: Path) -> int:
         if time.monotonic() > deadline:
             return 0
         for name in [*dirs, *files]:
-            with contextlib.suppress(OSError):
+            with suppressed(OSError):
                 total += os.lstat(os.path.join(folder, name)).st_blocks * 512
-    with contextlib.suppress(OSError):
+    with suppressed(OSError):
         total += os.lstat(path).st_blocks * 512
     return total
 
@@ -97,7 +97,7 @@ class DiskUsage:
             out[entry.name] = size
             measured = True
         if measured:  # a listing served from the cache writes nothing (a write and its fsyncs cost it ~25 ms)
-            with contextlib.suppress(DaintreeError):
+            with suppressed(DaintreeError):
                 write_json(self.path, cache)
         return out
 

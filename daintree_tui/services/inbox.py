@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from daintree_tui.core import git as g
 from daintree_tui.core.errors import DaintreeError, InputError, OperationError
 from daintree_tui.core.index import find
-from daintree_tui.core.log import warn
+from daintree_tui.core.log import suppressed, warn
 from daintree_tui.core.project import Project
 from daintree_tui.core.sandbox import bring_in, on_behalf_of_sandboxed
 from daintree_tui.core.store import remove_tree
@@ -108,7 +108,7 @@ def process_inboxes(services: Services) -> list[Outcome]:
         for entry in entries:
             # What each sandbox's git wrote comes in as its requests do: checked, at every poll (a few stats when
             # nothing is new), so its commits are on its branch for the user's own git too.
-            with contextlib.suppress(OperationError, OSError):
+            with suppressed(OperationError, OSError):
                 bring_in(project, entry, quick=True)
         for owner_dir in sorted(root.iterdir()):
             if owner_dir.name.startswith(".") or owner_dir.is_symlink() or not owner_dir.is_dir():
@@ -151,7 +151,7 @@ def _process_one(services: Services, owner: str, inbox: Path) -> list[Outcome]:
             # Gone before its reply is written: a request is applied once. Answered first, a reply the disk had
             # no room for (the agent had filled it) raised here and left the request, which every later pass
             # applied again (a task created once per poll).
-            with contextlib.suppress(OSError):
+            with suppressed(OSError):
                 os.unlink(name, dir_fd=dir_fd)
             _write_reply(dir_fd, request_id, outcome)
             project.events.append("inbox.applied" if outcome.ok else "inbox.refused", worktree={"name": owner},
@@ -176,7 +176,7 @@ def _tracked(project: Project, inbox: Path) -> set[str]:
 
 
 def _drop_stale_reply(dir_fd: int, name: str, now: float) -> None:
-    with contextlib.suppress(OSError):
+    with suppressed(OSError):
         if now - os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mtime > REPLY_TTL:
             os.unlink(name, dir_fd=dir_fd)
 
@@ -215,13 +215,13 @@ def _write_reply(dir_fd: int, request_id: str, outcome: Outcome) -> None:
         while body:  # a nearly full disk takes part of a write: the rest, or no reply at all, never half of one
             body = body[os.write(fd, body):]
     except OSError as exc:
-        with contextlib.suppress(OSError):
+        with suppressed(OSError):
             os.unlink(tmp, dir_fd=dir_fd)
         warn(f"inbox: cannot answer request {request_id[:8]}: {exc.strerror or exc} (it was handled, once)")
         return
     finally:
         os.close(fd)
-    with contextlib.suppress(OSError):
+    with suppressed(OSError):
         os.rename(tmp, f"reply-{request_id}.json", src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
 
 

@@ -9,13 +9,13 @@ to it.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import time
 from pathlib import Path
 from typing import Any
 
+from daintree_tui.core.log import suppressed
 from daintree_tui.core.mounts import INBOX_MOUNT
 from daintree_tui.core.project import Project
 
@@ -72,7 +72,7 @@ def wait_reply(inbox: Path, request_id: str, timeout: float) -> dict[str, Any] |
         except (OSError, ValueError):
             data = None
         if isinstance(data, dict):
-            with contextlib.suppress(OSError):
+            with suppressed(OSError):
                 path.unlink()
             return data
         if time.monotonic() >= deadline:

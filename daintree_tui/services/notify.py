@@ -2,7 +2,7 @@
 
 A transition is recorded once (the observer's compare-and-set), as one event; a notice is made from that event,
 so it is sent once however many dashboards and CLIs recorded or saw it, by the one process that delivers them
-(the watcher, services/watcher.py). Kinds (DESIGN 8):
+(the watcher, services/watcher.py). Kinds (docs/design.md 8):
 
 | kind | from |
 |---|---|
@@ -19,7 +19,6 @@ that is down delays nothing else.
 
 from __future__ import annotations
 
-import contextlib
 import html
 import json
 import os
@@ -39,6 +38,7 @@ from typing import Any
 
 from daintree_tui.core.config import in_quiet_hours
 from daintree_tui.core.fs_safe import private_dir
+from daintree_tui.core.log import suppressed
 from daintree_tui.core.project import Project
 from daintree_tui.core.store import create_new
 from daintree_tui.core.user_config import NotifyConfig
@@ -235,7 +235,7 @@ def post_terminal_notice(project: Project, notice: Notice) -> None:
     folder = private_dir(terminal_outbox(project))
     now = time.time()
     for stale in folder.glob("*.json"):
-        with contextlib.suppress(OSError, ValueError):
+        with suppressed(OSError, ValueError):
             if now - float(stale.stem.split("-")[0]) > TERMINAL_NOTICE_TTL:
                 stale.unlink()
     create_new(folder / f"{now:.6f}-{os.getpid()}.json", json.dumps(notice.payload()))
@@ -265,7 +265,7 @@ def claim_terminal_notices(project: Project) -> list[dict[str, Any]]:
         except (OSError, ValueError):
             data = None
         finally:
-            with contextlib.suppress(OSError):
+            with suppressed(OSError):
                 os.unlink(mine)
         if isinstance(data, dict) and isinstance(data.get("ts"), int | float) \
                 and now - float(data["ts"]) <= TERMINAL_NOTICE_TTL + 30:
@@ -295,7 +295,7 @@ Log = Callable[[str], None]
 
 
 def _stderr_log(line: str) -> None:
-    with contextlib.suppress(OSError, ValueError):
+    with suppressed(OSError, ValueError):
         sys.stderr.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line}\n")
         sys.stderr.flush()
 

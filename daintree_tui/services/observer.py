@@ -12,7 +12,6 @@ one at a time, in the order their transitions were recorded; `close()` waits for
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING
 from daintree_tui.core.errors import DaintreeError
 from daintree_tui.core.hooks import run_hooks
 from daintree_tui.core.index import Index, find
+from daintree_tui.core.log import suppressed
 from daintree_tui.core.project import Project
 from daintree_tui.sessions.manager import SessionInfo, SessionManager
 from daintree_tui.sessions.status import SessionStatus
@@ -109,7 +109,7 @@ class SessionObserver:
         entry = find(Index(self.project).load(), name)
         if entry is None or not entry.live or not Path(entry.path).is_dir():
             return
-        with contextlib.suppress(DaintreeError):
+        with suppressed(DaintreeError):
             run_hooks(self.project, hook, entry,
                       extra_env={"DAINTREE_EXIT_CODE": "" if exit_code is None else str(exit_code)})
 

@@ -3,7 +3,7 @@
 The CLI, the dashboard, the queue, the bake-off, the MCP tools and a sandboxed session's inbox call these, and
 none of them composes a worktree, a session, a merge or a remove out of the building blocks below, nor runs the
 checks that go with one (tests/test_layers.py holds them to it). So every interface refuses the same things:
-an agent whose command the repository's untrusted `.daintree.toml` sets (DESIGN 2a), an agent that is not
+an agent whose command the repository's untrusted `.daintree.toml` sets (docs/design.md 2a), an agent that is not
 installed, a first prompt for an agent that takes none, a session name another repository holds on a shared tmux
 server, a forced remove asked for from inside a sandbox. Each operation checks all it can before its first step,
 so a refused operation leaves no task, worktree, branch or session behind, and returns a result its caller
@@ -151,7 +151,7 @@ class Operations:
                prompt: str | None = None, size: tuple[int, int] | None = None) -> Created:
         """Worktree `name` (bound to task `task_id`, from `base`) and, with `agent`, a session of that agent in it.
 
-        Everything is validated first (DESIGN 3: a rejected input emits nothing): the name, the agent, the host.
+        Everything is validated first (docs/design.md 3: a rejected input emits nothing): the name, the agent, the host.
         A session that fails to start after the worktree was made leaves the worktree (it may hold copied files)
         and says how to retry.
         """
@@ -226,8 +226,8 @@ class Operations:
 
     def remove(self, name: str, *, force: bool = False, complete_task: bool = False, delete_branch: bool = False,
                discard: list[str] | None = None) -> RemoveResult:
-        """Remove worktree `name` (DESIGN 3). `force` discards uncommitted work (only the files of `discard` when
-        given: what the dashboard's dialog listed); it is a person's choice, never a sandboxed caller's."""
+        """Remove worktree `name` (docs/design.md 3). `force` discards uncommitted work (only the files of `discard`
+        when given: what the dashboard's dialog listed); it is a person's choice, never a sandboxed caller's."""
         self.check_remove(name, force=force)
         return self.services.worktrees.remove(name, force=force, complete_task=complete_task,
                                               delete_branch=delete_branch, discard=discard)

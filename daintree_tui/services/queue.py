@@ -9,7 +9,6 @@ the task's owner under the lock, and only an unowned task can be claimed.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 import time
@@ -19,6 +18,7 @@ from typing import Any
 
 from daintree_tui.core import validate
 from daintree_tui.core.errors import DaintreeError
+from daintree_tui.core.log import suppressed
 from daintree_tui.core.models import Task, TaskStatus
 from daintree_tui.services.observer import SessionObserver
 from daintree_tui.services.operations import Operations
@@ -204,7 +204,7 @@ class QueueRunner:
                     self.project.events.append("task.completed", task=task.brief(), worktree={"name": task.worktree})
                     report.completed.append(task.id)
                     self._tell(QueueEvent("completed", task.id, task.worktree))
-                    with contextlib.suppress(DaintreeError):
+                    with suppressed(DaintreeError):
                         self.ops.keep(task.worktree)
                 else:
                     task.owner = f"{QUEUE_OWNER}-failed:{info.exit_code}"

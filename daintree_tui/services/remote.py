@@ -27,6 +27,7 @@ from typing import IO, Any
 
 from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.fs_safe import private_dir
+from daintree_tui.core.log import suppressed
 from daintree_tui.core.sandbox import SSH_CONTROL_DIR_ENV, ssh_control_dir
 from daintree_tui.services.host_check import HostCheck, probe_command, read_probes
 from daintree_tui.services.host_config import (
@@ -200,7 +201,7 @@ class RemoteHost:
                                          limit=limit)
             reason = self._ssh_failure(proc.returncode, log_path)
         finally:
-            with contextlib.suppress(OSError):
+            with suppressed(OSError):
                 os.unlink(log_path)
         if reason is not None:
             raise HostUnreachable(self.name, reason)
@@ -270,16 +271,16 @@ class RemoteHost:
                 raise
             finally:
                 if proc.stdin is not None:
-                    with contextlib.suppress(OSError):
+                    with suppressed(OSError):
                         proc.stdin.close()
         if received:
-            with contextlib.suppress(OSError):
+            with suppressed(OSError):
                 os.unlink(log_path)
             return 128 + received[0]  # ended by a signal, as the shell reports it
         try:
             reason = self._ssh_failure(code, log_path)
         finally:
-            with contextlib.suppress(OSError):
+            with suppressed(OSError):
                 os.unlink(log_path)
         if reason is not None:
             raise HostUnreachable(self.name, reason)
@@ -310,7 +311,7 @@ class RemoteHost:
             yield lines()
         finally:
             if proc.stdin is not None:
-                with contextlib.suppress(OSError):
+                with suppressed(OSError):
                     proc.stdin.close()
             if proc.stdout is not None:
                 proc.stdout.close()  # a host still writing gets EPIPE, not a reader that never comes

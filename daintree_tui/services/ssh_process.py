@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from daintree_tui.core.errors import OperationError
+from daintree_tui.core.log import suppressed
 from daintree_tui.services.host_answers import clean_text
 
 # What one answer of a host may take (services/host_answers.py types it): a JSON answer of daintree is far smaller
@@ -50,7 +51,7 @@ def forward_sigterm(proc: subprocess.Popen[Any]) -> Iterator[list[int]]:
 
     def forward(signum: int, frame: Any) -> None:
         received.append(signum)
-        with contextlib.suppress(OSError):
+        with suppressed(OSError):
             proc.terminate()
 
     signal.signal(signal.SIGTERM, forward)
@@ -140,7 +141,7 @@ def read_capped(proc: subprocess.Popen[bytes], host: str, what: str, *, input: s
             proc.wait()
         for pipe in (proc.stdin, proc.stdout, proc.stderr):
             if pipe is not None:
-                with contextlib.suppress(OSError):
+                with suppressed(OSError):
                     pipe.close()
     return bytes(out), bytes(err)
 

@@ -19,7 +19,6 @@ sends each notice once.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import os
 import signal
@@ -33,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from daintree_tui.core.errors import ConfigError, DaintreeError
 from daintree_tui.core.fs_safe import open_private_append, private_dir
+from daintree_tui.core.log import suppressed
 from daintree_tui.core.project import Project
 from daintree_tui.core.user_config import NotifyConfig, load_notify_config
 from daintree_tui.services.notify import SESSION_KINDS, Notifier, OncePerRun, notice_for
@@ -105,7 +105,7 @@ def stop_watcher(project: Project, timeout: float = 10.0) -> int | None:
     pid = watcher_pid(project)
     if pid is None or pid <= 0 or not _is_watcher(pid):
         return None
-    with contextlib.suppress(ProcessLookupError):
+    with suppressed(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while watcher_pid(project) is not None and time.monotonic() < deadline:
@@ -250,7 +250,7 @@ class Watcher:
             return None
 
     def _any_session(self) -> bool:
-        with contextlib.suppress(DaintreeError):
+        with suppressed(DaintreeError):
             return bool(self.services.sessions.observe(with_screens=False))
         return True
 
@@ -259,7 +259,7 @@ class Watcher:
         hangup the server's death gave them, reason `lost` (which notifies `failed`)."""
         from daintree_tui.services.container import HANGUP_EXIT
 
-        with contextlib.suppress(DaintreeError):
+        with suppressed(DaintreeError):
             for name in self.services.lost_sessions(runs):
                 self.services.observer.record(name, SessionStatus.EXITED, HANGUP_EXIT, reason="lost")
 

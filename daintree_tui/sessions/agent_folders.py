@@ -45,7 +45,6 @@ a path the CLI wrote outside that its sandbox binds read-only and READ_ONLY_BY_D
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
 import hashlib
 import json
@@ -57,6 +56,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from daintree_tui.core.errors import OperationError
+from daintree_tui.core.log import suppressed
 from daintree_tui.core.store import create_new
 from daintree_tui.sessions.agents.base import read_agent_file
 from daintree_tui.sessions.agents.claude import SLUG_LIMIT, project_slug
@@ -216,7 +216,7 @@ def per_project_data(preset_folders: Sequence[str], projects: Sequence[Path]) ->
                 raise OperationError(f"sandbox: {path} is a symbolic link (to {os.readlink(path)}): the session "
                                      "keeps its data there, so its target would be writable inside; replace the link "
                                      "with a folder")
-            with contextlib.suppress(OSError):
+            with suppressed(OSError):
                 path.mkdir(mode=0o700, parents=True, exist_ok=True)
             if naming == "gemini" and path.is_dir():
                 read_only += _owner_marker(path, project)
@@ -273,7 +273,7 @@ def read_only_paths(folders: Sequence[str], obeyed: Iterable[tuple[str, ...]]) -
         forms = [Path(raw).expanduser() for raw in group]
         present = [path for path in forms if os.path.lexists(path)]
         if not present:
-            with contextlib.suppress(OSError):  # a project's memory folder: its project folder first
+            with suppressed(OSError):  # a project's memory folder: its project folder first
                 if not os.path.lexists(forms[0].parent) and forms[0].parent.parent.is_dir() \
                         and not forms[0].parent.parent.is_symlink():
                     forms[0].parent.mkdir(mode=0o700)
@@ -286,7 +286,7 @@ def read_only_paths(folders: Sequence[str], obeyed: Iterable[tuple[str, ...]]) -
     for raw, root in roots.items():
         if root.is_symlink() or not root.is_dir():
             continue
-        with contextlib.suppress(OSError):
+        with suppressed(OSError):
             for entry in sorted(os.listdir(root)):
                 if not is_data(raw, entry):
                     paths[root / entry] = None
@@ -333,7 +333,7 @@ def named_paths(starts: Sequence[Path], roots: Mapping[str, Path]) -> list[Path]
     pending = [path for path in starts if path.is_file()]
     while pending and len(seen) < FOLLOWED_LIMIT:
         path = pending.pop()
-        with contextlib.suppress(OSError):
+        with suppressed(OSError):
             path = path.resolve()
         if path in seen:
             continue
@@ -376,7 +376,7 @@ def _placeholder(target: Path, roots: Mapping[str, Path]) -> Path | None:
         if not is_data(raw, top.name):
             return top if top.is_dir() or _make_empty(top, folder=True) else None
         parent = target.parent
-        with contextlib.suppress(OSError):
+        with suppressed(OSError):
             if not any(p.is_symlink() for p in (parent, *parent.parents) if p.is_relative_to(root)):
                 parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         return target if _make_empty(target, folder=False) else None
@@ -394,7 +394,7 @@ def _words(path: Path) -> list[str]:
     except (OSError, UnicodeDecodeError, ValueError):
         return []
     texts: list[str] = [raw]
-    with contextlib.suppress(ValueError, RecursionError):
+    with suppressed(ValueError, RecursionError):
         loaded: object = tomllib.loads(raw) if path.suffix == ".toml" else json.loads(raw)
         texts = []
         pending = [loaded]

@@ -4,13 +4,13 @@ paste once the agent reads input."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import time
 from pathlib import Path
 
 from daintree_tui.core.errors import OperationError
+from daintree_tui.core.log import suppressed
 from daintree_tui.core.project import Project
 from daintree_tui.core.store import create_new
 from daintree_tui.sessions.host import SessionHost
@@ -29,7 +29,7 @@ def wire_mcp(project: Project, name: str, preset: Preset, role: str | None, argv
     for path, text in wiring.files.items():
         # The TMPDIR is the agent's to write: whatever it left at this name (a link to ~/.bashrc) goes, and
         # the file is made new, never opened through a link.
-        with contextlib.suppress(FileNotFoundError):
+        with suppressed(FileNotFoundError):
             os.unlink(path)
         try:
             create_new(Path(path), text)
@@ -46,7 +46,7 @@ def type_first_prompt(host: SessionHost, name: str, prompt: str, log: Path, wait
     lines to run. Sent once the agent has drawn something (it is reading input by then), or after `wait`."""
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
-        with contextlib.suppress(OSError):
+        with suppressed(OSError):
             if log.stat().st_size > 0:
                 break
         time.sleep(0.05)

@@ -84,7 +84,7 @@ def build_context(project: Project, name: str, *, files: list[str], task: bool, 
         try:
             text = pyperclip.paste()
         except pyperclip.PyperclipException:
-            # pyperclip's own message is a paragraph with a URL; the error is one line (DESIGN 6).
+            # pyperclip's own message is a paragraph with a URL; the error is one line (docs/design.md 6).
             raise OperationError("no clipboard available: install xclip, xsel or wl-clipboard "
                                  "(or send the text as TEXT, or with --file)") from None
         if not text:

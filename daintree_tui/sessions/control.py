@@ -25,7 +25,6 @@ source built on them.
 
 from __future__ import annotations
 
-import contextlib
 import queue
 import subprocess
 import threading
@@ -34,6 +33,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
+from daintree_tui.core.log import suppressed
 from daintree_tui.sessions.control_client import ControlClient
 from daintree_tui.sessions.control_protocol import (
     TAIL_BYTES,
@@ -289,7 +289,7 @@ class SessionEvents:
 
         def done(result: Future[Reply]) -> None:
             self._listing.clear()
-            with contextlib.suppress(Exception):
+            with suppressed(Exception):
                 reply = result.result()
                 if reply.ok and reply.lines:
                     self._apply_value(reply.lines[0])

@@ -6,13 +6,13 @@ Nothing here touches an event loop: messages go to a callback on the reader thre
 
 from __future__ import annotations
 
-import contextlib
 import queue
 import subprocess
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, InvalidStateError
 
+from daintree_tui.core.log import suppressed
 from daintree_tui.sessions.control_protocol import ControlMessage, ControlParser, Exit, Reply
 
 
@@ -20,7 +20,7 @@ def _fail(future: Future[Reply]) -> None:
     """End a pending command with the client's end. The writer (a broken pipe) and the reader (end of stream)
     can both get there for the same future: the second must not raise, or the reader thread dies before it
     reports the end and the client is never reconnected."""
-    with contextlib.suppress(InvalidStateError):
+    with suppressed(InvalidStateError):
         future.set_exception(ConnectionError("tmux control client has ended"))
 
 
@@ -82,14 +82,14 @@ class ControlClient:
                 if isinstance(message, Reply) and message.own:
                     self._resolve(message)
                     continue
-                with contextlib.suppress(Exception):  # a consumer's bug must not stop the stream
+                with suppressed(Exception):  # a consumer's bug must not stop the stream
                     self._on_message(message)
         except (OSError, ValueError):
             pass
         finally:
             self.closed.set()
             self._fail_pending()
-            with contextlib.suppress(Exception):
+            with suppressed(Exception):
                 self._on_message(Exit("eof"))
 
     def _resolve(self, reply: Reply) -> None:
@@ -112,7 +112,7 @@ class ControlClient:
         """Detach (closing stdin ends a control client) and reap the process."""
         with self._write_lock:
             if self._proc.stdin is not None:
-                with contextlib.suppress(OSError):
+                with suppressed(OSError):
                     self._proc.stdin.close()
         try:
             self._proc.wait(timeout=timeout)

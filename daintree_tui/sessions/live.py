@@ -7,7 +7,6 @@ records (agent, start time, hook signal) re-read only when a record file changed
 
 from __future__ import annotations
 
-import contextlib
 import os
 import queue
 import threading
@@ -17,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from daintree_tui.core.log import suppressed
 from daintree_tui.core.store import read_json
 from daintree_tui.sessions.control import PaneRecord, SessionEvents
 from daintree_tui.sessions.host import SESSION_PREFIX
@@ -60,7 +60,7 @@ class SessionRecords:
             return
         self._dir_mtime = mtime
         seen: dict[str, _Record] = {}
-        with contextlib.suppress(OSError):
+        with suppressed(OSError):
             for entry in os.scandir(self.directory):
                 if not entry.name.endswith(".json"):
                     continue
@@ -217,10 +217,10 @@ class LiveSessions:
                 if change is None:
                     return
                 if self._record is not None and self.records.get(change.worktree):
-                    with contextlib.suppress(Exception):  # a failed write must not stop recording the others
+                    with suppressed(Exception):  # a failed write must not stop recording the others
                         self._record(change)
             if self._on_change is not None:
-                with contextlib.suppress(Exception):
+                with suppressed(Exception):
                     self._on_change(batch[-1])  # type: ignore[arg-type]
 
     def infos(self) -> list[SessionInfo]:

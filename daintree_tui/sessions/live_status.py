@@ -11,13 +11,13 @@ per quiet period, over the control connection (no fork).
 
 from __future__ import annotations
 
-import contextlib
 import queue
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from daintree_tui.core.log import suppressed
 from daintree_tui.sessions.control import Activity, Exited, PaneRecord, SessionEvent, SessionEvents, SessionsChanged
 from daintree_tui.sessions.host import SESSION_PREFIX
 from daintree_tui.sessions.status import (
@@ -140,7 +140,7 @@ class LiveStatus:
                     event = self.source.events.get_nowait()
                 except queue.Empty:
                     event = None
-            with contextlib.suppress(Exception):  # a bad record or pattern must not stop status for all
+            with suppressed(Exception):  # a bad record or pattern must not stop status for all
                 self._capture_quiet()
                 self._evaluate()
 

@@ -3,7 +3,6 @@ it ends (the dashboard says so). Same interface as TmuxHost, plus a byte feed fo
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import os
@@ -18,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from daintree_tui.core.errors import InputError, OperationError
+from daintree_tui.core.log import suppressed
 from daintree_tui.core.project import Project
 from daintree_tui.sessions.emulator import TerminalEmulator
 from daintree_tui.sessions.host import LocalScreen, PaneState, session_name
@@ -40,7 +40,7 @@ def tmux_key_bytes(key: str) -> bytes:
 
 
 def set_winsize(fd: int, cols: int, rows: int) -> None:
-    with contextlib.suppress(OSError):
+    with suppressed(OSError):
         fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 
 
@@ -108,12 +108,12 @@ class PtyHost:
                     session.emulator.feed(data)
                     listeners = list(session.listeners)
                 for listener in listeners:
-                    with contextlib.suppress(Exception):
+                    with suppressed(Exception):
                         listener(data)
         _, status = os.waitpid(session.pid, 0)
         session.exit_code = os.waitstatus_to_exitcode(status)
         session.dead = True
-        with contextlib.suppress(OSError):
+        with suppressed(OSError):
             os.close(session.fd)
 
     def _state(self, session: _PtySession) -> PaneState:
@@ -170,7 +170,7 @@ class PtyHost:
     def unsubscribe(self, worktree: str, listener: Callable[[bytes], None]) -> None:
         session = self._sessions.get(worktree)
         if session is not None:
-            with session.lock, contextlib.suppress(ValueError):
+            with session.lock, suppressed(ValueError):
                 session.listeners.remove(listener)
 
     def stop(self, worktree: str) -> bool:
@@ -178,13 +178,13 @@ class PtyHost:
         if session is None:
             return False
         if not session.dead:
-            with contextlib.suppress(ProcessLookupError):
+            with suppressed(ProcessLookupError):
                 os.killpg(os.getpgid(session.pid), signal.SIGHUP)
             deadline = time.monotonic() + 2
             while not session.dead and time.monotonic() < deadline:
                 time.sleep(0.02)
             if not session.dead:
-                with contextlib.suppress(ProcessLookupError):
+                with suppressed(ProcessLookupError):
                     os.kill(session.pid, signal.SIGKILL)
         return True
 

@@ -30,6 +30,7 @@ from typing import Any
 
 from daintree_tui.core.errors import OperationError
 from daintree_tui.core.fs_safe import private_dir
+from daintree_tui.core.log import suppressed
 from daintree_tui.core.project import Project
 from daintree_tui.core.store import read_json, write_json
 from daintree_tui.sessions.agents import AgentIntegration, SessionContext
@@ -160,7 +161,7 @@ class UsageTracker:
         before its session could start. What the parsers need (the latest cumulative total, the recent message
         ids) is at the end."""
         tail = TailState()
-        with contextlib.suppress(OSError):
+        with suppressed(OSError):
             st = path.lstat()
             if st.st_size > PRIME_BYTES:
                 tail = TailState(inode=st.st_ino, offset=st.st_size - PRIME_BYTES, skipping=True)
@@ -211,7 +212,7 @@ class UsageTracker:
                     if len(files) >= MAX_RECORD_FILES:
                         changed |= self._distrust(run, key, f"more than {MAX_RECORD_FILES} record files: not read")
                         break
-                    with contextlib.suppress(OSError):
+                    with suppressed(OSError):
                         if path.lstat().st_mtime >= float(run["started_at"]) - START_SLACK:
                             files[key] = {"tail": {}, "parser": {}}
             started = float(run["started_at"])
@@ -278,7 +279,7 @@ class UsageTracker:
             return None
         latest = None
         for key in runs[-1].get("files") or {}:
-            with contextlib.suppress(OSError):
+            with suppressed(OSError):
                 mtime = os.lstat(key).st_mtime
                 latest = mtime if latest is None else max(latest, mtime)
         return latest

@@ -7,7 +7,6 @@ has is here: the preset's state folders, the role that decides the mode, the rec
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 from collections.abc import Mapping, Sequence
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from daintree_tui.core.errors import OperationError
+from daintree_tui.core.log import suppressed
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.project import Project
 from daintree_tui.core.sandbox import (
@@ -144,7 +144,7 @@ def agent_private_overlays(preset: Preset, sandbox_home: Path) -> list[tuple[Pat
         if shown_at.is_symlink() or not shown_at.is_file() or not shown_at.is_relative_to(home):
             continue
         source = private_home(sandbox_home) / shown_at.relative_to(home)
-        with contextlib.suppress(OSError):
+        with suppressed(OSError):
             source.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             if not source.is_file() or source.is_symlink():
                 source.unlink(missing_ok=True)
@@ -274,5 +274,5 @@ def _seed(source: Path, target: Path) -> None:
     writable folder."""
     if os.path.lexists(target) or source.is_symlink() or not source.is_file():
         return
-    with contextlib.suppress(OSError):
+    with suppressed(OSError):
         create_new(target, source.read_bytes())

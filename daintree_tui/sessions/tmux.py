@@ -24,6 +24,7 @@ from pathlib import Path
 
 from daintree_tui.core.errors import OperationError
 from daintree_tui.core.fs_safe import open_private_append, private_dir, read_state_file
+from daintree_tui.core.log import suppressed
 from daintree_tui.core.project import Project
 from daintree_tui.core.store import atomic_write_text
 from daintree_tui.sessions.host import PaneState, pane_exit, session_name, worktree_of_session
@@ -220,7 +221,7 @@ class TmuxHost:
             try:
                 probe.connect(str(path))
             except ConnectionRefusedError:
-                with contextlib.suppress(OSError):
+                with suppressed(OSError):
                     path.unlink()
             except OSError:
                 pass
@@ -259,7 +260,7 @@ class TmuxHost:
                 ";", "pipe-pane", "-o", "-t", f"={name}:", tmux_arg(f"cat >> {shlex.quote(str(log))}")]
         proc = self.tmux(*args, check=False)
         if proc.returncode != 0:
-            with contextlib.suppress(OSError):
+            with suppressed(OSError):
                 os.unlink(launch)
             raise OperationError(f"could not start session {name}: {proc.stderr.strip() or 'tmux failed'}")
         state = self.state(worktree)
@@ -283,7 +284,7 @@ class TmuxHost:
         except OSError as exc:
             # A full disk: the part written (the session's environment, half of it) goes, and the start fails
             # with one line; the caller gives the session's previous record back.
-            with contextlib.suppress(OSError):
+            with suppressed(OSError):
                 os.unlink(path)
             raise OperationError(f"cannot write the session's launch file in {folder}: {exc.strerror or exc}") \
                 from None
@@ -295,7 +296,7 @@ class TmuxHost:
         if unreaped and server_pid:
             # Seen with tmux 3.3a: when two panes' processes exit together, one SIGCHLD is lost and the second
             # stays a zombie with no exit status. Another SIGCHLD makes tmux reap it and record the status.
-            with contextlib.suppress(OSError):
+            with suppressed(OSError):
                 os.kill(server_pid, signal.SIGCHLD)
             time.sleep(0.02)
             states, _, _ = self._list_once()

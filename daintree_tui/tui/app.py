@@ -41,7 +41,16 @@ if TYPE_CHECKING:
     from daintree_tui.sessions.manager import SessionInfo
     from daintree_tui.tui.away import TerminalNotices
 
-STYLES = Path(__file__).resolve().parent.parent / "styles" / "app.tcss"
+
+def _styles_dir() -> Path:
+    """Where app.tcss is: inside the package in an installed wheel (hatch's force-include maps the top-level
+    styles/ there), else the source tree's styles/ beside the package (a checkout, an editable install)."""
+    package = Path(__file__).resolve().parent.parent
+    inside = package / "styles"
+    return inside if inside.is_dir() else package.parent / "styles"
+
+
+STYLES = _styles_dir() / "app.tcss"
 DIALOG_BREAKPOINTS = [(0, "-short"), (25, "-tall")]
 """Screens 24 rows high or less get the class `-short`: the dialogs drop their spare lines there (app.tcss)."""
 

@@ -1,4 +1,4 @@
-"""The sandbox every session, hook and `worktree run` runs in (DESIGN.md 2a point 8).
+"""The sandbox every session, hook and `worktree run` runs in (docs/design.md 2a, rule 8).
 
 Where bubblewrap works, a command sees the whole filesystem read-only except what it was given: its worktree,
 what git needs to commit on its own branch, its TMPDIR (also at /tmp), its agent's own state folders and its

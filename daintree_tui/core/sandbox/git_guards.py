@@ -1,5 +1,5 @@
 """What keeps an agent's git inside its sandbox, and what the outside does before and after one runs
-(DESIGN.md 2a rule 9): the files that tell git which repository and config a worktree uses are read-only, the
+(docs/design.md 2a, rule 9): the files that tell git which repository and config a worktree uses are read-only, the
 shared object store and every ref are read-only behind the agent's own quarantine and ref folder
 (core/agent_git.py), and what the agent wrote there is checked and brought in before the outside reads its branch.
 These run git (bring_in, prepare); choosing a sandbox (`policy`) does not.
@@ -7,7 +7,6 @@ These run git (bring_in, prepare); choosing a sandbox (`policy`) does not.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from daintree_tui.core.admin_dirs import admin_dir_of
 from daintree_tui.core.agent_git import AgentGit
 from daintree_tui.core.errors import OperationError
 from daintree_tui.core.fs_safe import private_dir, read_state_file
+from daintree_tui.core.log import suppressed
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.mounts import SHARED_OBJECTS_MOUNT
 from daintree_tui.core.project import Project
@@ -77,7 +77,7 @@ def prepare(spec: SandboxSpec) -> None:
     if caches is not None:
         for name in PRIVATE_CACHES:
             (caches / name).mkdir(parents=True, exist_ok=True)
-            with contextlib.suppress(OSError):
+            with suppressed(OSError):
                 (Path.home() / name).mkdir(exist_ok=True)  # the mount point: inside, $HOME is read-only
     # The mount points of the agent's own ref folders (nothing is written in the real ones from inside).
     spec.ref_file.parent.mkdir(parents=True, exist_ok=True)

@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
+from daintree_tui.core.log import suppressed
+
 if TYPE_CHECKING:
     from daintree_tui.sessions.emulator import TerminalEmulator
 
@@ -109,7 +111,7 @@ class ClientAttachment:
     def write(self, data: bytes) -> None:
         if self.fd is None:
             return
-        with contextlib.suppress(BlockingIOError):
+        with suppressed(BlockingIOError):
             view = memoryview(data)
             while view:
                 try:
@@ -127,18 +129,18 @@ class ClientAttachment:
             return
         set_winsize(self.fd, cols, rows)
         if self.proc is not None:
-            with contextlib.suppress(ProcessLookupError):
+            with suppressed(ProcessLookupError):
                 os.kill(self.proc.pid, signal.SIGWINCH)
 
     def close(self) -> None:
         if self.fd is not None:
-            with contextlib.suppress(Exception):
+            with suppressed(Exception):
                 asyncio.get_running_loop().remove_reader(self.fd)
-            with contextlib.suppress(OSError):
+            with suppressed(OSError):
                 os.close(self.fd)
             self.fd = None
         if self.proc is not None:
-            with contextlib.suppress(ProcessLookupError):
+            with suppressed(ProcessLookupError):
                 self.proc.terminate()
             # Reap the tmux client off the event loop: waiting here could stall the UI.
             threading.Thread(target=self.proc.wait, name="reap-attach", daemon=True).start()
@@ -167,7 +169,7 @@ class FedAttachment:
         return self._lock
 
     def write(self, data: bytes) -> None:
-        with contextlib.suppress(Exception):
+        with suppressed(Exception):
             self._write(data)
 
     def resize(self, cols: int, rows: int) -> None:
