@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from daintree_tui.core.limits import Limits
+
 REPO_CONFIG_NAME = ".daintree.toml"
 HOOK_NAMES = ("post_create", "pre_remove", "post_remove", "pre_merge", "on_session_exit", "on_waiting")
 LINK_MODES = ("symlink", "copy", "none")
@@ -55,6 +57,17 @@ class AgentConfig:
 
 DEFAULT_BRANCH_PREFIX = "wt/"
 
+NetworkSetting = bool | str | tuple[str, ...]  # False, True, "agent" or the allow-list's entries
+
+
+@dataclass(frozen=True)
+class SandboxLevel:
+    """What one `[sandbox]`-like table (top level, `[agents.X.sandbox]`, `[roles.Y.sandbox]`) sets; None: unset."""
+
+    limits: Limits = field(default_factory=Limits)
+    network: NetworkSetting | None = None
+    network_extra: tuple[str, ...] | None = None
+
 
 @dataclass
 class Config:
@@ -89,6 +102,10 @@ class Config:
     # Sandbox keys the repository's own file set ("sandbox", "agents.x.sandbox", "roles.y.sandbox", ...): a
     # repo may tighten the sandbox, but loosening it needs `daintree trust` like a command does (DESIGN 2a).
     sandbox_repo_keys: frozenset[str] = frozenset()
+    # Limits and network rule per level ("sandbox", "agents.<name>", "roles.<name>"): merged, and the user's own
+    # file alone (what a repository's file may only lower before trust; see core/sandbox/containment.py).
+    sandbox_levels: dict[str, SandboxLevel] = field(default_factory=dict)
+    sandbox_user_levels: dict[str, SandboxLevel] = field(default_factory=dict)
     repo_config_path: Path | None = None
     worktree_dir_source: str = "default"  # "repo", "user" or "default": the repo may only point inside itself
     repo_commands: dict[str, str] = field(default_factory=dict)  # command-bearing keys the repo's file sets

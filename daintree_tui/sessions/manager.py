@@ -10,6 +10,7 @@ agent's own signal) is a cache of what was observed; tmux and the log file are t
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -39,6 +40,7 @@ from daintree_tui.sessions.records import UsageTracker, session_dir
 from daintree_tui.sessions.session_info import (
     SessionInfo,
     SessionRecord,
+    limit_of,
     read_session_record,
     session_record_path,
     status_source_of,
@@ -373,14 +375,34 @@ class SessionManager:
             meta["status"] = str(status)
             if status == SessionStatus.EXITED:
                 meta["exit_code"] = exit_code
+                self._read_limit(name, meta)
             write_json(self.meta_path(name), meta)
         if status in (SessionStatus.WAITING, SessionStatus.EXITED, SessionStatus.RUNNING, SessionStatus.STALLED):
             task_id = meta.get("task_id")
             task = self.tasks.brief_of(task_id) if isinstance(task_id, int) else None
             self.project.events.append(f"session.{status}", worktree={"name": name}, agent=meta.get("agent"),
                                        exit_code=exit_code if status == SessionStatus.EXITED else None,
-                                       reason=reason, task=task)
+                                       reason=reason, task=task, limit=limit_of(meta))
         return True
+
+    def _read_limit(self, name: str, meta: dict[str, Any]) -> None:
+        """At a run's exit: the limit that stopped it, as its limits runner wrote (outside the sandbox) for the
+        group this run's record names; into the record as `limit`."""
+        sandbox = meta.get("sandbox")
+        group = sandbox.get("group") if isinstance(sandbox, dict) else None
+        if not isinstance(group, str):
+            return
+        from daintree_tui.sessions.sandbox import limit_reason_file
+
+        path = limit_reason_file(self.project, name)
+        try:
+            said = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return
+        if isinstance(said, dict) and said.get("group") == group and said.get("reason") in ("oom-killed",
+                                                                                            "pids limit"):
+            meta["limit"] = said["reason"]
+            path.unlink(missing_ok=True)
 
     def _info(self, name: str, state: PaneState, meta: dict[str, Any], status: SessionStatus) -> SessionInfo:
         source = status_source_of(meta)
@@ -392,7 +414,7 @@ class SessionManager:
                            socket=getattr(self.host, "socket", None),
                            tmux_conf=str(conf) if (conf := getattr(self.host, "conf", None)) else None,
                            sandbox=meta.get("sandbox") if isinstance(meta.get("sandbox"), dict) else None,
-                           status_source=source, over_budget=meta.get("over_budget"))
+                           status_source=source, over_budget=meta.get("over_budget"), limit=limit_of(meta))
 
     # -- input -----------------------------------------------------------------------------------------------
 
