@@ -113,3 +113,73 @@ cpu = 0.3
     assert any(e["worktree"]["name"] == "hog" and e["reason"] == "oom-killed" for e in limited)
     cli.ok("session", "stop", "bomb")
     cli.ok("session", "stop", "calm")
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _server(folder: Path) -> Iterator[int]:
+    handler = lambda *a, **kw: _Quiet(*a, directory=str(folder), **kw)  # noqa: E731
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+FETCH = r"""
+import os, socket, sys, urllib.request
+def get(url):
+    try:
+        return urllib.request.urlopen(url, timeout=20).read().decode().strip()
+    except Exception as exc:
+        return f"failed {getattr(exc, 'code', exc)}"
+print("allowed", get(sys.argv[1] + "/hello.txt"))
+print("other", get(sys.argv[2] + "/hello.txt"))
+s = socket.socket()
+s.settimeout(5)
+try:
+    s.connect(("127.0.0.1", int(sys.argv[1].rsplit(":", 1)[1])))
+    print("direct connected")
+except OSError as exc:
+    print("direct failed", exc.errno)
+print("proxy", os.environ.get("HTTPS_PROXY"), os.environ.get("NO_PROXY"))
+"""
+
+
+def test_allow_list_admits_only_its_hosts(repo: Path, env: Path, tmp_path: Path) -> None:
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "hello.txt").write_text("hello\n")
+    git(repo, "clone", "-q", "--bare", str(repo), str(served / "origin.git"))
+    git(served / "origin.git", "update-server-info")  # git's "dumb" HTTP: files over plain HTTP
+    with _server(served) as allowed, _server(served) as other:
+        _user_config(f'[sandbox]\nnetwork = ["127.0.0.1:{allowed}"]\n')
+        cli = CLI(repo)
+        cli.ok("worktree", "create", "n1")
+        script = repo / ".worktrees" / "n1" / "fetch.py"
+        script.write_text(FETCH)
+        proc = cli("worktree", "run", "n1", "--", "python3", "fetch.py", f"http://127.0.0.1:{allowed}",
+                   f"http://127.0.0.1:{other}", env={"NO_PROXY": "127.0.0.1"})
+        assert proc.returncode == 0, proc.stderr
+        out = proc.stdout
+        assert "allowed hello" in out
+        assert "other failed 403" in out
+        assert "direct failed" in out
+        assert f"proxy http://127.0.0.1:3128 None" in out
+        denied = [e for e in events(repo) if e["event"] == "sandbox.denied"]
+        assert denied and denied[-1]["worktree"]["name"] == "n1" and denied[-1]["port"] == other
+        detail = cli("worktree", "status", "n1")
+        assert f"127.0.0.1:{other}" in detail.stdout and "network_extra" in detail.stdout
+
+        fetched = cli("worktree", "run", "n1", "--", "git", "fetch", "-q",
+                      f"http://127.0.0.1:{allowed}/origin.git", "main")
+        assert fetched.returncode == 0, fetched.stderr
+        refused = cli("worktree", "run", "n1", "--", "git", "fetch", "-q",
+                      f"http://127.0.0.1:{other}/origin.git", "main")
+        assert refused.returncode != 0

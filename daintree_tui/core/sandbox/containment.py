@@ -211,3 +211,36 @@ def contain(wrap: Callable[[list[str], SandboxSpec], list[str]], argv: Sequence[
                 record["group"] = group.name
                 record["cgroup"] = backend.name
     return Contained(out, record, group)
+
+
+_DENIED_SCAN = 5000  # events read from the log's tail for one worktree's denied hosts
+
+
+def denied_hosts(records: Sequence[dict[str, Any]], worktree: str) -> list[str]:
+    """The hosts the allow-list refused to worktree `worktree`'s commands (`sandbox.denied`), newest last, once
+    each, as `host:port` (IPv6 in brackets)."""
+    out: dict[str, None] = {}
+    for record in records:
+        if record.get("event") != "sandbox.denied":
+            continue
+        where = record.get("worktree")
+        if not isinstance(where, dict) or where.get("name") != worktree:
+            continue
+        host, port = str(record.get("host", "")), record.get("port")
+        shown = f"[{host}]" if ":" in host else host
+        key = f"{shown}:{port}" if isinstance(port, int) else shown
+        out.pop(key, None)
+        out[key] = None
+    return list(out)
+
+
+def allow_hint(hosts: Sequence[str]) -> str:
+    """The one line of the user's config.toml that admits `hosts` (a TOML array of strings)."""
+    quoted = ", ".join('"' + h.replace("\\", "\\\\").replace('"', '\\"') + '"' for h in hosts)
+    return f"[sandbox] network_extra = [{quoted}]"
+
+
+def denied_of(events_log: Any, worktree: str) -> list[str]:
+    """`denied_hosts` from an EventLog's tail."""
+    records, _ = events_log.read(limit=_DENIED_SCAN)
+    return denied_hosts(records, worktree)
