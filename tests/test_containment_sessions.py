@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import json
 import os
 import signal
 import subprocess
@@ -20,7 +21,7 @@ import pytest
 
 from daintree_tui.core import limits
 from daintree_tui.core.sandbox import BwrapSandbox
-from tests.conftest import CLI, events, git, make_repo, trusted_config, wait_for
+from tests.conftest import CLI, events, git, trusted_config, wait_for
 
 _OK, _WHY = BwrapSandbox().available()
 _BACKEND, _NO_BACKEND = limits.choose_backend()
@@ -171,7 +172,7 @@ def test_allow_list_admits_only_its_hosts(repo: Path, env: Path, tmp_path: Path)
         assert "allowed hello" in out
         assert "other failed 403" in out
         assert "direct failed" in out
-        assert f"proxy http://127.0.0.1:3128 None" in out
+        assert "proxy http://127.0.0.1:3128 None" in out
         denied = [e for e in events(repo) if e["event"] == "sandbox.denied"]
         assert denied and denied[-1]["worktree"]["name"] == "n1" and denied[-1]["port"] == other
         detail = cli("worktree", "status", "n1")
@@ -183,3 +184,73 @@ def test_allow_list_admits_only_its_hosts(repo: Path, env: Path, tmp_path: Path)
         refused = cli("worktree", "run", "n1", "--", "git", "fetch", "-q",
                       f"http://127.0.0.1:{other}/origin.git", "main")
         assert refused.returncode != 0
+
+
+BUSY = "import os, time\nt = time.time()\nwhile time.time() - t < 3: pass\nc = os.times()\nprint(c.user + c.system)\n"
+
+
+@needs_cgroups
+def test_cpu_half_a_core_holds_a_busy_loop(repo: Path, env: Path) -> None:
+    _user_config("[sandbox]\ncpu = 0.5\n")
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "c1")
+    proc = cli("worktree", "run", "c1", "--", "python3", "-c", BUSY)
+    assert proc.returncode == 0, proc.stderr
+    # 3 s of wall time at half a core: at most 1.5 s of CPU (one 100 ms period of slack). The machine is loaded,
+    # so only the upper bound is asserted.
+    assert float(proc.stdout.split()[-1]) <= 1.6, proc.stdout
+
+
+def test_repository_may_only_lower_limits_until_trusted(repo: Path, env: Path) -> None:
+    from daintree_tui.core.config import load
+    from daintree_tui.core.sandbox.containment import effective
+
+    _user_config('[sandbox]\nmemory = "1G"\npids = 256\nnetwork = ["api.example.com"]\n')
+    (repo / ".daintree.toml").write_text('[sandbox]\nmemory = "8G"\npids = 64\nnetwork = true\n'
+                                         '[roles.worker.sandbox]\ncpu = 1.0\n')
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "t1")
+    started = cli("session", "start", "t1", "--agent", "shell", "--json")
+    assert started.returncode == 0, started.stderr
+    assert "sandbox.memory in .daintree.toml ignored" in started.stderr
+    assert "sandbox.network in .daintree.toml ignored" in started.stderr
+    record = json.loads(started.stdout)["sandbox"]
+    assert record["limits"] == {"memory": "1G", "pids": 64, "cpu": None}  # the lower pids stands
+    assert record["network"] == "only api.example.com"
+    cli.ok("session", "stop", "t1")
+    worker = effective(load(repo), role="worker")
+    assert worker.limits.cpu == 1.0  # a limit the user had not set: the repository's lowers it
+    trusted_config(repo, (repo / ".daintree.toml").read_text())
+    cfg = load(repo)
+    assert effective(cfg).limits == limits.Limits(8 << 30, 64, None) and effective(cfg).allow is None
+
+
+@needs_cgroups
+def test_kill_9_leaves_a_group_that_doctor_fix_removes(repo: Path, env: Path) -> None:
+    _user_config("[sandbox]\npids = 64\n")
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "k1")
+    running = subprocess.Popen([sys.executable, "-m", "daintree_tui", "worktree", "run", "k1", "--", "sleep", "60"],
+                               cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        def runner() -> int | None:
+            for entry in Path("/proc").iterdir():
+                with contextlib.suppress(OSError):
+                    argv = (entry / "cmdline").read_bytes().split(b"\0")
+                    if b"daintree_tui.core.limits_run" in argv and b"k1" in argv:
+                        return int(entry.name)
+            return None
+
+        pid = wait_for(runner, timeout=30)
+        group = wait_for(lambda: [g for g in _BACKEND.groups()  # type: ignore[union-attr]
+                                  if g.name.startswith("k1.run.")], timeout=30)[0]
+        os.kill(pid, signal.SIGKILL)
+        running.wait(timeout=60)
+    finally:
+        running.kill()
+    wait_for(lambda: not (group.folders[0] / "cgroup.procs").read_text().strip(), timeout=30)
+    assert group.folders[0].exists()  # left behind: nobody removed it
+    found = cli("doctor", env={"DAINTREE_SWEEP_AGE_S": "0"})
+    assert "empty cgroup(s) left" in found.stdout + found.stderr and group.name in found.stdout + found.stderr
+    cli("doctor", "--fix", env={"DAINTREE_SWEEP_AGE_S": "0"})
+    assert not any(folder.exists() for folder in group.folders)
