@@ -254,3 +254,19 @@ def test_kill_9_leaves_a_group_that_doctor_fix_removes(repo: Path, env: Path) ->
     assert "empty cgroup(s) left" in found.stdout + found.stderr and group.name in found.stdout + found.stderr
     cli("doctor", "--fix", env={"DAINTREE_SWEEP_AGE_S": "0"})
     assert not any(folder.exists() for folder in group.folders)
+
+
+@needs_cgroups
+def test_sandbox_check_tries_each_limit_and_the_network_rule(repo: Path, env: Path) -> None:
+    _user_config('[sandbox]\nmemory = "256M"\npids = 100\ncpu = 1.5\nnetwork = "agent"\n'
+                 'network_extra = ["127.0.0.1:9"]\n')
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "s1")
+    proc = cli("sandbox", "check", "s1", "--agent", "shell")
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    for line in ("ok   limit memory 256M", "ok   limit pids 100", "ok   limit cpu 1.5 cores",
+                 "ok   network rule: only 127.0.0.1:9", "ok   network: allowed 127.0.0.1:9",
+                 "ok   network: refused denied.daintree.invalid", "ok   network: direct connection impossible"):
+        assert line in out, out
+    assert "denied" not in cli("worktree", "status", "s1").stdout  # the check's own probe is not the agent's

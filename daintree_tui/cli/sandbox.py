@@ -113,7 +113,7 @@ def route(args: argparse.Namespace, services: Services) -> int | None:
 
 
 def cmd_sandbox_check(args: argparse.Namespace, services: Services) -> int:
-    from daintree_tui.sessions.sandbox_check import check, describe
+    from daintree_tui.sessions.sandbox_check import check, describe, describe_containment
 
     project = services.project
     project.require_git()
@@ -138,7 +138,8 @@ def cmd_sandbox_check(args: argparse.Namespace, services: Services) -> int:
 
     def text() -> str:
         head = f"worktree {report.worktree}, agent {report.agent} ({report.agent_from}): {sandbox['reason']}"
-        lines = [head, *(describe(r) for r in report.results)]
+        lines = [head, *(describe(r) for r in report.results),
+                 *(describe_containment(r) for r in report.containment)]
         lines.append("the boundary holds" if report.holds else "the boundary does NOT hold (see FAIL lines)")
         return "\n".join(lines)
 

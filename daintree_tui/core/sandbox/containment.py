@@ -38,6 +38,8 @@ NO_PROXY_ENV = ("NO_PROXY", "no_proxy")
 _LIMIT_KEYS = ("memory", "pids", "cpu")
 _BRIDGE = Path(__file__).resolve().parents[1] / "net_bridge.py"
 _warned: set[str] = set()
+# The host `sandbox check` asks for to see the proxy refuse it: its refusal is not shown as the agent's.
+PROBE_DENIED_HOST = "denied.daintree.invalid"
 
 
 @dataclass(frozen=True)
@@ -227,6 +229,8 @@ def denied_hosts(records: Sequence[dict[str, Any]], worktree: str) -> list[str]:
         if not isinstance(where, dict) or where.get("name") != worktree:
             continue
         host, port = str(record.get("host", "")), record.get("port")
+        if host == PROBE_DENIED_HOST:
+            continue
         shown = f"[{host}]" if ":" in host else host
         key = f"{shown}:{port}" if isinstance(port, int) else shown
         out.pop(key, None)
