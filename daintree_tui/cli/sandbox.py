@@ -149,13 +149,17 @@ def cmd_sandbox_check(args: argparse.Namespace, services: Services) -> int:
 
 def sandbox_status(project: Project) -> dict[str, object]:
     """Whether a session here would be sandboxed, and why (`doctor`, `sandbox status`): never raises."""
+    from daintree_tui.core import limits
     from daintree_tui.core.errors import OperationError
     from daintree_tui.core.sandbox import choose
 
+    backend, why = limits.choose_backend()
+    # The limits' backend, in one line: where none works, `auto` sessions run without their limits, `on` refuse.
+    cgroups = {"cgroups": backend.name if backend is not None else None, "cgroups_reason": why}
     try:
-        return choose(project.config).to_dict()
+        return {**choose(project.config).to_dict(), **cgroups}
     except OperationError as exc:  # mode "on" and nothing works: every session would refuse to start
-        return {"backend": "bwrap", "mode": "on", "active": False, "reason": str(exc)}
+        return {"backend": "bwrap", "mode": "on", "active": False, "reason": str(exc), **cgroups}
 
 
 def cmd_sandbox_status(args: argparse.Namespace, services: Services) -> int:
