@@ -86,3 +86,27 @@ def test_notification_switches_parse(repo: Path) -> None:
     (repo / ".daintree.toml").write_text('[notifications]\nquiet_hours = ["25:00", "07:00"]\n')
     with pytest.raises(ConfigError, match=r"notifications\.quiet_hours"):
         config.load(repo)
+
+
+def test_containment_keys_parse_per_level(tmp_path: Path) -> None:
+    from daintree_tui.core.config import parse
+    from daintree_tui.core.errors import ConfigError
+    from daintree_tui.core.limits import Limits
+    from daintree_tui.core.sandbox.containment import effective
+
+    cfg = parse({"sandbox": {"memory": "2G", "pids": 100, "network": ["a.example", "b.example:8443"],
+                             "network_extra": ["c.example"]},
+                 "agents": {"claude": {"sandbox": {"mode": "on", "memory": "4G", "network": "agent"}}},
+                 "roles": {"worker": {"sandbox": {"pids": 50, "cpu": 0.5}}}}, None)
+    assert cfg.agents["claude"].sandbox == "on"
+    top = effective(cfg)
+    assert top.limits == Limits(2 << 30, 100, None) and top.allow == ("a.example", "b.example:8443", "c.example")
+    claude = effective(cfg, agent="claude", role="worker", api_hosts=("api.anthropic.com",))
+    assert claude.limits == Limits(4 << 30, 50, 0.5)  # role over agent over top level, key by key
+    assert claude.allow == ("api.anthropic.com", "c.example")
+    assert effective(parse({"sandbox": {"network": False}}, None)).network is False
+    for bad in ({"sandbox": {"memory": "lots"}}, {"sandbox": {"network": "some"}},
+                {"sandbox": {"network": ["a b"]}}, {"roles": {"w": {"sandbox": {"pids": 0}}}},
+                {"agents": {"x": {"command": "x", "sandbox": {"mode": "sometimes"}}}}):
+        with pytest.raises(ConfigError):
+            parse(bad, None)

@@ -172,6 +172,8 @@ def test_notices_from_events() -> None:
                        "reason": "stopped"}) is None
     lost = notice_for({"event": "session.exited", "worktree": {"name": "a"}, "exit_code": 129, "reason": "lost"})
     assert lost is not None and lost.kind == "failed" and "lost" in lost.text
+    oom = notice_for({"event": "session.exited", "worktree": {"name": "a"}, "exit_code": 137, "limit": "oom-killed"})
+    assert oom is not None and oom.kind == "failed" and oom.text == "a: exited (137): oom-killed (its memory limit)"
     train = notice_for({"event": "train.conflict", "worktree": {"name": "b"}, "files": ["x.py"]})
     assert train is not None
     assert (train.kind, train.status, train.text) == ("train", "conflict", "train: b conflict: x.py")

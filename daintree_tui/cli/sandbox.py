@@ -113,7 +113,7 @@ def route(args: argparse.Namespace, services: Services) -> int | None:
 
 
 def cmd_sandbox_check(args: argparse.Namespace, services: Services) -> int:
-    from daintree_tui.sessions.sandbox_check import check, describe
+    from daintree_tui.sessions.sandbox_check import check, describe, describe_containment
 
     project = services.project
     project.require_git()
@@ -138,7 +138,8 @@ def cmd_sandbox_check(args: argparse.Namespace, services: Services) -> int:
 
     def text() -> str:
         head = f"worktree {report.worktree}, agent {report.agent} ({report.agent_from}): {sandbox['reason']}"
-        lines = [head, *(describe(r) for r in report.results)]
+        lines = [head, *(describe(r) for r in report.results),
+                 *(describe_containment(r) for r in report.containment)]
         lines.append("the boundary holds" if report.holds else "the boundary does NOT hold (see FAIL lines)")
         return "\n".join(lines)
 
@@ -148,13 +149,17 @@ def cmd_sandbox_check(args: argparse.Namespace, services: Services) -> int:
 
 def sandbox_status(project: Project) -> dict[str, object]:
     """Whether a session here would be sandboxed, and why (`doctor`, `sandbox status`): never raises."""
+    from daintree_tui.core import limits
     from daintree_tui.core.errors import OperationError
     from daintree_tui.core.sandbox import choose
 
+    backend, why = limits.choose_backend()
+    # The limits' backend, in one line: where none works, `auto` sessions run without their limits, `on` refuse.
+    cgroups = {"cgroups": backend.name if backend is not None else None, "cgroups_reason": why}
     try:
-        return choose(project.config).to_dict()
+        return {**choose(project.config).to_dict(), **cgroups}
     except OperationError as exc:  # mode "on" and nothing works: every session would refuse to start
-        return {"backend": "bwrap", "mode": "on", "active": False, "reason": str(exc)}
+        return {"backend": "bwrap", "mode": "on", "active": False, "reason": str(exc), **cgroups}
 
 
 def cmd_sandbox_status(args: argparse.Namespace, services: Services) -> int:

@@ -46,7 +46,8 @@ def cmd_session_list(args: argparse.Namespace, services: Services) -> int:
     rows = []
     for i, d in zip(infos, data, strict=True):
         status = f"{_STATUS_GLYPH.get(str(i.status), '?')} {i.status}" + (
-            f" ({i.exit_code})" if i.exit_code is not None else "") + (" over-budget" if i.over_budget else "")
+            f" ({i.exit_code})" if i.exit_code is not None else "") + (" over-budget" if i.over_budget else "") + (
+            f" {i.limit}" if i.limit else "")
         u = d["usage"]
         cost = f"{u['tokens']['total']:,} tok ${u['cost']:.2f}" if u and u["tokens"]["total"] else "-"
         if u and u.get("trusted") is False:

@@ -32,7 +32,8 @@ def cmd_doctor(args: argparse.Namespace, services: Services) -> int:
     lines += [f"found: {resume.describe(item)}" for item in lost if not resumed]
     emit(args, {"fixed": args.fix, "findings": findings, "sandbox": sandbox,
                 "lost_sessions": [item.to_dict() for item in lost], "resumed": [r.to_dict() for r in resumed]},
-         lambda: "\n".join(lines) + f"\nsandbox: {sandbox['reason']}")
+         lambda: "\n".join(lines) + f"\nsandbox: {sandbox['reason']}"
+         + f"\nlimits: {'' if sandbox['cgroups'] else 'cannot apply here: '}{sandbox['cgroups_reason']}")
     if any(r.error for r in resumed):
         return 1
     return 0 if args.fix or args.resume or not (findings or lost) else 1

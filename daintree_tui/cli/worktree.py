@@ -12,7 +12,8 @@ from daintree_tui.cli.common import AddCommand, task_id
 from daintree_tui.cli.output import emit, table, wants_json, write_line
 from daintree_tui.core.errors import DaintreeError, InputError
 from daintree_tui.core.log import warn
-from daintree_tui.core.validate import files
+from daintree_tui.core.sandbox.containment import allow_hint, denied_of
+from daintree_tui.core.validate import escape_controls, files
 from daintree_tui.services import Services
 
 
@@ -60,7 +61,8 @@ def _session_word(session: dict[str, Any] | None) -> str:
     if not session:
         return "-"
     code = session.get("exit_code")
-    return f"exited ({code})" if session.get("status") == "exited" and code is not None else str(session["status"])
+    word = f"exited ({code})" if session.get("status") == "exited" and code is not None else str(session["status"])
+    return f"{word} {session['limit']}" if session.get("limit") else word
 
 
 def cmd_wt_list(args: argparse.Namespace, services: Services) -> int:
@@ -88,7 +90,11 @@ def cmd_wt_status(args: argparse.Namespace, services: Services) -> int:
     facts = worktrees.facts(entry)
     dirty = worktrees.dirty_files(entry) if entry.live else []
     session = _session_states(services).get(entry.name)
-    data = {**entry.to_dict(), "facts": facts.to_dict(), "dirty_files": dirty, "session": session}
+    # Hosts the allow-list refused (sandbox.denied), each with the one line of config that admits it. An agent
+    # can make its commands ask for any name: this is data to show, never acted on.
+    denied = denied_of(services.project.events, entry.name)
+    data = {**entry.to_dict(), "facts": facts.to_dict(), "dirty_files": dirty, "session": session,
+            "denied_hosts": denied}
 
     def text() -> str:
         lines = [f"worktree {entry.name} ({entry.status})", f"  path:    {entry.path}",
@@ -99,6 +105,9 @@ def cmd_wt_status(args: argparse.Namespace, services: Services) -> int:
                  f"  session: {_session_word(session)}",
                  f"  dirty:   {files(len(dirty))}"]
         lines += [f"    {f}" for f in dirty[:50]]
+        if denied:
+            lines.append(f"  denied:  {', '.join(escape_controls(h) for h in denied[-10:])}")
+            lines.append(f"    to allow, add to your config.toml: {escape_controls(allow_hint(denied[-10:]))}")
         return "\n".join(lines)
 
     emit(args, data, text)

@@ -34,6 +34,7 @@ from daintree_tui.core.config_model import (
     in_quiet_hours,
 )
 from daintree_tui.core.config_parse import MAX_CONFIG_BYTES, merge, parse, parse_roles, read_toml, tag_hooks
+from daintree_tui.core.config_sandbox import sandbox_levels
 from daintree_tui.core.log import warn
 from daintree_tui.core.trust_record import is_trusted
 from daintree_tui.core.user_dirs import user_config_dir, user_data_dir
@@ -68,6 +69,8 @@ def load(root: Path) -> Config:
     cfg.repo_commands = commands
     cfg.worktree_dir_source = "repo" if "worktree_dir" in repo else "user" if "worktree_dir" in user else "default"
     cfg.sandbox_repo_keys = _sandbox_keys(repo)
+    if cfg.sandbox_repo_keys:  # what the repository's file may only lower: the user's own values beside the merged
+        cfg.sandbox_user_levels = sandbox_levels(user)
     _keep_user_network(cfg, user, repo_path)
     _keep_user_branch_prefix(cfg, user, repo_path)
     if "roles" in user or "default_role" in user:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from daintree_tui.core.limits import Limits
+
 REPO_CONFIG_NAME = ".daintree.toml"
 HOOK_NAMES = ("post_create", "pre_remove", "post_remove", "pre_merge", "on_session_exit", "on_waiting")
 LINK_MODES = ("symlink", "copy", "none")
@@ -56,6 +58,17 @@ class AgentConfig:
 
 DEFAULT_BRANCH_PREFIX = "wt/"
 
+NetworkSetting = bool | str | tuple[str, ...]  # False, True, "agent" or the allow-list's entries
+
+
+@dataclass(frozen=True)
+class SandboxLevel:
+    """What one `[sandbox]`-like table (top level, `[agents.X.sandbox]`, `[roles.Y.sandbox]`) sets; None: unset."""
+
+    limits: Limits = field(default_factory=Limits)
+    network: NetworkSetting | None = None
+    network_extra: tuple[str, ...] | None = None
+
 
 @dataclass
 class Config:
@@ -90,6 +103,10 @@ class Config:
     # Sandbox keys the repository's own file set ("sandbox", "agents.x.sandbox", "roles.y.sandbox", ...): a
     # repo may tighten the sandbox, but loosening it needs `daintree trust` like a command does (docs/design.md 2a).
     sandbox_repo_keys: frozenset[str] = frozenset()
+    # Limits and network rule per level ("sandbox", "agents.<name>", "roles.<name>"): merged, and the user's own
+    # file alone (what a repository's file may only lower before trust; see core/sandbox/containment.py).
+    sandbox_levels: dict[str, SandboxLevel] = field(default_factory=dict)
+    sandbox_user_levels: dict[str, SandboxLevel] = field(default_factory=dict)
     repo_config_path: Path | None = None
     worktree_dir_source: str = "default"  # "repo", "user" or "default": the repo may only point inside itself
     repo_commands: dict[str, str] = field(default_factory=dict)  # command-bearing keys the repo's file sets
@@ -225,8 +242,19 @@ KEYS: tuple[Key, ...] = (
         field="sandbox_mode"),
     Key("sandbox.mode", '"auto", "on" or "off"', "`auto`: where bubblewrap works; `on`: refuse to start without "
         "it; `off`; a repository may turn it on, not off, until trusted", TIGHTEN_ONLY, field="sandbox_mode"),
-    Key("sandbox.network", "true or false", "false cuts the sandbox's network (`--unshare-net`); a repository may "
-        "turn it off, not on, until trusted", TIGHTEN_ONLY, field="sandbox_network"),
+    Key("sandbox.network", 'true, false, a list of "host[:port]", or "agent"', "false cuts the sandbox's network "
+        "(`--unshare-net`); a list (or `\"agent\"`: the preset's API hosts plus `network_extra`) gives the command "
+        "its own network namespace whose only way out is an allow-listing proxy; a repository may only tighten it "
+        "until trusted", TIGHTEN_ONLY, default="true"),
+    Key("sandbox.network_extra", 'list of "host[:port]"', "hosts added to the allow-list (and to `\"agent\"`)",
+        TIGHTEN_ONLY, default="[]"),
+    Key("sandbox.memory", 'a size ("4G", "512M")', "the memory of a session's, hook's or run's processes together, "
+        "through a cgroup of its own (also per agent and role); a repository may only lower it until trusted",
+        TIGHTEN_ONLY, default="unlimited"),
+    Key("sandbox.pids", "whole number >= 1", "processes and threads at once (cgroup pids); a repository may only "
+        "lower it until trusted", TIGHTEN_ONLY, default="unlimited"),
+    Key("sandbox.cpu", "number of cores (2.0, 0.5)", "the CPU quota (cgroup cpu); a repository may only lower it "
+        "until trusted", TIGHTEN_ONLY, default="unlimited"),
     Key("sandbox.writable", "list of absolute paths (or ~/...)", "more writable folders inside the sandbox (a "
         "trailing / creates a missing one); the repository's is ignored until trusted", TIGHTEN_ONLY,
         field="sandbox_writable"),

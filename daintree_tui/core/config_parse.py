@@ -25,6 +25,7 @@ from daintree_tui.core.config_model import (
     LinkSpec,
     Role,
 )
+from daintree_tui.core.config_sandbox import sandbox_levels, sandbox_mode_of
 from daintree_tui.core.errors import ConfigError
 from daintree_tui.core.log import warn
 from daintree_tui.core.validate import escape_controls
@@ -44,7 +45,7 @@ _SECTION_KEYS = {
     "events": {"max_mb"},
 }
 _AGENT_KEYS = {"command", "prompt", "prompt_mode", "waiting_pattern", "max_minutes", "role", "sandbox"}
-_SANDBOX_KEYS = {"mode", "network", "writable"}
+_SANDBOX_KEYS = {"mode", "network", "writable", "memory", "pids", "cpu", "network_extra"}
 
 
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -210,14 +211,14 @@ def _parse_agents(raw: Any) -> dict[str, AgentConfig]:
                                                             (mode.startswith("flag:") and len(mode) > 5))),
                 f"{key}.prompt_mode", 'one of "arg", "type", "none" or "flag:--FLAG"', mode)
         max_minutes = value.get("max_minutes")
-        if "sandbox" in value:
-            _expect(value["sandbox"] in SANDBOX_MODES, f"{key}.sandbox", 'one of "auto", "on", "off"',
-                    value["sandbox"])
+        agent_mode = sandbox_mode_of(value.get("sandbox"))
+        _expect(agent_mode is None or agent_mode in SANDBOX_MODES, f"{key}.sandbox",
+                'one of "auto", "on", "off", or a table', value.get("sandbox"))
         agents[name] = AgentConfig(
             command=value.get("command"), prompt=value.get("prompt"), prompt_mode=mode,
             waiting_pattern=value.get("waiting_pattern"),
             max_minutes=None if max_minutes is None else _number(max_minutes, f"{key}.max_minutes"),
-            role=value.get("role"), sandbox=value.get("sandbox"),
+            role=value.get("role"), sandbox=agent_mode,
         )
     return agents
 
@@ -239,9 +240,9 @@ def parse_roles(raw: Any) -> dict[str, Role]:
         # `mcp`: the MCP tool set its sessions get wired with ("lead" or "worker"); absent: none is wired.
         mcp = value.get("mcp")
         _expect(mcp is None or mcp in MCP_LEVELS, f"{key}.mcp", f"one of {', '.join(MCP_LEVELS)}", mcp)
-        sandbox = value.get("sandbox")
-        _expect(sandbox is None or sandbox in SANDBOX_MODES, f"{key}.sandbox", 'one of "auto", "on", "off"',
-                sandbox)
+        sandbox = sandbox_mode_of(value.get("sandbox"))
+        _expect(sandbox is None or sandbox in SANDBOX_MODES, f"{key}.sandbox",
+                'one of "auto", "on", "off", or a table', value.get("sandbox"))
         unknown = [k for k in value if k not in ROLE_KEYS]
         if unknown:
             warn(f"config: unknown keys ignored: {', '.join(f'{key}.{k}' for k in unknown)}")
@@ -316,6 +317,8 @@ def parse(data: dict[str, Any], repo_config_path: Path | None = None) -> Config:
         cfg.bakeoff_score = bakeoff["score"]
     cfg.roles = parse_roles(data.get("roles"))
     _parse_sandbox(cfg, data.get("sandbox"))
+    cfg.sandbox_levels = sandbox_levels(data)
+    cfg.sandbox_user_levels = cfg.sandbox_levels  # config.load puts the user's own file's here
     if "default_role" in data:
         role = data["default_role"]
         _expect(isinstance(role, str) and role in cfg.roles, "default_role", "the name of a [roles.*] table", role)
@@ -347,9 +350,8 @@ def _parse_sandbox(cfg: Config, raw: Any) -> None:
     mode = raw.get("mode", cfg.sandbox_mode)
     _expect(mode in SANDBOX_MODES, "sandbox.mode", 'one of "auto", "on", "off"', mode)
     cfg.sandbox_mode = mode
-    if "network" in raw:
-        _expect(isinstance(raw["network"], bool), "sandbox.network", "true or false", raw["network"])
-        cfg.sandbox_network = raw["network"]
+    if "network" in raw:  # a list or "agent": a network, through the allow-list (config_sandbox checks it)
+        cfg.sandbox_network = raw["network"] is not False
     if "writable" in raw:
         paths = _str_list(raw["writable"], "sandbox.writable")
         _expect(all(p.startswith(("/", "~")) for p in paths), "sandbox.writable",

@@ -44,7 +44,7 @@ def commit_confined(project: Project, entry: WorktreeEntry, git: WorktreeGit, me
             return
         _, env = g.command(path)
         env = worktree_env(project, entry, {**env, "GIT_EDITOR": ":"})
-        result = run_command(wrap_command(project, entry, [str(script), *args], env), path, env, None)
+        result = run_command(wrap_command(project, entry, [str(script), *args], env, kind=None), path, env, None)
         if result.exit_code != 0:
             said = g.last_line(result.stderr) or g.last_line(result.stdout) or f"exit {result.exit_code}"
             raise OperationError(f"{entry.name}: the {name} hook refused the commit: {said}")

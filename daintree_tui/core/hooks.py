@@ -74,7 +74,9 @@ def run_hooks(project: Project, hook: str, entry: WorktreeEntry, *, cwd: Path | 
     sandboxed = hook != "post_remove" and Path(entry.path).is_dir()
     def command_argv(command: str, background: bool = False) -> list[str]:
         argv = ["/bin/sh", "-c", command]
-        return wrap_command(project, entry, argv, env, cwd=workdir, background=background) if sandboxed else argv
+        if not sandboxed:
+            return argv
+        return wrap_command(project, entry, argv, env, cwd=workdir, background=background, kind="hook")
 
     # Unconfined, a repository script runs only as it was when the user trusted the config (core/pinned.py).
     changed = scripts_changed_since_trust(project) if not sandboxed and trusted else []

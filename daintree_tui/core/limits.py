@@ -371,12 +371,12 @@ def remove(backend: Backend, group: Group, wait_s: float = 0.0) -> str | None:
     return reason
 
 
-def sweep(backend: Backend | None = None, min_age_s: float = _SWEEP_AGE_S) -> list[str]:
-    """Remove the empty groups that a killed command left (older than `min_age_s`); the names removed."""
+def leftovers(backend: Backend | None = None, min_age_s: float = _SWEEP_AGE_S) -> list[Group]:
+    """The empty groups older than `min_age_s`: what a killed command left (a starting one joins at once)."""
     backend = backend or choose_backend()[0]
     if backend is None:
         return []
-    removed = []
+    out = []
     now = time.time()
     for group in backend.groups():
         try:
@@ -384,9 +384,20 @@ def sweep(backend: Backend | None = None, min_age_s: float = _SWEEP_AGE_S) -> li
         except OSError:
             continue
         if age >= min_age_s and _empty(group):
-            remove(backend, group)
-            if not group.folders[0].exists():
-                removed.append(group.name)
+            out.append(group)
+    return out
+
+
+def sweep(backend: Backend | None = None, min_age_s: float = _SWEEP_AGE_S) -> list[str]:
+    """Remove the empty groups that a killed command left (older than `min_age_s`); the names removed."""
+    backend = backend or choose_backend()[0]
+    if backend is None:
+        return []
+    removed = []
+    for group in leftovers(backend, min_age_s):
+        remove(backend, group)
+        if not group.folders[0].exists():
+            removed.append(group.name)
     return removed
 
 

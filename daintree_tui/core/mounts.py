@@ -8,3 +8,5 @@ from pathlib import Path
 INBOX_MOUNT = Path("/run/daintree/inbox")
 # The shared object store, read-only: the quarantine that a sandbox sees as `objects/` names it as its alternate.
 SHARED_OBJECTS_MOUNT = Path("/run/daintree/objects")
+# With a network allow-list: the proxy's Unix socket, the sandbox's only way out (core/sandbox/containment.py).
+PROXY_MOUNT = Path("/run/daintree/proxy.sock")

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
-from daintree_tui.core import admin_dirs, ownership
+from daintree_tui.core import admin_dirs, limits, ownership
 from daintree_tui.core import git as g
 from daintree_tui.core.errors import OperationError
 from daintree_tui.core.fs_safe import replace_file_in, small_text
@@ -267,6 +268,19 @@ class Reconciler:
                 if bad_index:
                     git("read-tree", "HEAD", check=False)
 
+    def _check_cgroups(self) -> None:
+        """The groups of limited commands that a kill -9 left (empty, so nothing of anyone's runs in them); any
+        project's, since the groups are the machine's."""
+        # DAINTREE_SWEEP_AGE_S: how old an empty group must be (30 s: a starting command joins within ms); tests
+        # lower it rather than wait.
+        left = limits.leftovers(min_age_s=float(os.environ.get("DAINTREE_SWEEP_AGE_S", "30")))
+        if left and self._found(f"{len(left)} empty cgroup(s) left by killed commands "
+                                f"({', '.join(g.name for g in left[:5])}); removed them"):
+            backend = limits.choose_backend()[0]
+            if backend is not None:
+                for group in left:
+                    limits.remove(backend, group)
+
     def _check_leftovers(self, entries: list[WorktreeEntry]) -> None:
         run = self.project.state_dir / ".run"
         # A launch file (a session's environment, secrets included) that no pane read within a minute never will.
@@ -274,6 +288,7 @@ class Reconciler:
         if stale and self._found(f"{len(stale)} unread session launch file(s) in .run; deleted them"):
             for path in stale:
                 path.unlink(missing_ok=True)
+        self._check_cgroups()
         trash = self.project.trash_dir
         if trash.is_dir() and any(trash.iterdir()) and self._found("an interrupted delete left files in .trash"):
             self.worktrees.empty_trash()

@@ -23,7 +23,7 @@ from daintree_tui.sessions.host import SESSION_PREFIX
 from daintree_tui.sessions.live_status import LiveStatus, StatusChange
 from daintree_tui.sessions.manager import SessionManager
 from daintree_tui.sessions.presets import all_presets
-from daintree_tui.sessions.session_info import SessionInfo, session_record_path, status_source_of
+from daintree_tui.sessions.session_info import SessionInfo, limit_of, session_record_path, status_source_of
 from daintree_tui.sessions.status import SessionStatus
 from daintree_tui.sessions.tmux import server_env
 
@@ -240,7 +240,8 @@ class LiveSessions:
                 started_at=float(started) if isinstance(started, (int, float)) else record.created,
                 log=str(self.manager.project.log_path(worktree)), persistent=True,
                 recorded=str(meta.get("status") or "") if meta else None,
-                status_source=status_source_of(meta), over_budget=meta.get("over_budget")))
+                status_source=status_source_of(meta), over_budget=meta.get("over_budget"),
+                limit=limit_of(meta)))
         return sorted(infos, key=lambda i: i.started_at)
 
     def _is_foreign(self, record: PaneRecord) -> bool:

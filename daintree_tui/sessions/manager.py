@@ -10,6 +10,7 @@ agent's own signal) is a cache of what was observed; tmux and the log file are t
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -39,6 +40,7 @@ from daintree_tui.sessions.records import UsageTracker, session_dir
 from daintree_tui.sessions.session_info import (
     SessionInfo,
     SessionRecord,
+    limit_of,
     read_session_record,
     session_record_path,
     status_source_of,
@@ -373,14 +375,42 @@ class SessionManager:
             meta["status"] = str(status)
             if status == SessionStatus.EXITED:
                 meta["exit_code"] = exit_code
+                self._read_limit(name, meta)
             write_json(self.meta_path(name), meta)
         if status in (SessionStatus.WAITING, SessionStatus.EXITED, SessionStatus.RUNNING, SessionStatus.STALLED):
             task_id = meta.get("task_id")
             task = self.tasks.brief_of(task_id) if isinstance(task_id, int) else None
             self.project.events.append(f"session.{status}", worktree={"name": name}, agent=meta.get("agent"),
                                        exit_code=exit_code if status == SessionStatus.EXITED else None,
-                                       reason=reason, task=task)
+                                       reason=reason, task=task, limit=limit_of(meta))
         return True
+
+    def _read_limit(self, name: str, meta: dict[str, Any]) -> None:
+        """At a run's exit: the limit that stopped it into the record as `limit` (see `_limit_said`)."""
+        said = self._limit_said(name, meta)
+        if said is not None:
+            meta["limit"] = said
+            from daintree_tui.sessions.sandbox import limit_reason_file
+
+            limit_reason_file(self.project, name).unlink(missing_ok=True)
+
+    def _limit_said(self, name: str, meta: dict[str, Any]) -> str | None:
+        """The limit that stopped this run, as its limits runner wrote it (outside the sandbox) for the group this
+        run's record names; None when no limit did."""
+        sandbox = meta.get("sandbox")
+        group = sandbox.get("group") if isinstance(sandbox, dict) else None
+        if not isinstance(group, str):
+            return None
+        from daintree_tui.sessions.sandbox import limit_reason_file
+
+        try:
+            said = json.loads(limit_reason_file(self.project, name).read_text())
+        except (OSError, ValueError):
+            return None
+        if isinstance(said, dict) and said.get("group") == group and said.get("reason") in ("oom-killed",
+                                                                                            "pids limit"):
+            return str(said["reason"])
+        return None
 
     def _info(self, name: str, state: PaneState, meta: dict[str, Any], status: SessionStatus) -> SessionInfo:
         source = status_source_of(meta)
@@ -392,7 +422,9 @@ class SessionManager:
                            socket=getattr(self.host, "socket", None),
                            tmux_conf=str(conf) if (conf := getattr(self.host, "conf", None)) else None,
                            sandbox=meta.get("sandbox") if isinstance(meta.get("sandbox"), dict) else None,
-                           status_source=source, over_budget=meta.get("over_budget"))
+                           status_source=source, over_budget=meta.get("over_budget"),
+                           limit=limit_of(meta) or (self._limit_said(name, meta) if status == SessionStatus.EXITED
+                                                    else None))
 
     # -- input -----------------------------------------------------------------------------------------------
 

@@ -53,6 +53,15 @@ class Preset:
                 argv += [self.prompt_mode[5:], prompt]
         return argv
 
+    @property
+    def api_hosts(self) -> tuple[str, ...]:
+        """The hosts its agent program needs (`[sandbox] network = "agent"`): by its name, else its program's."""
+        try:
+            program = Path(self.argv()[0]).name
+        except InputError:
+            program = ""
+        return API_HOSTS.get(self.name) or API_HOSTS.get(program, ())
+
     def render_prompt(self, **fields: object) -> str:
         """The first prompt from the template; unknown placeholders stay as they are."""
         values = {k: "" if v is None else str(v) for k, v in fields.items()}
@@ -133,6 +142,20 @@ class Preset:
                 "usage_source": integration.usage_source if integration else None,
                 "resume": " ".join(integration.resume_args) if integration else None,
                 "interrupt": " ".join(self.interrupt_keys)}
+
+
+# What each agent CLI contacts to work (its model API, its sign-in, its telemetry and feature flags), for
+# `[sandbox] network = "agent"`: from each vendor's documentation of its network needs (claude: "Network access
+# requirements"; codex and gemini: their sign-in flows); anything else they try is a `sandbox.denied` event the
+# worktree's detail shows, with the line to add to `network_extra`.
+API_HOSTS: dict[str, tuple[str, ...]] = {
+    "claude": ("api.anthropic.com", "statsig.anthropic.com", "sentry.io", "console.anthropic.com", "claude.ai"),
+    "codex": ("api.openai.com", "chatgpt.com", "auth.openai.com"),
+    "gemini": ("generativelanguage.googleapis.com", "oauth2.googleapis.com", "cloudcode-pa.googleapis.com",
+               "play.googleapis.com", "accounts.google.com"),
+    "opencode": ("opencode.ai", "models.dev", "api.anthropic.com", "api.openai.com"),
+    "aider": ("api.openai.com", "api.anthropic.com", "openrouter.ai"),
+}
 
 
 def builtin_presets() -> dict[str, Preset]:

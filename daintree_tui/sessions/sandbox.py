@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from daintree_tui.core.errors import OperationError
+from daintree_tui.core.fs_safe import private_dir
 from daintree_tui.core.log import suppressed
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.project import Project
@@ -33,6 +34,7 @@ from daintree_tui.core.sandbox import (
     spec_for,
     writable_paths,
 )
+from daintree_tui.core.sandbox.containment import Containment, contain, effective
 from daintree_tui.core.store import create_new
 from daintree_tui.core.tasks import TaskService
 from daintree_tui.sessions.agent_folders import AGENT_OBEYED, per_project_data, project_memory, read_only_paths
@@ -174,18 +176,32 @@ class SessionSandbox:
     choice: Choice
     spec: SandboxSpec | None
     agent_env: dict[str, str] = field(default_factory=dict)  # what its agent needs to keep its state inside
+    containment: Containment | None = None  # its limits and network rule (None: not sandboxed)
+    worktree: str = ""
+    events: Path | None = None  # where the proxy logs denied hosts and the limits runner a limit's stop
+    reason_file: Path | None = None  # where the limits runner says why a limit stopped the session
+    contained: dict[str, object] = field(default_factory=dict)  # what `wrap` applied, for the record
 
     def wrap(self, argv: list[str], env: dict[str, str]) -> list[str]:
-        """The pane's command; adds the inbox hint to `env` (a hint: identity is the mounted inbox)."""
+        """The pane's command; adds the inbox hint to `env` (a hint: identity is the mounted inbox), and the proxy
+        with an allow-list. Raises OperationError when limits are asked, mode is `on` and no cgroup works here."""
         if self.spec is None:
             return argv
         env.update(self.agent_env)
         env[INBOX_ENV] = str(INBOX_MOUNT)
         spec = replace(self.spec, readable=program_dirs(argv, env))
-        return self.choice.backend.wrap(argv, spec)
+        if self.containment is None:
+            return self.choice.backend.wrap(argv, spec)
+        if self.reason_file is not None:
+            self.reason_file.unlink(missing_ok=True)  # a previous run's
+        done = contain(self.choice.backend.wrap, argv, spec, env, self.containment, worktree=self.worktree,
+                       kind="session", mode=self.choice.mode, events=self.events, reason_file=self.reason_file)
+        self.contained.clear()
+        self.contained.update(done.record)
+        return done.argv
 
     def record(self) -> dict[str, object]:
-        return self.choice.to_dict()
+        return {**self.choice.to_dict(), **self.contained}
 
     def start_check(self, argv: Sequence[str], env: Mapping[str, str]) -> dict[str, object] | None:
         """What the pane's launcher needs to find, just before the agent starts, that bubblewrap cannot start now
@@ -229,7 +245,15 @@ def session_sandbox(project: Project, entry: WorktreeEntry, preset: Preset, back
     spec = spec_for(project, entry, writable=writable, read_only=[*per_project, *read_only], interactive=True)
     overlays = agent_private_overlays(preset, project.sandbox_home_for(entry.name))
     spec = replace(spec, writable_inside=tuple(own), private_overlays=tuple(overlays))
-    return SessionSandbox(choice, spec, agent_environment(preset))
+    containment = effective(project.config, agent=preset.name, role=role, api_hosts=preset.api_hosts)
+    return SessionSandbox(choice, spec, agent_environment(preset), containment, entry.name, project.events.path,
+                          limit_reason_file(project, entry.name))
+
+
+def limit_reason_file(project: Project, name: str) -> Path:
+    """Where the limits runner of worktree `name`'s session says why a limit stopped it: a folder no sandbox sees
+    (each is shown an empty .run/), so the reason is the kernel's word, never the agent's."""
+    return private_dir(project.state_dir / ".run" / "limits") / f"{name}.session.json"
 
 
 # Claude Code saves ~/.claude.json by writing a temporary file beside it and renaming that over it: with $HOME

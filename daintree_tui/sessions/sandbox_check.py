@@ -12,7 +12,7 @@ import json
 import subprocess
 import sys
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +20,12 @@ from daintree_tui.core import git as g
 from daintree_tui.core.environment import worktree_env
 from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.index import Index, find
+from daintree_tui.core.limits import Limits
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.mounts import SHARED_OBJECTS_MOUNT
 from daintree_tui.core.project import Project
 from daintree_tui.core.tasks import TaskService
+from daintree_tui.sessions.containment_check import ContainmentResult, check_limits, check_network
 from daintree_tui.sessions.presets import all_presets, resolve_preset
 from daintree_tui.sessions.sandbox import SessionSandbox, session_sandbox
 from daintree_tui.sessions.session_info import read_session_record
@@ -96,14 +98,16 @@ class CheckReport:
     results: list[ProbeResult]
     agent: str = ""  # the preset whose sandbox was checked
     agent_from: str = ""  # where that came from: --agent, its session, its task, the default agent
+    containment: list[ContainmentResult] = field(default_factory=list)  # each limit and the network rule, tried
 
     @property
     def holds(self) -> bool:
-        return all(r.holds for r in self.results)
+        return all(r.holds for r in self.results) and all(r.holds for r in self.containment)
 
     def to_dict(self) -> dict[str, Any]:
         return {"worktree": self.worktree, "agent": self.agent, "agent_from": self.agent_from,
-                "sandbox": self.sandbox, "holds": self.holds, "results": [r.to_dict() for r in self.results]}
+                "sandbox": self.sandbox, "holds": self.holds, "results": [r.to_dict() for r in self.results],
+                "containment": [r.to_dict() for r in self.containment]}
 
 
 def probes(project: Project, entry: WorktreeEntry, others: list[WorktreeEntry], sandbox: SessionSandbox,
@@ -177,10 +181,14 @@ def check(project: Project, name: str, agent: str | None = None) -> CheckReport:
         return CheckReport(name, sandbox.record(), [
             ProbeResult(p.label, p.target, True, p.expect_writable, "no sandbox: not tried") for p in plan],
             preset.name, agent_from)
+    # Not a terminal: no controlling terminal (like a hook). The writes are tried without the containment
+    # layers, which are tried on their own below.
+    spec = replace(sandbox.spec, interactive=False)
+    sandbox = replace(sandbox, spec=spec)
     env = worktree_env(project, entry)
-    argv = sandbox.wrap([sys.executable, "-c", PROBE_PROGRAM,
-                         json.dumps([[p.label, p.kind, p.target, p.extra] for p in plan])], env)
-    argv = [argv[0], "--new-session", *argv[1:]]  # not a terminal: no controlling terminal (like a hook)
+    argv = replace(sandbox, containment=None).wrap([sys.executable, "-c", PROBE_PROGRAM,
+                                                    json.dumps([[p.label, p.kind, p.target, p.extra]
+                                                                for p in plan])], dict(env))
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=entry.path,
                           stdin=subprocess.DEVNULL, timeout=120)
     try:
@@ -189,7 +197,17 @@ def check(project: Project, name: str, agent: str | None = None) -> CheckReport:
         raise OperationError(f"sandbox check could not run: {proc.stderr.strip() or proc.returncode}") from None
     results = [ProbeResult(p.label, p.target, bool(ok), p.expect_writable, str(detail))
                for p, (_, ok, detail) in zip(plan, raw, strict=True)]
-    return CheckReport(name, sandbox.record(), results, preset.name, agent_from)
+    contained: list[ContainmentResult] = []
+    if sandbox.containment is not None:
+        contained = check_limits(sandbox.containment, entry.name, sandbox.choice.mode)
+        # The network alone here: the limits were tried above, in a group of their own.
+        bare = replace(sandbox, containment=replace(sandbox.containment, limits=Limits()), reason_file=None)
+        contained += check_network(sandbox.containment, bare.wrap, dict(env), Path(entry.path))
+    return CheckReport(name, sandbox.record(), results, preset.name, agent_from, contained)
+
+
+def describe_containment(result: ContainmentResult) -> str:
+    return f"{'ok  ' if result.holds else 'FAIL'} {result.what}: {result.detail}"
 
 
 def describe(result: ProbeResult) -> str:

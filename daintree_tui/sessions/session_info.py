@@ -72,6 +72,7 @@ class SessionInfo:
     sandbox: dict[str, Any] | None = None  # backend, mode, active, reason (None: started before sandboxing)
     status_source: str = "output"  # hooks (the agent's own word), hooks-pending (wired, none yet), output
     over_budget: dict[str, Any] | None = None  # set when a budget stopped this session
+    limit: str | None = None  # "oom-killed" or "pids limit": the cgroup limit that stopped this session
     usage: dict[str, Any] | None = None  # tokens and estimated cost of the current run, when asked for
 
     @property
@@ -84,7 +85,13 @@ class SessionInfo:
                 "exit_code": self.exit_code, "pid": self.pid, "started_at": self.started_at, "log": self.log,
                 "persistent": self.persistent, "socket": self.socket, "tmux_conf": self.tmux_conf,
                 "sandbox": self.sandbox, "status_source": self.status_source, "over_budget": self.over_budget,
-                "usage": self.usage}
+                "limit": self.limit, "usage": self.usage}
+
+
+def limit_of(meta: Mapping[str, Any]) -> str | None:
+    """The limit that stopped the session's run, by its record (the limits runner's word, read at its exit)."""
+    limit = meta.get("limit")
+    return limit if limit in ("oom-killed", "pids limit") else None
 
 
 def status_source_of(meta: Mapping[str, Any]) -> str:

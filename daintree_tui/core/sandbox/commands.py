@@ -17,6 +17,7 @@ from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.mounts import INBOX_MOUNT
 from daintree_tui.core.project import Project
 from daintree_tui.core.roles import worktree_role
+from daintree_tui.core.sandbox.containment import contain, effective
 from daintree_tui.core.sandbox.git_guards import AGENT_GIT_DIR, agent_git_of, git_admin_dir
 from daintree_tui.core.sandbox.hidden import credentials, escape_hatches, secrets_dir
 from daintree_tui.core.sandbox.policy import choose, writable_paths
@@ -96,16 +97,24 @@ def _installed_package_dirs(argv: Sequence[str], env: Mapping[str, str]) -> list
 
 
 def wrap_command(project: Project, entry: WorktreeEntry, argv: Sequence[str], env: dict[str, str], *,
-                 cwd: Path | None = None, background: bool = False) -> list[str]:
-    """Hooks and `worktree run`: `argv` confined to the worktree per config (role of the worktree applies).
+                 cwd: Path | None = None, background: bool = False, kind: str | None = "run") -> list[str]:
+    """Hooks and `worktree run`: `argv` confined to the worktree per config (role of the worktree applies), in
+    the limits and network rule of `[sandbox]` (`kind`: "hook" or "run"; None: git's own confined commit, which
+    needs neither).
 
-    Adds the inbox hint to `env` when sandboxed. Raises OperationError when the mode is `on` and the sandbox
-    cannot work here.
+    Adds the inbox hint (and with an allow-list, the proxy) to `env` when sandboxed. Raises OperationError when
+    the mode is `on` and the sandbox (or its limits) cannot work here.
     """
-    choice = choose(project.config, role=worktree_role(project, entry.name))
+    role = worktree_role(project, entry.name)
+    choice = choose(project.config, role=role)
     if not choice.active:
         return list(argv)
     spec = spec_for(project, entry, writable=writable_paths(project.config), cwd=cwd, background=background)
     spec = replace(spec, readable=program_dirs(argv, env))
     env[INBOX_ENV] = str(INBOX_MOUNT)
-    return choice.backend.wrap(argv, spec)
+    if kind is None:
+        return choice.backend.wrap(argv, spec)
+    # No agent here: "agent" is `network_extra` alone.
+    containment = effective(project.config, role=role)
+    return contain(choice.backend.wrap, argv, spec, env, containment, worktree=entry.name, kind=kind,
+                   mode=choice.mode, events=project.events.path).argv

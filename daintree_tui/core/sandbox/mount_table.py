@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from daintree_tui.core.mounts import INBOX_MOUNT
+from daintree_tui.core.mounts import INBOX_MOUNT, PROXY_MOUNT
 from daintree_tui.core.sandbox.git_guards import agent_git_mounts, git_pointer_mounts
 from daintree_tui.core.sandbox.spec import PRIVATE_CACHES, SandboxSpec, under_tmp
 
@@ -155,4 +155,6 @@ def writable_mounts(spec: SandboxSpec) -> list[str]:
                     args += ["--ro-bind", str(path), str(path)]
     if spec.inbox is not None:
         args += ["--bind", str(spec.inbox), str(INBOX_MOUNT)]
+    if spec.proxy_socket is not None:  # made by the proxy just before bwrap starts
+        args += ["--bind", str(spec.proxy_socket), str(PROXY_MOUNT)]
     return args

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Protocol
 
 from daintree_tui.core.agent_git import AgentGit
+from daintree_tui.core.limits import Limits
 
 # What builds and test runs (hooks, `run`) write besides the worktree. Each worktree's sandbox gets its own, in
 # `.worktrees/.sandbox-home/<name>/`: the user's own tools run what these hold (pre-commit's hook environments in
@@ -47,6 +48,11 @@ class SandboxSpec:
     # Folders of every worktree's private state (TMPDIRs, sandbox homes, inboxes, launch files): each is shown
     # empty and read-only, with only this worktree's own entry bound back (its TMPDIR, at its own path).
     private_roots: tuple[Path, ...] = ()
+    # Containment (core/sandbox/containment.py): the cgroup limits of the command, and with an allow-list the
+    # hosts it may reach and the proxy's socket, bound at PROXY_MOUNT (the network is then the namespace's own).
+    limits: Limits = field(default_factory=Limits)
+    allow: tuple[str, ...] | None = None
+    proxy_socket: Path | None = None
 
     @property
     def ref_file(self) -> Path:

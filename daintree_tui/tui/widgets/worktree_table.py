@@ -40,6 +40,8 @@ def session_cell(info: SessionInfo | None) -> Text:
     cell = SESSION_GLYPH[str(info.status)].copy()
     if str(info.status) == "exited" and info.exit_code is not None:
         cell.append(f" {info.exit_code}")
+    if info.limit:
+        cell.append(f" {info.limit}", style="bold red")
     if info.over_budget:
         cell.append(" over budget", style="bold red")
     elif info.usage and info.usage.get("cost"):
