@@ -135,6 +135,12 @@ class Project:
         return self.state_dir / ".tmp"
 
     @property
+    def train_root(self) -> Path:
+        """The merge train's temporary worktrees (services/train.py): what a killed train left, `doctor --fix`
+        removes."""
+        return self.state_dir / ".train"
+
+    @property
     def journal_dir(self) -> Path:
         return self.state_dir / ".journal"
 

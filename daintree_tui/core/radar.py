@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from daintree_tui.core import git as g
-from daintree_tui.core import trust
+from daintree_tui.core import ownership
 from daintree_tui.core.agent_git import whole
 from daintree_tui.core.errors import OperationError
 from daintree_tui.core.models import WorktreeEntry
@@ -214,7 +214,7 @@ class Radar:
                 with contextlib.suppress(OperationError, OSError):
                     bring_in(project, entry, quick=True)  # what its agent committed, before its tip is read
         if to_read:
-            listed = trust.linked_worktrees(project)
+            listed = ownership.linked_worktrees(project)
             with ThreadPoolExecutor(max_workers=min(WORKERS, len(to_read))) as pool:
                 for entry, (tree, problem) in zip(to_read, pool.map(lambda e: self._read_tree(e, listed), to_read),
                                                   strict=True):
@@ -261,7 +261,7 @@ class Radar:
         """The tree of the worktree's files (committed, uncommitted and untracked alike), read in its sandbox and
         brought in checked; or None and why not."""
         project = self.project
-        problem = trust.ownership_problem(project, Path(entry.path), listed)
+        problem = ownership.ownership_problem(project, Path(entry.path), listed)
         if problem:
             return None, problem  # never run git in a directory the index merely names
         tmpdir = project.tmpdir_for(entry.name)

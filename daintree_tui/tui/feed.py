@@ -35,7 +35,8 @@ from daintree_tui.tui.messages import (
 if TYPE_CHECKING:
     from daintree_tui.tui.backend import Backend
 
-IGNORED_STATE_DIRS = (".logs", ".tmp", ".trash", ".sessions", ".journal", ".sandbox-home", ".locks", ".ui.json")
+IGNORED_STATE_DIRS = (".logs", ".tmp", ".trash", ".sessions", ".journal", ".sandbox-home", ".locks", ".ui.json",
+                      ".train")
 
 
 class DashboardFeed(Widget):
