@@ -36,6 +36,7 @@ from daintree_tui.core.runner import run_command
 from daintree_tui.core.sandbox import bring_in, wrap_command
 from daintree_tui.core.store import StateLock, remove_tree
 from daintree_tui.core.worktree_git import WorktreeGit
+from daintree_tui.sessions.last_words import readable_lines
 
 if TYPE_CHECKING:
     from daintree_tui.services.container import Services
@@ -133,9 +134,18 @@ class Train:
                 bring_in(self.project, entry, quick=True)
                 target = self.merger.target_branch(entry, into)
                 tip, target_tip = g.rev_parse_commit(root, entry.branch), g.rev_parse_commit(root, target)
-                if tip and target_tip and target != entry.branch and not g.is_ancestor(root, tip, target_tip):
+                if tip and target_tip and target != entry.branch and not g.is_ancestor(root, tip, target_tip) \
+                        and self._adds_to(target_tip, tip):
                     names.append(entry.name)
         return names
+
+    def _adds_to(self, target_tip: str, tip: str) -> bool:
+        """Whether merging `tip` would change the target: a squashed branch is never its ancestor, and lands
+        nothing twice. A conflict counts (the train reports it)."""
+        root = self.project.root
+        merged = g.git(root, "merge-tree", "--write-tree", target_tip, tip, check=False)
+        tree = merged.stdout.split("\n", 1)[0].strip()
+        return merged.returncode != 0 or tree != g.git(root, "rev-parse", f"{target_tip}^{{tree}}").stdout.strip()
 
     def _session_states(self) -> dict[str, str]:
         if self.services.host is None:
@@ -408,5 +418,6 @@ class Train:
 
 
 def _tail(text: str, chars: int) -> str:
-    lines = text.rstrip().splitlines()[-TAIL_LINES:]
-    return "\n".join(lines)[-chars:]
+    """The last lines of a command's output as a person reads them: its terminal controls (colours, an OSC
+    clipboard write, a progress bar's carriage returns) are not text to paste into an agent."""
+    return "\n".join(readable_lines(text)[-TAIL_LINES:])[-chars:]
