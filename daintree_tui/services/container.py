@@ -172,7 +172,7 @@ class Services:
     def bakeoffs(self) -> BakeoffService:
         from daintree_tui.services.bakeoff import BakeoffService
 
-        return BakeoffService(self.worktrees)
+        return BakeoffService(self.worktrees, usage=lambda names: self.sessions.usage_summary(names))
 
     @cached_property
     def queue(self) -> QueueRunner:
