@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from daintree_tui.core import git as g
-from daintree_tui.core.fs_safe import real_folder
+from daintree_tui.core.fs_safe import real_folder, writer_tag
 from daintree_tui.core.log import warn
 from daintree_tui.core.mounts import SHARED_OBJECTS_MOUNT
 from daintree_tui.core.quarantine import HEX, ingest
@@ -242,7 +242,7 @@ def prepare(common_dir: Path, branch: str, paths: AgentGit, who: str) -> None:
         with real_folder("info", objects) as info:
             if _read_small(info, "alternates") == f"{SHARED_OBJECTS_MOUNT}\n":
                 return _give_branch(common_dir, branch, paths)  # as it was: nothing to write (a full disk)
-            tmp = f"alternates.{os.getpid()}.daintree-tmp"
+            tmp = f"alternates.{writer_tag()}.daintree-tmp"
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp, dir_fd=info)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,

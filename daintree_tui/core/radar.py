@@ -108,14 +108,14 @@ class RadarReport:
         """The names `name` conflicts with: worktrees and target branches, each once."""
         return sorted({c.other if c.worktree == name else c.worktree for c in self.involving(name)})
 
-    def by_worktree(self) -> dict[str, list[tuple[str, tuple[str, ...]]]]:
-        """name -> [(other, files)] for every worktree in a conflict (both sides of a pair of worktrees)."""
+    def by_worktree(self) -> dict[str, tuple[tuple[str, tuple[str, ...]], ...]]:
+        """name -> ((other, files), ...) for every worktree in a conflict (both sides of a pair of worktrees)."""
         out: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
         for c in self.conflicts:
             out.setdefault(c.worktree, []).append((c.other, c.files))
             if c.other in self.names:
                 out.setdefault(c.other, []).append((c.worktree, c.files))
-        return out
+        return {name: tuple(found) for name, found in out.items()}
 
 
 @dataclass

@@ -27,6 +27,7 @@ from daintree_tui.tui.messages import (
     FactsLoaded,
     FilesChanged,
     Notice,
+    RadarLoaded,
     SessionsPolled,
     SnapshotLoaded,
     TrustNeeded,
@@ -76,6 +77,9 @@ class DashboardFeed(Widget):
         self._unmounted = False
         self._looked = False
         self.reads_started = False
+        self._facts_lock = threading.Lock()
+        self._touched: set[str] = set()
+        """Worktrees whose files changed in a batch that also changed the state (read with its snapshot)."""
 
     # -- the poll chain ----------------------------------------------------------------------------------
 
@@ -217,8 +221,16 @@ class DashboardFeed(Widget):
         self.post_message(SnapshotLoaded(self.backend.snapshot()))
 
     @work(thread=True, exit_on_error=False, exclusive=True, group="facts", description="git facts")
-    def load_facts(self, entries: tuple[WorktreeEntry, ...]) -> None:
-        self.post_message(FactsLoaded(self.backend.facts(entries)))
+    def load_facts(self, entries: tuple[WorktreeEntry, ...], changed: frozenset[str] | None = None) -> None:
+        """Git facts of `entries`, then the conflict radar over every worktree: `changed` names those whose files
+        changed (None: any may have); the radar reads only those again, and the branches, which is all a pass
+        costs when nothing changed."""
+        with self._facts_lock:  # one pass at a time: a newer load (the group is exclusive) follows this one
+            facts = self.backend.facts(entries)
+            self.post_message(FactsLoaded(facts))
+            dirty = {name: f.dirty for name, f in facts.items() if f.exists}
+            report = self.backend.services.radar.scan(self.entries, dirty=dirty, changed=changed)
+            self.post_message(RadarLoaded(report.by_worktree()))
         self.post_message(DiskLoaded(self.backend.services.disk.measure(list(self.entries))))
 
     @work(thread=True, exit_on_error=False, exclusive=True, group="events", description="tail events")
@@ -245,17 +257,20 @@ class DashboardFeed(Widget):
     def snapshot_loaded(self, message: SnapshotLoaded) -> None:
         self.entries = message.snapshot.entries
         if self.reads_started:
-            self.load_facts(self.entries)
+            # The state changed; of the worktrees' files, only those the watcher said changed meanwhile.
+            changed, self._touched = frozenset(self._touched), set()
+            self.load_facts(self.entries, changed=changed)
 
     @on(FilesChanged)
     def files_changed(self, message: FilesChanged) -> None:
         if message.state_changed:
+            self._touched |= message.worktrees_touched  # the snapshot's facts and radar read them again
             self.load_snapshot()
             self.load_events()
         elif message.worktrees_touched:
             touched = tuple(e for e in self.entries if e.name in message.worktrees_touched)
             if touched:
-                self.load_facts(touched)
+                self.load_facts(touched, changed=frozenset(e.name for e in touched))
         message.stop()
 
     @work(thread=True, exit_on_error=False, exclusive=True, group="watch", description="watch state files")

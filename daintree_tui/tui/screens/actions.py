@@ -301,6 +301,11 @@ class DashboardActions(Screen[None]):
         dialog = flows.ask(self, BakeoffNewScreen(task.subject, backend.agent_facts(), backend.default_agent()))
         self.run_flow(flows.bakeoff(self, task.id, dialog), "bake-off")
 
+    def action_train(self) -> None:
+        from daintree_tui.tui.screens.train import run_train  # a dialog: imported when first opened
+
+        self.run_flow(run_train(self), "merge train")
+
     def action_toggle_auto(self) -> None:
         self.auto_queue = self.feed.auto_queue = not self.auto_queue
         self.sub_title = f"{self.backend.project.root}" + ("  [auto queue on]" if self.auto_queue else "")

@@ -38,12 +38,14 @@ from daintree_tui.tui.messages import (
     EventsAppended,
     FactsLoaded,
     Notice,
+    RadarLoaded,
     SessionsPolled,
     SnapshotLoaded,
     TrustNeeded,
 )
 from daintree_tui.tui.screens import prompts
 from daintree_tui.tui.screens.current import CurrentWorktreeScreen
+from daintree_tui.tui.widgets.conflicts_bar import ConflictsBar, Found
 from daintree_tui.tui.widgets.session_title import SessionTitle
 from daintree_tui.tui.widgets.task_table import TaskTable
 from daintree_tui.tui.widgets.terminal import LOOKING, TerminalView
@@ -78,6 +80,8 @@ class MainScreen(CurrentWorktreeScreen):
     """The screen text of sessions not on display."""
     disk: reactive[dict[str, int]] = reactive(dict, repaint=False)
     """Disk use per worktree in bytes."""
+    radar: reactive[Found] = reactive(dict, repaint=False)
+    """The conflict radar's prediction: per worktree, with which others (and its base's tip), in which files."""
     filter_text: reactive[str] = reactive("", repaint=False)
     """What the filter box holds."""
     selected: reactive[str | None] = reactive(None, repaint=False)
@@ -113,12 +117,13 @@ class MainScreen(CurrentWorktreeScreen):
                 yield Label("Worktrees", classes="pane-title")
                 yield WorktreeTable(id="worktrees").data_bind(
                     screen.entries, screen.facts, screen.sessions, screen.previews, screen.disk,
-                    screen.filter_text, screen.selected)
+                    screen.filter_text, screen.selected, conflicts=screen.radar)
             with Vertical(id="main"):
                 yield SessionTitle(id="session-title", persistent=self.backend.persistent_sessions,
                                    leave_key=shown_leave_key(self.backend.project.config.keys)).data_bind(
                     screen.entries, screen.sessions, screen.sessions_known, screen.selected,
                     focused=screen.terminal_focused)
+                yield ConflictsBar(id="conflicts-bar").data_bind(screen.radar, screen.selected)
                 terminal = TerminalView(id="terminal")
                 terminal.set_reactive(TerminalView.placeholder, LOOKING)  # the first poll says which there are
                 yield terminal
@@ -200,6 +205,10 @@ class MainScreen(CurrentWorktreeScreen):
 
     def on_facts_loaded(self, message: FactsLoaded) -> None:
         self.facts = {**self.facts, **message.facts}
+
+    def on_radar_loaded(self, message: RadarLoaded) -> None:
+        if message.found != self.radar:
+            self.radar = message.found
 
     def on_disk_loaded(self, message: DiskLoaded) -> None:
         self.disk = {**self.disk, **message.disk}
