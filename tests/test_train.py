@@ -100,7 +100,7 @@ def test_rebase_and_merge_strategies(cli: CLI, repo: Path, strategy: str) -> Non
         assert tip(repo, "wt/b") == tip(repo)  # the agent's branch follows its rebased commits
         assert git(wts / "b", "status", "--porcelain") == ""
     else:
-        assert subjects[0] == "Merge wt/b: Merge wt/b" and len(git(repo, "log", "-1", "--format=%P").split()) == 2
+        assert subjects[0] == "Merge wt/b" and len(git(repo, "log", "-1", "--format=%P").split()) == 2
     assert {"a1.py", "a2.py", "b.py"} <= files_at(repo)
 
 
@@ -234,9 +234,12 @@ def test_the_gate_is_confined_to_the_worktrees_sandbox(cli: CLI, repo: Path) -> 
     cli.ok("worktree", "create", "a")
     commit(repo / ".worktrees" / "a", "a.py", "a\n")
     outside = repo / "pwned"
-    proc = cli("train", "a", "--test", f"echo gate > built.txt && echo pwned > {outside}", "--json")
-    out = results(proc)["a"]
-    assert out["result"] == "failed" and not outside.exists(), out  # the candidate writable, the primary not
+    test = (f"echo gate > built.txt && cat built.txt; (echo 'gitdir: /elsewhere' > .git) 2>/dev/null || "
+            f"echo git-file-kept; echo pwned > {outside}")
+    out = results(cli("train", "a", "--test", test, "--json"))["a"]
+    assert out["result"] == "failed" and not outside.exists(), out  # the primary is not the checks' to write
+    output = next(e for e in events(repo) if e["event"] == "train.failed")["output"]
+    assert "gate" in output and "git-file-kept" in output, output  # the candidate is; its `.git` file is not
 
 
 def train_process(repo: Path, *args: str) -> subprocess.Popen[str]:

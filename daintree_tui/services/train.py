@@ -318,8 +318,9 @@ class Train:
                     raise OperationError(f"rebase failed: {g.last_line(proc.stderr) or proc.returncode}")
                 return None
         else:
+            message = subject if subject == f"Merge {entry.branch}" else f"Merge {entry.branch}: {subject}"
             args = ["merge", "--squash", step.branch_tip] if strategy == "squash" else \
-                ["merge", "--no-ff", "--no-edit", "-m", f"Merge {entry.branch}: {subject}", step.branch_tip]
+                ["merge", "--no-ff", "--no-edit", "-m", message, step.branch_tip]
             proc = g.git(tmp, *NO_HOOKS, *args, check=False)
             if proc.returncode != 0:
                 step.files = self._conflicted(tmp)
@@ -350,7 +351,10 @@ class Train:
             return str(exc), ""
         if test:
             env = {**worktree_env(self.project, entry), **extra}
-            argv = wrap_command(self.project, entry, ["/bin/sh", "-c", test], env, cwd=tmp, **mounts)
+            try:
+                argv = wrap_command(self.project, entry, ["/bin/sh", "-c", test], env, cwd=tmp, **mounts)
+            except OperationError as exc:  # sandbox "on" and it cannot work here: the check cannot run
+                return str(exc), ""
             result = run_command(argv, tmp, env, TEST_TIMEOUT)
             if result.exit_code != 0:
                 why = f"timed out after {TEST_TIMEOUT:.0f} s" if result.timed_out else f"exited {result.exit_code}"
