@@ -222,6 +222,8 @@ class Radar:
                         self._trees[entry.name] = tree
                     else:
                         unreadable[entry.name] = problem
+                        # Read again at the next pass, told or not; meanwhile its branch stands for its work.
+                        self._trees.pop(entry.name, None)
         refs = self._branches()
         head = g.git(project.root, "symbolic-ref", "--quiet", "--short", "HEAD", check=False).stdout.strip()
         works: list[_Work] = []

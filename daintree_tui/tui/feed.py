@@ -78,8 +78,11 @@ class DashboardFeed(Widget):
         self._looked = False
         self.reads_started = False
         self._facts_lock = threading.Lock()
-        self._touched: set[str] = set()
-        """Worktrees whose files changed in a batch that also changed the state (read with its snapshot)."""
+        self._changed_lock = threading.Lock()
+        self._changed: set[str] | None = None
+        """Worktrees whose files changed since the radar last read them (None: every one, as at the start). Kept
+        here, not given to the load: the facts group is exclusive, and a load cancelled before it ran took the
+        names with it."""
 
     # -- the poll chain ----------------------------------------------------------------------------------
 
@@ -220,16 +223,33 @@ class DashboardFeed(Widget):
     def load_snapshot(self) -> None:
         self.post_message(SnapshotLoaded(self.backend.snapshot()))
 
+    def files_touched(self, names: frozenset[str] | None) -> None:
+        """Note worktrees whose files changed (None: all) for the radar's next pass."""
+        with self._changed_lock:
+            if names is None or self._changed is None:
+                self._changed = None
+            else:
+                self._changed |= names
+
+    def _take_changed(self) -> frozenset[str] | None:
+        with self._changed_lock:
+            changed, self._changed = self._changed, set()
+        return None if changed is None else frozenset(changed)
+
     @work(thread=True, exit_on_error=False, exclusive=True, group="facts", description="git facts")
-    def load_facts(self, entries: tuple[WorktreeEntry, ...], changed: frozenset[str] | None = None) -> None:
-        """Git facts of `entries`, then the conflict radar over every worktree: `changed` names those whose files
-        changed (None: any may have); the radar reads only those again, and the branches, which is all a pass
-        costs when nothing changed."""
+    def load_facts(self, entries: tuple[WorktreeEntry, ...]) -> None:
+        """Git facts of `entries`, then the conflict radar over every worktree, which reads again only those whose
+        files changed (`files_touched`) and the branches: all a pass costs when nothing changed."""
         with self._facts_lock:  # one pass at a time: a newer load (the group is exclusive) follows this one
             facts = self.backend.facts(entries)
             self.post_message(FactsLoaded(facts))
             dirty = {name: f.dirty for name, f in facts.items() if f.exists}
-            report = self.backend.services.radar.scan(self.entries, dirty=dirty, changed=changed)
+            changed = self._take_changed()
+            try:
+                report = self.backend.services.radar.scan(self.entries, dirty=dirty, changed=changed)
+            except BaseException:
+                self.files_touched(changed)  # read them at the next pass
+                raise
             self.post_message(RadarLoaded(report.by_worktree()))
         self.post_message(DiskLoaded(self.backend.services.disk.measure(list(self.entries))))
 
@@ -257,20 +277,18 @@ class DashboardFeed(Widget):
     def snapshot_loaded(self, message: SnapshotLoaded) -> None:
         self.entries = message.snapshot.entries
         if self.reads_started:
-            # The state changed; of the worktrees' files, only those the watcher said changed meanwhile.
-            changed, self._touched = frozenset(self._touched), set()
-            self.load_facts(self.entries, changed=changed)
+            self.load_facts(self.entries)
 
     @on(FilesChanged)
     def files_changed(self, message: FilesChanged) -> None:
+        self.files_touched(message.worktrees_touched)
         if message.state_changed:
-            self._touched |= message.worktrees_touched  # the snapshot's facts and radar read them again
             self.load_snapshot()
             self.load_events()
         elif message.worktrees_touched:
             touched = tuple(e for e in self.entries if e.name in message.worktrees_touched)
             if touched:
-                self.load_facts(touched, changed=frozenset(e.name for e in touched))
+                self.load_facts(touched)
         message.stop()
 
     @work(thread=True, exit_on_error=False, exclusive=True, group="watch", description="watch state files")
