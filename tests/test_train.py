@@ -221,9 +221,8 @@ def test_bad_input_and_refusals(cli: CLI, repo: Path) -> None:
     assert untrusted.returncode == 1 and "daintree trust" in untrusted.stderr
     (repo / ".daintree.toml").unlink()
     from daintree_tui.core.project import Project
-    from daintree_tui.services.train import train_lock
 
-    with train_lock(Project.discover(repo).locks_dir).hold():
+    with Project.discover(repo).train_lock.hold():
         busy = cli("train", "a")
     assert busy.returncode == 1 and "another merge train is running" in busy.stderr
     assert tip(repo) != tip(repo, "wt/a") and cli("train", "a").returncode == 0
@@ -284,12 +283,11 @@ def test_kill_9_mid_train_leaves_only_tested_commits_and_doctor_fix_cleans_up(cl
 
 def test_doctor_leaves_a_running_trains_worktrees(cli: CLI, repo: Path) -> None:
     from daintree_tui.core.project import Project
-    from daintree_tui.services.train import train_lock
 
     project = Project.discover(repo)
     cli.ok("worktree", "create", "a")
     (project.train_root / "a-12345678").mkdir(parents=True)
-    with train_lock(project.locks_dir).hold():
+    with project.train_lock.hold():
         cli.ok("doctor", "--fix")
         assert (project.train_root / "a-12345678").is_dir()
     cli.ok("doctor", "--fix")

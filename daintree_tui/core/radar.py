@@ -394,6 +394,8 @@ class Radar:
         for name in [n for n in self._trees if n not in names]:
             del self._trees[name]
         limit = 20 * max(len(live), 10)
+        if len(self._checked) > limit:
+            self._checked.clear()  # checked again when next read: whole once is whole for good
         for cache in (self._commits, self._forks, self._paths, self._merges):
             while len(cache) > limit:
                 cache.pop(next(iter(cache)))  # the oldest first (dicts keep their order)

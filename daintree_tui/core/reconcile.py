@@ -15,7 +15,7 @@ from daintree_tui.core.models import LIVE, TaskStatus, WorktreeEntry, WorktreeSt
 from daintree_tui.core.ports import lease_block
 from daintree_tui.core.project import Project
 from daintree_tui.core.sandbox import AGENT_GIT_DIR, bring_in
-from daintree_tui.core.store import StateLock, read_json, remove_tree, write_json
+from daintree_tui.core.store import read_json, remove_tree, write_json
 from daintree_tui.core.tasks import TaskService
 from daintree_tui.core.worktree_git import WorktreeGit
 from daintree_tui.core.worktrees import WorktreeService
@@ -302,7 +302,6 @@ class Reconciler:
                                                            "deleted it"):
                     remove_tree(folder)
 
-
     def _check_train(self, entries: list[WorktreeEntry]) -> None:
         """A merge train killed mid-step leaves its candidate worktrees in `.train/` (the target moved only to a
         tested commit, if at all): removed, unless a train is running now (it holds the train lock)."""
@@ -310,9 +309,9 @@ class Reconciler:
         if not train.is_dir() or train.is_symlink() or not any(train.iterdir()):
             return
         try:
-            with StateLock(self.project.locks_dir / "train.lock", timeout=0.0).hold():
+            with self.project.train_lock.hold():
                 if not self._found(f"an interrupted merge train left {len(list(train.iterdir()))} temporary "
-                                   "worktree(s) in .train; removed them (no branch was changed)"):
+                                   "worktree(s) in .train; removed them"):
                     return
                 for tmp in train.iterdir():
                     # No git runs in them: the gate ran the worktree's code there. The folder goes, then git's record.

@@ -34,7 +34,7 @@ from daintree_tui.core.merge import NO_HOOKS
 from daintree_tui.core.models import TaskStatus, WorktreeEntry
 from daintree_tui.core.runner import run_command
 from daintree_tui.core.sandbox import bring_in, wrap_command
-from daintree_tui.core.store import StateLock, remove_tree
+from daintree_tui.core.store import remove_tree
 from daintree_tui.core.worktree_git import WorktreeGit
 from daintree_tui.sessions.last_words import readable_lines
 
@@ -47,12 +47,6 @@ RESULTS = ("merged", "conflict", "failed", "skipped")
 TEST_TIMEOUT = 1200.0  # seconds for `--test CMD`: a test suite takes longer than a hook (hooks.timeout)
 TAIL_LINES = 40  # of a failed gate's output, pasted to its agent
 TAIL_CHARS = 4000
-
-
-def train_lock(locks_dir: Path) -> StateLock:
-    """Held by a running train: one at a time, and `doctor --fix` leaves a running train's worktrees alone (the
-    same file core/reconcile.py tries)."""
-    return StateLock(locks_dir / "train.lock", timeout=0.0)
 
 
 @dataclass(frozen=True)
@@ -87,7 +81,8 @@ class TrainResult:
 
 @dataclass(frozen=True)
 class TrainProgress:
-    """One step of the train as it happens: `stage` is building, gating, landing or done (then `result`)."""
+    """One step of the train as it happens: `stage` is checking, building, gating, landing or done (then
+    `result`)."""
 
     worktree: str
     stage: str
@@ -191,26 +186,25 @@ class Train:
         if into is not None and wanted:
             self.merger.target_branch(self.worktrees.get(wanted[0]), into)  # a bad --into: exit 2 likewise
         self._require_gate_trusted()
-        try:
-            lock = train_lock(project.locks_dir)
-            with lock.hold():
-                chosen = self.order(wanted or self.finished(into))
-                results = []
-                for index, name in enumerate(chosen, start=1):
-                    def said(stage: str, index: int = index, name: str = name) -> None:
-                        if on_progress is not None:
-                            on_progress(TrainProgress(name, stage, index, len(chosen)))
-
-                    result = self._land(name, into, strategy, test, remove, complete_task, said)
-                    results.append(result)
-                    if on_progress is not None:
-                        on_progress(TrainProgress(name, "done", index, len(chosen), result))
-                return results
-        except OperationError as exc:
-            if str(exc).startswith("another daintree process holds"):
-                raise OperationError("another merge train is running in this repository; wait for it to end")\
+        with contextlib.ExitStack() as held:
+            try:
+                held.enter_context(project.train_lock.hold())
+            except OperationError:
+                raise OperationError("another merge train is running in this repository; wait for it to end") \
                     from None
-            raise
+            chosen = self.order(wanted or self.finished(into))
+            results = []
+            for index, name in enumerate(chosen, start=1):
+                def said(stage: str, index: int = index, name: str = name) -> None:
+                    if on_progress is not None:
+                        on_progress(TrainProgress(name, stage, index, len(chosen)))
+
+                said("checking")
+                result = self._land(name, into, strategy, test, remove, complete_task, said)
+                results.append(result)
+                if on_progress is not None:
+                    on_progress(TrainProgress(name, "done", index, len(chosen), result))
+            return results
 
     def _require_gate_trusted(self) -> None:
         """The gate fails closed, as a merge's does: checks of the repository's that cannot run refuse the train."""

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from daintree_tui.tui.screens.actions import DashboardActions
 
 RESULT_STYLE = {"merged": "green", "conflict": "bold red", "failed": "bold red", "skipped": "yellow"}
-STAGE_WORDS = {"building": "building the candidate…", "gating": "running the checks…", "landing": "landing…"}
+STAGE_WORDS = {"checking": "checking…", "building": "building the candidate…", "gating": "running the checks…",
+               "landing": "landing…"}
 
 
 @dataclass(frozen=True)
