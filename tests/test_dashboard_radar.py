@@ -51,7 +51,7 @@ async def test_conflicts_column_and_detail_follow_an_edit(cli: CLI, repo: Path) 
         try:
             await until(pilot, lambda: {o for o, _ in screen.radar.get("c", ())} == {"a", "b"}, timeout=30)
         except AssertionError:
-            report = screen.backend.radar.scan(changed=())
+            report = screen.backend.services.radar.scan(changed=())
             raise AssertionError(f"radar {screen.radar}, facts {screen.facts}, now {report}") from None
         await until(pilot, lambda: bar.has_class("-found") and "app.py" in str(bar.render()))
         # Undone: the conflicts go, and the column with them once none is left.

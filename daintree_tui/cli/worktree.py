@@ -94,9 +94,7 @@ def _conflicts(services: Services, live: list[Any], facts: dict[str, Any]) -> di
 
 def cmd_wt_conflicts(args: argparse.Namespace, services: Services) -> int:
     services.project.require_git()
-    if args.name is not None:
-        services.worktrees.get(args.name, live=True)  # an unknown name: exit 2
-    report = services.radar.scan()
+    report = services.ops.conflicts(args.name)  # an unknown name: exit 2
     for name, why in report.unreadable.items():
         warn(f"radar: {name}: {why}")
     found = report.involving(args.name) if args.name is not None else list(report.conflicts)

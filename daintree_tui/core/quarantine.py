@@ -109,7 +109,11 @@ def _take_object(fanout_fd: int, name: str, oid: str, shared: Path, algorithm: s
     """One quarantined object into the shared store (True), or refused (False); the agent's file is removed."""
     try:
         src = os.open(name, _READ, dir_fd=fanout_fd)
-    except OSError:  # a link (ELOOP), or gone meanwhile
+    except FileNotFoundError:
+        # Gone since the listing: another bring-in of the same worktree (the dashboard's facts, its radar, a poll)
+        # took it at the same moment. Nothing of it was refused, and nothing of it reached the store here.
+        return True
+    except OSError:  # a link (ELOOP)
         with contextlib.suppress(OSError):
             os.unlink(name, dir_fd=fanout_fd)
         return False

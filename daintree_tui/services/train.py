@@ -365,8 +365,8 @@ class Train:
         """--remove and --complete-task, as `worktree merge` does them; a note when they could not be done."""
         try:
             if remove:
-                removed = self.worktrees.remove(entry.name, complete_task=complete_task,
-                                                delete_branch=strategy != "squash")
+                removed = self.services.ops.remove(entry.name, complete_task=complete_task,
+                                                   delete_branch=strategy != "squash")
                 return "; ".join(removed.warnings) or None
             if complete_task and entry.task_id is not None:
                 self.worktrees.tasks.update(entry.task_id, status=TaskStatus.COMPLETED)
