@@ -8,7 +8,19 @@ import platform
 from pathlib import Path
 
 import daintree_tui
-from bench import create, dashboard, first_screen, latency, remote, remote_idle, sandbox, scale, scale_live, terminal
+from bench import (
+    create,
+    dashboard,
+    first_screen,
+    latency,
+    radar,
+    remote,
+    remote_idle,
+    sandbox,
+    scale,
+    scale_live,
+    terminal,
+)
 
 
 def main() -> None:
@@ -17,7 +29,8 @@ def main() -> None:
     compileall.compile_dir(Path(daintree_tui.__file__).parent, quiet=1)
     print(f"# daintree benchmarks on {platform.node() or 'this machine'}: {os.cpu_count()} cores, "
           f"Python {platform.python_version()}\n")
-    for module in (create, dashboard, first_screen, terminal, latency, scale, scale_live, remote, remote_idle, sandbox):
+    for module in (create, dashboard, first_screen, terminal, latency, scale, scale_live, remote, remote_idle, sandbox,
+                   radar):
         print(module.run(), flush=True)
 
 

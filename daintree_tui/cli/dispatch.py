@@ -45,6 +45,7 @@ GROUPS: tuple[tuple[tuple[str, ...], str, str], ...] = (
     (("session",), "session", "register"),
     (("demo",), "system", "register_demo"),
     (("bakeoff", "queue", "policy", "approvals", "approve", "reject", "gc"), "orchestrate", "register"),
+    (("train",), "train", "register"),
     (("host",), "host", "register"),
     (("mcp",), "mcp", "register"),
     (("sandbox",), "sandbox", "register"),

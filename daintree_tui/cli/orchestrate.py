@@ -17,9 +17,16 @@ if TYPE_CHECKING:
 
 
 def _score_rows(scores: list[dict[str, Any]]) -> str:
+    """The scoreboard: every judge side by side (an older record has no gate, diff or cost: `-`)."""
+
+    def cell(value: Any, shown: str) -> str:
+        return "-" if value is None else shown
+
     rows = [[str(i), s["name"], str(s["exit_code"]), f"{s['wall']:.2f}s",
-             "-" if s["score"] is None else f"{s['score']:g}"] for i, s in enumerate(scores, start=1)]
-    return table(rows, ["RANK", "CANDIDATE", "EXIT", "WALL", "SCORE"])
+             cell(s.get("score"), f"{s.get('score') or 0:g}"), cell(s.get("gate"), str(s.get("gate"))),
+             cell(s.get("diff_lines"), str(s.get("diff_lines"))), cell(s.get("tokens"), str(s.get("tokens"))),
+             cell(s.get("cost"), f"${s.get('cost') or 0:.2f}")] for i, s in enumerate(scores, start=1)]
+    return table(rows, ["RANK", "CANDIDATE", "EXIT", "WALL", "SCORE", "GATE", "DIFF", "TOKENS", "COST"])
 
 
 def cmd_bakeoff_create(args: argparse.Namespace, services: Services) -> int:
@@ -40,9 +47,11 @@ def cmd_bakeoff_score(args: argparse.Namespace, services: Services) -> int:
 
 
 def cmd_bakeoff_pick(args: argparse.Namespace, services: Services) -> int:
-    result = services.ops.bakeoff_pick(args.id, args.name, strategy=args.strategy,
-                                       delete_branches=args.delete_branches)
-    text = f"picked {args.name}: {result['merge']['message']}"
+    if (args.name is None) == (not args.best):
+        raise InputError("name the winner, or pick the best of the last scoring with --best (one of the two)")
+    name = services.bakeoffs.best(args.id) if args.best else args.name
+    result = services.ops.bakeoff_pick(args.id, name, strategy=args.strategy, delete_branches=args.delete_branches)
+    text = f"picked {name}: {result['merge']['message']}"
     if result["removed"]:
         text += f"\nremoved: {', '.join(result['removed'])}"
     if result["kept"]:
@@ -213,7 +222,9 @@ def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None
     p.add_argument("--timeout", type=float, metavar="S", help="seconds per candidate (default 600)")
     p = add(bsub, "pick", cmd_bakeoff_pick, "merge the winner, remove the others, complete the task")
     p.add_argument("id", help="the bake-off's id (daintree bakeoff list)")
-    p.add_argument("name", help="the winning candidate's worktree")
+    p.add_argument("name", nargs="?", help="the winning candidate's worktree")
+    p.add_argument("--best", action="store_true",
+                   help="the best of the last scoring: score, then gate, diff size and cost (instead of NAME)")
     p.add_argument("--strategy", default="ff", help="ff (default), squash or rebase")
     p.add_argument("--delete-branches", action="store_true", help="delete the losers' branches too")
     add(bsub, "list", cmd_bakeoff_list, "list bake-offs")

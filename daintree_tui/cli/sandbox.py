@@ -29,7 +29,7 @@ _ACTION_OF = {"cmd_wt_commit": "commit", "cmd_wt_merge": "merge", "cmd_wt_remove
 _REFUSED = {"cmd_approve", "cmd_reject", "cmd_trust", "cmd_task_update", "cmd_wt_create", "cmd_wt_keep",
             "cmd_wt_run", "cmd_session_start", "cmd_session_stop", "cmd_session_send", "cmd_session_keys",
             "cmd_bakeoff_create", "cmd_bakeoff_pick", "cmd_bakeoff_score", "cmd_queue_run", "cmd_gc",
-            "cmd_dashboard", "cmd_demo"}
+            "cmd_dashboard", "cmd_demo", "cmd_train"}
 # Commands run outside that apply pending inbox requests first (the dashboard's poll does the same).
 _PROCESSING = {"cmd_doctor", "cmd_session_list", "cmd_session_watch", "cmd_approvals", "cmd_session_signal",
                "cmd_sandbox_check"}

@@ -74,12 +74,35 @@ def cmd_wt_list(args: argparse.Namespace, services: Services) -> int:
     facts = worktrees.facts_for([e for e in entries if e.live])
     sessions = _session_states(services)
     disk = services.disk.measure([e for e in entries if e.live])
+    conflicts = _conflicts(services, [e for e in entries if e.live], facts) if wants_json(args) else {}
     data = [{**e.to_dict(), **({"facts": facts[e.name].to_dict()} if e.name in facts else {}),
-             "session": sessions.get(e.name), "disk_bytes": disk.get(e.name)} for e in entries]
+             "session": sessions.get(e.name), "disk_bytes": disk.get(e.name),
+             **({"conflicts": conflicts.get(e.name, [])} if wants_json(args) else {})} for e in entries]
     rows = [[*_entry_row(e, facts.get(e.name), _session_word(sessions.get(e.name))),
              human(disk[e.name]) if e.name in disk else "-"] for e in entries]
     emit(args, data, lambda: table(rows, ["NAME", "STATUS", "BRANCH", "PORT", "DIRTY", "AHEAD/BEHIND", "TASK",
                                           "SESSION", "DISK"]) or "no worktrees")
+    return 0
+
+
+def _conflicts(services: Services, live: list[Any], facts: dict[str, Any]) -> dict[str, list[str]]:
+    """name -> the worktrees and branches its work is predicted to conflict with (the radar; a worktree the facts
+    found clean is read from its branch alone, without a look in its sandbox)."""
+    report = services.radar.scan(live, dirty={name: f.dirty for name, f in facts.items() if f.exists})
+    for name, why in report.unreadable.items():
+        warn(f"radar: {name}: {why}")
+    return {e.name: report.others(e.name) for e in live}
+
+
+def cmd_wt_conflicts(args: argparse.Namespace, services: Services) -> int:
+    services.project.require_git()
+    report = services.ops.conflicts(args.name)  # an unknown name: exit 2
+    for name, why in report.unreadable.items():
+        warn(f"radar: {name}: {why}")
+    found = report.involving(args.name) if args.name is not None else list(report.conflicts)
+    emit(args, [c.to_dict() for c in found],
+         lambda: "\n".join(f"{c.worktree} <> {c.other}: {', '.join(c.files)}" for c in found)
+         or "no predicted conflicts")
     return 0
 
 
@@ -219,6 +242,9 @@ def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None
     p.add_argument("--prompt", help="first prompt for the agent")
     p = add(wsub, "list", cmd_wt_list, "list worktrees with live git facts")
     p.add_argument("--all", action="store_true", help="include removed ones")
+    p = add(wsub, "conflicts", cmd_wt_conflicts,
+            "predicted conflicts of live worktrees' work (commits and uncommitted) with each other and their base")
+    p.add_argument("name", nargs="?", help="only the conflicts of this worktree")
     p = add(wsub, "status", cmd_wt_status, "one worktree in detail")
     p.add_argument("name", help="a worktree's name (daintree worktree list)")
     p = add(wsub, "keep", cmd_wt_keep, "mark an active worktree kept")

@@ -25,12 +25,11 @@ from __future__ import annotations
 import errno
 import os
 import stat
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from daintree_tui.core import git as g
-from daintree_tui.core.fs_safe import real_folder
+from daintree_tui.core.fs_safe import real_folder, writer_tag
 from daintree_tui.core.log import suppressed, warn
 from daintree_tui.core.mounts import SHARED_OBJECTS_MOUNT
 from daintree_tui.core.quarantine import HEX, ingest
@@ -249,7 +248,7 @@ def prepare(common_dir: Path, branch: str, paths: AgentGit, who: str) -> None:
             # A name of this thread's own: the dashboard prepares one worktree from two threads at once (its
             # start-up reconcile and its git facts), and a name per process had one remove the other's file
             # before its rename (FileNotFoundError in a toast). Both write the same line; the last rename wins.
-            tmp = f"alternates.{os.getpid()}.{threading.get_ident()}.daintree-tmp"
+            tmp = f"alternates.{writer_tag()}.daintree-tmp"
             with suppressed(FileNotFoundError):
                 os.unlink(tmp, dir_fd=info)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,

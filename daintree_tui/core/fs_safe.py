@@ -13,6 +13,7 @@ import errno
 import os
 import shutil
 import stat
+import threading
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
@@ -182,12 +183,18 @@ def fd_path(dir_fd: int, name: str) -> str:
     raise OperationError("cannot copy safely here: /proc is not mounted")
 
 
+def writer_tag() -> str:
+    """This process and thread, for the name of a file being written: two threads of one process (the dashboard's
+    git facts and its radar, or a merge train beside them) bring in one worktree at once, and shared one name."""
+    return f"{os.getpid()}_{threading.get_ident()}"
+
+
 def replace_file_in(folder_path: Path, name: str, text: str) -> None:
     """Replace `name` in a folder another party writes (a worktree's admin dir, its agent's) as git does, by a
     rename: never through a link left there, never into a folder swapped in for `folder_path`."""
     folder = os.open(folder_path, _DIR_FLAGS)
     try:
-        tmp = f"{name}.{os.getpid()}.daintree-tmp"
+        tmp = f"{name}.{writer_tag()}.daintree-tmp"
         with suppressed(FileNotFoundError):
             os.unlink(tmp, dir_fd=folder)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=folder)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +29,7 @@ from daintree_tui.core.trust import (  # re-exported: callers import trust from 
     untrusted_state,
 )
 
-__all__ = ["GATE_HOOKS", "HookOutcome", "file_sha256", "hook_log", "is_trusted", "run_hooks", "trust",
+__all__ = ["GATE_HOOKS", "HookFailed", "HookOutcome", "file_sha256", "hook_log", "is_trusted", "run_hooks", "trust",
            "trust_file", "trust_status"]
 
 # Hooks that decide whether an operation may go on: one that cannot run for want of trust refuses it (fail closed).
@@ -51,12 +52,23 @@ def hook_log(project: Project, name: str) -> Path:
     return project.logs_dir / f"{name}.hooks.log"
 
 
+class HookFailed(OperationError):
+    """A hook's command failed: the message names it; `output` is the end of what it printed."""
+
+    def __init__(self, message: str, output: str = "") -> None:
+        super().__init__(message)
+        self.output = output
+
+
 def run_hooks(project: Project, hook: str, entry: WorktreeEntry, *, cwd: Path | None = None,
-              extra_env: dict[str, str] | None = None) -> list[HookOutcome]:
+              extra_env: dict[str, str] | None = None, writable: Sequence[Path] = (),
+              read_only: Sequence[Path] = ()) -> list[HookOutcome]:
     """Run the commands of one hook in the worktree; stop at the first failing one that is not optional.
+    `writable` and `read_only` add to the sandbox's mounts (`wrap_command`): the merge train's gate runs in a
+    candidate checkout of daintree's own.
 
     Raises:
-        OperationError: a non-optional command failed (or timed out); the message names it and its exit code.
+        HookFailed: a non-optional command failed (or timed out); the message names it and its exit code.
     """
     specs: list[HookSpec] = project.config.hooks.get(hook, [])
     if not specs:
@@ -76,7 +88,8 @@ def run_hooks(project: Project, hook: str, entry: WorktreeEntry, *, cwd: Path | 
         argv = ["/bin/sh", "-c", command]
         if not sandboxed:
             return argv
-        return wrap_command(project, entry, argv, env, cwd=workdir, background=background, kind="hook")
+        return wrap_command(project, entry, argv, env, cwd=workdir, background=background, kind="hook",
+                            writable=writable, read_only=read_only)
 
     # Unconfined, a repository script runs only as it was when the user trusted the config (core/pinned.py).
     changed = scripts_changed_since_trust(project) if not sandboxed and trusted else []
@@ -123,7 +136,7 @@ def run_hooks(project: Project, hook: str, entry: WorktreeEntry, *, cwd: Path | 
             project.events.append("hook.failed", worktree=entry.brief(), hook=hook, command=spec.command,
                                   exit_code=result.exit_code, output=tail, error=why, task=task)
             if not spec.optional:
-                raise OperationError(f"{hook} hook {spec.command!r} {why}")
+                raise HookFailed(f"{hook} hook {spec.command!r} {why}", tail)
         else:
             project.events.append("hook.ran", worktree=entry.brief(), hook=hook, command=spec.command,
                                   exit_code=0, output=tail, task=task)

@@ -13,7 +13,6 @@ limited start) removes it.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import signal
@@ -23,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from daintree_tui.core import limits
+from daintree_tui.core.log import suppressed
 
 _REMOVE_WAIT_S = 2.0  # for the last processes of an ended group to go (the kernel reaps an OOM kill's victims)
 
@@ -67,14 +67,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     # not stop the command: a reason is shown only for a command that failed.
     if reason is not None and code != 0:
         if args.reason_file:
-            with contextlib.suppress(OSError):
+            with suppressed(OSError):
                 fd = os.open(args.reason_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
                 with os.fdopen(fd, "w") as handle:
                     json.dump({"group": group.name, "reason": reason, "exit_code": code}, handle)
         if args.events:
             from daintree_tui.core.event_log import EventLog
 
-            with contextlib.suppress(Exception):  # the reason is in the reason file; the event is a courtesy
+            with suppressed(Exception):  # the reason is in the reason file; the event is a courtesy
                 EventLog(Path(args.events)).append("sandbox.limit", worktree={"name": args.worktree},
                                                    kind=args.kind, reason=reason, group=group.name,
                                                    exit_code=128 - code if code < 0 else code)

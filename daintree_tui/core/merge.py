@@ -325,3 +325,27 @@ class Merger:
                 raise OperationError(f"could not advance {target} at {holder}: {g.last_line(proc.stderr)}")
         else:
             g.git(root, *hooks, "update-ref", f"refs/heads/{target}", new, old)
+
+    # -- the steps of a merge, for the merge train (services/train.py), which composes them around a gate run in
+    # a candidate worktree of its own; each is the one `merge` runs.
+
+    def confined(self, entry: WorktreeEntry) -> bool:
+        return self._confined(entry)
+
+    def refuse_unsafe(self, entry: WorktreeEntry, target: str, holder: Path | None, *revs: str) -> None:
+        """Refuse (OperationError) what a merge refuses of `revs` (`target...branch`, or old and new target): a
+        change to daintree's own state dirs, and a file that would replace an ignored one of the target's
+        checkout."""
+        if len(revs) == 1:
+            target_tip, branch_tip = revs[0].split("...")
+            self.refuse_state_changes(entry, target_tip, branch_tip)
+        self._refuse_ignored_overwrites(entry, target, holder, *revs)
+
+    def hooks_as_they_are(self, holder: Path) -> contextlib.AbstractContextManager[list[str]]:
+        return self._hooks_as_they_are(holder)
+
+    def advance(self, target: str, old: str, new: str, holder: Path | None, hooks: list[str]) -> None:
+        self._advance(target, old, new, holder, hooks)
+
+    def commit_subject(self, entry: WorktreeEntry) -> str:
+        return self._commit_subject(entry)

@@ -134,6 +134,18 @@ class Project:
         return self.state_dir / ".tmp"
 
     @property
+    def train_root(self) -> Path:
+        """The merge train's temporary worktrees (services/train.py): what a killed train left, `doctor --fix`
+        removes."""
+        return self.state_dir / ".train"
+
+    @property
+    def train_lock(self) -> StateLock:
+        """Held while a merge train runs: one train at a time, and `doctor --fix` leaves a running one's worktrees
+        alone. Taken without waiting (an error says it is held)."""
+        return StateLock(self.locks_dir / "train.lock", timeout=0.0)
+
+    @property
     def journal_dir(self) -> Path:
         return self.state_dir / ".journal"
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from daintree_tui.core import git as g
-from daintree_tui.core.fs_safe import real_folder
+from daintree_tui.core.fs_safe import real_folder, writer_tag
 from daintree_tui.core.log import suppressed, warn
 
 OBJECT_LIMIT = 1024 * 1024 * 1024  # bytes of one loose object, on disk and inflated
@@ -108,7 +108,11 @@ def _take_object(fanout_fd: int, name: str, oid: str, shared: Path, algorithm: s
     """One quarantined object into the shared store (True), or refused (False); the agent's file is removed."""
     try:
         src = os.open(name, _READ, dir_fd=fanout_fd)
-    except OSError:  # a link (ELOOP), or gone meanwhile
+    except FileNotFoundError:
+        # Gone since the listing: another bring-in of the same worktree (the dashboard's facts, its radar, a poll)
+        # took it at the same moment. Nothing of it was refused, and nothing of it reached the store here.
+        return True
+    except OSError:  # a link (ELOOP)
         with suppressed(OSError):
             os.unlink(name, dir_fd=fanout_fd)
         return False
@@ -121,7 +125,7 @@ def _take_object(fanout_fd: int, name: str, oid: str, shared: Path, algorithm: s
         if target.exists():
             return True  # the store has it: nothing of the agent's is needed
         target_dir.mkdir(exist_ok=True)
-        tmp = target_dir / f"tmp_obj_daintree_{os.getpid()}_{oid[2:10]}"
+        tmp = target_dir / f"tmp_obj_daintree_{writer_tag()}_{oid[2:10]}"
         out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o444)
         try:
             good = _copy_checked(src, out, oid, algorithm, done)

@@ -303,6 +303,7 @@ class Reconciler:
                         admin_dirs.prune(self.project, entries, quiet=True)
                 elif tmp.name not in live and self._found(f"temp dir of removed worktree {tmp.name}; deleted it"):
                     remove_tree(tmp)
+        self._check_train(entries)
         homes = self.project.sandbox_homes
         if homes.is_dir() and not homes.is_symlink():
             for home in homes.iterdir():
@@ -315,6 +316,27 @@ class Reconciler:
                 if folder.name not in live and self._found(f"git quarantine of removed worktree {folder.name}; "
                                                            "deleted it"):
                     remove_tree(folder)
+
+    def _check_train(self, entries: list[WorktreeEntry]) -> None:
+        """A merge train killed mid-step leaves its candidate worktrees in `.train/` (the target moved only to a
+        tested commit, if at all): removed, unless a train is running now (it holds the train lock)."""
+        train = self.project.train_root
+        if not train.is_dir() or train.is_symlink() or not any(train.iterdir()):
+            return
+        try:
+            with self.project.train_lock.hold():
+                if not self._found(f"an interrupted merge train left {len(list(train.iterdir()))} temporary "
+                                   "worktree(s) in .train; removed them"):
+                    return
+                for tmp in train.iterdir():
+                    # No git runs in them: the gate ran the worktree's code there. The folder goes, then git's record.
+                    if tmp.is_symlink() or not tmp.is_dir():
+                        tmp.unlink(missing_ok=True)
+                    else:
+                        remove_tree(tmp)
+                admin_dirs.prune(self.project, entries, quiet=True)
+        except OperationError:
+            pass  # a train is running: those are its own, in use
 
 
 def _age(path: Path) -> float:

@@ -5,18 +5,22 @@ Registry: `.worktrees/bakeoffs.json` (`{"bakeoffs": [record, ...]}`), written at
 
 from __future__ import annotations
 
+import contextvars
 import re
 import time
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from daintree_tui.core import git as g
 from daintree_tui.core import trust, validate
 from daintree_tui.core.environment import worktree_env
 from daintree_tui.core.errors import InputError, OperationError
+from daintree_tui.core.hooks import run_hooks
 from daintree_tui.core.index import find
-from daintree_tui.core.models import JsonRecord
+from daintree_tui.core.models import JsonRecord, WorktreeEntry
 from daintree_tui.core.runner import run_command
 from daintree_tui.core.sandbox import wrap_command
 from daintree_tui.core.store import read_json, write_json
@@ -34,13 +38,48 @@ def parse_score(output: str) -> float | None:
 
 @dataclass(frozen=True)
 class Score:
+    """One candidate's judging: the score command's exit and SCORE, the gate (the pre_merge checks: "pass",
+    "fail", or None with none configured), the lines its branch changes, and what its agent spent."""
+
     name: str
     exit_code: int
     wall: float
     score: float | None
+    gate: str | None = None
+    gate_reason: str | None = None
+    diff_lines: int | None = None
+    tokens: int | None = None
+    cost: float | None = None
+
+    @property
+    def out(self) -> bool:
+        """A candidate whose score command or checks fail is out of the running."""
+        return self.exit_code != 0 or self.gate == "fail"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "exit_code": self.exit_code, "wall": round(self.wall, 3), "score": self.score}
+        return {"name": self.name, "exit_code": self.exit_code, "wall": round(self.wall, 3), "score": self.score,
+                "gate": self.gate, "gate_reason": self.gate_reason, "diff_lines": self.diff_lines,
+                "tokens": self.tokens, "cost": self.cost}
+
+    @classmethod
+    def from_dict(cls, data: object) -> Score | None:
+        """A saved score (bakeoffs.json is a file anyone could have written), or None when it is not one."""
+        if not isinstance(data, dict):
+            return None
+
+        def num(key: str, kinds: tuple[type, ...]) -> Any:
+            value = data.get(key)
+            return value if isinstance(value, kinds) and not isinstance(value, bool) else None
+
+        name, exit_code, wall = data.get("name"), num("exit_code", (int,)), num("wall", (int, float))
+        if not isinstance(name, str) or exit_code is None or wall is None:
+            return None
+        gate = data.get("gate") if data.get("gate") in ("pass", "fail") else None
+        reason = data.get("gate_reason") if isinstance(data.get("gate_reason"), str) else None
+        score = num("score", (int, float))
+        cost = num("cost", (int, float))
+        return cls(name, exit_code, float(wall), None if score is None else float(score), gate, reason,
+                   num("diff_lines", (int,)), num("tokens", (int,)), None if cost is None else float(cost))
 
 
 @dataclass(frozen=True, eq=False)
@@ -84,15 +123,15 @@ class Bakeoff(JsonRecord):
 
 
 def rank(scores: list[Score], minimize: bool = False) -> list[Score]:
-    """Passing candidates first, by score (higher wins, or lower with `minimize`; without a SCORE line, by wall
-    time, lower wins); failing candidates last."""
+    """Candidates still in the running first, by score (higher wins, or lower with `minimize`; without a SCORE
+    line, by wall time, lower wins), a tie going to the smaller diff, then the lower cost; candidates that are
+    out (their score command or their checks failed) last."""
 
-    def key(s: Score) -> tuple[int, int, float]:
-        if s.exit_code != 0:
-            return (2, 0, s.wall)
-        if s.score is None:
-            return (1, 0, s.wall)
-        return (0, 0, s.score if minimize else -s.score)
+    def key(s: Score) -> tuple[int, float, int, float]:
+        if s.out:
+            return (2, s.wall, 0, 0.0)
+        first = s.wall if s.score is None else (s.score if minimize else -s.score)
+        return (0 if s.score is not None else 1, first, s.diff_lines or 0, s.cost or 0.0)
 
     return sorted(scores, key=key)
 
@@ -101,10 +140,14 @@ class BakeoffService:
     """The bake-off registry and scoring; creating and picking are operations (`services.operations`): they make
     and remove worktrees and start sessions."""
 
-    def __init__(self, worktrees: WorktreeService) -> None:
+    def __init__(self, worktrees: WorktreeService,
+                 usage: Callable[[Sequence[str]], Mapping[str, Mapping[str, Any]]] | None = None) -> None:
+        """`usage`: tokens and cost of each named worktree's session (`SessionManager.usage_summary`), for the
+        scoreboard's cost column."""
         self.worktrees = worktrees
         self.project = worktrees.project
         self.tasks = worktrees.tasks
+        self.usage = usage
 
     @property
     def path(self) -> Path:
@@ -186,11 +229,21 @@ class BakeoffService:
         for name in live:
             env = worktree_env(self.project, entries[name])
             runs[name] = (wrap_command(self.project, entries[name], ["sh", "-c", command], env), env)
+        # The gate runs the checks through run_hooks, which chooses its sandbox as it goes: in the context of this
+        # call (a sandboxed caller's request refuses what would run unconfined), one copy per thread.
+        contexts = {name: contextvars.copy_context() for name in live}
+        usage = self.usage(live) if self.usage is not None else {}
 
         def one(name: str) -> Score:
             argv, env = runs[name]
             result = run_command(argv, Path(entries[name].path), env, timeout)
-            return Score(name, result.exit_code, result.duration, parse_score(result.stdout + "\n" + result.stderr))
+            gate, reason = contexts[name].run(self._gate, entries[name])
+            spent = usage.get(name) or {}
+            tokens = (spent.get("tokens") or {}).get("total") if isinstance(spent.get("tokens"), dict) else None
+            return Score(name, result.exit_code, result.duration, parse_score(result.stdout + "\n" + result.stderr),
+                         gate, reason, self._diff_lines(record.base_commit, entries[name].branch),
+                         tokens if isinstance(tokens, int) else None,
+                         spent.get("cost") if isinstance(spent.get("cost"), int | float) else None)
 
         with ThreadPoolExecutor(max_workers=len(live)) as pool:
             scores = rank(list(pool.map(one, live)), minimize)
@@ -199,3 +252,46 @@ class BakeoffService:
         self.update(record)
         self.project.events.append("bakeoff.scored", bakeoff=bakeoff_id, scores=list(record.scores))
         return scores
+
+    def _gate(self, entry: WorktreeEntry) -> tuple[str | None, str | None]:
+        """The candidate's pre_merge checks, in its sandbox, as a merge runs them: ("pass" | "fail", why) or
+        (None, None) with none configured. Checks that cannot run for want of trust fail (closed, as a merge's)."""
+        if not self.project.config.hooks.get("pre_merge"):
+            return None, None
+        try:
+            run_hooks(self.project, "pre_merge", entry)
+        except OperationError as exc:
+            return "fail", str(exc)
+        return "pass", None
+
+    def _diff_lines(self, base: str, branch: str) -> int | None:
+        """Lines added and removed by the candidate's branch since the common base: what its pick would merge
+        (outside, on objects only)."""
+        proc = g.git(self.project.root, "diff", "--numstat", "--no-renames", "--no-ext-diff", "--no-textconv",
+                     base, branch, "--", check=False)
+        if proc.returncode != 0:
+            return None
+        total = 0
+        for line in proc.stdout.splitlines():
+            added, _, rest = line.partition("\t")
+            removed = rest.partition("\t")[0]
+            if added.isdigit() and removed.isdigit():  # a binary file says "-"
+                total += int(added) + int(removed)
+        return total
+
+    def best(self, bakeoff_id: str) -> str:
+        """The winner of the last scoring: the first of the ranking that is still in the running.
+
+        Raises:
+            OperationError: not scored yet, or every candidate is out.
+        """
+        record = self.get(bakeoff_id)
+        scores = [s for s in map(Score.from_dict, record.scores) if s is not None and s.name in record.candidates]
+        if not scores:
+            raise OperationError(f"bake-off {bakeoff_id} has not been scored yet: run `daintree bakeoff score "
+                                 f"{bakeoff_id}` first")
+        ranked = rank(scores, bool(record.later.get("minimize") is True))
+        if ranked[0].out:
+            raise OperationError(f"bake-off {bakeoff_id}: every candidate is out (its score command or its checks "
+                                 "failed): nothing to keep")
+        return ranked[0].name

@@ -18,6 +18,7 @@ HANGUP_EXIT = 128 + 1  # SIGHUP: what a session's agent gets when its tmux serve
 
 if TYPE_CHECKING:
     from daintree_tui.core.index import Index
+    from daintree_tui.core.radar import Radar
     from daintree_tui.core.review import ReviewService
     from daintree_tui.core.tasks import TaskService
     from daintree_tui.core.worktrees import WorktreeService
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from daintree_tui.services.operations import Operations
     from daintree_tui.services.policy import Approvals, ApprovedRun
     from daintree_tui.services.queue import QueueRunner
+    from daintree_tui.services.train import Train
     from daintree_tui.services.usage import BudgetGuard
     from daintree_tui.sessions.host import SessionHost
     from daintree_tui.sessions.manager import SessionManager
@@ -154,10 +156,23 @@ class Services:
         return ReviewService(self.worktrees)
 
     @cached_property
+    def radar(self) -> Radar:
+        """The conflict radar; one per Services, so what it learnt of git carries from one pass to the next."""
+        from daintree_tui.core.radar import Radar
+
+        return Radar(self.project, self.worktrees.entries)
+
+    @cached_property
+    def train(self) -> Train:
+        from daintree_tui.services.train import Train
+
+        return Train(self)
+
+    @cached_property
     def bakeoffs(self) -> BakeoffService:
         from daintree_tui.services.bakeoff import BakeoffService
 
-        return BakeoffService(self.worktrees)
+        return BakeoffService(self.worktrees, usage=lambda names: self.sessions.usage_summary(names))
 
     @cached_property
     def queue(self) -> QueueRunner:

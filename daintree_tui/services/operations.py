@@ -25,11 +25,13 @@ from daintree_tui.core.worktrees import base_ref_error, slugify, validate_name
 
 if TYPE_CHECKING:
     from daintree_tui.core.deps import DepsReport
+    from daintree_tui.core.radar import RadarReport
     from daintree_tui.core.review import MergeResult
     from daintree_tui.core.worktrees import RemoveResult
     from daintree_tui.services.bakeoff import Bakeoff
     from daintree_tui.services.container import Services
     from daintree_tui.services.hygiene import GcReport
+    from daintree_tui.services.train import TrainProgress, TrainResult
     from daintree_tui.sessions.manager import SessionInfo
     from daintree_tui.sessions.presets import Preset
 
@@ -266,6 +268,21 @@ class Operations:
 
     def pr(self, name: str, *, draft: bool = False) -> dict[str, Any]:
         return self.services.review.pr(name, draft=draft)
+
+    def conflicts(self, name: str | None = None) -> RadarReport:
+        """The radar's predicted conflicts of every live worktree's work (`name`: an unknown one is InputError);
+        each worktree read in its sandbox, nothing of it changed."""
+        if name is not None:
+            self.services.worktrees.get(name, live=True)
+        return self.services.radar.scan()
+
+    def train(self, names: Sequence[str] | None = None, *, into: str | None = None, strategy: str = "squash",
+              test: str | None = None, remove: bool = False, complete_task: bool = False,
+              on_progress: Callable[[TrainProgress], None] | None = None) -> list[TrainResult]:
+        """Land worktrees one after another, each built and checked in a temporary worktree, the target moved
+        only to a tested commit (services/train.py); a person's operation, refused inside a session."""
+        return self.services.train.run(names, into=into, strategy=strategy, test=test, remove=remove,
+                                       complete_task=complete_task, on_progress=on_progress)
 
     # -- bake-offs ---------------------------------------------------------------------------------------------
 

@@ -68,6 +68,8 @@ DASHBOARD_BINDINGS: list[BindingType] = [
     Binding("b", "bakeoff", "Bake-off", id="bakeoff", show=False,
             tooltip="Bake-off: several agents on the current worktree's task (in the tasks list: the task "
                     "under the cursor)"),
+    Binding("t", "train", "Train", id="train", show=False,
+            tooltip="Merge train: land the current or every finished worktree one by one, each tested first"),
     Binding("a", "toggle_auto", "Auto", id="auto_queue", show=False,
             tooltip="Auto queue: start ready tasks by themselves (max_sessions at a time)"),
     Binding("question_mark", "help", "Help", id="help", tooltip="This help"),

@@ -27,6 +27,7 @@ from daintree_tui.tui.messages import (
     FactsLoaded,
     FilesChanged,
     Notice,
+    RadarLoaded,
     SessionsPolled,
     SnapshotLoaded,
     TrustNeeded,
@@ -35,7 +36,8 @@ from daintree_tui.tui.messages import (
 if TYPE_CHECKING:
     from daintree_tui.tui.backend import Backend
 
-IGNORED_STATE_DIRS = (".logs", ".tmp", ".trash", ".sessions", ".journal", ".sandbox-home", ".locks", ".ui.json")
+IGNORED_STATE_DIRS = (".logs", ".tmp", ".trash", ".sessions", ".journal", ".sandbox-home", ".locks", ".ui.json",
+                      ".train")
 
 
 class DashboardFeed(Widget):
@@ -76,6 +78,12 @@ class DashboardFeed(Widget):
         self._unmounted = False
         self._looked = False
         self.reads_started = False
+        self._facts_lock = threading.Lock()
+        self._changed_lock = threading.Lock()
+        self._changed: set[str] | None = None
+        """Worktrees whose files changed since the radar last read them (None: every one, as at the start). Kept
+        here, not given to the load: the facts group is exclusive, and a load cancelled before it ran took the
+        names with it."""
 
     # -- the poll chain ----------------------------------------------------------------------------------
 
@@ -217,9 +225,34 @@ class DashboardFeed(Widget):
     def load_snapshot(self) -> None:
         self.post_message(SnapshotLoaded(self.backend.snapshot()))
 
+    def files_touched(self, names: frozenset[str] | None) -> None:
+        """Note worktrees whose files changed (None: all) for the radar's next pass."""
+        with self._changed_lock:
+            if names is None or self._changed is None:
+                self._changed = None
+            else:
+                self._changed |= names
+
+    def _take_changed(self) -> frozenset[str] | None:
+        with self._changed_lock:
+            changed, self._changed = self._changed, set()
+        return None if changed is None else frozenset(changed)
+
     @work(thread=True, exit_on_error=False, exclusive=True, group="facts", description="git facts")
     def load_facts(self, entries: tuple[WorktreeEntry, ...]) -> None:
-        self.post_message(FactsLoaded(self.backend.facts(entries)))
+        """Git facts of `entries`, then the conflict radar over every worktree, which reads again only those whose
+        files changed (`files_touched`) and the branches: all a pass costs when nothing changed."""
+        with self._facts_lock:  # one pass at a time: a newer load (the group is exclusive) follows this one
+            facts = self.backend.facts(entries)
+            self.post_message(FactsLoaded(facts))
+            dirty = {name: f.dirty for name, f in facts.items() if f.exists}
+            changed = self._take_changed()
+            try:
+                report = self.backend.services.radar.scan(self.entries, dirty=dirty, changed=changed)
+            except BaseException:
+                self.files_touched(changed)  # read them at the next pass
+                raise
+            self.post_message(RadarLoaded(report.by_worktree()))
         self.post_message(DiskLoaded(self.backend.services.disk.measure(list(self.entries))))
 
     @work(thread=True, exit_on_error=False, exclusive=True, group="events", description="tail events")
@@ -250,6 +283,7 @@ class DashboardFeed(Widget):
 
     @on(FilesChanged)
     def files_changed(self, message: FilesChanged) -> None:
+        self.files_touched(message.worktrees_touched)
         if message.state_changed:
             self.load_snapshot()
             self.load_events()

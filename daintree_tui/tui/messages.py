@@ -104,3 +104,14 @@ class DiskLoaded(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, DiskLoaded)
+
+
+class RadarLoaded(Message):
+    """The conflict radar's last prediction: per worktree, (the other worktree or branch, the files)."""
+
+    def __init__(self, found: dict[str, tuple[tuple[str, tuple[str, ...]], ...]]) -> None:
+        super().__init__()
+        self.found = found
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, RadarLoaded)

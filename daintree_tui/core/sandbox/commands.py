@@ -97,19 +97,23 @@ def _installed_package_dirs(argv: Sequence[str], env: Mapping[str, str]) -> list
 
 
 def wrap_command(project: Project, entry: WorktreeEntry, argv: Sequence[str], env: dict[str, str], *,
-                 cwd: Path | None = None, background: bool = False, kind: str | None = "run") -> list[str]:
+                 cwd: Path | None = None, background: bool = False, kind: str | None = "run",
+                 writable: Sequence[Path] = (), read_only: Sequence[Path] = ()) -> list[str]:
     """Hooks and `worktree run`: `argv` confined to the worktree per config (role of the worktree applies), in
     the limits and network rule of `[sandbox]` (`kind`: "hook" or "run"; None: git's own confined commit, which
     needs neither).
 
-    Adds the inbox hint (and with an allow-list, the proxy) to `env` when sandboxed. Raises OperationError when
-    the mode is `on` and the sandbox (or its limits) cannot work here.
+    `writable` (inside those, `read_only`): folders of daintree's own the command may write besides the worktree,
+    such as the merge train's candidate checkout of it. Adds the inbox hint (and with an allow-list, the proxy) to
+    `env` when sandboxed. Raises OperationError when the mode is `on` and the sandbox (or its limits) cannot work
+    here.
     """
     role = worktree_role(project, entry.name)
     choice = choose(project.config, role=role)
     if not choice.active:
         return list(argv)
-    spec = spec_for(project, entry, writable=writable_paths(project.config), cwd=cwd, background=background)
+    spec = spec_for(project, entry, writable=(*writable_paths(project.config), *writable), read_only=read_only,
+                    cwd=cwd, background=background)
     spec = replace(spec, readable=program_dirs(argv, env))
     env[INBOX_ENV] = str(INBOX_MOUNT)
     if kind is None:

@@ -2,8 +2,9 @@
 
 | Key    | Action                                  |
 |--------|-----------------------------------------|
-| r      | Run the score command in every candidate |
+| r      | Judge every candidate: score, gate, diff, cost |
 | p      | Pick the highlighted candidate (merge)  |
+| P      | Pick the best of the last scoring       |
 | escape | Back to the dashboard                   |
 """
 
@@ -31,6 +32,7 @@ class BakeoffScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("r", "score", "Score", id="bakeoff_score"),
         Binding("p", "pick", "Pick", id="bakeoff_pick"),
+        Binding("P", "pick_best", "Pick best", id="bakeoff_pick_best"),
         Binding("escape", "back", "Back", id="bakeoff_back"),
     ]
 
@@ -56,7 +58,7 @@ class BakeoffScreen(Screen[None]):
 
     def on_mount(self) -> None:
         table = self.query_one("#scoreboard", DataTable)
-        for label in ("Rank", "Candidate", "Exit", "Wall", "Score"):
+        for label in ("Rank", "Candidate", "Exit", "Wall", "Score", "Gate", "Diff", "Tokens", "Cost"):
             table.add_column(label, key=label.lower())
         self.show_scores(self.record.get("scores") or [])
         self.call_after_refresh(self.attach_all)
@@ -72,9 +74,12 @@ class BakeoffScreen(Screen[None]):
         ranked = scores or [{"name": n, "exit_code": None, "wall": None, "score": None}
                             for n in self.record["candidates"]]
         for i, s in enumerate(ranked, start=1):
+            gate, diff, tokens, cost = (s.get(k) for k in ("gate", "diff_lines", "tokens", "cost"))
             table.add_row(str(i) if scores else "-", s["name"], "-" if s["exit_code"] is None else str(s["exit_code"]),
                           "-" if s["wall"] is None else f"{s['wall']:.2f}s",
-                          "-" if s["score"] is None else f"{s['score']:g}", key=s["name"])
+                          "-" if s["score"] is None else f"{s['score']:g}", "-" if gate is None else str(gate),
+                          "-" if diff is None else str(diff), "-" if tokens is None else str(tokens),
+                          "-" if cost is None else f"${cost:.2f}", key=s["name"])
 
     def action_score(self) -> None:
         self.notify("Scoring every candidate…")
@@ -94,9 +99,16 @@ class BakeoffScreen(Screen[None]):
             terminal.detach()
         self.run_pick(name)
 
+    def action_pick_best(self) -> None:
+        for terminal in self.query(TerminalView):
+            terminal.detach()
+        self.run_pick(None)
+
     @work(thread=True, exclusive=True, exit_on_error=False, group="bakeoff", description="pick")
-    def run_pick(self, name: str) -> None:
-        result = self.dashboard.backend.pick(self.record["id"], name)
+    def run_pick(self, name: str | None) -> None:
+        backend = self.dashboard.backend
+        name = name or backend.services.bakeoffs.best(self.record["id"])
+        result = backend.pick(self.record["id"], name)
         kept = f"; kept with uncommitted work: {', '.join(result['kept'])}" if result["kept"] else ""
         self.app.call_from_thread(self.notify, f"Picked {name}: {result['merge']['message']}{kept}")
         self.app.call_from_thread(self.close)

@@ -37,6 +37,7 @@ from daintree_tui.tui.messages import (
     EventsAppended,
     FactsLoaded,
     Notice,
+    RadarLoaded,
     SessionsPolled,
     SnapshotLoaded,
     TrustNeeded,
@@ -48,6 +49,7 @@ from daintree_tui.tui.screens.hosts import HostRows
 from daintree_tui.tui.screens.intake import FeedIntake
 from daintree_tui.tui.screens.keys import on_actions, on_layout, on_local_view, on_worktree
 from daintree_tui.tui.screens.layout import FULL_DIFF, ZOOMED, DashboardLayout
+from daintree_tui.tui.widgets.conflicts_bar import Found
 from daintree_tui.tui.widgets.session_pane import SessionPane
 from daintree_tui.tui.widgets.sidebar import Sidebar
 from daintree_tui.tui.widgets.terminal import TerminalView
@@ -87,6 +89,8 @@ class MainScreen(Screen[None]):
     """Disk use per worktree in bytes."""
     hosts: reactive[dict[str, HostState]] = reactive(dict, repaint=False)
     """Each remote host's last state."""
+    radar: reactive[Found] = reactive(dict, repaint=False)
+    """The conflict radar's prediction: per worktree, with which others (and its base's tip), in which files."""
     selected: reactive[str | None] = reactive(None, repaint=False)
     """The current worktree: the header, the terminal, events, diff and every action follow it."""
     terminal_focused: reactive[bool] = reactive(False, repaint=False)
@@ -126,9 +130,9 @@ class MainScreen(Screen[None]):
         yield self.hosts_watch
         with Horizontal(id="body"):
             yield self.sidebar.data_bind(screen.tasks, screen.entries, screen.facts, screen.sessions,
-                                         screen.previews, screen.disk, screen.selected)
+                                         screen.previews, screen.disk, screen.selected, screen.radar)
             yield self.pane.data_bind(screen.selected, screen.entries, screen.sessions, screen.sessions_known,
-                                      screen.hosts, screen.zoom, focused=screen.terminal_focused)
+                                      screen.hosts, screen.zoom, screen.radar, focused=screen.terminal_focused)
         yield Static(id="footer-slot")  # blank until the footer comes (see later.py)
 
     # -- what the parts and the flows see ------------------------------------------------------------------------
@@ -217,6 +221,10 @@ class MainScreen(Screen[None]):
 
     def on_facts_loaded(self, message: FactsLoaded) -> None:
         self.facts = {**self.facts, **message.facts}
+
+    def on_radar_loaded(self, message: RadarLoaded) -> None:
+        if message.found != self.radar:
+            self.radar = message.found
 
     def on_disk_loaded(self, message: DiskLoaded) -> None:
         self.disk = {**self.disk, **message.disk}
@@ -336,6 +344,11 @@ class MainScreen(Screen[None]):
 
     def action_jump_session(self, number: int) -> None:
         self.current.jump(number)
+
+    def action_train(self) -> None:
+        from daintree_tui.tui.screens.train import run_train  # a dialog: imported when first opened
+
+        self.run_flow(run_train(self), "merge train")
 
     def action_toggle_auto(self) -> None:
         self.actions.toggle_auto()

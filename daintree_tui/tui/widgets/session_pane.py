@@ -26,6 +26,7 @@ from textual.worker import Worker
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.project import Project
 from daintree_tui.tui.hosts import last_update, split_key
+from daintree_tui.tui.widgets.conflicts_bar import ConflictsBar, Found
 from daintree_tui.tui.widgets.session_title import SessionTitle
 from daintree_tui.tui.widgets.terminal import LOOKING, NO_SESSION, TerminalView
 
@@ -57,6 +58,8 @@ class SessionPane(Vertical):
     focused: reactive[bool] = reactive(False, init=False, repaint=False)
     """Keys go to the agent now."""
     zoom: reactive[str] = reactive("", init=False, repaint=False)
+    radar: reactive[Found] = reactive(dict, init=False, repaint=False)
+    """The conflict radar's prediction: the current worktree's conflicts show under its title."""
     """The screen's layout: "zoomed" or "full-diff" is a passing size, not the one sessions should start at."""
 
     def __init__(self, project: Project, attach: Callable[[TerminalView, str], None], *, persistent: bool,
@@ -79,6 +82,7 @@ class SessionPane(Vertical):
         pane = SessionPane
         yield SessionTitle(id="session-title", persistent=self.persistent, leave_key=self.leave_key).data_bind(
             pane.entries, pane.sessions, pane.sessions_known, pane.selected, pane.focused)
+        yield ConflictsBar(id="conflicts-bar").data_bind(pane.radar, pane.selected)
         terminal = TerminalView(id="terminal")
         terminal.set_reactive(TerminalView.placeholder, LOOKING)  # the first poll says which there are
         yield terminal

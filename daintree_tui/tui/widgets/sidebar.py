@@ -18,6 +18,7 @@ from textual.widgets import Input, Label
 
 from daintree_tui.core.models import Task, WorktreeEntry
 from daintree_tui.core.worktrees import Facts
+from daintree_tui.tui.widgets.conflicts_bar import Found
 from daintree_tui.tui.widgets.task_table import TaskTable
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
 
@@ -37,6 +38,8 @@ class Sidebar(Vertical):
     disk: reactive[dict[str, int]] = reactive(dict, init=False, repaint=False)
     selected: reactive[str | None] = reactive(None, init=False, repaint=False)
     """The current worktree (the worktrees list keeps its cursor on it)."""
+    radar: reactive[Found] = reactive(dict, init=False, repaint=False)
+    """The conflict radar's prediction, for the worktrees' conflicts column."""
     filter_text: reactive[str] = reactive("", init=False, repaint=False)
     """What the filter box holds: both lists show what matches (`hosts.matches`)."""
 
@@ -53,7 +56,7 @@ class Sidebar(Vertical):
         yield self.task_table.data_bind(bar.tasks, bar.filter_text)
         yield Label("Worktrees", classes="pane-title")
         yield self.worktree_table.data_bind(bar.entries, bar.facts, bar.sessions, bar.previews, bar.disk,
-                                            bar.filter_text, bar.selected)
+                                            bar.filter_text, bar.selected, conflicts=bar.radar)
 
     def on_mount(self) -> None:
         self.filter_box.display = False

@@ -1,9 +1,10 @@
-"""WorktreeTable: the worktrees pane (number, name, session status, dirty count, ahead/behind, output, port, disk,
-branch).
+"""WorktreeTable: the worktrees pane (number, name, session status, dirty count, ahead/behind, predicted
+conflicts, output, port, disk, branch).
 
 Columns hide by priority when the pane is narrow: the name and session status always show, then the session
-number, the dirty count, ahead/behind, the latest output, the port, disk use and the branch. The cursor follows
-the screen's current worktree (`selected`); moving it posts `Picked`.
+number, the dirty count, ahead/behind and the conflicts (a column only while the radar predicts any), the latest
+output, the port, disk use and the branch. The cursor follows the screen's current worktree (`selected`); moving
+it posts `Picked`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from daintree_tui.core.worktrees import Facts
 from daintree_tui.sessions.last_words import telling
 from daintree_tui.tui.agents_view import status_source_glyph
 from daintree_tui.tui.hosts import LOCAL, is_remote, matches, remote_cells, row_host, shown_name
+from daintree_tui.tui.widgets.conflicts_bar import Found
 from daintree_tui.tui.widgets.rows import GAP, Cell, Row, RowTable, window
 
 SESSION_GLYPH = {
@@ -68,6 +70,11 @@ def last_output_line(screen: str, width: int = 48) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
+def conflicts_cell(found: tuple[tuple[str, tuple[str, ...]], ...]) -> Text:
+    """How many worktrees (or branches) the radar predicts this one's work conflicts with."""
+    return Text(f"⚠{len(found)}", style="bold red") if found else Text("")
+
+
 # What the latest-output column says of a session that has drawn nothing visible since it started (status.py).
 NOTHING_YET = {"starting": Text("no output yet", style="dim italic"),
                "stalled": Text("nothing drawn since it started", style="yellow")}
@@ -98,6 +105,7 @@ COLUMNS = (
     Column("source", "S", 1, 3),  # where status comes from (agents_view.STATUS_SOURCE_GLYPH); before ± on a tie
     Column("dirty", "±", 4, 3),
     Column("ab", "↑↓", 7, 4),
+    Column("conflicts", "⚠", 3, 4),  # only while the radar predicts a conflict: how many it conflicts with
     Column("activity", "Latest output", 0, 5),  # width: what is left, within ACTIVITY_WIDTH
     Column("port", "Port", 5, 6),
     Column("disk", "Disk", 6, 7),
@@ -111,12 +119,13 @@ ACTIVITY_WIDTH = (12, 48)
 PADDING = GAP  # between two columns (and at the table's edges, DataTable's padding of one cell a side)
 
 
-def fit_columns(available: int, name_width: int, hosts: bool = False) -> list[tuple[Column, int]]:
+def fit_columns(available: int, name_width: int, hosts: bool = False,
+                conflicts: bool = False) -> list[tuple[Column, int]]:
     """The columns that fit in `available` cells, by priority, in display order, with their widths (the host
-    column only with `hosts`)."""
+    column only with `hosts`, the conflicts column only with `conflicts`)."""
     chosen: dict[str, int] = {}
     used = 0
-    columns = [c for c in COLUMNS if hosts or c.key != "host"]
+    columns = [c for c in COLUMNS if (hosts or c.key != "host") and (conflicts or c.key != "conflicts")]
     # A long name gives way (down to NAME_WIDTH's minimum) to the status and the session number: the number is
     # the digit that jumps to the session.
     essential = sum(c.width + PADDING for c in columns if c.key != "name" and c.priority <= 2)
@@ -147,6 +156,8 @@ class WorktreeTable(RowTable):
     sessions: reactive[dict[str, SessionInfo]] = reactive(dict, init=False, repaint=False)
     previews: reactive[dict[str, str]] = reactive(dict, init=False, repaint=False)
     disk: reactive[dict[str, int]] = reactive(dict, init=False, repaint=False)
+    conflicts: reactive[Found] = reactive(dict, init=False, repaint=False)
+    """Per worktree, the worktrees and branches the radar predicts its work conflicts with, and in which files."""
     filter_text: reactive[str] = reactive("", init=False, repaint=False)
     selected: reactive[str | None] = reactive(None, init=False, repaint=False)
     """The screen's current worktree: the cursor sits on it when it is shown."""
@@ -180,7 +191,8 @@ class WorktreeTable(RowTable):
             return  # not laid out yet: the columns (and rows) come with the first size, all built once
         names = [len(shown_name(e)) + (7 if e.status == "kept" else 0) for e in self.entries]
         name_width = max(NAME_WIDTH[0], min(NAME_WIDTH[1], max(names, default=0)))
-        layout = fit_columns(max(self.size.width, 30), name_width, any(is_remote(e.name) for e in self.entries))
+        layout = fit_columns(max(self.size.width, 30), name_width, any(is_remote(e.name) for e in self.entries),
+                             any(self.conflicts.values()))
         self._syncing = True
         try:
             changed = self.set_columns([(column.key, column.label, width) for column, width in layout])
@@ -195,6 +207,11 @@ class WorktreeTable(RowTable):
             self.call_later(self.render_rows)
 
     watch_facts = watch_sessions = watch_previews = watch_disk = watch_filter_text = _changed
+
+    def watch_conflicts(self, old: Found, new: Found) -> None:
+        if any(old.values()) != any(new.values()):
+            self._relayout()  # the column comes with the first predicted conflict and goes with the last
+        self._changed()
 
     def watch_entries(self) -> None:
         self._relayout()
@@ -225,7 +242,7 @@ class WorktreeTable(RowTable):
                 continue
             name = entry.name
             inputs = (entry, self.facts.get(name), self.sessions.get(name), self.previews.get(name),
-                      self.disk.get(name), numbers.get(name), keys)
+                      self.disk.get(name), numbers.get(name), keys, self.conflicts.get(name))
             rows.append((name, self.row_line(name, inputs, partial(self._build_cells, entry, numbers, keys))))
         self._syncing = True
         try:
@@ -250,6 +267,7 @@ class WorktreeTable(RowTable):
                 Text("gone", style="red") if not fact.exists else
                 Text(str(fact.dirty), style="yellow" if fact.dirty else "dim")),
             "ab": Text("", style="dim") if fact is None else Text(f"↑{fact.ahead}↓{fact.behind}", style="dim"),
+            "conflicts": conflicts_cell(self.conflicts.get(entry.name, ())),
             "disk": Text(disk_text(self.disk.get(entry.name)), style="dim"),
             "branch": Text(entry.branch, style="dim"),
             "activity": activity_cell(info, self.previews.get(entry.name, "")),

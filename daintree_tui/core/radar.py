@@ -1,0 +1,407 @@
+"""The conflict radar: which live worktrees' work would conflict with each other's, or with their base's tip.
+
+A worktree's *work* is what a merge of it would bring: its commits since it left its target branch and what it
+holds uncommitted (tracked and untracked files, ignored ones not). The uncommitted part is read as a tree the
+way `worktree commit` reads one (docs/design.md 2a rule 9): inside the worktree's sandbox, through a temporary index
+(a copy of its own, in its TMPDIR), so its index, HEAD and files stay as they are; the objects that writes come
+in through the quarantine check (`bring_in`) and the tree must be whole before anything here reads it. A commit
+of that tree on top of the branch (`commit-tree` outside, objects only, fixed identity and date so that the same
+work is the same commit on every pass) stands for the work.
+
+Predictions use git's own merge machinery (`git merge-tree --write-tree`, git 2.38 and later, all pairs in one
+process through `--stdin`), outside, on objects only. A pair is merged only when both sides change a common
+path since they left their target (`changed_paths`), so the cost follows the pairs that overlap, not n^2; each
+result is kept per pair of commits, and so is every other answer (a fork point, a list of paths), so a pass over
+worktrees where nothing changed asks git for one listing of the branches and nothing else.
+
+Two worktrees whose fork points differ are compared on what each changed since its own fork point: a file one
+changed that the target changed in between is that worktree's conflict with the target, reported as such.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from daintree_tui.core import git as g
+from daintree_tui.core import ownership
+from daintree_tui.core.agent_git import whole
+from daintree_tui.core.errors import OperationError
+from daintree_tui.core.log import suppressed
+from daintree_tui.core.models import WorktreeEntry
+from daintree_tui.core.project import Project
+from daintree_tui.core.sandbox import bring_in
+from daintree_tui.core.spawn import command
+from daintree_tui.core.worktree_git import WorktreeGit
+
+WORKERS = 4  # git and sandbox starts at once: most of each is a wait on a fork, a mount table, the disk
+
+# Run inside the worktree's sandbox (WorktreeGit.run_shell), "$1" the temporary index. The worktree's own index is
+# copied first (only a regular file: it is the agent's to make a FIFO or a link), so git rehashes only what changed
+# since it last looked; then every tracked change and every untracked file that is not ignored goes into the copy,
+# and the copy becomes a tree. `diff-files --ignore-submodules=all` and `ls-files --others` never start git in a
+# submodule's folder (a repository the agent made there would run its own config), and `update-index` ignores the
+# `sub/` that names an untracked nested repository.
+WORK_TREE_SCRIPT = r"""
+set -e
+tmp_index=$1
+trap 'rm -f -- "$tmp_index"' EXIT
+index=$(git rev-parse --path-format=absolute --git-path index)
+rm -f -- "$tmp_index"
+if [ -f "$index" ] && [ ! -L "$index" ]; then cp -- "$index" "$tmp_index"; fi
+GIT_INDEX_FILE=$tmp_index
+export GIT_INDEX_FILE
+{ git diff-files --name-only -z --ignore-submodules=all; git ls-files --others --exclude-standard -z; } \
+    | git update-index --add --remove -z --stdin
+git write-tree
+"""
+
+# What a commit standing for uncommitted work is made of: the same tree on the same parent is the same commit.
+_WORK_COMMIT_ENV = {"GIT_AUTHOR_NAME": "daintree radar", "GIT_AUTHOR_EMAIL": "radar@daintree.invalid",
+                    "GIT_AUTHOR_DATE": "@0 +0000", "GIT_COMMITTER_NAME": "daintree radar",
+                    "GIT_COMMITTER_EMAIL": "radar@daintree.invalid", "GIT_COMMITTER_DATE": "@0 +0000"}
+_HEX = frozenset("0123456789abcdef")
+
+
+def _oid(text: str) -> str | None:
+    value = text.strip()
+    return value if len(value) in (40, 64) and set(value) <= _HEX else None
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """A predicted conflict: `worktree` (the first of the two by name, or the worktree facing its target) with
+    `other` (another worktree's name, or the target branch's), in `files`."""
+
+    worktree: str
+    other: str
+    files: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"worktree": self.worktree, "other": self.other, "files": list(self.files)}
+
+
+@dataclass(frozen=True)
+class RadarReport:
+    """One pass of the radar."""
+
+    conflicts: tuple[Conflict, ...] = ()
+    unreadable: Mapping[str, str] = field(default_factory=dict)
+    """Worktrees whose work could not be read this pass, and why (their last known work stands in, if any)."""
+    merges: int = 0
+    """How many merges git was asked for (0 when every answer was known from an earlier pass)."""
+    seconds: float = 0.0
+    names: frozenset[str] = frozenset()
+    """The worktrees of this pass (to tell a worktree from a target branch of the same name)."""
+
+    def involving(self, name: str) -> list[Conflict]:
+        return [c for c in self.conflicts if name in (c.worktree, c.other)]
+
+    def others(self, name: str) -> list[str]:
+        """The names `name` conflicts with: worktrees and target branches, each once."""
+        return sorted({c.other if c.worktree == name else c.worktree for c in self.involving(name)})
+
+    def by_worktree(self) -> dict[str, tuple[tuple[str, tuple[str, ...]], ...]]:
+        """name -> ((other, files), ...) for every worktree in a conflict (both sides of a pair of worktrees)."""
+        out: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
+        for c in self.conflicts:
+            out.setdefault(c.worktree, []).append((c.other, c.files))
+            if c.other in self.names:
+                out.setdefault(c.other, []).append((c.worktree, c.files))
+        return {name: tuple(found) for name, found in out.items()}
+
+
+@dataclass
+class _Work:
+    name: str
+    entry: WorktreeEntry
+    target: str | None = None
+    target_tip: str | None = None
+    tip: str | None = None
+    commit: str | None = None  # the tip, or a commit of the uncommitted work on top of it
+    fork: str | None = None
+    paths: frozenset[str] = frozenset()
+
+
+def parse_merge_tree(out: str, count: int) -> list[tuple[bool, tuple[str, ...]] | None]:
+    """The answers of `git merge-tree --write-tree --name-only -z --stdin` to `count` merges, in order: (clean,
+    conflicted files) each, None where the output ended early. Per merge git prints its status (1 clean, 0 not),
+    the tree, the conflicted files and an empty field; after a conflicted one, its messages, each a count of paths,
+    the paths, a type and a text, and an empty field."""
+    tokens = out.split("\0")
+    answers: list[tuple[bool, tuple[str, ...]] | None] = []
+    i = 0
+    try:
+        for _ in range(count):
+            status = tokens[i]
+            i += 2  # the status and the tree
+            files: list[str] = []
+            while tokens[i] != "":
+                files.append(tokens[i])
+                i += 1
+            i += 1
+            if status == "0":
+                while tokens[i] != "":
+                    i += 1 + int(tokens[i]) + 2
+                i += 1
+            answers.append((status == "1", tuple(dict.fromkeys(files))))
+    except (IndexError, ValueError):
+        pass
+    return answers + [None] * (count - len(answers))
+
+
+def _merge_one(root: Path, a: str, b: str) -> tuple[bool, tuple[str, ...]] | None:
+    """One merge, without `--stdin`: git prints the tree, then (conflicted) the files, an empty field, messages."""
+    proc = g.git(root, "merge-tree", "--write-tree", "--name-only", "-z", a, b, check=False)
+    if proc.returncode not in (0, 1):
+        return None
+    fields = proc.stdout.split("\0")[1:]
+    files = fields[:fields.index("")] if "" in fields else fields
+    return proc.returncode == 0, tuple(dict.fromkeys(files))
+
+
+class Radar:
+    """Predicts conflicts between live worktrees. One instance remembers what git said, so a pass over what did not
+    change costs next to nothing; `scan` is safe to call from several threads (one pass at a time)."""
+
+    def __init__(self, project: Project, entries: Any) -> None:
+        """`entries`: a callable returning the index's entries (`WorktreeService.entries`)."""
+        self.project = project
+        self._entries = entries
+        self._lock = threading.Lock()
+        self._trees: dict[str, str] = {}  # name -> the tree of its files, as last read
+        self._checked: set[str] = set()  # trees known whole in the shared store
+        self._commits: dict[tuple[str, str], str] = {}  # (tree, tip) -> a commit of that tree on that tip
+        self._forks: dict[tuple[str, str], str | None] = {}
+        self._paths: dict[tuple[str, str], frozenset[str]] = {}
+        self._merges: dict[tuple[str, str], tuple[bool, tuple[str, ...]]] = {}
+
+    # -- one pass ------------------------------------------------------------------------------------------------
+
+    def scan(self, entries: Sequence[WorktreeEntry] | None = None, *, dirty: Mapping[str, int] | None = None,
+             changed: Collection[str] | None = None) -> RadarReport:
+        """Predict the conflicts of the live worktrees (`entries`, default: all in the index).
+
+        Args:
+            dirty: uncommitted-file counts already known (the git facts): a worktree known clean needs no look
+                inside its sandbox.
+            changed: the worktrees whose files may have changed since the last pass (None: any); the others'
+                files are taken as last read. Branch tips are read every pass.
+        """
+        with self._lock:
+            start = time.monotonic()
+            return self._scan(entries, dirty or {}, changed, start)
+
+    def _scan(self, entries: Sequence[WorktreeEntry] | None, dirty: Mapping[str, int],
+              changed: Collection[str] | None, start: float) -> RadarReport:
+        project = self.project
+        if not project.is_git:
+            return RadarReport()
+        live = [e for e in (entries if entries is not None else self._entries()) if e.live and Path(e.path).is_dir()]
+        unreadable: dict[str, str] = {}
+        fresh = {e.name for e in live if e.name not in self._trees or changed is None or e.name in changed}
+        to_read = [e for e in live if e.name in fresh and dirty.get(e.name) != 0]
+        reading = {e.name for e in to_read}
+        for entry in live:
+            if entry.name not in reading:
+                with suppressed(OperationError, OSError):
+                    bring_in(project, entry, quick=True)  # what its agent committed, before its tip is read
+        if to_read:
+            listed = ownership.linked_worktrees(project)
+            with ThreadPoolExecutor(max_workers=min(WORKERS, len(to_read))) as pool:
+                for entry, (tree, problem) in zip(to_read, pool.map(lambda e: self._read_tree(e, listed), to_read),
+                                                  strict=True):
+                    if tree is not None:
+                        self._trees[entry.name] = tree
+                    else:
+                        unreadable[entry.name] = problem
+                        # Read again at the next pass, told or not; meanwhile its branch stands for its work.
+                        self._trees.pop(entry.name, None)
+        refs = self._branches()
+        head = g.git(project.root, "symbolic-ref", "--quiet", "--short", "HEAD", check=False).stdout.strip()
+        works: list[_Work] = []
+        for entry in live:
+            tip_tree = refs.get(entry.branch)
+            if tip_tree is None:
+                unreadable.setdefault(entry.name, f"its branch {entry.branch} names no commit")
+                continue
+            tip, tip_tree_id = tip_tree
+            if entry.name in fresh and dirty.get(entry.name) == 0:
+                self._trees[entry.name] = tip_tree_id
+            tree = self._trees.get(entry.name, tip_tree_id)
+            work = _Work(entry.name, entry, tip=tip)
+            work.target = self._target(entry, refs, head)
+            work.target_tip = refs[work.target][0] if work.target in refs else None
+            try:
+                work.commit = tip if tree == tip_tree_id else self._work_commit(entry, tree, tip)
+            except OperationError as exc:
+                unreadable.setdefault(entry.name, str(exc))
+                work.commit = tip
+            works.append(work)
+        self._forget(live)
+        with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+            list(pool.map(self._place, works))
+            targets = {(w.fork, w.target_tip) for w in works if w.fork and w.target_tip}
+            target_paths = dict(zip(targets, pool.map(lambda ft: self._changed(*ft), targets), strict=True))
+        pairs = self._candidate_pairs(works, target_paths)
+        results, merges = self._merge_all([(a, b) for _, _, a, b in pairs])
+        conflicts = []
+        for (left, right, _, _), result in zip(pairs, results, strict=True):
+            if result is not None and not result[0]:
+                conflicts.append(Conflict(left, right, result[1]))
+        return RadarReport(tuple(sorted(conflicts, key=lambda c: (c.worktree, c.other))), unreadable, merges,
+                           time.monotonic() - start, frozenset(w.name for w in works))
+
+    def _read_tree(self, entry: WorktreeEntry, listed: list[Path]) -> tuple[str | None, str]:
+        """The tree of the worktree's files (committed, uncommitted and untracked alike), read in its sandbox and
+        brought in checked; or None and why not."""
+        project = self.project
+        problem = ownership.ownership_problem(project, Path(entry.path), listed)
+        if problem:
+            return None, problem  # never run git in a directory the index merely names
+        tmpdir = project.tmpdir_for(entry.name)
+        index = tmpdir / f".radar-index-{uuid.uuid4().hex[:12]}"
+        try:
+            git = WorktreeGit(project, entry)
+            tmpdir.mkdir(parents=True, exist_ok=True)
+            try:
+                proc = git.run_shell(WORK_TREE_SCRIPT, [str(index)])
+            finally:
+                with suppressed(OSError):
+                    index.unlink()  # the script's own trap removes it; a killed sandbox may not have
+            lines = proc.stdout.strip().splitlines()
+            tree = _oid(lines[-1]) if proc.returncode == 0 and lines else None
+            if tree is None:
+                return None, f"could not read its uncommitted work: {g.last_line(proc.stderr) or 'no tree'}"
+            tip = bring_in(project, entry)  # the objects its sandbox just wrote
+        except (OperationError, OSError, subprocess.SubprocessError) as exc:
+            return None, f"could not read its uncommitted work: {exc}"
+        if tree not in self._checked:
+            # The agent's index can name a tree of its own whose blobs exist nowhere (`write-tree` answers from the
+            # index's cache of trees): merged, it would fail or name objects no one has.
+            if not whole(project.root, tree, "tree", tip):
+                return None, f"its uncommitted work {tree[:12]} did not come through the sandbox's check whole"
+            self._checked.add(tree)
+        return tree, ""
+
+    def _branches(self) -> dict[str, tuple[str, str]]:
+        """branch -> (commit, its tree), for every branch that names a commit: one git call."""
+        out = g.git(self.project.root, "for-each-ref", "--format=%(objecttype) %(objectname) %(tree) %(refname)",
+                    "refs/heads/").stdout
+        refs: dict[str, tuple[str, str]] = {}
+        for line in out.splitlines():
+            kind, _, rest = line.partition(" ")
+            commit, _, rest = rest.partition(" ")
+            tree, _, ref = rest.partition(" ")
+            if kind == "commit" and ref.startswith("refs/heads/"):
+                refs[ref[len("refs/heads/"):]] = (commit, tree)
+        return refs
+
+    def _target(self, entry: WorktreeEntry, refs: Mapping[str, object], head: str) -> str | None:
+        """Where the worktree would merge: `ReviewService.target_branch`'s rule (its base branch, else the
+        primary's), asked of the branch listing instead of git once per worktree."""
+        if entry.base_ref != "HEAD" and entry.base_ref in refs:
+            return entry.base_ref
+        return head or None
+
+    def _work_commit(self, entry: WorktreeEntry, tree: str, tip: str) -> str:
+        key = (tree, tip)
+        if key not in self._commits:
+            argv, env = command(self.project.root, "commit-tree", "--no-gpg-sign", tree, "-p", tip, "-m",
+                                f"daintree radar: uncommitted work of {entry.name}")
+            proc = subprocess.run(argv, capture_output=True, text=True, env={**env, **_WORK_COMMIT_ENV},
+                                  stdin=subprocess.DEVNULL, check=False)
+            commit = _oid(proc.stdout) if proc.returncode == 0 else None
+            if commit is None:
+                raise OperationError(f"could not stand its uncommitted work for a commit: "
+                                     f"{g.last_line(proc.stderr) or proc.returncode}")
+            self._commits[key] = commit
+        return self._commits[key]
+
+    def _place(self, work: _Work) -> None:
+        """Its fork point from the target and the paths it changed since."""
+        if work.tip is None or work.commit is None:
+            return
+        if work.target_tip is not None and work.target != work.entry.branch:
+            key = (work.tip, work.target_tip)
+            if key not in self._forks:
+                proc = g.git(self.project.root, "merge-base", work.tip, work.target_tip, check=False)
+                self._forks[key] = _oid(proc.stdout) if proc.returncode == 0 else None
+            work.fork = self._forks[key]
+        base = work.fork or work.entry.base_commit
+        if _oid(base) is not None:
+            work.paths = self._changed(base, work.commit)
+
+    def _changed(self, old: str, new: str) -> frozenset[str]:
+        key = (old, new)
+        if key not in self._paths:
+            proc = g.git(self.project.root, "diff", "--name-only", "-z", "--no-renames", "--no-ext-diff",
+                         "--no-textconv", old, new, "--", check=False)
+            self._paths[key] = frozenset(p for p in proc.stdout.split("\0") if p) if proc.returncode == 0 \
+                else frozenset()
+        return self._paths[key]
+
+    def _candidate_pairs(self, works: list[_Work],
+                         target_paths: Mapping[tuple[str, str], frozenset[str]]) -> list[tuple[str, str, str, str]]:
+        """(worktree, other, its commit, the other's) for every pair that changes a common path: each worktree with
+        its target's tip, and each two worktrees, found through the paths (never by trying every pair)."""
+        pairs: list[tuple[str, str, str, str]] = []
+        for w in works:
+            if w.fork and w.target_tip and w.target and w.commit and w.target_tip != w.fork \
+                    and w.paths & target_paths.get((w.fork, w.target_tip), frozenset()):
+                pairs.append((w.name, w.target, w.commit, w.target_tip))
+        by_path: dict[str, list[int]] = {}
+        for i, w in enumerate(works):
+            for path in w.paths:
+                by_path.setdefault(path, []).append(i)
+        overlapping: set[tuple[int, int]] = set()
+        for holders in by_path.values():
+            for x, i in enumerate(holders):
+                for j in holders[x + 1:]:
+                    overlapping.add((i, j) if works[i].name < works[j].name else (j, i))
+        for i, j in sorted(overlapping, key=lambda p: (works[p[0]].name, works[p[1]].name)):
+            a, b = works[i], works[j]
+            if a.commit and b.commit and a.commit != b.commit:
+                pairs.append((a.name, b.name, a.commit, b.commit))
+        return pairs
+
+    def _merge_all(self, pairs: Iterable[tuple[str, str]]) -> tuple[list[tuple[bool, tuple[str, ...]] | None], int]:
+        """Each pair's (clean, conflicted files): known ones from the cache, the rest from one `git merge-tree
+        --stdin`; how many git merged."""
+        keys = [(a, b) if a <= b else (b, a) for a, b in pairs]
+        missing = list(dict.fromkeys(k for k in keys if k not in self._merges))
+        if missing:
+            root = self.project.root
+            answers = parse_merge_tree(g.git(root, "merge-tree", "--write-tree", "--name-only", "-z", "--stdin",
+                                             input="".join(f"{a} {b}\n" for a, b in missing), check=False).stdout,
+                                       len(missing))
+            for key, answer in zip(missing, answers, strict=True):
+                # The batch stops at a pair git cannot merge (unrelated histories): the rest one by one. A pair that
+                # cannot be merged at all has no prediction, and is not asked again while its commits stay.
+                self._merges[key] = answer or _merge_one(root, *key) or (True, ())
+        return [self._merges.get(k) for k in keys], len(missing)
+
+    def _forget(self, live: list[WorktreeEntry]) -> None:
+        """Drop what only gone worktrees used, so the caches follow the live set."""
+        names = {e.name for e in live}
+        for name in [n for n in self._trees if n not in names]:
+            del self._trees[name]
+        limit = 20 * max(len(live), 10)
+        if len(self._checked) > limit:
+            self._checked.clear()  # checked again when next read: whole once is whole for good
+        for cache in (self._commits, self._forks, self._paths, self._merges):
+            while len(cache) > limit:
+                cache.pop(next(iter(cache)))  # the oldest first (dicts keep their order)
+
+
+def conflict_names(report: RadarReport, names: Iterable[str]) -> dict[str, list[str]]:
+    """name -> the names it conflicts with, for `worktree list --json`'s `conflicts`."""
+    return {name: report.others(name) for name in names}
+
