@@ -20,6 +20,22 @@ GIT_IDENTITY = {
 }
 
 
+# The tools a test needs beyond Python and git, by the fixtures it takes and the skip conditions it carries: each
+# test is marked `tmux`, `sshd` or `bwrap` for them, and `make test-fast` runs those marked with none.
+NEEDS_BY_FIXTURE = {"tmux_socket": "tmux", "sandbox_env": "bwrap", "sshd": "sshd"}
+NEEDS_BY_SKIP_REASON = {"bubblewrap": "bwrap", "tmux": "tmux", "OpenSSH": "sshd", "sshd": "sshd"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        needs = {NEEDS_BY_FIXTURE[name] for name in getattr(item, "fixturenames", ()) if name in NEEDS_BY_FIXTURE}
+        for mark in item.iter_markers("skipif"):
+            reason = str(mark.kwargs.get("reason", ""))
+            needs |= {tool for word, tool in NEEDS_BY_SKIP_REASON.items() if word in reason}
+        for tool in sorted(needs):
+            item.add_marker(tool)
+
+
 @pytest.fixture(autouse=True)
 def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every test gets its own home, user config/data dirs and a git identity: nothing of the real user's leaks in,

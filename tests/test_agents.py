@@ -289,7 +289,6 @@ NOISE_PAUSE = 1.3
 
 
 @needs_tmux
-@pytest.mark.slow  # timing-bound (a quiet debounce against bursts): failed in two full parallel runs, passes alone
 def test_no_status_flapping_under_bursty_output(cli: CLI, repo: Path, tmux_socket: str, fake_bin: Path) -> None:
     """Bursts of output separated by more than the quiet debounce (a user navigating, a redraw) leave a hooked
     agent `waiting`: only its own hooks start a turn."""

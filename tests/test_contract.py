@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import CLI, Lines, git, trusted_config, wait_for
 
 
@@ -59,6 +61,7 @@ def test_create_after_event_shows_the_task_bound(cli: CLI, repo: Path) -> None:
     assert after[-1]["task"] == {"id": 1, "subject": "Bind me", "status": "in_progress"}
 
 
+@pytest.mark.tmux  # `session stop` is among the commands
 def test_every_state_changing_command_first_recovers_a_torn_index(cli: CLI, repo: Path) -> None:
     """"every state-changing CLI command first recovers a torn index from its `.bak`" (create, keep and remove
     did; `task create`, `session stop`, `worktree run`... left it torn); a read only reports it."""

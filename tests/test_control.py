@@ -465,4 +465,8 @@ def test_a_session_restarted_beside_others_starts_and_is_not_waiting(repo: Path,
         wait_for(lambda: any(c.worktree == "one" and c.new == SessionStatus.RUNNING for c in seen), timeout=15)
     finally:
         live.close()
-    assert SessionStatus.WAITING not in [c.new for c in seen if c.worktree == "one"], seen
+    changes = [c.new for c in seen if c.worktree == "one"]
+    # The first run may still go quiet (`waiting`) before a slow machine restarts it: what counts is the new run,
+    # from its `starting` on (a new run seen without it, as in the bug, is checked whole).
+    new_run = changes[changes.index(SessionStatus.STARTING):] if SessionStatus.STARTING in changes else changes
+    assert SessionStatus.WAITING not in new_run, seen

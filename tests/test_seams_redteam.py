@@ -92,7 +92,9 @@ def test_a_commit_never_names_a_tree_that_is_not_whole(repo: Path, sandbox_env: 
     assert git(repo, "fsck", "--no-dangling") == ""
 
 
-DEEP = 'i=0; while [ $i -lt 1500 ]; do mkdir d && cd d || exit 1; i=$((i+1)); done'
+# 1,500 levels (3,000 characters: within PATH_MAX) by one `mkdir -p`; a loop of 1,500 mkdir processes made them
+# in 2 s of CPU per folder.
+DEEP = 'mkdir -p "$(printf "d/%.0s" $(seq 1500))"'
 
 
 def test_folders_too_deep_for_python_never_stop_remove_or_doctor(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
@@ -161,12 +163,18 @@ def delta_bomb(levels: int, first: int = 1 << 20) -> bytes:
     return bytes(body + hashlib.sha1(body).digest())
 
 
-def test_a_delta_bomb_in_the_quarantine_is_refused_within_a_memory_cap(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+def test_a_delta_bomb_in_the_quarantine_is_refused_within_a_memory_cap(
+        repo: Path, sandbox_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     """A 2 KB pack whose deltas each double their base, up to a 4 GiB blob of zeros, beside an `.idx`: the
     outside's `git index-pack` of it, at the dashboard's poll, took 6.5 GB of memory (and 8 GiB more for each
     level added, the host's memory before long). It now runs in an address space of PACK_MEMORY: the pack is
     refused, and nothing of it joins the store."""
-    cli = CLI(repo)
+    from daintree_tui.core import agent_git
+
+    # The cap as the product sets it for an OBJECT_LIMIT of 64 MiB, not 1 GiB: the same refusal, without the
+    # outside rebuilding (and hashing) objects of up to 1 GiB first, 15 s of CPU.
+    monkeypatch.setattr(agent_git, "PACK_MEMORY", 3 * (64 << 20) + (256 << 20))
+    cli = CLI(repo)  # in this process: the cap is read where the pack is taken
     cli.ok("worktree", "create", "a1")
     bomb = delta_bomb(12)
     (repo / ".worktrees" / "a1" / "bomb.pack").write_bytes(bomb)
@@ -180,16 +188,19 @@ def test_a_delta_bomb_in_the_quarantine_is_refused_within_a_memory_cap(repo: Pat
     assert git(repo, "count-objects", "-v").count("packs: 0") == 1
 
 
-def test_one_poll_looks_at_a_bounded_part_of_a_flooded_quarantine(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+def test_one_poll_looks_at_a_bounded_part_of_a_flooded_quarantine(
+        repo: Path, sandbox_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     """The agent fills its quarantine with empty files named like objects (200,000 in a second or two; the
     outside needed 20 s for them, and the dashboard's poll, which brings in at every tick, stalled every inbox
     behind it). One poll now looks at QUICK_ENTRIES of them; a command takes the rest."""
+    from daintree_tui.core import agent_git
     from daintree_tui.core.project import Project
     from daintree_tui.services import Services
     from daintree_tui.services.inbox import process_inboxes
 
-    quick = 5000  # agent_git.QUICK_ENTRIES
-    cli = CLI(repo)
+    quick = 500  # a tenth of agent_git.QUICK_ENTRIES: the same bound, a tenth of the files to make and check
+    monkeypatch.setattr(agent_git, "QUICK_ENTRIES", quick)
+    cli = CLI(repo)  # in this process: the bound is read where the poll takes entries
     cli.ok("worktree", "create", "a1")
     total = 3 * quick
     _inside(cli, "a1", f'cd {COMMON}/objects && for d in $(seq 10 40); do mkdir "$d"; done && '
@@ -208,22 +219,27 @@ def test_one_poll_looks_at_a_bounded_part_of_a_flooded_quarantine(repo: Path, sa
     assert left() == 0
 
 
-def test_one_poll_inflates_a_bounded_number_of_bytes(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+def test_one_poll_inflates_a_bounded_number_of_bytes(
+        repo: Path, sandbox_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     """One zlib bomb (600 MiB of zeros in 600 KB) copied under three names that it does not hash to: each copy
     is checked whole before its name is found wrong (1.4 s for each GiB here); 5,000 copies held one poll of
     the dashboard for hours. A poll now inflates at most QUICK_BYTES (512 MiB), the object it is in finished;
     a command takes the rest."""
+    from daintree_tui.core import agent_git
     from daintree_tui.core.project import Project
     from daintree_tui.services import Services
     from daintree_tui.services.inbox import process_inboxes
 
-    size = 600 << 20
+    # A sixteenth of the product's bound (QUICK_BYTES, 512 MiB) and of the bomb: the same three polls, without
+    # inflating and hashing 1.8 GiB of zeros (4 s of CPU).
+    monkeypatch.setattr(agent_git, "QUICK_BYTES", agent_git.QUICK_BYTES // 16)
+    size = (600 << 20) // 16
     pack = zlib.compressobj(9)
     parts = [pack.compress(b"blob %d\0" % size)]
     zeros = b"\0" * (1 << 20)
     parts += [pack.compress(zeros) for _ in range(size >> 20)]
     (repo / "bomb").write_bytes(b"".join([*parts, pack.flush()]))
-    cli = CLI(repo)
+    cli = CLI(repo)  # in this process: the bound is read where the poll inflates
     cli.ok("worktree", "create", "a1")
     _inside(cli, "a1", f'mkdir -p {COMMON}/objects/11 && for i in 1 2 3; do '
                        f'cp {repo / "bomb"} {COMMON}/objects/11/$(printf %038x $i); done')

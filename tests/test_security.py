@@ -565,6 +565,7 @@ def test_a_committed_tmux_conf_link_is_never_written_through(tmp_path: Path, tmu
     assert not conf.is_symlink() and "daintree" in conf.read_text()
 
 
+@pytest.mark.bwrap  # the refusal comes from the worktree's sandbox (its branch's ref folder alone)
 def test_a_tampered_index_entry_cannot_steer_branch_deletion_or_git_options(repo: Path, cli: CLI) -> None:
     """An agent rewrites its own index entry: its branch becomes `side`, its base an option for git."""
     git(repo, "branch", "side")
@@ -646,6 +647,7 @@ AGENT_HOOKS = ("pre-commit", "prepare-commit-msg", "commit-msg", "post-commit", 
                "post-checkout", "post-rewrite", "pre-rebase", "reference-transaction")
 
 
+@pytest.mark.bwrap  # without bubblewrap a rebase merge ran the agent's reference-transaction hook
 @pytest.mark.parametrize("strategy", ["ff", "squash", "rebase"])
 def test_hooks_an_agent_commits_never_run_when_the_user_commits_or_merges(repo: Path, cli: CLI, tmp_path: Path,
                                                                          strategy: str) -> None:

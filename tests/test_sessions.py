@@ -90,6 +90,25 @@ def test_status_transitions_and_exit_code(cli: CLI, repo: Path) -> None:
     assert cli("session", "signal", "st", "sleepy").returncode == 2
 
 
+def test_a_signal_before_the_first_frame_is_one_waiting_once_it_draws(cli: CLI, repo: Path) -> None:
+    """An agent's hook may say `waiting` before its screen has drawn anything (Claude Code's SessionStart): the
+    session is `starting` until it draws, and then `waiting` is logged once, not `waiting` at the signal and again
+    after the `starting` the next look saw."""
+    trusted_config(repo, "[agents.mute]\ncommand = \"sh -c 'read line; echo drawn; sleep 60'\"\n")
+    cli.ok("worktree", "create", "early")
+    cli.ok("session", "start", "early", "--agent", "mute")
+    cli.ok("session", "signal", "early", "waiting")
+    assert cli.json("session", "watch", "--once") == []
+    assert cli.json("session", "list")[0]["status"] == "starting"
+    cli.ok("session", "send", "early", "go")
+    log = repo / ".worktrees" / ".logs" / "early.log"
+    wait_for(lambda: b"drawn" in log.read_bytes(), timeout=10)
+    assert cli.json("session", "watch", "--once") == [{"name": "early", "status": "waiting", "exit_code": None}]
+    assert cli.json("session", "watch", "--once") == []
+    assert [e["event"] for e in events(repo) if e["event"] in ("session.waiting", "session.running")] == [
+        "session.waiting"]
+
+
 def test_missing_program_is_a_clear_error(cli: CLI, repo: Path) -> None:
     configure_agents(repo)
     cli.ok("worktree", "create", "m")

@@ -263,6 +263,7 @@ def test_codex_keeps_its_thread_index_in_the_sandboxs_own_folder(repo: Path, san
 @needs_bwrap
 @needs_tmux
 @pytest.mark.skipif(shutil.which("codex") is None, reason="codex is not installed here")
+@pytest.mark.real_agents  # the real CLI, signed in or not: it failed in `make test` where codex was installed
 def test_the_real_codex_keeps_its_conversation_and_index_in_the_sandboxs_own_folders(
         repo: Path, sandbox_env: Path) -> None:  # noqa: F811
     """The real CLI (checked with codex-cli 0.171.0): where it writes its rollout and its thread index inside the

@@ -93,7 +93,20 @@ class SessionObserver:
         status = self.sessions.signal(name, state, at=at)
         if status is None:
             return None
+        if self._drawn_nothing(name):
+            # Its status is `starting` until it draws (sessions/status.py), whatever it says: recording its word
+            # now logged `waiting`, the next poll `starting`, and the first frame `waiting` again (two events and
+            # two on_waiting hooks for one wait). Stored, the word counts from the poll that sees the first frame.
+            return None
         return self.record(name, status, exit_code)
+
+    def _drawn_nothing(self, name: str) -> bool:
+        """The session's current run has drawn nothing visible yet (False when that is not known)."""
+        meta = self.sessions.meta(name)
+        started = meta.get("started_at")
+        if not isinstance(started, int | float):
+            return False
+        return self.sessions.drawn(name, meta, float(started)) is False
 
     # -- hooks -----------------------------------------------------------------------------------------------
 

@@ -36,8 +36,18 @@ from daintree_tui.tui.messages import (
 if TYPE_CHECKING:
     from daintree_tui.tui.backend import Backend
 
+# What the watcher leaves alone: the sessions' logs and records, and the bookkeeping the poll itself writes (the
+# inboxes and git quarantines it looks into for every worktree, caches, the dashboard's own .ui.json): when those
+# counted, every poll reloaded the lists and painted the screen again (three times the CPU of an idle dashboard
+# with a dialog open over two worktrees).
 IGNORED_STATE_DIRS = (".logs", ".tmp", ".trash", ".sessions", ".journal", ".sandbox-home", ".locks", ".ui.json",
-                      ".train")
+                      ".inbox", ".agent-git", ".cache", ".train")
+
+
+def watched(path: str) -> bool:
+    """Whether a change at `path` (under the state or tasks folder) can change what the lists show. The temporary
+    file of an atomic write (`.NAME.RANDOM.tmp`) counts as its target."""
+    return not any(f"/{d}/" in path or path.endswith(f"/{d}") or f"/.{d}." in path for d in IGNORED_STATE_DIRS)
 
 
 class DashboardFeed(Widget):
@@ -306,8 +316,7 @@ class DashboardFeed(Widget):
             roots.append(worktrees_root)
         worker = get_current_worker()
         for changes in watch(*roots, debounce=150, step=50, stop_event=self._stop_watching,
-                             watch_filter=lambda _, path: not any(f"/{d}/" in path or path.endswith(f"/{d}")
-                                                                  for d in IGNORED_STATE_DIRS)):
+                             watch_filter=lambda _, path: watched(path)):
             if worker.is_cancelled:
                 return
             state, touched = False, set()
