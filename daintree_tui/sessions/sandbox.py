@@ -192,7 +192,8 @@ class SessionSandbox:
         spec = replace(self.spec, readable=program_dirs(argv, env))
         if self.containment is None:
             return self.choice.backend.wrap(argv, spec)
-        if self.reason_file is not None:
+        if self.reason_file is not None and self.containment.limits.any:
+            private_dir(self.reason_file.parent)
             self.reason_file.unlink(missing_ok=True)  # a previous run's
         done = contain(self.choice.backend.wrap, argv, spec, env, self.containment, worktree=self.worktree,
                        kind="session", mode=self.choice.mode, events=self.events, reason_file=self.reason_file)
@@ -253,7 +254,7 @@ def session_sandbox(project: Project, entry: WorktreeEntry, preset: Preset, back
 def limit_reason_file(project: Project, name: str) -> Path:
     """Where the limits runner of worktree `name`'s session says why a limit stopped it: a folder no sandbox sees
     (each is shown an empty .run/), so the reason is the kernel's word, never the agent's."""
-    return private_dir(project.state_dir / ".run" / "limits") / f"{name}.session.json"
+    return project.state_dir / ".run" / "limits" / f"{name}.session.json"
 
 
 # Claude Code saves ~/.claude.json by writing a temporary file beside it and renaming that over it: with $HOME
