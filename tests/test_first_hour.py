@@ -103,7 +103,7 @@ def test_every_option_of_every_command_says_what_it_does() -> None:
 
 @pytest.mark.parametrize(("command", "actions"), [
     ("task", "create, list, show, update"),
-    ("wt", "create, list, status, keep, remove, run, diff, commit, merge, pr, events"),
+    ("wt", "create, list, conflicts, status, keep, remove, run, diff, commit, merge, pr, events"),
 ])
 def test_a_command_without_its_action_names_the_actions(cli: CLI, command: str, actions: str) -> None:
     """`daintree task` alone said "daintree: error: the following arguments are required: ACTION", naming

@@ -86,12 +86,7 @@ def cmd_wt_list(args: argparse.Namespace, services: Services) -> int:
 
 
 def _conflicts(services: Services, live: list[Any], facts: dict[str, Any]) -> dict[str, list[str]]:
-    """name -> the worktrees and branches its work is predicted to conflict with (the radar; a worktree the facts
-    found clean is read from its branch alone, without a look in its sandbox)."""
-    report = services.radar.scan(live, dirty={name: f.dirty for name, f in facts.items() if f.exists})
-    for name, why in report.unreadable.items():
-        warn(f"radar: {name}: {why}")
-    return {e.name: report.others(e.name) for e in live}
+    return services.ops.conflicts_by_name(live, facts)
 
 
 def cmd_wt_conflicts(args: argparse.Namespace, services: Services) -> int:

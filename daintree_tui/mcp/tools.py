@@ -247,8 +247,10 @@ class DaintreeTools:
         facts = worktrees.facts_for(entries)
         sessions = self._session_states()
         disk = self.services.disk.measure(entries)
+        conflicts = self.services.ops.conflicts_by_name([e for e in entries if e.live], facts)
         return [{**e.to_dict(), **({"facts": facts[e.name].to_dict()} if e.name in facts else {}),
-                 "session": sessions.get(e.name), "disk_bytes": disk.get(e.name)} for e in entries]
+                 "session": sessions.get(e.name), "disk_bytes": disk.get(e.name),
+                 "conflicts": conflicts.get(e.name, [])} for e in entries]
 
     def worktree_status(self, name: str) -> dict[str, Any]:
         self.project.require_git()
@@ -256,8 +258,11 @@ class DaintreeTools:
         worktrees = self.services.worktrees
         entry = worktrees.get(name)
         dirty = worktrees.dirty_files(entry) if entry.live else []
+        from daintree_tui.core.sandbox.containment import denied_of  # as `worktree status` shows them
+
         return {**entry.to_dict(), "facts": worktrees.facts(entry).to_dict(), "dirty_files": dirty,
-                "session": self._session_states().get(entry.name)}
+                "session": self._session_states().get(entry.name),
+                "denied_hosts": denied_of(self.services.project.events, entry.name)}
 
     def worktree_run(self, name: str, command: str) -> dict[str, Any]:
         if not command.strip():

@@ -13,13 +13,14 @@ shapes into its own words (`--json`, a notification, an MCP tool's answer).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from daintree_tui.core import git as g
 from daintree_tui.core import trust
 from daintree_tui.core.errors import DaintreeError, InputError, OperationError
+from daintree_tui.core.log import warn
 from daintree_tui.core.models import Task, TaskStatus, WorktreeEntry
 from daintree_tui.core.worktrees import base_ref_error, slugify, validate_name
 
@@ -275,6 +276,14 @@ class Operations:
         if name is not None:
             self.services.worktrees.get(name, live=True)
         return self.services.radar.scan()
+
+    def conflicts_by_name(self, live: Sequence[Any], facts: Mapping[str, Any]) -> dict[str, list[str]]:
+        """name -> the worktrees and branches its work is predicted to conflict with, for `worktree list --json`
+        and MCP's `worktree_list` alike (a worktree the facts found clean is read from its branch alone)."""
+        report = self.services.radar.scan(list(live), dirty={n: f.dirty for n, f in facts.items() if f.exists})
+        for name, why in report.unreadable.items():
+            warn(f"radar: {name}: {why}")
+        return {e.name: report.others(e.name) for e in live}
 
     def train(self, names: Sequence[str] | None = None, *, into: str | None = None, strategy: str = "squash",
               test: str | None = None, remove: bool = False, complete_task: bool = False,
