@@ -133,6 +133,10 @@ def test_request_heads() -> None:
     bare = netproxy.parse_head(b"GET http://example.com HTTP/1.1")
     assert bare is not None and bare.head.startswith(b"GET / HTTP/1.1") and bare.port == 80
     assert netproxy.parse_head(b"GET /local HTTP/1.1") is None
+    # The host is the agent's to write, and it reaches the user's terminal and config: a name or nothing.
+    for forged in (b"CONNECT \x1b]52;c;aGk=\x07:443 HTTP/1.1", b"CONNECT a\nb.com:443 HTTP/1.1",
+                   b"CONNECT xn--\xc3\xa9.com:443 HTTP/1.1", b"GET http://a..b/ HTTP/1.1"):
+        assert netproxy.parse_head(forged) is None, forged
     assert netproxy.parse_head(b"GET https://x/ HTTP/1.1") is None
 
 
@@ -212,3 +216,12 @@ def test_git_fetch_through_an_allowed_host(tmp_path: Path, web: tuple[int, int, 
                          f"git clone -q http://127.0.0.1:{allowed}/repo.git {clone} && git -C {clone} log --format=%s")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "one"
+
+
+def test_only_well_formed_denied_hosts_are_shown() -> None:
+    from daintree_tui.core.sandbox.containment import denied_hosts
+
+    records = [{"event": "sandbox.denied", "worktree": {"name": "w1"}, "host": host, "port": 443}
+               for host in ("registry.npmjs.org", "\x1b]52;c;aGk=\x07", "a\nb", "::1")]
+    records.append({"event": "sandbox.denied", "worktree": {"name": "w2"}, "host": "other.org", "port": 443})
+    assert denied_hosts(records, "w1") == ["registry.npmjs.org:443", "[::1]:443"]

@@ -62,6 +62,18 @@ def canonical_host(host: str) -> str:
     return host
 
 
+def valid_host(host: str) -> bool:
+    """An IP literal or a DNS name of ASCII letters, digits and hyphens: nothing else is a host here. The name a
+    request asks for is the agent's to choose, and it reaches the user's terminal (`worktree status`) and config
+    (the allow hint): an escape sequence or a newline there would be the agent's words on the user's screen."""
+    with suppressed(ValueError):
+        ipaddress.ip_address(host)
+        return True
+    return 0 < len(host) <= 253 and all(
+        0 < len(part) <= 63 and all(c.isascii() and (c.isalnum() or c == "-") for c in part)
+        for part in host.split("."))
+
+
 def parse_rule(entry: str) -> Rule:
     """`host`, `host:port`, `1.2.3.4:80`, `[::1]:8080` as a rule; AllowListError otherwise."""
     text = entry.strip()
@@ -81,14 +93,7 @@ def parse_rule(entry: str) -> Rule:
             raise AllowListError(f"sandbox.network: {entry!r} is not host[:port]")
         port = int(digits)
     host = canonical_host(host)
-    valid_name = all(part and len(part) <= 63 and all(c.isalnum() or c == "-" for c in part)
-                     for part in host.split("."))
-    try:
-        ipaddress.ip_address(host)
-        valid_name = True
-    except ValueError:
-        pass
-    if not host or not valid_name or (port is not None and not 0 < port < 65536):
+    if not valid_host(host) or (port is not None and not 0 < port < 65536):
         raise AllowListError(f"sandbox.network: {entry!r} is not host[:port]")
     return Rule(host, port)
 
@@ -114,7 +119,7 @@ def _split_authority(authority: str, default_port: int) -> tuple[str, int] | Non
     if port_text and not port_text.isdigit():
         return None
     port = int(port_text) if port_text else default_port
-    return (host, port) if host and 0 < port < 65536 else None
+    return (host, port) if valid_host(canonical_host(host)) and 0 < port < 65536 else None
 
 
 @dataclass(frozen=True)

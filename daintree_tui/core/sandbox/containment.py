@@ -29,6 +29,7 @@ from daintree_tui.core.errors import OperationError
 from daintree_tui.core.fs_safe import private_dir
 from daintree_tui.core.log import warn
 from daintree_tui.core.mounts import PROXY_MOUNT
+from daintree_tui.core.netproxy import valid_host
 from daintree_tui.core.sandbox.spec import SandboxSpec
 from daintree_tui.core.trust_record import is_trusted
 
@@ -229,8 +230,8 @@ def denied_hosts(records: Sequence[dict[str, Any]], worktree: str) -> list[str]:
         if not isinstance(where, dict) or where.get("name") != worktree:
             continue
         host, port = str(record.get("host", "")), record.get("port")
-        if host == PROBE_DENIED_HOST:
-            continue
+        if host == PROBE_DENIED_HOST or not valid_host(host):
+            continue  # the proxy logs valid hosts only: anything else was not written by it
         shown = f"[{host}]" if ":" in host else host
         key = f"{shown}:{port}" if isinstance(port, int) else shown
         out.pop(key, None)
