@@ -15,6 +15,7 @@ from typing import Any
 
 from daintree_tui.core.config import read_toml, user_config_dir
 from daintree_tui.core.errors import ConfigError
+from daintree_tui.core.log import warn
 
 NOTIFY_KINDS = ("waiting", "done", "failed", "over_budget", "train")
 _NOTIFY_KEYS = {"desktop", "webhook", "ntfy", "command", "kinds", "quiet_hours"}
@@ -44,10 +45,14 @@ class NotifyConfig:
                 "command": list(self.command), "kinds": sorted(self.kinds), "quiet_hours": self.quiet_hours}
 
 
-def _user_table(section: str) -> dict[str, Any]:
+def _user_table(section: str, known: set[str]) -> dict[str, Any]:
+    """`[section]` of the user's config; a key it does not know is named in one warning and ignored."""
     raw = read_toml(user_config_dir() / "config.toml").get(section, {})
     if not isinstance(raw, dict):
         raise ConfigError(f"config: [{section}] must be a table (got {raw!r})")
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        warn(f"config: unknown keys ignored: {', '.join(f'{section}.{k}' for k in unknown)}")
     return raw
 
 
@@ -59,12 +64,7 @@ def _url(value: Any, key: str) -> str:
 
 def load_notify_config() -> NotifyConfig:
     """`[notify]` of the user's config; raises ConfigError naming the first bad key."""
-    raw = _user_table("notify")
-    unknown = sorted(set(raw) - _NOTIFY_KEYS)
-    if unknown:
-        from daintree_tui.core.log import warn
-
-        warn(f"config: unknown keys ignored: {', '.join(f'notify.{k}' for k in unknown)}")
+    raw = _user_table("notify", _NOTIFY_KEYS)
     desktop = raw.get("desktop", False)
     if not isinstance(desktop, bool):
         raise ConfigError(f"config: notify.desktop must be true or false (got {desktop!r})")
@@ -87,12 +87,7 @@ def load_notify_config() -> NotifyConfig:
 def serve_allows_remote() -> bool:
     """`[serve] allow_remote = true` in the user's config: `daintree serve --bind` may take a non-loopback
     address."""
-    raw = _user_table("serve")
-    unknown = sorted(set(raw) - _SERVE_KEYS)
-    if unknown:
-        from daintree_tui.core.log import warn
-
-        warn(f"config: unknown keys ignored: {', '.join(f'serve.{k}' for k in unknown)}")
+    raw = _user_table("serve", _SERVE_KEYS)
     allow = raw.get("allow_remote", False)
     if not isinstance(allow, bool):
         raise ConfigError(f"config: serve.allow_remote must be true or false (got {allow!r})")

@@ -215,7 +215,7 @@ def send_desktop(notice: Notice) -> None:
     # The body is markup to desktop notifiers (<a href>, entities): shown as text, never obeyed.
     urgency = "critical" if notice.kind in ("waiting", "failed") else "normal"
     try:
-        proc = subprocess.run(["notify-send", "--app-name=daintree", "-u", urgency, notice.title,
+        proc = subprocess.run(["notify-send", "--app-name=daintree", "-u", urgency, "--", notice.title,
                                html.escape(notice.text, quote=False)],
                               capture_output=True, text=True, timeout=HTTP_TIMEOUT, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
