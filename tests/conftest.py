@@ -84,6 +84,16 @@ def git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True).stdout
 
 
+def commit_file(wt: Path, name: str, text: str, message: str = "work") -> str:
+    """Write `name` in worktree `wt`, commit everything, and return the new commit."""
+    path = wt / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    git(wt, "add", "-A")
+    git(wt, "commit", "-q", "-m", message)
+    return git(wt, "rev-parse", "HEAD").strip()
+
+
 def make_repo(path: Path) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     git(path, "init", "-q", "-b", "main")
@@ -195,8 +205,9 @@ def tmux_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     socket_path(name).unlink(missing_ok=True)
 
 
-def wait_for(predicate: Any, timeout: float = 30.0, interval: float = 0.05) -> Any:
-    """Poll until `predicate()` is truthy; fail with a clear message after `timeout` seconds."""
+def wait_for(predicate: Any, timeout: float = 30.0, interval: float = 0.05, pause: Any = None) -> Any:
+    """Poll until `predicate()` is truthy; fail with a clear message after `timeout` seconds. `pause()` waits
+    between looks (default: sleep `interval`)."""
     import time
 
     deadline = time.monotonic() + timeout
@@ -206,7 +217,7 @@ def wait_for(predicate: Any, timeout: float = 30.0, interval: float = 0.05) -> A
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s")
-        time.sleep(interval)
+        (pause or (lambda: time.sleep(interval)))()
 
 
 class Lines:

@@ -11,14 +11,7 @@ from daintree_tui.core.project import Project
 from daintree_tui.core.radar import Radar, parse_merge_tree
 from daintree_tui.core.worktrees import WorktreeService
 from tests.conftest import CLI, git
-
-
-def commit(wt: Path, name: str, text: str, message: str = "work") -> None:
-    path = wt / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    git(wt, "add", "-A")
-    git(wt, "commit", "-q", "-m", message)
+from tests.conftest import commit_file as commit
 
 
 def three_lines(middle: str) -> str:

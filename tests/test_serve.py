@@ -8,7 +8,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -59,14 +58,7 @@ def _capture(socket: str) -> str:
 def pumped(page: Any, predicate: Any, timeout: float = 20.0) -> Any:
     """`wait_for` that lets Playwright run while it waits: its sync API delivers events (the websocket's frames)
     only inside its own calls."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        page.wait_for_timeout(100)
+    return wait_for(predicate, timeout, pause=lambda: page.wait_for_timeout(100))
 
 
 class BrowserScreen:

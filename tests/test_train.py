@@ -15,6 +15,7 @@ import pytest
 
 from daintree_tui.core.sandbox import BwrapSandbox
 from tests.conftest import CLI, events, git, trusted_config, wait_for
+from tests.conftest import commit_file as commit
 
 _OK, _WHY = BwrapSandbox().available()
 needs_bwrap = pytest.mark.skipif(not _OK, reason=f"bubblewrap cannot run here: {_WHY}")
@@ -29,15 +30,6 @@ with open(os.path.join(sys.argv[1], "got-" + os.environ["DAINTREE_WORKTREE"]), "
         out.write(chunk)
         out.flush()
 """
-
-
-def commit(wt: Path, name: str, text: str, message: str = "work") -> str:
-    path = wt / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    git(wt, "add", "-A")
-    git(wt, "commit", "-q", "-m", message)
-    return git(wt, "rev-parse", "HEAD").strip()
 
 
 def lines(middle: str) -> str:
