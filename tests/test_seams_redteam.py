@@ -169,11 +169,11 @@ def test_a_delta_bomb_in_the_quarantine_is_refused_within_a_memory_cap(
     outside's `git index-pack` of it, at the dashboard's poll, took 6.5 GB of memory (and 8 GiB more for each
     level added, the host's memory before long). It now runs in an address space of PACK_MEMORY: the pack is
     refused, and nothing of it joins the store."""
-    from daintree_tui.core import agent_git
+    from daintree_tui.core import quarantine
 
     # The cap as the product sets it for an OBJECT_LIMIT of 64 MiB, not 1 GiB: the same refusal, without the
     # outside rebuilding (and hashing) objects of up to 1 GiB first, 15 s of CPU.
-    monkeypatch.setattr(agent_git, "PACK_MEMORY", 3 * (64 << 20) + (256 << 20))
+    monkeypatch.setattr(quarantine, "PACK_MEMORY", 3 * (64 << 20) + (256 << 20))
     cli = CLI(repo)  # in this process: the cap is read where the pack is taken
     cli.ok("worktree", "create", "a1")
     bomb = delta_bomb(12)
