@@ -229,21 +229,23 @@ def test_repository_may_only_lower_limits_until_trusted(repo: Path, env: Path) -
 def test_kill_9_leaves_a_group_that_doctor_fix_removes(repo: Path, env: Path) -> None:
     _user_config("[sandbox]\npids = 64\n")
     cli = CLI(repo)
-    cli.ok("worktree", "create", "k1")
-    running = subprocess.Popen([sys.executable, "-m", "daintree_tui", "worktree", "run", "k1", "--", "sleep", "60"],
+    # Groups and processes are the machine's, seen by every test running beside this one: a name of its own.
+    name = f"k9-{os.getpid()}"
+    cli.ok("worktree", "create", name)
+    running = subprocess.Popen([sys.executable, "-m", "daintree_tui", "worktree", "run", name, "--", "sleep", "60"],
                                cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         def runner() -> int | None:
             for entry in Path("/proc").iterdir():
                 with contextlib.suppress(OSError):
                     argv = (entry / "cmdline").read_bytes().split(b"\0")
-                    if b"daintree_tui.core.limits_run" in argv and b"k1" in argv:
+                    if b"daintree_tui.core.limits_run" in argv and name.encode() in argv:
                         return int(entry.name)
             return None
 
         pid = wait_for(runner, timeout=30)
         group = wait_for(lambda: [g for g in _BACKEND.groups()  # type: ignore[union-attr]
-                                  if g.name.startswith("k1.run.")], timeout=30)[0]
+                                  if g.name.startswith(f"{name}.run.")], timeout=30)[0]
         os.kill(pid, signal.SIGKILL)
         running.wait(timeout=60)
     finally:

@@ -37,6 +37,7 @@ from tests.conftest import CLI, wait_for
 
 _OK, _WHY = BwrapSandbox().available()
 IN_CI = bool(os.environ.get("CI"))
+CI_MARKERS = ("CI", "CONTINUOUS_INTEGRATION", "BUILD_NUMBER", "RUN_ID", "GITHUB_ACTIONS", "GITLAB_CI", "BUILDKITE")
 BIN = str(Path(sys.executable).parent)  # the venv's `daintree`
 # Where the CLIs are, found before a test's private HOME hides a `~/.local/bin`.
 PROGRAMS = {name: shutil.which(name) for name in ("claude", "codex", "gemini", "opencode", "aider")}
@@ -124,7 +125,10 @@ class Homes:
         self.made: list[tuple[Path, str]] = []
         self.envs: dict[str, dict[str, Path | str]] = {}
         for key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "OPENROUTER_API_KEY",
-                    "GOOGLE_CLOUD_PROJECT", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME", "TMUX"):
+                    "GOOGLE_CLOUD_PROJECT", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME", "TMUX",
+                    # A CI marker makes gemini (ink's is-in-ci) skip its interactive screens altogether ("Please set
+                    # an Auth method"): the agents here run as on a user's machine, whatever runs the test.
+                    *CI_MARKERS):
             monkeypatch.delenv(key, raising=False)
         dirs = dict.fromkeys([BIN, *(str(Path(p).parent) for p in PROGRAMS.values() if p)])
         monkeypatch.setenv("PATH", os.pathsep.join([*dirs, os.environ.get("PATH", "")]))

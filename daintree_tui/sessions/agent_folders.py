@@ -100,7 +100,11 @@ READ_ONLY_BY_DESIGN: dict[str, dict[str, str]] = {
     "codex": {".codex/config.toml": "settings the user's codex obeys (MCP servers, notify commands); codex "
                                     "writes it once, for a screen-reader check it repeats when it cannot",
               ".codex/skills*": "instructions the user's codex loads (it copies its bundled skills there)",
-              ".codex/packages*": "the app-server daemon the user's codex runs from there"},
+              ".codex/packages*": "the app-server daemon the user's codex runs from there",
+              # Measured in CI (chromium installed, no display): Enter on "Sign in with ChatGPT" runs xdg-open,
+              # and chromium writes its crash folders before it fails to start.
+              ".config/chromium/*": "the user's browser profile: a sandboxed agent does not drive the user's "
+                                    "browser; codex prints the sign-in link it would have opened"},
     "aider": {".aider/oauth-keys.env": "loaded as the user's aider's environment (AIDER_* options run commands); "
                                        "an OpenRouter sign-in inside the sandbox cannot save its key"},
     "opencode": {".config/opencode/package.json": "the dependencies of the plugins the user's opencode loads",
