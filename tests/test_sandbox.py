@@ -1336,3 +1336,28 @@ def test_sandboxed_gemini_saves_its_sign_in_choice_in_a_settings_copy_of_its_own
     copy = repo / ".worktrees" / ".sandbox-home" / "g3" / "agent" / ".gemini" / "settings.json"
     assert copy.read_text() == chosen + "\n"
     cli.ok("session", "stop", "g3")
+
+
+def test_an_entry_of_run_that_goes_away_before_bwrap_starts_is_left_out(repo: Path, sandbox_env: Path) -> None:
+    """The sandbox lists / and /run, then starts bwrap: another job's folder in /run removed in between failed a
+    commit in CI ("bwrap: Can't find source path /run/..."). Such an entry is left out, nothing else."""
+    from daintree_tui.core.index import Index, find
+    from daintree_tui.core.project import Project
+    from daintree_tui.core.sandbox import spec_for
+
+    if not os.access("/run", os.W_OK):
+        pytest.skip("needs a writable /run (root) to make an entry there")
+    CLI(repo).ok("worktree", "create", "gone")
+    project = Project.discover(repo)
+    entry = find(Index(project).load(), "gone")
+    assert entry is not None
+    folder = Path(tempfile.mkdtemp(prefix="daintree-test-gone-", dir="/run"))
+    link = Path("/run") / f"{folder.name}-link"
+    link.symlink_to(folder)
+    try:
+        argv = BwrapSandbox().wrap(["sh", "-c", "echo inside"], spec_for(project, entry))
+    finally:
+        link.unlink()
+        folder.rmdir()
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout.strip()) == (0, "inside"), done.stderr

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from daintree_tui.core.log import suppressed
 from daintree_tui.core.mounts import INBOX_MOUNT, PROXY_MOUNT
 from daintree_tui.core.sandbox.git_guards import agent_git_mounts, git_pointer_mounts
 from daintree_tui.core.sandbox.spec import PRIVATE_CACHES, SandboxSpec, under_tmp
@@ -56,10 +57,7 @@ def root_mounts(spec: SandboxSpec) -> list[str]:
         path = Path("/") / name
         if name in _TOP_SKIPPED:
             continue  # /proc, /dev and /run are made below; /tmp by _tmp_mounts
-        if path.is_symlink():
-            args += ["--symlink", os.readlink(path), str(path)]
-        elif path.exists():
-            args += ["--ro-bind", str(path), str(path)]
+        args += _mirrored(path)
     args += ["--dev", "/dev", "--proc", "/proc", *_kernel_mounts(), "--tmpfs", "/run"]
     run = Path("/run")
     if run.is_dir():
@@ -67,15 +65,26 @@ def root_mounts(spec: SandboxSpec) -> list[str]:
             child = run / name
             if name in _RUN_HIDDEN or name == "daintree":
                 continue
-            if child.is_symlink():
-                args += ["--symlink", os.readlink(child), str(child)]
-            else:
-                args += ["--ro-bind", str(child), str(child)]
+            args += _mirrored(child)
         for kept in _RUN_KEPT:
             if (run / kept).is_dir():
                 args += ["--ro-bind", str(run / kept), str(run / kept)]
     args += _tmp_mounts(spec)
     return args
+
+
+def _mirrored(path: Path) -> list[str]:
+    """`path` as it is outside, read-only: a link as the same link, anything else bound.
+
+    Another process may remove the entry between the listing and bwrap's start (CI measured it: a job's folder in
+    /run went away and the commit failed with "Can't find source path"): a link that is gone is left out, and a
+    bind is `--ro-bind-try`, which bwrap skips when its source no longer exists.
+    """
+    if path.is_symlink():
+        with suppressed(OSError):  # gone since the listing
+            return ["--symlink", os.readlink(path), str(path)]
+        return []
+    return ["--ro-bind-try", str(path), str(path)]
 
 
 def _kernel_mounts() -> list[str]:
