@@ -2,8 +2,10 @@
 
 Every browser tab gets a dashboard of its own (`daintree --repo ROOT` run by textual-serve with its web driver), on
 the same sessions as the terminal's. Everything is served under a random token, `http://ADDR:P/<token>/`: any
-other path, the page and the websocket included, answers 403. The token is kept 0600 in the user's state dir
-(`serve-token`; delete it for a new one). The address is 127.0.0.1 unless `--bind` says otherwise, and a
+other path, the page and the websocket included, answers 403. The token is kept 0600 in daintree's secrets folder
+(`serve-token`; delete it for a new one), which every sandbox hides: an agent shares the host's network by default
+and reaches the port like any local process, so a token it could read (it was in the user's state dir, readable
+inside) opened it a dashboard outside its sandbox. The address is 127.0.0.1 unless `--bind` says otherwise, and a
 non-loopback address is refused unless the user's own config has `[serve] allow_remote = true` (the traffic is
 plain HTTP: the token is as safe as the network it crosses; `ssh -L` is the better way from another machine).
 """
@@ -62,19 +64,28 @@ _PAGE = """<!DOCTYPE html>
 
 
 def token_path() -> Path:
+    from daintree_tui.core.sandbox import secrets_dir
+
+    return secrets_dir() / TOKEN_FILE
+
+
+def _old_token_path() -> Path:
     from platformdirs import user_state_dir
 
     return Path(user_state_dir("daintree", appauthor=False)) / TOKEN_FILE
 
 
 def load_token() -> str:
-    """The token of the user's state dir, made (0600, in a 0700 folder) when missing; one that others could read,
-    or not ours, is replaced."""
+    """The token of daintree's secrets folder, made (0600, in a 0700 folder) when missing; one that others could
+    read, or not ours, is replaced. One left in the user's state dir by an earlier version is removed: every
+    sandbox could read it."""
     import secrets
 
     from daintree_tui.core.fs_safe import private_dir
     from daintree_tui.core.store import atomic_write_text
 
+    with suppressed(OSError):
+        _old_token_path().unlink()
     path = token_path()
     private_dir(path.parent)
     try:

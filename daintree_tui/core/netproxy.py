@@ -5,7 +5,8 @@ With `[sandbox] network = ["host[:port]", ...]` a sandboxed command gets a netwo
 which runs outside the sandbox and listens on a Unix socket bound into it; inside, `net_bridge` forwards
 127.0.0.1:PORT to that socket and the command finds it through `HTTP_PROXY`, `HTTPS_PROXY` and `ALL_PROXY`.
 The proxy admits `CONNECT host:port` and plain-HTTP requests (absolute URI) only to the listed hosts, by name or IP
-literal; each refusal is a `sandbox.denied` event naming the worktree and the host, so the user can allow it.
+literal; a refusal is a `sandbox.denied` event naming the worktree and the host, so the user can allow it (each
+host:port once per command, MAX_LOGGED_DENIALS in all: the agent's refusals never flood the event log).
 
 Why our own ~200 lines and not a proxy package: the well-kept ones (mitmproxy, proxy.py) listen on TCP ports that
 every local process could use, bring TLS interception and plugins we must not run, and none both listens on a
@@ -36,6 +37,10 @@ _HEAD_LIMIT = 64 * 1024  # a request head longer than this is refused
 _HEAD_TIMEOUT_S = 30.0
 _CONNECT_TIMEOUT_S = 15.0
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+# Refusals logged per command: each host:port once, and this many in all. The event log keeps one rotated file,
+# and a refusal costs the agent a millisecond: 600 a second, every one an event, erased the outside's whole
+# record (train results, transitions not yet notified) in minutes. One of each is all the allow hint needs.
+MAX_LOGGED_DENIALS = 64
 
 
 class AllowListError(ValueError):
@@ -161,7 +166,7 @@ class Proxy:
         self.rules = tuple(rules)
         self.worktree = worktree
         self.events = events
-        self.denied: list[str] = []
+        self.denied: dict[str, None] = {}  # host:port, each once, at most MAX_LOGGED_DENIALS
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -191,8 +196,10 @@ class Proxy:
         await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
 
     def _deny(self, host: str, port: int) -> None:
-        shown = f"{host}:{port}"
-        self.denied.append(shown)
+        shown = f"{canonical_host(host)}:{port}"
+        if shown in self.denied or len(self.denied) >= MAX_LOGGED_DENIALS:
+            return
+        self.denied[shown] = None
         if self.events is not None:
             self.events.append("sandbox.denied", worktree={"name": self.worktree}, host=canonical_host(host),
                                port=port)

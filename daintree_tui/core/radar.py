@@ -21,6 +21,7 @@ changed that the target changed in between is that worktree's conflict with the 
 from __future__ import annotations
 
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -43,7 +44,8 @@ from daintree_tui.core.worktree_git import WorktreeGit
 
 WORKERS = 4  # git and sandbox starts at once: most of each is a wait on a fork, a mount table, the disk
 
-# Run inside the worktree's sandbox (WorktreeGit.run_shell), "$1" the temporary index. The worktree's own index is
+# Run inside the worktree's sandbox (WorktreeGit.run_shell), "$1" the temporary index, "$2" "$3" "$4" the size
+# filter (_SIZE_FILTER) and its cap. The worktree's own index is
 # copied first (only a regular file: it is the agent's to make a FIFO or a link), so git rehashes only what changed
 # since it last looked; then every tracked change and every untracked file that is not ignored goes into the copy,
 # and the copy becomes a tree. `diff-files --ignore-submodules=all` and `ls-files --others` never start git in a
@@ -59,8 +61,31 @@ if [ -f "$index" ] && [ ! -L "$index" ]; then cp -- "$index" "$tmp_index"; fi
 GIT_INDEX_FILE=$tmp_index
 export GIT_INDEX_FILE
 { git diff-files --name-only -z --ignore-submodules=all; git ls-files --others --exclude-standard -z; } \
-    | git update-index --add --remove -z --stdin
+    | "$2" -I -c "$3" "$4" | git update-index --add --remove -z --stdin
 git write-tree
+"""
+
+# Between the listing and `update-index` (Python, the outside's, by path): the paths of regular files larger than
+# MAX_FILE_BYTES are dropped. Hashing and compressing is the CPU of the outside, in no cgroup of the agent's: a 4 GiB
+# sparse file (no disk at all) made every pass of the radar over it spend its 60 s of a core and fail, a pass
+# that `worktree conflicts` and the train's order wait for. Such a file is taken as last committed (or, new, as
+# absent): no prediction is made over it. What is missing (a deletion) or not a regular file passes as it is.
+MAX_FILE_BYTES = 64 << 20
+_SIZE_FILTER = r"""
+import os, stat, sys
+cap = int(sys.argv[1])
+kept = []
+for path in sys.stdin.buffer.read().split(b"\0"):
+    if not path:
+        continue
+    try:
+        st = os.lstat(path)
+    except OSError:
+        kept.append(path)
+        continue
+    if not (stat.S_ISREG(st.st_mode) and st.st_size > cap):
+        kept.append(path)
+sys.stdout.buffer.write(b"".join(p + b"\0" for p in kept))
 """
 
 # What a commit standing for uncommitted work is made of: the same tree on the same parent is the same commit.
@@ -272,7 +297,8 @@ class Radar:
             git = WorktreeGit(project, entry)
             tmpdir.mkdir(parents=True, exist_ok=True)
             try:
-                proc = git.run_shell(WORK_TREE_SCRIPT, [str(index)])
+                proc = git.run_shell(WORK_TREE_SCRIPT, [str(index), sys.executable, _SIZE_FILTER,
+                                                        str(MAX_FILE_BYTES)])
             finally:
                 with suppressed(OSError):
                     index.unlink()  # the script's own trap removes it; a killed sandbox may not have

@@ -3,7 +3,8 @@
 - `/` is rebuilt from its top-level entries (read-only) rather than one `--ro-bind / /`, so that the mount
   points we add (the inbox at /run/daintree/inbox) can be created, and so that /run is rebuilt without the
   sockets that run commands outside the sandbox (the user's systemd and D-Bus session in /run/user, docker,
-  podman, containerd): connecting to a unix socket works on a read-only mount.
+  podman, containerd): connecting to a unix socket works on a read-only mount, and so does writing a FIFO: every
+  other socket and FIFO left in /run is /dev/null inside (a network namespace covers no Unix socket).
 - Kernel knobs that check only the uid (/proc/sys, /proc/sysrq-trigger, ...: KERNEL_READ_ONLY) are bound
   read-only over the fresh /proc: as root, `kernel.core_pattern = |script` ran the agent's script as root
   outside (tests/test_sandbox_kernel.py).
@@ -16,6 +17,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from daintree_tui.core.log import suppressed
@@ -69,6 +71,7 @@ def root_mounts(spec: SandboxSpec) -> list[str]:
         for kept in _RUN_KEPT:
             if (run / kept).is_dir():
                 args += ["--ro-bind", str(run / kept), str(run / kept)]
+        args += _run_endpoints_masked(run)
     args += _tmp_mounts(spec)
     return args
 
@@ -85,6 +88,26 @@ def _mirrored(path: Path) -> list[str]:
             return ["--symlink", os.readlink(path), str(path)]
         return []
     return ["--ro-bind-try", str(path), str(path)]
+
+
+def _run_endpoints_masked(run: Path) -> list[str]:
+    """Every Unix socket and FIFO in what /run shows, as /dev/null: a read-only mount stops neither connect(2) nor
+    a FIFO opened for writing, and the network namespace of an allow-list (or of `network = false`) covers no
+    Unix socket. A daemon's socket there was a direct way out of the allow-list, and one that trusts its peer's
+    uid (MySQL's root by `unix_socket`) or a supervisor's root-only control pipe took a root agent for root."""
+    args: list[str] = []
+    tops = [run / name for name in sorted(os.listdir(run)) if name not in _RUN_HIDDEN and name != "daintree"]
+    for top in [*tops, *(run / kept for kept in _RUN_KEPT)]:
+        if top.is_symlink() or not top.is_dir():
+            continue
+        for folder, dirs, files in os.walk(top):  # links are not followed (they resolve inside as they do here)
+            for name in (*files, *dirs):
+                path = Path(folder) / name
+                with suppressed(OSError):
+                    mode = path.lstat().st_mode
+                    if stat.S_ISSOCK(mode) or stat.S_ISFIFO(mode):
+                        args += ["--ro-bind", "/dev/null", str(path)]
+    return args
 
 
 def _kernel_mounts() -> list[str]:
