@@ -193,7 +193,7 @@ async def test_the_new_task_agent_list_opens_inside_the_dialog_one_line_an_agent
     from textual.widgets._select import SelectOverlay
 
     from daintree_tui.tui.screens.new_task import NewTaskScreen
-    from tests.test_first_hour7 import DashboardHost
+    from tests.test_first_hour_dashboard import DashboardHost
 
     for size in ((120, 40), (80, 24)):
         app = DashboardHost(NewTaskScreen(AGENT_FACTS, "shell"))

@@ -1224,7 +1224,7 @@ def test_a_script_the_agents_settings_run_is_read_only_to_it(repo: Path, sandbox
                           timeout=60, stdin=subprocess.DEVNULL)
     assert (claude / "statusline.sh").read_text() == "#!/bin/sh\necho status\n", proc.stdout
     assert (claude / "notify.sh").read_text() == "#!/bin/sh\n", proc.stdout
-    # What exists there and is not the agent's data is read-only too (tests/test_adv7.py); new files are its own.
+    # What exists there and is not the agent's data is read-only too (tests/test_attacks.py); new files are its own.
     assert (claude / "scratch.sh").read_text() == "#!/bin/sh\n", proc.stdout
     assert "wrote-new.sh" in proc.stdout, proc.stderr
 

@@ -148,7 +148,7 @@ def test_token_is_private_and_kept(tmp_path: Path) -> None:
 
     first = load_token()
     path = token_path()
-    assert path.parent == secrets_dir()  # hidden in every sandbox (tests/test_adv11_serve.py)
+    assert path.parent == secrets_dir()  # hidden in every sandbox (tests/test_serve_token_hidden.py)
     assert (path.stat().st_mode & 0o777) == 0o600 and (path.parent.stat().st_mode & 0o777) == 0o700
     assert load_token() == first and len(first) >= 32
     path.chmod(0o644)  # readable by others: it may have leaked, so it is replaced

@@ -21,8 +21,8 @@ import pytest
 
 from daintree_tui.core.project import Project
 from tests.conftest import CLI, events, wait_for
-from tests.test_adv7 import _agent_sandbox_of_me, _run_inside, needs_bwrap
 from tests.test_agents import fake_bin  # noqa: F401 (a fixture)
+from tests.test_attacks import _agent_sandbox_of_me, _run_inside, needs_bwrap
 from tests.test_sandbox import _write_user_config, sandbox_env  # noqa: F401 (a fixture)
 
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")

@@ -97,7 +97,7 @@ def test_a_planted_object_cannot_hide_behind_the_check_budget(repo: Path, sandbo
     agent that wrote enough genuine objects first had its forged object, named after the user's uncommitted app.py,
     left unchecked, and the user's `git add` kept the agent's content. Every object now comes in checked through
     the agent's quarantine, whatever came before it."""
-    from tests.test_adv7 import _agent_sandbox_of_me, _run_inside
+    from tests.test_attacks import _agent_sandbox_of_me, _run_inside
 
     sandbox, env = _agent_sandbox_of_me(repo, "claude")
     (repo / "app.py").write_text("print('the user')\n")  # changed, not committed yet

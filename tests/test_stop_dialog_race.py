@@ -1,4 +1,4 @@
-"""adv10: S (stop, after asking) against a session that ends on its own while the question is open."""
+"""S (stop, after asking) against a session that ends on its own while the question is open."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""adv11: the radar reads an agent's uncommitted work in its sandbox, but the hashing and compressing is the
+"""The radar reads an agent's uncommitted work in its sandbox, but the hashing and compressing is the
 outside's CPU, in no cgroup of the agent's, on files the agent chose."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""adv10: what `u` copies from a screen an agent (or a hostile repository's text it prints) controls."""
+"""What `u` copies from a screen an agent (or a hostile repository's text it prints) controls."""
 
 from __future__ import annotations
 

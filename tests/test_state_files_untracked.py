@@ -1,4 +1,4 @@
-"""adv10: daintree's state files that came through git and are no longer tracked: the user undid the merge that
+"""Daintree's state files that came through git and are no longer tracked: the user undid the merge that
 brought them with `git reset HEAD~1` (mixed, git's default), or followed the warning's `git rm --cached` first.
 git leaves the file on disk, untracked and ignored, and its content was the agent's."""
 
@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from tests.conftest import CLI, git
-from tests.test_adv9_state import _merge_state_files_from_a_branch, merge_a_planted_approval
+from tests.test_state_files_from_git import _merge_state_files_from_a_branch, merge_a_planted_approval
 
 
 def test_an_index_merged_then_reset_is_still_not_daintrees(repo: Path) -> None:

@@ -1,4 +1,4 @@
-"""adv11: a session with a network allow-list (or none) has a network namespace of its own, so no TCP or UDP leaves
+"""A session with a network allow-list (or none) has a network namespace of its own, so no TCP or UDP leaves
 it but through the proxy. A Unix socket is a connection the namespace does not cover: the filesystem stays
 readable, and connect(2) works on a read-only mount (so does opening a FIFO for writing). /run is where the
 machine's daemons keep theirs (a database, a resolver, a supervisor's control pipes)."""

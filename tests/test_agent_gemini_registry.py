@@ -1,4 +1,4 @@
-"""adv10: gemini's projects.json (its registry of project folders, writable in the sandbox since gemini renames a
+"""Gemini's projects.json (its registry of project folders, writable in the sandbox since gemini renames a
 file over it at every start) against the one history folder a sandboxed gemini may write. Real bubblewrap."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from tests.test_adv7 import _agent_sandbox_of_me, _run_inside, needs_bwrap
+from tests.test_attacks import _agent_sandbox_of_me, _run_inside, needs_bwrap
 from tests.test_sandbox import sandbox_env  # noqa: F401 (a fixture)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_adv7 import _agent_sandbox_of_me, _run_inside, needs_bwrap
+from tests.test_attacks import _agent_sandbox_of_me, _run_inside, needs_bwrap
 from tests.test_sandbox import sandbox_env  # noqa: F401 (a fixture)
 
 

@@ -1,4 +1,4 @@
-"""adv11: `daintree serve` as seen from inside a sandbox. A sandboxed agent shares the host's network by default
+"""`daintree serve` as seen from inside a sandbox. A sandboxed agent shares the host's network by default
 (`network = true`), so it reaches the dashboard's port on 127.0.0.1 like any local process; the token is all that
 stands between it and a dashboard that runs outside its sandbox (merges, trust, sessions of its own choosing)."""
 

@@ -1,4 +1,4 @@
-"""adv11: each request the allow-list refuses is a `sandbox.denied` event in the project's event log, written
+"""Each request the allow-list refuses is a `sandbox.denied` event in the project's event log, written
 outside by the proxy. The log keeps one rotated file: a flood of refusals is the agent's way to erase the
 outside's record (train results, sessions' transitions the notifier has not read yet, every earlier event)."""
 
