@@ -201,6 +201,7 @@ async def refuse_uncommitted(screen: Dashboard, name: str) -> None:
 
 async def merge(screen: Dashboard, name: str) -> None:
     await refuse_uncommitted(screen, name)  # before the dialog: its choices would be for nothing
+    await asyncio.to_thread(screen.backend.ops.require_approved, name)  # the role's review or checks of the head
     target = await asyncio.to_thread(screen.backend.merge_target, name)
     from daintree_tui.tui.screens.merge import MergeScreen  # a dialog: imported when first opened
 
