@@ -307,6 +307,17 @@ class Operations:
             raise OperationError(f"{name} is not approved for a merge (role {role!r}: approval = {approval!r}): "
                                  + "; ".join(missing))
 
+    def ci_checks(self, name: str) -> dict[str, Any] | None:
+        """The CI checks of the pull request `worktree pr` opened for worktree `name` (`gh pr checks`); None
+        without one, without gh, or without an answer: nothing shows, nothing fails."""
+        loop = self.services.reviews
+        try:
+            report = loop.checks(loop.load(loop.entry(name)))
+        except DaintreeError as exc:
+            warn(f"checks of {name}: {exc}")
+            return None
+        return report.to_dict() if report is not None else None
+
     def review_get(self, name: str) -> dict[str, Any]:
         """The review of worktree `name` (`review NAME --json`, MCP `review_get`): read only."""
         return self.services.reviews.view(name)
