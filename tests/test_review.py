@@ -504,3 +504,43 @@ async def test_mcp_review_get_reads_the_review_and_approves_nothing(repo: Path, 
         assert (await call(mcp, "review_get", name="mine"))["comments"][0]["text"] == "use logging"
         assert "not this session's worktree" in await fails(mcp, "review_get", name="theirs")
     assert cli.json("review", "mine")["state"] == "open"
+
+
+@pytest.mark.usefixtures("tmux_socket")
+async def test_a_comment_added_in_the_diff_view_reaches_the_agent_as_one_paste(repo: Path, cli: CLI,
+                                                                             tmp_path: Path) -> None:
+    from daintree_tui.core.project import Project
+    from daintree_tui.tui.app import make_app
+    from daintree_tui.tui.widgets.diff_view import DiffView
+    from tests.test_dashboard import main_screen, on_screen, select, until
+
+    recording_agent(repo, tmp_path, "[notifications]\nbell = false\n")
+    cli.ok("worktree", "create", "w", "--agent", "rec")
+    wait_for(lambda: "ready" in cli("session", "capture", "w").stdout)
+    lines_file(repo / ".worktrees" / "w")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: screen.entries)
+        await select(pilot, screen, "w")
+        await pilot.press("r")  # no diff on show: said, nothing asked
+        await pilot.press("D")
+        diff = screen.query_one(DiffView)
+        await until(pilot, lambda: diff.worktree == "w" and diff.has_focus and diff.place() is not None)
+        assert diff.place() == ("app.py", 1, "def main():")
+        await pilot.press("down")
+        assert diff.place() == ("app.py", 2, "    print('hello')")
+        await pilot.press("r")
+        await on_screen(pilot, app, "ReviewCommentScreen")
+        await pilot.press(*"use logging", "enter")
+        review = repo / ".worktrees" / ".reviews" / "w.json"
+        await until(pilot, lambda: review.exists() and "use logging" in review.read_text())
+        await pilot.press("R")
+        body = await until(pilot, lambda: (tmp_path / "got-w").is_file()
+                           and b"use logging" in (tmp_path / "got-w").read_bytes()
+                           and b"\x1b[201~" in (tmp_path / "got-w").read_bytes())
+        assert body
+    got = pasted(tmp_path, "w", b"use logging")
+    assert b"app.py:2\r   >     print('hello')\r   use logging" in got
+    assert (tmp_path / "got-w").read_bytes().count(b"\x1b[200~") == 1
+    assert cli.json("review", "w")["comments"][0]["sent"] is True
