@@ -228,3 +228,319 @@ def test_context_injection_reaches_a_real_session(cli: CLI, repo: Path) -> None:
     refused = cli("session", "send", "sh1", "--task")
     assert refused.returncode == 2 and "takes no task or context text" in refused.stderr
     assert "rm -rf" not in cli.ok("session", "capture", "sh1").stdout
+
+
+# -- the review loop (issue 30): comments sent to the agent, approvals that gate the merge, CI back to the agent -----
+
+from tests.test_train import RECORDER  # noqa: E402 - the recording agent the train's tests use
+
+
+def lines_file(wt: Path, name: str = "app.py") -> None:
+    agent_commit(wt, name, "def main():\n    print('hello')\n    return 0\n", "app")
+
+
+def test_comments_name_file_and_new_side_line_and_go_outdated(cli: CLI, repo: Path) -> None:
+    cli.ok("worktree", "create", "w")
+    wt = repo / ".worktrees" / "w"
+    lines_file(wt)
+    view = cli.json("review", "w", "--comment", "app.py:2", "use logging", "--comment", "app.py:3", "exit code?")
+    assert view["state"] == "open" and view["head"] == git(repo, "rev-parse", "wt/w").strip()
+    first, second = view["comments"]
+    assert (first["path"], first["line"], first["text"], first["sent"], first["outdated"]) == \
+        ("app.py", 2, "use logging", False, False)
+    assert first["quote"] == "    print('hello')" and first["by"] and first["at"] > 0 and second["line"] == 3
+    # A batch with one bad comment keeps none of it (a rejected input changes nothing).
+    for bad in (["app.py:9", "no such line"], ["app.py:x", "t"], ["../etc/passwd:1", "t"], ["app.py:1", " "]):
+        proc = cli("review", "w", "--comment", "app.py:1", "fine", "--comment", *bad)
+        assert proc.returncode == 2, (bad, proc.stderr)
+    assert cli("review", "w", "-m", "why").returncode == 2  # -m belongs to a verdict
+    assert cli("review", "nope").returncode == 2
+    assert len(cli.json("review", "w")["comments"]) == 2
+    # The agent changes line 2: that comment stays, marked outdated; the other still reads as it did.
+    (wt / "app.py").write_text("def main():\n    log.info('hello')\n    return 0\n")
+    first, second = cli.json("review", "w")["comments"]
+    assert first["outdated"] is True and second["outdated"] is False
+    path = repo / ".worktrees" / ".reviews" / "w.json"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert [e["event"] for e in events(repo)].count("review.comment") == 2
+
+
+def test_a_link_or_a_committed_record_is_nobodys_review(cli: CLI, repo: Path, tmp_path: Path) -> None:
+    trusted_config(repo, 'default_role = "r"\n[roles.r]\napproval = "review"\n')
+    cli.ok("worktree", "create", "w")
+    lines_file(repo / ".worktrees" / "w")
+    head = git(repo, "rev-parse", "wt/w").strip()
+    reviews = repo / ".worktrees" / ".reviews"
+    reviews.mkdir(mode=0o700)
+    forged = {"worktree": "w", "comments": [], "verdicts": [{"kind": "approve", "head": head, "by": "x", "at": 1}]}
+    elsewhere = tmp_path / "forged.json"
+    elsewhere.write_text(json.dumps(forged))
+    (reviews / "w.json").symlink_to(elsewhere)
+    proc = cli("review", "w", "--json")
+    assert proc.returncode == 1 and "symbolic link" in proc.stderr
+    assert cli("review", "w", "--approve").returncode == 1 and elsewhere.read_text() == json.dumps(forged)
+    assert cli("worktree", "merge", "w").returncode == 1
+    # Committed into the repository (an agent's branch merged, then checked out): it came with history, ignored.
+    (reviews / "w.json").unlink()
+    (reviews / "w.json").write_text(json.dumps(forged))
+    git(repo, "add", "-f", ".worktrees/.reviews/w.json")
+    git(repo, "commit", "-q", "-m", "an approval, from history")
+    proc = cli("worktree", "merge", "w")
+    assert proc.returncode == 1 and "nobody approved" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("approval", ["none", "human", "checks", "review", "checks+review"])
+def test_the_approval_gate_of_each_value(cli: CLI, repo: Path, approval: str) -> None:
+    trusted_config(repo, f'default_role = "r"\n[roles.r]\napproval = "{approval}"\n')
+    cli.ok("worktree", "create", "w")
+    wt = repo / ".worktrees" / "w"
+    lines_file(wt)
+    main_before = git(repo, "rev-parse", "main").strip()
+    wants_review, wants_checks = "review" in approval, "checks" in approval
+    skipped = cli("worktree", "merge", "w", "--no-verify")
+    if wants_review or wants_checks:
+        assert skipped.returncode == 1 and len(skipped.stderr.strip().splitlines()) == 1
+        assert ("checks: the pre_merge checks would be skipped" in skipped.stderr) == wants_checks
+        assert ("review: nobody approved head" in skipped.stderr) == wants_review, skipped.stderr
+        assert git(repo, "rev-parse", "main").strip() == main_before
+        assert bool(cli.json("review", "w")["missing"]) == wants_review  # a merge with its checks is fine
+    else:
+        assert skipped.returncode == 0, skipped.stderr
+        return
+    if wants_review:
+        plain = cli("worktree", "merge", "w")
+        assert plain.returncode == 1 and "review: nobody approved" in plain.stderr
+        approved = cli.json("review", "w", "--approve", "-m", "looks right")
+        assert approved["state"] == "approved" and approved["approved_by"] and approved["missing"] == []
+        assert approved["verdicts"][-1]["message"] == "looks right"
+        # A new commit after the approval asks again.
+        agent_commit(wt, "more.py", "x = 1\n", "more")
+        again = cli("worktree", "merge", "w")
+        assert again.returncode == 1 and "a new commit asks again" in again.stderr, again.stderr
+        assert cli.json("review", "w")["state"] == "open"
+        changes = cli.json("review", "w", "--request-changes", "-m", "not yet")
+        assert changes["state"] == "changes-requested"
+        refused = cli("worktree", "merge", "w")
+        assert refused.returncode == 1 and "requested changes" in refused.stderr
+        cli.ok("review", "w", "--approve")
+    cli.ok("worktree", "merge", "w")
+    assert git(repo, "rev-parse", "main").strip() == git(repo, "rev-parse", "wt/w").strip()
+
+
+def test_the_train_asks_the_same_approval(cli: CLI, repo: Path) -> None:
+    trusted_config(repo, 'default_role = "r"\n[roles.r]\napproval = "checks+review"\n')
+    cli.ok("worktree", "create", "w")
+    lines_file(repo / ".worktrees" / "w")
+    proc = cli("train", "w", "--json")
+    result = json.loads(proc.stdout)[0]
+    assert proc.returncode == 1 and result["result"] == "skipped" and "nobody approved" in result["reason"]
+    cli.ok("review", "w", "--approve")
+    proc = cli("train", "w", "--json")
+    assert proc.returncode == 0 and json.loads(proc.stdout)[0]["result"] == "merged", proc.stdout
+
+
+def test_an_agent_cannot_approve_its_own_work(cli: CLI, repo: Path) -> None:
+    trusted_config(repo, 'default_role = "r"\n[roles.r]\napproval = "review"\n')
+    cli.ok("worktree", "create", "w")
+    wt = repo / ".worktrees" / "w"
+    lines_file(wt)
+    for where, env in ((repo, {"DAINTREE_WORKTREE": "w"}), (wt, {})):  # its environment, or its folder
+        for verdict in ("--approve", "--request-changes"):
+            proc = cli("review", "w", verdict, cwd=where, env=env)
+            assert proc.returncode == 1 and "refused from inside a session" in proc.stderr, proc.stderr
+        proc = cli("review", "w", "--comment", "app.py:1", "mine", cwd=where, env=env)
+        assert proc.returncode == 1 and "refused from inside a session" in proc.stderr
+        assert cli("review", "w", "--json", cwd=where, env=env).returncode == 0  # reading is fine
+    assert not (repo / ".worktrees" / ".reviews" / "w.json").exists()
+    merge = cli("worktree", "merge", "w", env={"DAINTREE_WORKTREE": "w"})
+    assert merge.returncode == 1 and "nobody approved" in merge.stderr
+
+
+def recording_agent(repo: Path, tmp_path: Path, before: str = "") -> None:
+    recorder = tmp_path / "recorder.py"
+    recorder.write_text(RECORDER)
+    trusted_config(repo, before + f'[agents.rec]\ncommand = "{sys.executable} {recorder} {tmp_path}"\n'
+                         'prompt_mode = "type"\nsandbox = "off"\n')
+
+
+def pasted(tmp_path: Path, name: str, marker: bytes) -> bytes:
+    """The body of the first bracketed paste the recording agent of `name` got that holds `marker`."""
+    got = tmp_path / f"got-{name}"
+
+    def body() -> bytes | None:
+        data = got.read_bytes() if got.is_file() else b""
+        for chunk in data.split(b"\x1b[200~")[1:]:
+            if b"\x1b[201~" in chunk and marker in chunk:
+                return chunk[:chunk.index(b"\x1b[201~")]
+        return None
+
+    return wait_for(body)
+
+
+@pytest.mark.usefixtures("tmux_socket")
+def test_send_pastes_every_comment_as_one_prompt_into_the_live_session(cli: CLI, repo: Path,
+                                                                      tmp_path: Path) -> None:
+    recording_agent(repo, tmp_path)
+    cli.ok("worktree", "create", "w", "--agent", "rec")
+    wait_for(lambda: "ready" in cli("session", "capture", "w").stdout)
+    lines_file(repo / ".worktrees" / "w")
+    cli.ok("review", "w", "--comment", "app.py:2", "use logging", "--comment", "app.py:3", "return 1 on error")
+    out = cli.json("review", "w", "--send")
+    assert out["send"]["how"] == "pasted" and out["send"]["sent"] == [1, 2]
+    assert all(c["sent"] and c["sent_at"] for c in out["comments"])
+    body = pasted(tmp_path, "w", b"daintree review")
+    assert body.count(b"app.py:") == 2 and b"app.py:2\r   >     print('hello')\r   use logging" in body, body
+    assert b"app.py:3" in body and b"return 1 on error" in body and b"\x1b" not in body
+    got = (tmp_path / "got-w").read_bytes()
+    assert got.count(b"\x1b[200~") == 1 and b"\x1b[201~\r" in got  # one paste, then Enter
+    assert cli("review", "w", "--send").returncode == 2  # nothing unsent is left
+    cli.ok("review", "w", "--comment", "app.py:1", "name it run", "--send")
+    later = pasted(tmp_path, "w", b"name it run")
+    assert b"use logging" not in later and b"app.py:1" in later
+
+
+@pytest.mark.usefixtures("tmux_socket")
+def test_send_starts_the_agent_with_the_review_when_none_runs(cli: CLI, repo: Path, tmp_path: Path) -> None:
+    recording_agent(repo, tmp_path)
+    cli.ok("worktree", "create", "w", "--agent", "rec")
+    wait_for(lambda: "ready" in cli("session", "capture", "w").stdout)
+    lines_file(repo / ".worktrees" / "w")
+    cli.ok("session", "stop", "w")
+    cli.ok("review", "w", "--comment", "app.py:2", "use logging")
+    out = cli.json("review", "w", "--send")
+    assert out["send"]["how"] == "started"
+    body = pasted(tmp_path, "w", b"use logging")
+    assert b"app.py:2" in body and b"print('hello')" in body
+
+
+CHECKS = [{"name": "lint", "state": "FAILURE", "bucket": "fail",
+           "link": "https://github.com/o/r/actions/runs/11/job/22"},
+          {"name": "tests", "state": "SUCCESS", "bucket": "pass", "link": "https://github.com/o/r/actions/runs/11/job/23"}]
+
+
+def ci_gh(bin_dir: Path, record: Path, checks: Path) -> dict[str, str]:
+    """A stand-in `gh` on PATH: logged in, opens PR 7, reports `checks` (exiting 1 as gh does on a failure) and a
+    failed job's log with a terminal control in it. Returns the environment that finds it."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    gh = bin_dir / "gh"
+    gh.write_text(f"#!/bin/sh\necho \"$@\" >> {record}\ncase \"$1 $2\" in\n"
+                  "'auth status') exit 0;;\n'pr create') echo https://github.com/o/r/pull/7; exit 0;;\n"
+                  f"'pr checks') cat {checks}; exit 1;;\n"
+                  "'run view') printf 'lint\\tRun ruff\\t\\033[31mapp.py:2: E501 line too long\\033[0m\\n"
+                  "lint\\tRun ruff\\tError: Process completed with exit code 1.\\n'; exit 0;;\nesac\nexit 1\n")
+    gh.chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+@pytest.mark.usefixtures("tmux_socket")
+def test_ci_checks_show_gate_checks_and_go_back_to_the_agent(cli: CLI, repo: Path, tmp_path: Path) -> None:
+    recording_agent(repo, tmp_path, 'default_role = "r"\n[roles.r]\napproval = "checks"\n')
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    git(repo, "remote", "add", "origin", str(remote))
+    cli.ok("worktree", "create", "w", "--agent", "rec")
+    wait_for(lambda: "ready" in cli("session", "capture", "w").stdout)
+    lines_file(repo / ".worktrees" / "w")
+    # Without gh (or before a PR): nothing shows, nothing fails.
+    assert cli.json("worktree", "status", "w")["checks"] is None
+    cli.ok("worktree", "merge", "w", "--strategy", "squash")
+    agent_commit(repo / ".worktrees" / "w", "more.py", "x = 1\n", "more")
+    checks = tmp_path / "checks.json"
+    checks.write_text(json.dumps(CHECKS))
+    record = tmp_path / "gh-args"
+    env = ci_gh(tmp_path / "bin", record, checks)
+    assert cli("worktree", "status", "w", "--json", env=env).returncode == 0
+    assert json.loads(cli("worktree", "status", "w", "--json", env=env).stdout)["checks"] is None  # no PR yet
+    cli.ok("worktree", "pr", "w", env=env)
+    status = json.loads(cli("worktree", "status", "w", "--json", env=env).stdout)["checks"]
+    assert status["pr"] == "https://github.com/o/r/pull/7" and status["state"] == "fail"
+    assert status["failed"] == ["lint"] and [c["bucket"] for c in status["checks"]] == ["fail", "pass"]
+    assert "checks:  fail (lint)" in cli("worktree", "status", "w", env=env).stdout
+    refused = cli("worktree", "merge", "w", "--strategy", "squash", env=env)
+    assert refused.returncode == 1 and "checks: CI failed (lint)" in refused.stderr, refused.stderr
+    sent = json.loads(cli("review", "w", "--send-ci", "--json", env=env).stdout)
+    assert sent["send_ci"]["failed"] == ["lint"] and sent["send_ci"]["how"] == "pasted"
+    body = pasted(tmp_path, "w", b"CI failed")
+    assert b"lint (FAILURE)" in body and b"E501 line too long" in body and b"\x1b" not in body
+    assert "run view --job 22 --log-failed" in record.read_text()
+    checks.write_text(json.dumps([{**c, "bucket": "pass", "state": "SUCCESS"} for c in CHECKS]))
+    assert cli("review", "w", "--send-ci", env=env).returncode == 1  # nothing failed: nothing to send
+    cli.ok("worktree", "merge", "w", "--strategy", "squash", env=env)
+
+
+def test_an_untrusted_repo_config_may_ask_for_more_review_never_less(cli: CLI, repo: Path) -> None:
+    from daintree_tui.core.config import stricter_approval
+    from daintree_tui.core.project import Project
+
+    assert stricter_approval("checks", "review") == "checks+review"
+    assert stricter_approval("checks+review", "none") == "checks+review"
+    assert stricter_approval("review", "human") == "human" and stricter_approval("none", "none") == "none"
+    user_config = Path(os.environ["XDG_CONFIG_HOME"]) / "daintree" / "config.toml"
+    user_config.parent.mkdir(parents=True, exist_ok=True)
+    user_config.write_text('[roles.worker]\napproval = "checks"\n')
+    (repo / ".daintree.toml").write_text('[roles.worker]\napproval = "review"\n')  # not trusted
+    assert Project.discover(repo).config.roles["worker"].approval == "checks+review"
+    (repo / ".daintree.toml").write_text('[roles.worker]\napproval = "none"\n')
+    assert Project.discover(repo).config.roles["worker"].approval == "checks"
+    (repo / ".daintree.toml").write_text('[roles.worker]\napproval = "reviewed"\n')
+    bad = cli("policy", "show")
+    assert bad.returncode == 2 and "checks+review" in bad.stderr, bad.stderr
+
+
+async def test_mcp_review_get_reads_the_review_and_approves_nothing(repo: Path, cli: CLI) -> None:
+    from tests.test_mcp import call, fails, mcp_client, tool_names
+
+    cli.ok("worktree", "create", "mine")
+    cli.ok("worktree", "create", "theirs")
+    lines_file(repo / ".worktrees" / "mine")
+    cli.ok("review", "mine", "--comment", "app.py:2", "use logging")
+    async with mcp_client(repo) as mcp:  # a person's own server: a lead
+        names = await tool_names(mcp)
+        assert "review_get" in names and not any("approve" in n for n in names)
+        review = await call(mcp, "review_get", name="mine")
+        assert review == cli.json("review", "mine")
+        assert "no worktree named" in await fails(mcp, "review_get", name="nope")
+    async with mcp_client(repo, env={"DAINTREE_WORKTREE": "mine"}) as mcp:  # its worker: its own review only
+        assert (await call(mcp, "review_get", name="mine"))["comments"][0]["text"] == "use logging"
+        assert "not this session's worktree" in await fails(mcp, "review_get", name="theirs")
+    assert cli.json("review", "mine")["state"] == "open"
+
+
+@pytest.mark.usefixtures("tmux_socket")
+async def test_a_comment_added_in_the_diff_view_reaches_the_agent_as_one_paste(repo: Path, cli: CLI,
+                                                                             tmp_path: Path) -> None:
+    from daintree_tui.core.project import Project
+    from daintree_tui.tui.app import make_app
+    from daintree_tui.tui.widgets.diff_view import DiffView
+    from tests.test_dashboard import main_screen, on_screen, select, until
+
+    recording_agent(repo, tmp_path, "[notifications]\nbell = false\n")
+    cli.ok("worktree", "create", "w", "--agent", "rec")
+    wait_for(lambda: "ready" in cli("session", "capture", "w").stdout)
+    lines_file(repo / ".worktrees" / "w")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: screen.entries)
+        await select(pilot, screen, "w")
+        await pilot.press("r")  # no diff on show: said, nothing asked
+        await pilot.press("D")
+        diff = screen.query_one(DiffView)
+        await until(pilot, lambda: diff.worktree == "w" and diff.has_focus and diff.place() is not None)
+        assert diff.place() == ("app.py", 1, "def main():")
+        await pilot.press("down")
+        assert diff.place() == ("app.py", 2, "    print('hello')")
+        await pilot.press("r")
+        await on_screen(pilot, app, "ReviewCommentScreen")
+        await pilot.press(*"use logging", "enter")
+        review = repo / ".worktrees" / ".reviews" / "w.json"
+        await until(pilot, lambda: review.exists() and "use logging" in review.read_text())
+        await pilot.press("R")
+        body = await until(pilot, lambda: (tmp_path / "got-w").is_file()
+                           and b"use logging" in (tmp_path / "got-w").read_bytes()
+                           and b"\x1b[201~" in (tmp_path / "got-w").read_bytes())
+        assert body
+    got = pasted(tmp_path, "w", b"use logging")
+    assert b"app.py:2\r   >     print('hello')\r   use logging" in got
+    assert (tmp_path / "got-w").read_bytes().count(b"\x1b[200~") == 1
+    assert cli.json("review", "w")["comments"][0]["sent"] is True

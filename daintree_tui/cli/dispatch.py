@@ -46,6 +46,7 @@ GROUPS: tuple[tuple[tuple[str, ...], str, str], ...] = (
     (("demo",), "system", "register_demo"),
     (("bakeoff", "queue", "policy", "approvals", "approve", "reject", "gc"), "orchestrate", "register"),
     (("train",), "train", "register"),
+    (("review",), "review", "register"),
     (("host",), "host", "register"),
     (("mcp",), "mcp", "register"),
     (("sandbox",), "sandbox", "register"),

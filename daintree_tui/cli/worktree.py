@@ -111,8 +111,9 @@ def cmd_wt_status(args: argparse.Namespace, services: Services) -> int:
     # Hosts the allow-list refused (sandbox.denied), each with the one line of config that admits it. An agent
     # can make its commands ask for any name: this is data to show, never acted on.
     denied = denied_of(services.project.events, entry.name)
+    checks = services.ops.ci_checks(entry.name) if entry.live else None  # its pull request's CI, when it has one
     data = {**entry.to_dict(), "facts": facts.to_dict(), "dirty_files": dirty, "session": session,
-            "denied_hosts": denied}
+            "denied_hosts": denied, "checks": checks}
 
     def text() -> str:
         lines = [f"worktree {entry.name} ({entry.status})", f"  path:    {entry.path}",
@@ -123,6 +124,9 @@ def cmd_wt_status(args: argparse.Namespace, services: Services) -> int:
                  f"  session: {_session_word(session)}",
                  f"  dirty:   {files(len(dirty))}"]
         lines += [f"    {f}" for f in dirty[:50]]
+        if checks is not None:
+            failed = f" ({', '.join(checks['failed'])})" if checks["failed"] else ""
+            lines.append(f"  checks:  {checks['state']}{failed} {checks['pr']}")
         if denied:
             lines.append(f"  denied:  {', '.join(escape_controls(h) for h in denied[-10:])}")
             lines.append(f"    to allow, add to your config.toml: {escape_controls(allow_hint(denied[-10:]))}")

@@ -105,7 +105,17 @@ def _keep_user_branch_prefix(cfg: Config, user: dict[str, Any], repo_path: Path)
         cfg.branch_prefix = fallback
 
 
-_APPROVAL_STRICTNESS = {"none": 0, "checks": 1, "human": 2}
+_APPROVAL_PARTS = {"none": frozenset(), "checks": frozenset({"checks"}), "review": frozenset({"review"}),
+                   "checks+review": frozenset({"checks", "review"})}
+
+
+def stricter_approval(one: str, other: str) -> str:
+    """What both of two `approval` values ask: "human" (a person approves each action) over all, else the checks
+    and the review either asks for (`checks` and `review`: `checks+review`)."""
+    if "human" in (one, other):
+        return "human"
+    parts = _APPROVAL_PARTS.get(one, frozenset()) | _APPROVAL_PARTS.get(other, frozenset())
+    return next(name for name, asked in _APPROVAL_PARTS.items() if asked == parts)
 _MCP_REACH: dict[str | None, int] = {None: 0, "worker": 1, "lead": 2}
 
 
@@ -138,7 +148,7 @@ def _keep_user_policy(cfg: Config, user: dict[str, Any], repo: dict[str, Any], r
         if merged is None:
             continue
         allow = tuple(a for a in merged.allow if a in own.allow)
-        approval = max(merged.approval, own.approval, key=_APPROVAL_STRICTNESS.__getitem__)
+        approval = stricter_approval(merged.approval, own.approval)
         mcp = min(merged.mcp, own.mcp, key=_MCP_REACH.__getitem__)
         cfg.roles[name] = replace(merged, allow=allow, approval=approval, mcp=mcp)
     own_default = user.get("default_role")

@@ -16,7 +16,7 @@ HOOK_NAMES = ("post_create", "pre_remove", "post_remove", "pre_merge", "on_sessi
 LINK_MODES = ("symlink", "copy", "none")
 SANDBOX_MODES = ("auto", "on", "off")
 ROLE_ACTIONS = ("commit", "merge", "pr", "remove", "push")
-APPROVALS = ("human", "checks", "none")
+APPROVALS = ("human", "checks", "review", "checks+review", "none")
 MCP_LEVELS = ("lead", "worker")
 ROLE_KEYS = ("allow", "approval", "mcp", "sandbox")
 PRICE_KEYS = ("input", "output", "cache_read", "cache_write")
@@ -232,8 +232,10 @@ KEYS: tuple[Key, ...] = (
     Key("roles.<name>.allow", "list drawn from commit, merge, pr, remove, push", "what a session in this role may "
         "do by itself; the repository's can only narrow yours until trusted", TIGHTEN_ONLY,
         default="[all of them]"),
-    Key("roles.<name>.approval", '"none", "checks" or "human"', "who must agree first: nobody, the `pre_merge` "
-        "checks, or you", TIGHTEN_ONLY, default='"none"'),
+    Key("roles.<name>.approval", '"none", "checks", "review", "checks+review" or "human"', "who must agree "
+        "first: nobody; the `pre_merge` checks (and the pull request's CI) green on the head a merge lands; your "
+        "`daintree review NAME --approve` of that head (a new commit asks again); both; or you, for each action "
+        "the role's agent takes itself", TIGHTEN_ONLY, default='"none"'),
     Key("roles.<name>.mcp", '"lead" or "worker"', "the MCP tools this role's sessions get wired with (unset: none)",
         TIGHTEN_ONLY),
     Key("roles.<name>.sandbox", '"auto", "on" or "off"', "the sandbox of this role's sessions (wins over the "

@@ -22,7 +22,7 @@ from daintree_tui.core.validate import check_name
 
 STATE_EXCLUDES = ("/.tasks/", "/.worktrees/")
 HEAD_FRESH_SECONDS = 1.0
-STATE_ENTRIES = (".trash", ".tmp", ".journal", ".logs", ".sessions", ".run", ".cache", ".lock", ".locks",
+STATE_ENTRIES = (".trash", ".tmp", ".journal", ".logs", ".sessions", ".run", ".cache", ".lock", ".locks", ".reviews",
                  ".sandbox-home", ".inbox", "events.jsonl", "events.jsonl.1", "index.json", "index.json.bak")
 
 

@@ -66,6 +66,10 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec("worktree_list", "List active and kept worktrees with live git facts, session and disk use."),
     ToolSpec("worktree_status", "One worktree in detail: git facts, dirty files, session.",
              {"name": _arg(_STRING, "worktree name")}, worker=True),
+    ToolSpec("review_get", "A worktree's review: state of its current head (open, changes-requested, approved), "
+             "the comments on its diff (path, line, text, sent, outdated), verdicts, its PR's CI checks, and what "
+             "a merge still misses. Read only: approving is a person's.",
+             {"name": _arg(_STRING, "worktree name")}, worker=True),
     ToolSpec("worktree_run", f"Run a shell command (sh -c) in a worktree with its environment (PORT, TMPDIR, ...); "
              f"returns exit_code, stdout and stderr. Times out after {RUN_TIMEOUT:g}s (exit code 124).",
              {"name": _arg(_STRING, "worktree name"), "command": _arg(_STRING, "shell command line")}),
@@ -262,7 +266,12 @@ class DaintreeTools:
 
         return {**entry.to_dict(), "facts": worktrees.facts(entry).to_dict(), "dirty_files": dirty,
                 "session": self._session_states().get(entry.name),
-                "denied_hosts": denied_of(self.services.project.events, entry.name)}
+                "denied_hosts": denied_of(self.services.project.events, entry.name),
+                "checks": self.services.ops.ci_checks(entry.name) if entry.live else None}
+
+    def review_get(self, name: str) -> dict[str, Any]:
+        self._own_worktree(name)  # a worker reads the review of its own worktree: the comments are for it
+        return self.services.ops.review_get(name)
 
     def worktree_run(self, name: str, command: str) -> dict[str, Any]:
         if not command.strip():

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from daintree_tui.services.operations import Operations
     from daintree_tui.services.policy import Approvals, ApprovedRun
     from daintree_tui.services.queue import QueueRunner
+    from daintree_tui.services.review_loop import ReviewLoop
     from daintree_tui.services.train import Train
     from daintree_tui.services.usage import BudgetGuard
     from daintree_tui.sessions.host import SessionHost
@@ -154,6 +155,13 @@ class Services:
         from daintree_tui.core.review import ReviewService
 
         return ReviewService(self.worktrees)
+
+    @cached_property
+    def reviews(self) -> ReviewLoop:
+        """Review comments and verdicts, and telling the agents (services/review_loop.py)."""
+        from daintree_tui.services.review_loop import ReviewLoop
+
+        return ReviewLoop(self)
 
     @cached_property
     def radar(self) -> Radar:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from daintree_tui.core import git as g
 from daintree_tui.core import trust
 from daintree_tui.core.errors import DaintreeError, InputError, OperationError
-from daintree_tui.core.log import warn
+from daintree_tui.core.log import suppressed, warn
 from daintree_tui.core.models import Task, TaskStatus, WorktreeEntry
 from daintree_tui.core.worktrees import base_ref_error, slugify, validate_name
 
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from daintree_tui.core.deps import DepsReport
     from daintree_tui.core.radar import RadarReport
     from daintree_tui.core.review import MergeResult
+    from daintree_tui.core.review_record import Comment
     from daintree_tui.core.worktrees import RemoveResult
     from daintree_tui.services.bakeoff import Bakeoff
     from daintree_tui.services.container import Services
@@ -129,7 +130,7 @@ class Operations:
                                  "action")
             record = services.approvals.request(caller, action, argv, decision.role)
             return Queued(record.id, argv)
-        if decision.approval == "checks":
+        if decision.approval in ("checks", "checks+review"):
             from daintree_tui.core.hooks import run_hooks
             from daintree_tui.core.index import find
 
@@ -264,11 +265,79 @@ class Operations:
         checks (a person's choice, refused inside a session). Returns the target, the strategy, the commit the
         target now points at and whether the worktree was removed; raises OperationError when it cannot merge
         (diverged for ff, a conflict, a failing check, uncommitted work), with nothing changed."""
+        self.require_approved(name, verify=verify)
         return self.services.review.merge(name, strategy=strategy, into=into, remove=remove,
                                           complete_task=complete_task, verify=verify)
 
     def pr(self, name: str, *, draft: bool = False) -> dict[str, Any]:
-        return self.services.review.pr(name, draft=draft)
+        result = self.services.review.pr(name, draft=draft)
+        with suppressed(DaintreeError):
+            self.services.reviews.remember_pr(name, str(result.get("url") or ""))  # its checks show from now on
+        return result
+
+    # -- the approval gate and the review loop -------------------------------------------------------------------
+
+    def approval_of(self, name: str) -> tuple[str | None, str]:
+        """The role worktree `name` acts under (its task's, else its agent's, else `default_role`) and what that
+        role's `approval` asks ("none" without roles)."""
+        from daintree_tui.services.policy import role_of
+
+        cfg = self.services.project.config
+        if not cfg.roles:
+            return None, "none"
+        role = role_of(self.services.project, name)
+        rules = cfg.roles.get(role) if role is not None else None
+        return role, rules.approval if rules is not None else "none"
+
+    def approval_missing(self, name: str, *, verify: bool = True) -> list[str]:
+        """What the worktree's role asks of a merge of its current head that is not there: a person's approval
+        of that head (`review`), the pre_merge checks not skipped and its pull request's CI not failing
+        (`checks`). Asked by `worktree merge`, the merge train and the dashboard's merge alike."""
+        _, approval = self.approval_of(name)
+        if approval in ("none", "human"):
+            return []
+        loop = self.services.reviews
+        return loop.missing(loop.entry(name), approval, verify=verify)
+
+    def require_approved(self, name: str, *, verify: bool = True) -> None:
+        """Raises OperationError (one line naming what is missing) unless `approval_missing` is empty."""
+        missing = self.approval_missing(name, verify=verify)
+        if missing:
+            role, approval = self.approval_of(name)
+            raise OperationError(f"{name} is not approved for a merge (role {role!r}: approval = {approval!r}): "
+                                 + "; ".join(missing))
+
+    def ci_checks(self, name: str) -> dict[str, Any] | None:
+        """The CI checks of the pull request `worktree pr` opened for worktree `name` (`gh pr checks`); None
+        without one, without gh, or without an answer: nothing shows, nothing fails."""
+        loop = self.services.reviews
+        try:
+            report = loop.checks(loop.load(loop.entry(name)))
+        except DaintreeError as exc:
+            warn(f"checks of {name}: {exc}")
+            return None
+        return report.to_dict() if report is not None else None
+
+    def review_get(self, name: str) -> dict[str, Any]:
+        """The review of worktree `name` (`review NAME --json`, MCP `review_get`): read only."""
+        return self.services.reviews.view(name)
+
+    def review_comment(self, name: str, comments: list[tuple[str, int, str]]) -> list[Comment]:
+        """Comments (path, new-side line, text) on worktree `name`'s diff: all checked, then all kept."""
+        return self.services.reviews.comment(name, comments)
+
+    def review_send(self, name: str) -> dict[str, Any]:
+        """Every unsent comment to the agent as one paste into its live session (or its agent started with it)."""
+        return self.services.reviews.send(name)
+
+    def review_send_ci(self, name: str) -> dict[str, Any]:
+        return self.services.reviews.send_ci(name)
+
+    def review_verdict(self, name: str, kind: str, message: str = "") -> dict[str, Any]:
+        """Approve (`approve`) or request changes on (`request-changes`) the worktree's current head; refused
+        from inside a session."""
+        self.services.reviews.verdict(name, kind, message)
+        return self.review_get(name)
 
     def conflicts(self, name: str | None = None) -> RadarReport:
         """The radar's predicted conflicts of every live worktree's work (`name`: an unknown one is InputError);

@@ -28,7 +28,7 @@ from daintree_tui.core.store import read_json, write_json
 @dataclass(frozen=True)
 class Decision:
     allowed: bool
-    approval: str  # "none", "human" or "checks"
+    approval: str  # one of config.APPROVALS
     role: str | None
     reason: str
 

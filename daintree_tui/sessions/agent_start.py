@@ -40,14 +40,17 @@ def wire_mcp(project: Project, name: str, preset: Preset, role: str | None, argv
     return [*argv[:own], *wiring.args, *argv[own:]]
 
 
-def type_first_prompt(host: SessionHost, name: str, prompt: str, log: Path, wait: float = 10.0) -> None:
+def type_first_prompt(host: SessionHost, name: str, prompt: str, log: Path, wait: float = 10.0,
+                      offset: int = 0) -> None:
     """Give a `type` agent its first prompt as one bracketed paste (ESC[200~ ... ESC[201~, sent as such, not
     left to whether the pane asked for it yet): a multi-line prompt arrives as one piece of text, never as
-    lines to run. Sent once the agent has drawn something (it is reading input by then), or after `wait`."""
+    lines to run. Sent once the agent has drawn something past `offset` of its log (where this run's output
+    starts: the log keeps every run's, and a restarted agent got its prompt before it read input, which a raw
+    terminal's set-up then flushed), or after `wait`."""
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
         with suppressed(OSError):
-            if log.stat().st_size > 0:
+            if log.stat().st_size > offset:
                 break
         time.sleep(0.05)
     text = paste_text(prompt)  # the text cannot close the paste early

@@ -195,7 +195,7 @@ class SessionManager:
                     backup_path(path).unlink(missing_ok=True)
             raise
         if prompt and preset.prompt_mode == "type" and preset.name != "shell":
-            type_first_prompt(host, name, prompt, log)
+            type_first_prompt(host, name, prompt, log, offset=log_offset)
         self.project.events.append("session.started", worktree=entry.brief(), agent=preset.name,
                                    session=session_name(name), pid=state.pid,
                                    task=self.tasks.brief_of(entry.task_id))

@@ -44,6 +44,11 @@ DASHBOARD_BINDINGS: list[BindingType] = [
     Binding("d", "diff", "Diff", id="diff", tooltip="Diff against the base"),
     Binding("D", "full_diff", "Full diff", id="full_diff", show=False,
             tooltip="The diff full screen (D or esc to come back)"),
+    Binding("r", "review_comment", "Comment", id="review_comment", show=False,
+            tooltip="Comment on the diff's line under its cursor (up and down move it): file and new-side line"),
+    Binding("R", "review_send", "Send review", id="review_send", show=False,
+            tooltip="Send every unsent comment to the agent as one paste, each with its line (starts it if none "
+                    "runs)"),
     Binding("z", "zoom", "Zoom", id="zoom", show=False,
             tooltip="Zoom the terminal to the whole window (ctrl+] comes back; esc is the agent's key)"),
     Binding("C", "commit", "Commit", id="commit", show=False, tooltip="Commit the agent's work"),
@@ -76,6 +81,14 @@ DASHBOARD_BINDINGS: list[BindingType] = [
     Binding("q", "quit_dashboard", "Quit", id="quit",
             tooltip="Quit (agents keep running; a demo's agents stop with it)"),
 ]
+
+
+DIFF_BINDINGS: list[BindingType] = [
+    Binding("up", "cursor(-1)", "Line up", id="diff_cursor_up", show=False, tooltip="The diff's cursor up a line"),
+    Binding("down", "cursor(1)", "Line down", id="diff_cursor_down", show=False,
+            tooltip="The diff's cursor down a line"),
+]
+"""The diff view's own keys (while it has focus): the line a comment (`r`) goes on."""
 
 
 @dataclass(frozen=True)

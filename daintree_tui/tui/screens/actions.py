@@ -20,6 +20,7 @@ from daintree_tui.tui.widgets.terminal import TerminalView
 
 if TYPE_CHECKING:
     from daintree_tui.tui.feed import DashboardFeed
+    from daintree_tui.tui.screens.layout import DashboardLayout
     from daintree_tui.tui.widgets.sidebar import Sidebar
 
 
@@ -41,6 +42,9 @@ class ActionsView(Dashboard, Protocol):
 
     @property
     def feed(self) -> DashboardFeed: ...
+
+    @property
+    def layout_part(self) -> DashboardLayout: ...
 
 
 class WorktreeActions:
@@ -142,6 +146,22 @@ class WorktreeActions:
         """Read `name`'s diff into the diff tab (a remote worktree's is its host's: nothing to show here)."""
         if not is_remote(name):
             self.view.run_flow(flows.diff(self.view, name), "diff")
+
+    def review_comment(self, name: str) -> None:
+        """r: a comment on the diff's line under its cursor (its file and new-side line)."""
+        view = self.view
+        place = view.layout_part.diff_place(name)
+        if place is None:
+            view.notify(f"Open {name}'s diff (d) and move its cursor to an added or unchanged line first",
+                        severity="warning")
+            return
+        from daintree_tui.tui.screens.review_comment import ReviewCommentScreen  # a dialog: imported when opened
+
+        dialog = flows.ask(view, ReviewCommentScreen(name, place.path, place.line, place.text))
+        view.run_flow(flows.review_comment(view, name, place.path, place.line, dialog), "review comment")
+
+    def review_send(self, name: str) -> None:
+        self.view.run_flow(flows.review_send(self.view, name), "send review")
 
     def bakeoff_task(self) -> Task | str:
         """The task `b` races agents on, or why there is none: the task under the cursor while the tasks list has

@@ -201,6 +201,7 @@ async def refuse_uncommitted(screen: Dashboard, name: str) -> None:
 
 async def merge(screen: Dashboard, name: str) -> None:
     await refuse_uncommitted(screen, name)  # before the dialog: its choices would be for nothing
+    await asyncio.to_thread(screen.backend.ops.require_approved, name)  # the role's review or checks of the head
     target = await asyncio.to_thread(screen.backend.merge_target, name)
     from daintree_tui.tui.screens.merge import MergeScreen  # a dialog: imported when first opened
 
@@ -224,6 +225,27 @@ async def merge(screen: Dashboard, name: str) -> None:
         screen.reattach(name)
     screen.operation_done(result.message + (f"; removed {name}" if result.removed else ""),
                           removed=name if result.removed else None)
+
+
+async def review_comment(screen: Dashboard, name: str, path: str, line: int,
+                         dialog: asyncio.Future[str | None]) -> None:
+    """A comment on `path`:`line` (new side) of `name`'s diff, kept in its review until sent."""
+    text = await dialog
+    if text is None:
+        return
+    made = await asyncio.to_thread(screen.backend.ops.review_comment, name, [(path, line, text)])
+    from daintree_tui.tui.keymap import shown_key
+
+    key = shown_key(screen.backend.project.config.keys, "review_send")
+    screen.notify(f"Comment #{made[0].id} on {path}:{line} kept: {key} sends the comments to {name}'s agent")
+
+
+async def review_send(screen: Dashboard, name: str) -> None:
+    """Every unsent comment to `name`'s agent, as one paste (its agent started with them when none runs)."""
+    result = await asyncio.to_thread(screen.backend.ops.review_send, name)
+    count = len(result["sent"])
+    how = "" if result["how"] == "pasted" else " (its agent started with them)"
+    screen.operation_done(f"Sent {count} comment{'s' if count != 1 else ''} to {name}{how}")
 
 
 async def pull_request(screen: Dashboard, name: str) -> None:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from textual.reactive import Reactive
     from textual.widgets import Footer
 
+    from daintree_tui.tui.widgets.diff_view import Place
     from daintree_tui.tui.widgets.session_pane import SessionPane
     from daintree_tui.tui.widgets.sidebar import Sidebar
 
@@ -139,6 +140,15 @@ class DashboardLayout:
 
         if self.view.selected == name:
             later.diff_view(self.view.pane).show(name, text)
+
+    def diff_place(self, name: str) -> Place | None:
+        """The new-side line under the diff's cursor, while the diff shows `name` (None: no such line)."""
+        if not self.mounted:
+            return None
+        from daintree_tui.tui.screens import later  # loaded with the tabs
+
+        view = later.diff_view(self.view.pane)
+        return view.place() if view.worktree == name else None
 
     def diff_tab(self) -> None:
         """The diff tab, with the current worktree's diff (`d`)."""

@@ -322,6 +322,8 @@ class MainScreen(Screen[None]):
     action_inject_task = on_worktree(WorktreeActions.inject_task)
     action_copy_path = on_worktree(WorktreeActions.copy_path)
     action_copy_link = on_worktree(WorktreeActions.copy_link, remote_too=True)
+    action_review_comment = on_worktree(WorktreeActions.review_comment)
+    action_review_send = on_worktree(WorktreeActions.review_send)
     action_diff = on_local_view(DashboardLayout.diff_tab, "diff")
     action_full_diff = on_local_view(DashboardLayout.full_diff, "diff")
     action_bakeoff = on_actions(WorktreeActions.bakeoff)
