@@ -66,6 +66,12 @@ SSH_CONFIG_ENV = "DAINTREE_SSH_CONFIG"
 CONTROL_DIR_ENV = SSH_CONTROL_DIR_ENV
 DEFAULT_PERSIST = "10m"
 SSH_FAILED = 255  # ssh's own exit code when it could not connect (or the connection broke)
+# A host that hangs (its sshd stopped, a network that drops packets) holds a connection open and silent: each
+# connection (the master's, so every call over it) asks the host every KEEPALIVE_INTERVAL seconds and gives up
+# after KEEPALIVE_COUNT unanswered asks, so a hung host is told apart within about 4-6 s, not 30 s.
+KEEPALIVE_INTERVAL = 2
+KEEPALIVE_COUNT = 2
+CONNECT_TIMEOUT = 5  # seconds for a new connection's TCP connect and SSH banner (a stopped sshd accepts, then hangs)
 
 
 # -- the control directory ----------------------------------------------------------------------------------------
@@ -100,7 +106,7 @@ class RemoteResult:
 class RemoteHost:
     """One configured host and the ssh commands that reach it over its master connection."""
 
-    def __init__(self, config: HostConfig, *, persist: str = DEFAULT_PERSIST, connect_timeout: int = 10,
+    def __init__(self, config: HostConfig, *, persist: str = DEFAULT_PERSIST, connect_timeout: int = CONNECT_TIMEOUT,
                  controls: Path | None = None) -> None:
         self.config = config
         self.name = config.name
@@ -128,7 +134,8 @@ class RemoteHost:
         argv += ["-o", "ControlMaster=auto", "-o", f"ControlPersist={self.persist}",
                  "-o", f"ControlPath={self.controls}/%C",
                  "-o", f"ConnectTimeout={self.connect_timeout}",
-                 "-o", "ServerAliveInterval=10", "-o", "ServerAliveCountMax=3"]
+                 "-o", f"ServerAliveInterval={KEEPALIVE_INTERVAL}",
+                 "-o", f"ServerAliveCountMax={KEEPALIVE_COUNT}"]
         if batch:
             argv += ["-o", "BatchMode=yes"]  # never a password prompt where nobody can answer it
         return argv

@@ -19,6 +19,7 @@ from daintree_tui.sessions.status import SessionStatus
 from daintree_tui.tui.hosts import (
     HostsWatch,
     host_label,
+    is_host_row,
     is_remote,
     remote_entries,
     remote_facts_and_disk,
@@ -152,6 +153,14 @@ class HostRows:
         self.watch.poll_now()
 
     # -- actions on a remote row ---------------------------------------------------------------------------------
+
+    def unreached(self, key: str | None) -> bool:
+        """True (after saying so) when `key` is the row of a host that never answered: nothing there to act on."""
+        if not is_host_row(key):
+            return False
+        self.view.notify(f"host {split_key(key)[0]} does not answer: nothing of it is known yet (`daintree host "
+                         f"check {split_key(key)[0]}` says why)", severity="warning")
+        return True
 
     def refuse(self, action: str, key: str | None) -> bool:
         """True (after saying why) when `key` is a remote row and `action` only works on local worktrees."""
