@@ -343,3 +343,35 @@ async def test_a_host_down_at_start_has_a_greyed_row_that_says_never_reached(
         sshd.start()
         await until(pilot, lambda: screen.hosts_watch.states[far].status == "ok", timeout=40)
         await until(pilot, lambda: "@far" not in [str(k.value) for k in table.rows])
+
+
+async def test_remove_on_a_remote_row_does_what_its_dialog_says(  # noqa: F811
+        far: str, far_repo: Path, repo: Path, cli: CLI) -> None:  # noqa: F811
+    """`x` on a remote row: the dialog says the host removes the worktree, and its branch when merged there;
+    the host then has neither (a clean worktree's branch is merged: `wt/clean1` stayed before)."""
+    from textual.widgets import Button, Static
+
+    from daintree_tui.tui.screens.confirm import ConfirmScreen
+    from tests.conftest import git
+
+    remote = CLI(repo, subprocess=True)
+    remote.json("worktree", "create", "clean1", "--host", far)
+    assert git(far_repo, "branch", "--list", "wt/clean1").strip()
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(220, 40), notifications=True) as pilot:
+        screen = app.screen
+        assert isinstance(screen, MainScreen)
+        table = screen.query_one(WorktreeTable)
+        await until(pilot, lambda: "clean1@far" in [str(k.value) for k in table.rows])
+        table.focus()
+        table.select_name("clean1@far")
+        await until(pilot, lambda: screen.selected == "clean1@far")
+        await pilot.press("x")
+        dialog = await until(pilot, lambda: app.screen if isinstance(app.screen, ConfirmScreen) else None)
+        said = " ".join(str(w.render()) for w in dialog.query(Static))
+        assert "removes the worktree, and its branch if that is merged there" in said, said
+        dialog.query_one("#yes", Button).press()
+        await until(pilot, lambda: any("Removed clean1 on host far, its branch deleted" in str(t.render())
+                                       for t in app.screen.query("Toast")), timeout=30)
+    assert remote.json("worktree", "list", "--host", far) == []
+    assert git(far_repo, "branch", "--list", "wt/clean1").strip() == ""

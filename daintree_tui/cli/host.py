@@ -128,22 +128,36 @@ def cmd_host_list(args: argparse.Namespace, services: Services) -> int:
 
 
 def cmd_host_check(args: argparse.Namespace, services: Services) -> int:
+    """`host check NAME`, or every host of the config without a name (one report each, in name order)."""
     import sys
+    from concurrent.futures import ThreadPoolExecutor
 
     from daintree_tui import __version__
-    from daintree_tui.services.remote import RemoteHost, get_host
+    from daintree_tui.services.host_check import clock_text
+    from daintree_tui.services.remote import RemoteHost, get_host, load_hosts
 
-    report = RemoteHost(get_host(args.name)).check(__version__)
-    if report.problems and not getattr(args, "json", False):
-        for problem in report.problems:  # they quote the host's own output: shown, never obeyed
-            write_line(sys.stderr, one_line(f"problem: {problem}"))
-    summary = (f"host {report.name}: reachable (round trip {report.round_trip}s), daintree {report.daintree or '-'}, "
-               f"{report.tmux or 'no tmux'}, {report.git or 'no git'}, repo {report.repo or '-'}, "
-               f"clock {report.clock_skew if report.clock_skew is not None else '?'}s off"
-               if report.reachable else "")
-    emit(args, report.to_dict(), summary if not report.problems else
-          (f"host {report.name}: {len(report.problems)} problem(s)" if report.reachable else ""))
-    return 1 if report.problems else 0
+    if args.name is not None:
+        configs = [get_host(args.name)]
+    else:
+        configs = [config for _, config in sorted(load_hosts().items())]
+        if not configs:
+            raise InputError("no hosts to check (add one: daintree host add NAME --ssh TARGET --repo PATH)")
+    with ThreadPoolExecutor(max_workers=min(8, len(configs))) as pool:  # a hung host does not hold the others
+        reports = list(pool.map(lambda config: RemoteHost(config).check(__version__), configs))
+    lines = []
+    for report in reports:
+        if report.problems and not getattr(args, "json", False):
+            for problem in report.problems:  # they quote the host's own output: shown, never obeyed
+                write_line(sys.stderr, one_line(f"problem: {problem}"))
+        if not report.reachable:
+            continue
+        lines.append(f"host {report.name}: {len(report.problems)} problem(s)" if report.problems else
+                     f"host {report.name}: reachable (round trip {report.round_trip}s), daintree "
+                     f"{report.daintree or '-'}, {report.tmux or 'no tmux'}, {report.git or 'no git'}, repo "
+                     f"{report.repo or '-'}, {clock_text(report.clock_skew)}")
+    data: Any = reports[0].to_dict() if args.name is not None else [r.to_dict() for r in reports]
+    emit(args, data, "\n".join(lines))
+    return 1 if any(r.problems for r in reports) else 0
 
 
 def cmd_host_remove(args: argparse.Namespace, services: Services) -> int:
@@ -172,7 +186,8 @@ def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None
     p.add_argument("--ssh-config", metavar="FILE", help="an ssh config file to use instead of ~/.ssh/config")
     p.add_argument("--replace", action="store_true", help="replace a host of that name")
     add(hsub, "list", cmd_host_list, "list your hosts")
-    p = add(hsub, "check", cmd_host_check, "reach a host; check daintree, tmux, git, the repo and the clock there")
-    p.add_argument("name", help="the host's name (daintree host list)")
+    p = add(hsub, "check", cmd_host_check, "reach a host (or every host); check daintree, tmux, git, the repo and "
+            "the clock there")
+    p.add_argument("name", nargs="?", help="the host's name (daintree host list); none: every host")
     p = add(hsub, "remove", cmd_host_remove, "remove a host from your config (nothing on the host changes)")
     p.add_argument("name", help="the host's name (daintree host list)")

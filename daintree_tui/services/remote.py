@@ -157,7 +157,9 @@ class RemoteHost:
     def attach_argv(self, session: str, socket: str, conf: str | None = None) -> list[str]:
         """What an embedded terminal runs (in its own PTY) to show a remote session: `ssh -t host tmux -L socket
         -f conf attach-session -t =session`. `session` and `socket` come from the remote `session list --json`."""
-        tmux = ["tmux", "-L", socket, *(["-f", conf] if conf else []), "attach-session", "-t", f"={session}"]
+        # -u: the client takes UTF-8 whatever the host's locale (an ssh login there often has no LANG, and tmux then
+        # drew each ✻ ✔ ● of an agent as `_`).
+        tmux = ["tmux", "-u", "-L", socket, *(["-f", conf] if conf else []), "attach-session", "-t", f"={session}"]
         return [*self.ssh_options(), "-o", "LogLevel=ERROR", "-t", "--", self.config.ssh,
                 for_any_login_shell(remote_command(tmux))]
 
@@ -182,8 +184,13 @@ class RemoteHost:
                  if ln.strip() and not ln.startswith("Warning: Permanently added")]
         if not lines:
             return None
-        reason = lines[-1]
-        return host_words(reason[5:] if reason.startswith("ssh: ") else reason)
+        reason = host_words(lines[-1][5:] if lines[-1].startswith("ssh: ") else lines[-1])
+        if "Host key verification failed" in reason:
+            reason += (f" (ssh does not know this host's key yet: connect once with `ssh {self.config.ssh}` and "
+                       "accept it after checking its fingerprint, or add it with `ssh-keyscan HOST >> "
+                       "~/.ssh/known_hosts`; `StrictHostKeyChecking accept-new` in ~/.ssh/config takes a new host's "
+                       "key on first contact)")
+        return reason
 
     def run_command(self, remote: str, *, input: str | None = None, timeout: float | None = 60.0,
                     batch: bool = True, limit: int = MAX_ANSWER_BYTES, what: str | None = None) -> RemoteResult:

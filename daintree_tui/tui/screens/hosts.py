@@ -200,12 +200,18 @@ class HostRows:
         if operation == "remove":
             confirmed = await view.app.push_screen_wait(ConfirmScreen(
                 f"Remove {name} on host {host_name}?",
-                f"Its host removes the worktree and its branch and stops its session; a worktree with uncommitted "
-                f"work is refused there (then: `daintree worktree remove {name} --force --host {host_name}`).",
+                f"Its host stops its session and removes the worktree, and its branch if that is merged there (an "
+                f"unmerged branch stays); a worktree with uncommitted work is refused there (then: `daintree "
+                f"worktree remove {name} --force --delete-branch --host {host_name}`).",
                 yes="Remove"))
             if not confirmed:
                 return
             view.release(key)
-        await asyncio.to_thread(host.run_json, ["worktree", operation, name])
-        view.notify(f"{'Kept' if operation == 'keep' else 'Removed'} {name} on host {host_name}")
+            done = await asyncio.to_thread(host.run_json, ["worktree", "remove", name, "--delete-branch"])
+            branch = "its branch deleted" if isinstance(done, dict) and done.get("branch_deleted") is True \
+                else "its branch kept (not merged there)"
+            view.notify(f"Removed {name} on host {host_name}, {branch}")
+        else:
+            await asyncio.to_thread(host.run_json, ["worktree", operation, name])
+            view.notify(f"Kept {name} on host {host_name}")
         self.watch.poll_now()
