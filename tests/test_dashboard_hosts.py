@@ -345,7 +345,7 @@ async def test_a_host_down_at_start_has_a_greyed_row_that_says_never_reached(
         await until(pilot, lambda: "@far" not in [str(k.value) for k in table.rows])
 
 
-async def test_remove_on_a_remote_row_does_what_its_dialog_says(  # noqa: F811
+async def test_remove_on_a_remote_row_does_what_its_dialog_says(
         far: str, far_repo: Path, repo: Path, cli: CLI) -> None:  # noqa: F811
     """`x` on a remote row: the dialog says the host removes the worktree, and its branch when merged there;
     the host then has neither (a clean worktree's branch is merged: `wt/clean1` stayed before)."""
