@@ -499,7 +499,28 @@ def test_host_queue_places_ready_tasks_and_completes_them_when_the_agent_exits(
     assert second.completed == [ids[1]] and second.placed == {"a": [ids[3]]}, second.to_dict()
     local = {t["id"]: t for t in cli.json("task", "list")}
     assert local[ids[1]]["status"] == "completed" and local[ids[3]]["remote"]["host"] == "a"
+    # The host's own board follows: its task is completed there too (it stayed in_progress).
+    assert [t["status"] for t in cli.json("task", "list", "--host", "a") if t["subject"] == "job 2"] == ["completed"]
     assert queue.step().placed == {}  # every slot is taken: nothing more to place
+
+    # A session stopped there frees its task here (it stayed in_progress, owned by host:b, forever).
+    stopped_name = local[ids[2]]["remote"]["worktree"]
+    cli.ok("session", "stop", stopped_name, "--host", "b")
+    # The rest finish: `queue run` says each as it happens and sums up the whole run, each id with its worktree.
+    for task_id in (ids[0], ids[3]):
+        where = local[task_id]["remote"]
+        cli.ok("session", "send", where["worktree"], "exit 0", "--host", where["host"])
+    run = cli("queue", "run", "--hosts", "a,b", "--interval", "0.2", timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = run.stdout.splitlines()
+    assert f"stopped {stopped_name}@b (task {ids[2]}): its session there is gone: the task is pending again" \
+        in lines, lines
+    assert f"completed task {ids[0]} ({local[ids[0]]['remote']['worktree']}@b exited 0)" in lines, lines
+    summary = lines[-1]
+    assert f"task {ids[0]} ({local[ids[0]]['remote']['worktree']}@b)" in summary.split("completed: ")[1], summary
+    assert f"stopped: task {ids[2]} ({stopped_name}@b)" in summary and "in flight: 0" in summary, summary
+    freed = {t["id"]: t for t in cli.json("task", "list")}[ids[2]]
+    assert freed["status"] == "pending" and freed["owner"] == "", freed
 
 
 def test_stdin_reaches_the_remote_command(far: str) -> None:

@@ -72,7 +72,13 @@ def run_on_host(args: argparse.Namespace, argv: Sequence[str], after: Sequence[s
 
 def run_host_queue(args: argparse.Namespace, services: Services) -> int:
     """`queue run --hosts a,b`: place ready tasks on those hosts by free slots (see services/host_queue.py)."""
-    from daintree_tui.services.host_queue import HostQueue
+    import sys
+
+    from daintree_tui.cli.common import ctrl_c_stops
+    from daintree_tui.cli.orchestrate import labelled, stuck_text
+    from daintree_tui.cli.output import error, wants_json
+    from daintree_tui.services.host_queue import HostQueue, HostStepReport
+    from daintree_tui.services.queue import QueueEvent
     from daintree_tui.services.remote import RemoteHost, get_host
 
     names = [n.strip() for n in str(args.hosts).split(",") if n.strip()]
@@ -80,13 +86,34 @@ def run_host_queue(args: argparse.Namespace, services: Services) -> int:
         raise InputError(f"--hosts takes distinct host names separated by commas (got {args.hosts!r})")
     services.project.require_git()
     queue = HostQueue(services.project, [RemoteHost(get_host(n)) for n in names])
-    report = queue.run(once=args.once, interval=args.interval)
-    placed = "; ".join(f"{h}: {', '.join(map(str, ids))}" for h, ids in report.placed.items()) or "-"
-    text = (f"placed: {placed}; completed: {report.completed or '-'}; free slots: "
-            f"{', '.join(f'{h} {n}' for h, n in report.free.items())}; ready or blocked: {report.waiting_tasks}"
-            + "".join(f"\nunreachable: {h}" for h in report.unreachable)
-            + "".join(f"\nerror: {e}" for e in [*report.host_errors.values(), *report.errors]))
+    # One line per placement, completion, failure and stop as it happens (a run of five tasks said nothing for
+    # 55 s): on stdout, or on stderr with --json, whose stdout is the one summary document.
+    said = sys.stderr if wants_json(args) else sys.stdout
+
+    def tell(event: QueueEvent) -> None:
+        write_line(said, event.line())
+        said.flush()
+
+    def report_errors(step: HostStepReport) -> None:
+        for message in step.errors:
+            error(message)
+
+    with ctrl_c_stops() as stop:
+        report = queue.run(once=args.once, interval=args.interval, stop=stop, on_event=tell, on_step=report_errors)
+    text = "; ".join([
+        f"placed: {labelled([i for ids in report.placed.values() for i in ids], report.worktrees)}",
+        f"completed: {labelled(report.completed, report.worktrees)}",
+        *([f"failed: {labelled(report.failed, report.worktrees)}"] if report.failed else []),
+        *([f"stopped: {labelled(report.stopped, report.worktrees)}"] if report.stopped else []),
+        f"in flight: {report.in_flight}", f"free slots: {', '.join(f'{h} {n}' for h, n in report.free.items())}",
+        f"ready or blocked: {report.waiting_tasks}"])
+    text += "".join(f"\nunreachable: {h}" for h in report.unreachable)
+    text += "".join(f"\nerror: host {h}: {e}" for h, e in report.host_errors.items())
+    text += stuck_text(report.stuck)
     emit(args, report.to_dict(), text)
+    if stop.is_set():
+        error("interrupted")  # what the run did is above; what runs on the hosts keeps running there
+        return 130
     return 1 if report.errors or report.host_errors else 0
 
 
