@@ -180,6 +180,43 @@ def test_queue_run_ends_and_says_so_when_what_is_left_waits_on_a_failed_task(cli
     assert report["stuck"] == {"2": 1} and report["started"] == []
 
 
+def test_session_stop_frees_its_task_and_doctor_frees_what_a_dead_queue_or_a_stopped_session_left(
+        cli: CLI, repo: Path) -> None:
+    """`session stop` left a queue's task in_progress owned by `queue:<pid>` and `doctor` said "all consistent"."""
+    import os
+    import subprocess
+
+    write_config(repo, "[agents.long]\ncommand = \"sh -c 'exec cat'\"\n")
+    first = cli.json("task", "create", "long job", "--agent", "long")["id"]
+    assert cli.json("queue", "run", "--once")["started"] == ["long-job"]
+    assert cli.json("task", "show", str(first))["owner"].startswith("queue:")
+    cli.ok("session", "stop", "long-job")
+    freed = cli.json("task", "show", str(first))
+    assert (freed["status"], freed["owner"], freed["worktree"]) == ("pending", "", "long-job"), freed
+    assert cli.json("queue", "run", "--once")["started"] == []  # bound to its worktree: not started twice
+
+    # A queue that died (its pid is gone) with a task in progress; a task whose session was stopped behind the
+    # back of the live queue that owns it (tmux's own kill-session).
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead = cli.json("task", "create", "orphan", "--agent", "long")["id"]
+    cli.ok("task", "update", str(dead), "--status", "in_progress", "--owner", f"queue:{gone.pid}")
+    second = cli.json("task", "create", "stopped behind", "--agent", "long")["id"]
+    made = cli.json("worktree", "create", "behind", "--task", str(second), "--agent", "long")
+    cli.ok("task", "update", str(second), "--status", "in_progress", "--owner", f"queue:{os.getpid()}")
+    subprocess.run(["tmux", "-L", made["session"]["socket"], "kill-session", "-t", f"={made['session']['session']}"],
+                   check=True)
+    found = cli("doctor")
+    assert found.returncode == 1
+    assert f"found: task {dead} is owned by queue:{gone.pid}, a queue that no longer runs" in found.stdout, found.stdout
+    assert f"found: task {second} is in progress in behind, whose session was stopped" in found.stdout, found.stdout
+    fixed = cli("doctor", "--fix")
+    assert fixed.returncode == 0 and "back to pending" in fixed.stdout, fixed.stdout
+    tasks = {t["id"]: t for t in cli.json("task", "list")}
+    assert [(tasks[i]["status"], tasks[i]["owner"]) for i in (dead, second)] == [("pending", ""), ("pending", "")]
+    assert "all consistent" in cli.ok("doctor").stdout
+
+
 def test_two_queue_runners_never_start_a_task_twice(cli: CLI, repo: Path) -> None:
     import subprocess
 
