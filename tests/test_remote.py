@@ -170,7 +170,7 @@ def test_argv_quotes_every_word_and_guards_the_target() -> None:
     assert "ControlPath=/tmp/c/%C" in argv and "ControlMaster=auto" in argv
     attach = host.attach_argv("dt-x", "daintree-abc", "/srv/app/.worktrees/tmux.conf")
     assert attach[-4:-2] == ["-t", "--"] and attach[-2] == "box"
-    assert shlex.split(unwrapped(attach[-1])) == ["tmux", "-L", "daintree-abc", "-f",
+    assert shlex.split(unwrapped(attach[-1])) == ["tmux", "-u", "-L", "daintree-abc", "-f",
                                                   "/srv/app/.worktrees/tmux.conf", "attach-session", "-t", "=dt-x"]
 
 
