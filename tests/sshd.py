@@ -4,9 +4,11 @@ sshd_config and client ssh_config in a temp dir; no system or ~/.ssh config is r
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import shutil
+import signal
 import socket
 import subprocess
 from pathlib import Path
@@ -71,6 +73,42 @@ class Sshd:
                 return sock.connect_ex(("127.0.0.1", self.port)) == 0
 
         wait_for(listening, timeout=20)
+
+    def processes(self) -> list[int]:
+        """Our sshd and its sshd children (one per connection): the pids a hung host stops. The far side's own
+        programs (its tmux server, a daintree it runs) are not among them."""
+        if self.proc is None:
+            return []
+        children: dict[int, list[int]] = {}
+        names: dict[int, str] = {}
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                text = stat.read_text()
+            except OSError:
+                continue
+            pid, rest = int(text.split(" ", 1)[0]), text.rsplit(")", 1)
+            names[pid] = text[text.index("(") + 1:text.rindex(")")]
+            children.setdefault(int(rest[1].split()[1]), []).append(pid)
+        found, todo = [], [self.proc.pid]
+        while todo:
+            pid = todo.pop()
+            if pid == self.proc.pid or names.get(pid, "").startswith("sshd"):
+                found.append(pid)
+                todo += children.get(pid, [])
+        return found
+
+    def freeze(self) -> list[int]:
+        """A hung host: SIGSTOP our sshd and its connections (open, and silent); `thaw` them after."""
+        pids = self.processes()
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        return pids
+
+    @staticmethod
+    def thaw(pids: list[int]) -> None:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
 
     def kill(self) -> None:
         """Kill our sshd (its listener; connections already open live in their own children until they end)."""

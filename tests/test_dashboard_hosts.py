@@ -5,6 +5,8 @@ greys it when sshd dies and reattaches when it is back."""
 from __future__ import annotations
 
 import asyncio
+import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -123,8 +125,9 @@ async def test_remote_host_in_the_dashboard_attach_type_unreachable_and_back(
         await until(pilot, lambda: screen.hosts_watch.states[far].status == "unreachable")
         await until(pilot, lambda: greyed(table, "agent@far"))
         assert row(table, "agent@far")["host"] == "far ✗"
-        table.styles.width = 200  # wide enough for the output column, which then says since when
-        await until(pilot, lambda: "unreachable, last update" in row(table, "agent@far").get("activity", ""))
+        table.styles.width = 200  # wide enough for the output column, which then says since when, time and all
+        await until(pilot, lambda: re.fullmatch(r"no answer since \d\d:\d\d:\d\d",
+                                                row(table, "agent@far").get("activity", "")))
         assert row(table, "agent@far")["name"].startswith("agent")  # the last known state stays
         await until(pilot, lambda: terminal.worktree is None)  # the ssh client ended with its connection
         assert "does not answer" in terminal.placeholder
@@ -266,3 +269,109 @@ def test_remote_facts_take_only_well_formed_counts() -> None:
     state = HostState("box", 3, reachable=True, worktrees=(raw, bare, huge), updated_at=1.0, checked_at=1.0)
     facts, disk = remote_facts_and_disk(remote_entries(state))
     assert facts == {"feat@box": Facts(True, 3, 0, 4)} and disk == {"feat@box": 2048}
+
+
+async def test_a_hung_host_greys_within_two_polls_and_keys_typed_into_its_terminal_are_held(
+        far: str, sshd: Sshd, repo: Path, cli: CLI) -> None:  # noqa: F811
+    """sshd stopped (SIGSTOP: connections open and silent, not refused): within two polls its rows are greyed;
+    the terminal that showed its session drops what is typed into it, with a notice, and runs no shortcut."""
+    from daintree_tui.services.hosts_feed import POLL_TIMEOUT
+    from daintree_tui.tui.hosts import HostsWatch
+    from daintree_tui.tui.screens.new_task import NewTaskScreen
+
+    remote = CLI(repo, subprocess=True)
+    remote.json("worktree", "create", "agent", "--agent", "shell", "--host", far)
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(220, 40), notifications=True) as pilot:
+        screen = app.screen
+        assert isinstance(screen, MainScreen)
+        table = screen.query_one(WorktreeTable)
+        terminal = screen.query_one(TerminalView)
+        await until(pilot, lambda: "agent@far" in [str(k.value) for k in table.rows]
+                    and screen.hosts_watch.states[far].status == "ok")
+        table.focus()
+        table.select_name("agent@far")
+        await until(pilot, lambda: screen.selected == "agent@far")
+        await pilot.press("enter")
+        await until(pilot, lambda: terminal.worktree == "agent@far" and terminal.has_focus)
+
+        frozen = sshd.freeze()
+        try:
+            began = time.monotonic()
+            await until(pilot, lambda: screen.hosts_watch.states[far].status == "unreachable",
+                        timeout=2 * (HostsWatch.interval + POLL_TIMEOUT) + 2)
+            took = time.monotonic() - began
+            assert took < 2 * (HostsWatch.interval + POLL_TIMEOUT), took
+            await until(pilot, lambda: greyed(table, "agent@far"))
+            # The attach's ssh ends with its connection (the keepalive): the terminal then holds what is typed.
+            await until(pilot, lambda: terminal.worktree is None, timeout=20)
+            assert terminal.has_focus and terminal.held == "agent@far"
+            await pilot.press("d", "n", "z", "x")
+            await pilot.pause(0.3)
+            assert isinstance(app.screen, MainScreen) and not any(isinstance(s, NewTaskScreen)
+                                                                   for s in app.screen_stack)
+            assert screen.zoom == ""
+            toasts = [str(t.render()) for t in app.screen.query("Toast")]
+            assert sum("keys typed here are not sent" in t for t in toasts) == 1, toasts
+            await pilot.press("ctrl+right_square_bracket")
+            await until(pilot, lambda: not terminal.has_focus and terminal.held is None)
+        finally:
+            sshd.thaw(frozen)
+        await until(pilot, lambda: screen.hosts_watch.states[far].status == "ok", timeout=40)
+        await until(pilot, lambda: not greyed(table, "agent@far"))
+
+
+async def test_a_host_down_at_start_has_a_greyed_row_that_says_never_reached(
+        far: str, sshd: Sshd, repo: Path, cli: CLI) -> None:  # noqa: F811
+    sshd.kill()
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(220, 40), notifications=True) as pilot:
+        screen = app.screen
+        assert isinstance(screen, MainScreen)
+        table = screen.query_one(WorktreeTable)
+        await until(pilot, lambda: "@far" in [str(k.value) for k in table.rows])
+        assert greyed(table, "@far") and row(table, "@far")["host"] == "far ✗"
+        table.styles.width = 200
+        await until(pilot, lambda: row(table, "@far").get("activity") == "never reached")
+        table.focus()
+        table.select_name("@far")
+        await until(pilot, lambda: screen.selected == "@far")
+        await pilot.press("x")  # nothing of the host to remove: said, never asked
+        await pilot.pause(0.3)
+        assert isinstance(app.screen, MainScreen)
+        assert any("nothing of it is known yet" in str(t.render()) for t in app.screen.query("Toast"))
+        sshd.start()
+        await until(pilot, lambda: screen.hosts_watch.states[far].status == "ok", timeout=40)
+        await until(pilot, lambda: "@far" not in [str(k.value) for k in table.rows])
+
+
+async def test_remove_on_a_remote_row_does_what_its_dialog_says(
+        far: str, far_repo: Path, repo: Path, cli: CLI) -> None:  # noqa: F811
+    """`x` on a remote row: the dialog says the host removes the worktree, and its branch when merged there;
+    the host then has neither (a clean worktree's branch is merged: `wt/clean1` stayed before)."""
+    from textual.widgets import Button, Static
+
+    from daintree_tui.tui.screens.confirm import ConfirmScreen
+    from tests.conftest import git
+
+    remote = CLI(repo, subprocess=True)
+    remote.json("worktree", "create", "clean1", "--host", far)
+    assert git(far_repo, "branch", "--list", "wt/clean1").strip()
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(220, 40), notifications=True) as pilot:
+        screen = app.screen
+        assert isinstance(screen, MainScreen)
+        table = screen.query_one(WorktreeTable)
+        await until(pilot, lambda: "clean1@far" in [str(k.value) for k in table.rows])
+        table.focus()
+        table.select_name("clean1@far")
+        await until(pilot, lambda: screen.selected == "clean1@far")
+        await pilot.press("x")
+        dialog = await until(pilot, lambda: app.screen if isinstance(app.screen, ConfirmScreen) else None)
+        said = " ".join(str(w.render()) for w in dialog.query(Static))
+        assert "removes the worktree, and its branch if that is merged there" in said, said
+        dialog.query_one("#yes", Button).press()
+        await until(pilot, lambda: any("Removed clean1 on host far, its branch deleted" in str(t.render())
+                                       for t in app.screen.query("Toast")), timeout=30)
+    assert remote.json("worktree", "list", "--host", far) == []
+    assert git(far_repo, "branch", "--list", "wt/clean1").strip() == ""

@@ -36,7 +36,10 @@ async def call(session: ClientSession, tool: str, **arguments: Any) -> Any:
     result = await session.call_tool(tool, arguments)
     text = result.content[0].text  # type: ignore[union-attr]
     assert not result.is_error, text
-    return json.loads(text)
+    data = json.loads(text)
+    # Structured on success too (only errors were): the object itself, or a list or value under "result".
+    assert result.structured_content == (data if isinstance(data, dict) else {"result": data})
+    return data
 
 
 async def fails(session: ClientSession, tool: str, **arguments: Any) -> str:
@@ -278,9 +281,18 @@ def test_wiring_of_each_agent(tmp_path: Path) -> None:
 
 def test_mcp_config_command_and_lazy_sdk(repo: Path, cli: CLI) -> None:
     out = cli.ok("mcp", "config", "--agent", "claude").stdout
-    assert json.loads(out) == {"mcpServers": {"daintree": {"command": "daintree", "args": ["mcp"]}}}
+    program = str(Path(sys.executable).parent / "daintree")  # absolute: an agent's PATH may have no daintree
+    assert json.loads(out) == {"mcpServers": {"daintree": {"command": program, "args": ["mcp"]}}}
     assert cli("mcp", "config", "--agent", "aider").returncode == 2
     assert cli("mcp", "--http", "0").returncode == 2
+    import socket
+
+    with socket.socket() as busy:  # a port that is taken: one line, exit 2 (its URL, a traceback line, exit 3)
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = cli("mcp", "--http", str(busy.getsockname()[1]))
+    assert taken.returncode == 2 and len(taken.stderr.strip().splitlines()) == 1, taken.stderr
+    assert "is taken" in taken.stderr and "Traceback" not in taken.stderr
     code = ("import sys, daintree_tui.cli as c; c.main(['task', 'list', '--repo', sys.argv[1]]);"
             "print('mcp' if 'mcp' in sys.modules else 'clean')")
     proc = subprocess.run([sys.executable, "-c", code, str(repo)], capture_output=True, text=True, check=True)

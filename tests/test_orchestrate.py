@@ -152,13 +152,69 @@ def test_queue_run_says_each_start_and_completion_as_it_happens_and_sums_up_the_
             runner.kill()
             runner.wait(timeout=30)
     assert runner.returncode == 0
-    assert summary.startswith("started: first, second; completed: 1, 2; running: 0"), summary
+    assert summary.startswith("started: task 1 (first), task 2 (second); completed: task 1 (first), task 2 "
+                              "(second); running: 0"), summary
     cli.ok("task", "create", "third", "--agent", "job")
     cli.ok("task", "create", "fourth", "--agent", "job")
     json_run = cli("queue", "run", "--interval", "0.2", "--json", timeout=120)
     report = json.loads(json_run.stdout)  # stdout stays one JSON document; the lines go to stderr
     assert report["started"] == ["third", "fourth"] and report["completed"] == [3, 4], report
     assert "started task 3 in third (agent job)" in json_run.stderr, json_run.stderr
+
+
+def test_queue_run_ends_and_says_so_when_what_is_left_waits_on_a_failed_task(cli: CLI, repo: Path) -> None:
+    """Task 2 waits on task 1, whose agent exits 3 (`queue-failed:3`): nothing will start task 2 by itself, so the
+    run ends (it waited forever, silently) and says what waits on what, and prints the failure as it happens."""
+    write_config(repo, "max_sessions = 2\n[agents.fails]\ncommand = \"sh -c 'exit 3'\"\n"
+                       "[agents.never]\ncommand = \"sh -c 'exec cat'\"\n")
+    first = cli.json("task", "create", "breaks", "--agent", "fails")["id"]
+    cli.ok("task", "create", "after it", "--agent", "never", "--blocked-by", str(first))
+    proc = cli("queue", "run", "--interval", "0.2", timeout=90)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "failed task 1: breaks exited 3" in lines, lines
+    assert "failed: task 1 (breaks)" in proc.stdout
+    assert any(ln.startswith("waiting on failed tasks (nothing starts them by itself): task 2 on task 1")
+               for ln in lines), lines
+    report = cli.json("queue", "run", "--once")
+    assert report["stuck"] == {"2": 1} and report["started"] == []
+
+
+def test_session_stop_frees_its_task_and_doctor_frees_what_a_dead_queue_or_a_stopped_session_left(
+        cli: CLI, repo: Path) -> None:
+    """`session stop` left a queue's task in_progress owned by `queue:<pid>` and `doctor` said "all consistent"."""
+    import os
+    import subprocess
+
+    write_config(repo, "[agents.long]\ncommand = \"sh -c 'exec cat'\"\n")
+    first = cli.json("task", "create", "long job", "--agent", "long")["id"]
+    assert cli.json("queue", "run", "--once")["started"] == ["long-job"]
+    assert cli.json("task", "show", str(first))["owner"].startswith("queue:")
+    cli.ok("session", "stop", "long-job")
+    freed = cli.json("task", "show", str(first))
+    assert (freed["status"], freed["owner"], freed["worktree"]) == ("pending", "", "long-job"), freed
+    assert cli.json("queue", "run", "--once")["started"] == []  # bound to its worktree: not started twice
+
+    # A queue that died (its pid is gone) with a task in progress; a task whose session was stopped behind the
+    # back of the live queue that owns it (tmux's own kill-session).
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead = cli.json("task", "create", "orphan", "--agent", "long")["id"]
+    cli.ok("task", "update", str(dead), "--status", "in_progress", "--owner", f"queue:{gone.pid}")
+    second = cli.json("task", "create", "stopped behind", "--agent", "long")["id"]
+    made = cli.json("worktree", "create", "behind", "--task", str(second), "--agent", "long")
+    cli.ok("task", "update", str(second), "--status", "in_progress", "--owner", f"queue:{os.getpid()}")
+    subprocess.run(["tmux", "-L", made["session"]["socket"], "kill-session", "-t", f"={made['session']['session']}"],
+                   check=True)
+    found = cli("doctor")
+    assert found.returncode == 1
+    assert f"found: task {dead} is owned by queue:{gone.pid}, a queue that no longer runs" in found.stdout, found.stdout
+    assert f"found: task {second} is in progress in behind, whose session was stopped" in found.stdout, found.stdout
+    fixed = cli("doctor", "--fix")
+    assert fixed.returncode == 0 and "back to pending" in fixed.stdout, fixed.stdout
+    tasks = {t["id"]: t for t in cli.json("task", "list")}
+    assert [(tasks[i]["status"], tasks[i]["owner"]) for i in (dead, second)] == [("pending", ""), ("pending", "")]
+    assert "all consistent" in cli.ok("doctor").stdout
 
 
 def test_two_queue_runners_never_start_a_task_twice(cli: CLI, repo: Path) -> None:
@@ -192,7 +248,7 @@ def test_queue_run_ends_on_ctrl_c_between_passes_and_leaves_its_sessions_running
         out, err = runner.communicate(timeout=30)
     assert runner.returncode == 130, (out, err)
     assert err.strip().splitlines()[-1] == "daintree: interrupted" and "Traceback" not in err, err
-    assert "started: long-job" in out, out  # the last pass's summary
+    assert "started: task 1 (long-job)" in out, out  # the whole run's summary, on Ctrl-C too
     assert [s["status"] for s in cli.json("session", "list")] in (["starting"], ["running"], ["waiting"])
 
 

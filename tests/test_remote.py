@@ -100,7 +100,17 @@ def test_host_add_list_check_over_real_sshd(sshd: Sshd, far_repo: Path, cli: CLI
     assert report["daintree"] == __import__("daintree_tui").__version__
     assert report["tmux"].startswith("tmux ") and report["git"].startswith("git version")
     assert report["repo"] == str(far_repo)
-    assert abs(report["clock_skew"]) < 5
+    assert abs(report["clock_skew"]) < 1 and report["clock_skew"] != round(report["clock_skew"])  # sub-second
+    # The same machine: its clock is in sync, not "-0.8s off" as whole seconds of `date +%s` made it.
+    assert "clock in sync" in cli.ok("host", "check", "far").stdout
+
+    # No name: every host is checked, each in its line (and in --json, a list).
+    from daintree_tui.services.remote import HostConfig, save_host
+
+    save_host(HostConfig("other", "dt-other", str(far_repo), daintree=DAINTREE))
+    every = cli.ok("host", "check").stdout.splitlines()
+    assert [ln.split(":")[0] for ln in every] == ["host far", "host other"], every
+    assert [r["name"] for r in cli.json("host", "check")] == ["far", "other"]
 
 
 def test_host_check_reports_each_problem_and_exits_1(sshd: Sshd, tmp_path: Path, cli: CLI) -> None:
@@ -160,7 +170,7 @@ def test_argv_quotes_every_word_and_guards_the_target() -> None:
     assert "ControlPath=/tmp/c/%C" in argv and "ControlMaster=auto" in argv
     attach = host.attach_argv("dt-x", "daintree-abc", "/srv/app/.worktrees/tmux.conf")
     assert attach[-4:-2] == ["-t", "--"] and attach[-2] == "box"
-    assert shlex.split(unwrapped(attach[-1])) == ["tmux", "-L", "daintree-abc", "-f",
+    assert shlex.split(unwrapped(attach[-1])) == ["tmux", "-u", "-L", "daintree-abc", "-f",
                                                   "/srv/app/.worktrees/tmux.conf", "attach-session", "-t", "=dt-x"]
 
 
@@ -368,7 +378,7 @@ def test_remote_session_capture_attach_and_dropped_connection(far: str, sshd: Ss
     assert b"again-42" in shown
 
 
-def _run_in_pty(argv: list[str], until: bytes, timeout: float = 20) -> bytes:
+def _run_in_pty(argv: list[str], until: bytes, timeout: float = 20, env: dict[str, str] | None = None) -> bytes:
     """Run `argv` on a PTY (as the terminal widget does) until `until` shows up; returns what it printed."""
     import pty
     import select
@@ -376,6 +386,11 @@ def _run_in_pty(argv: list[str], until: bytes, timeout: float = 20) -> bytes:
     pid, fd = pty.fork()
     if pid == 0:  # pragma: no cover - the child
         os.environ["TERM"] = "xterm-256color"
+        for key, value in (env or {}).items():
+            if value:
+                os.environ[key] = value
+            else:
+                os.environ.pop(key, None)
         os.execvp(argv[0], argv)
     seen = b""
     deadline = time.monotonic() + timeout
@@ -484,7 +499,28 @@ def test_host_queue_places_ready_tasks_and_completes_them_when_the_agent_exits(
     assert second.completed == [ids[1]] and second.placed == {"a": [ids[3]]}, second.to_dict()
     local = {t["id"]: t for t in cli.json("task", "list")}
     assert local[ids[1]]["status"] == "completed" and local[ids[3]]["remote"]["host"] == "a"
+    # The host's own board follows: its task is completed there too (it stayed in_progress).
+    assert [t["status"] for t in cli.json("task", "list", "--host", "a") if t["subject"] == "job 2"] == ["completed"]
     assert queue.step().placed == {}  # every slot is taken: nothing more to place
+
+    # A session stopped there frees its task here (it stayed in_progress, owned by host:b, forever).
+    stopped_name = local[ids[2]]["remote"]["worktree"]
+    cli.ok("session", "stop", stopped_name, "--host", "b")
+    # The rest finish: `queue run` says each as it happens and sums up the whole run, each id with its worktree.
+    for task_id in (ids[0], ids[3]):
+        where = local[task_id]["remote"]
+        cli.ok("session", "send", where["worktree"], "exit 0", "--host", where["host"])
+    run = cli("queue", "run", "--hosts", "a,b", "--interval", "0.2", timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = run.stdout.splitlines()
+    assert f"stopped {stopped_name}@b (task {ids[2]}): its session there is gone: the task is pending again" \
+        in lines, lines
+    assert f"completed task {ids[0]} ({local[ids[0]]['remote']['worktree']}@b exited 0)" in lines, lines
+    summary = lines[-1]
+    assert f"task {ids[0]} ({local[ids[0]]['remote']['worktree']}@b)" in summary.split("completed: ")[1], summary
+    assert f"stopped: task {ids[2]} ({stopped_name}@b)" in summary and "in flight: 0" in summary, summary
+    freed = {t["id"]: t for t in cli.json("task", "list")}[ids[2]]
+    assert freed["status"] == "pending" and freed["owner"] == "", freed
 
 
 def test_stdin_reaches_the_remote_command(far: str) -> None:
@@ -552,3 +588,56 @@ def test_host_check_never_writes_a_hosts_own_output_raw_to_the_terminal(sshd: Ss
     assert proc.returncode == 1 and "problem: host evil: daintree" in proc.stderr, proc.stderr
     assert "\x1b" not in proc.stderr and "\x07" not in proc.stderr, proc.stderr
     assert "\\x1b]52;c;" in proc.stderr  # shown, escaped: the user sees what the host sent
+
+
+def test_remote_attach_draws_utf8_where_the_host_has_no_locale(far: str, cli: CLI) -> None:
+    """The host's ssh login has no LANG (sshd sets none here): `tmux -u` still draws an agent's ✻ ✔ ●, not `_`."""
+    cli.json("worktree", "create", "glyphs", "--agent", "shell", "--host", far)
+    cli.ok("session", "send", "glyphs", r"printf 'mark:\342\234\273\342\234\224\342\227\217:end\n'", "--host", far)
+    info = _session(cli, far, "glyphs")
+    host = remote(far)
+    attach = host.attach_argv(str(info["session"]), str(info["socket"]), str(info["tmux_conf"]))  # type: ignore
+    shown = _run_in_pty(attach, until=b":end", env={"LANG": "", "LC_ALL": "", "LC_CTYPE": ""})
+    assert "mark:✻✔●:end".encode() in shown, shown[-400:]
+
+
+def test_host_key_verification_failed_says_how_to_accept_the_key(sshd: Sshd, far_repo: Path, tmp_path: Path,
+                                                                  cli: CLI) -> None:
+    """First contact with ssh's default (strict) host key checking and an empty known_hosts: one line, with how to
+    accept the key."""
+    from daintree_tui.services.remote import HostConfig, save_host
+
+    strict = tmp_path / "strict_config"
+    strict.write_text(sshd.client_config.read_text().replace("StrictHostKeyChecking accept-new",
+                                                             "StrictHostKeyChecking yes")
+                      .replace(str(sshd.base / "known_hosts"), str(tmp_path / "empty_known_hosts")))
+    save_host(HostConfig("fresh", "dt-far", str(far_repo), daintree=DAINTREE, ssh_config=str(strict)))
+    proc = cli("worktree", "list", "--host", "fresh")
+    assert proc.returncode == 1
+    (line,) = proc.stderr.strip().splitlines()
+    assert "Host key verification failed" in line and "ssh-keyscan" in line and "accept-new" in line, line
+
+
+def test_a_hung_host_is_one_line_within_seconds_not_a_hang(far: str, sshd: Sshd, cli: CLI) -> None:
+    """sshd stopped (SIGSTOP: the connection stays open and silent): the poll and `worktree list --host` end with
+    one line each within their bounds, over the master connection that was up and over a new one."""
+    from daintree_tui.services.hosts_feed import POLL_TIMEOUT, HostsFeed
+
+    cli.json("worktree", "create", "held", "--host", far)
+    host = remote(far)
+    feed = HostsFeed([host])  # type: ignore[list-item]
+    assert feed.poll()["far"].status == "ok"
+    frozen = sshd.freeze()
+    try:
+        began = time.monotonic()
+        state = feed.poll()["far"]
+        assert state.status == "unreachable" and [w["name"] for w in state.worktrees] == ["held"]
+        assert time.monotonic() - began < POLL_TIMEOUT + 2
+        began = time.monotonic()
+        proc = cli("worktree", "list", "--host", far)
+        took = time.monotonic() - began
+        assert proc.returncode == 1 and "host far unreachable:" in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1 and took < 15, (took, proc.stderr)
+    finally:
+        sshd.thaw(frozen)
+    assert wait_for(lambda: feed.poll()["far"].status == "ok", timeout=30)

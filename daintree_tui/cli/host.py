@@ -72,7 +72,13 @@ def run_on_host(args: argparse.Namespace, argv: Sequence[str], after: Sequence[s
 
 def run_host_queue(args: argparse.Namespace, services: Services) -> int:
     """`queue run --hosts a,b`: place ready tasks on those hosts by free slots (see services/host_queue.py)."""
-    from daintree_tui.services.host_queue import HostQueue
+    import sys
+
+    from daintree_tui.cli.common import ctrl_c_stops
+    from daintree_tui.cli.orchestrate import labelled, stuck_text
+    from daintree_tui.cli.output import error, wants_json
+    from daintree_tui.services.host_queue import HostQueue, HostStepReport
+    from daintree_tui.services.queue import QueueEvent
     from daintree_tui.services.remote import RemoteHost, get_host
 
     names = [n.strip() for n in str(args.hosts).split(",") if n.strip()]
@@ -80,13 +86,34 @@ def run_host_queue(args: argparse.Namespace, services: Services) -> int:
         raise InputError(f"--hosts takes distinct host names separated by commas (got {args.hosts!r})")
     services.project.require_git()
     queue = HostQueue(services.project, [RemoteHost(get_host(n)) for n in names])
-    report = queue.run(once=args.once, interval=args.interval)
-    placed = "; ".join(f"{h}: {', '.join(map(str, ids))}" for h, ids in report.placed.items()) or "-"
-    text = (f"placed: {placed}; completed: {report.completed or '-'}; free slots: "
-            f"{', '.join(f'{h} {n}' for h, n in report.free.items())}; ready or blocked: {report.waiting_tasks}"
-            + "".join(f"\nunreachable: {h}" for h in report.unreachable)
-            + "".join(f"\nerror: {e}" for e in [*report.host_errors.values(), *report.errors]))
+    # One line per placement, completion, failure and stop as it happens (a run of five tasks said nothing for
+    # 55 s): on stdout, or on stderr with --json, whose stdout is the one summary document.
+    said = sys.stderr if wants_json(args) else sys.stdout
+
+    def tell(event: QueueEvent) -> None:
+        write_line(said, event.line())
+        said.flush()
+
+    def report_errors(step: HostStepReport) -> None:
+        for message in step.errors:
+            error(message)
+
+    with ctrl_c_stops() as stop:
+        report = queue.run(once=args.once, interval=args.interval, stop=stop, on_event=tell, on_step=report_errors)
+    text = "; ".join([
+        f"placed: {labelled([i for ids in report.placed.values() for i in ids], report.worktrees)}",
+        f"completed: {labelled(report.completed, report.worktrees)}",
+        *([f"failed: {labelled(report.failed, report.worktrees)}"] if report.failed else []),
+        *([f"stopped: {labelled(report.stopped, report.worktrees)}"] if report.stopped else []),
+        f"in flight: {report.in_flight}", f"free slots: {', '.join(f'{h} {n}' for h, n in report.free.items())}",
+        f"ready or blocked: {report.waiting_tasks}"])
+    text += "".join(f"\nunreachable: {h}" for h in report.unreachable)
+    text += "".join(f"\nerror: host {h}: {e}" for h, e in report.host_errors.items())
+    text += stuck_text(report.stuck)
     emit(args, report.to_dict(), text)
+    if stop.is_set():
+        error("interrupted")  # what the run did is above; what runs on the hosts keeps running there
+        return 130
     return 1 if report.errors or report.host_errors else 0
 
 
@@ -128,22 +155,36 @@ def cmd_host_list(args: argparse.Namespace, services: Services) -> int:
 
 
 def cmd_host_check(args: argparse.Namespace, services: Services) -> int:
+    """`host check NAME`, or every host of the config without a name (one report each, in name order)."""
     import sys
+    from concurrent.futures import ThreadPoolExecutor
 
     from daintree_tui import __version__
-    from daintree_tui.services.remote import RemoteHost, get_host
+    from daintree_tui.services.host_check import clock_text
+    from daintree_tui.services.remote import RemoteHost, get_host, load_hosts
 
-    report = RemoteHost(get_host(args.name)).check(__version__)
-    if report.problems and not getattr(args, "json", False):
-        for problem in report.problems:  # they quote the host's own output: shown, never obeyed
-            write_line(sys.stderr, one_line(f"problem: {problem}"))
-    summary = (f"host {report.name}: reachable (round trip {report.round_trip}s), daintree {report.daintree or '-'}, "
-               f"{report.tmux or 'no tmux'}, {report.git or 'no git'}, repo {report.repo or '-'}, "
-               f"clock {report.clock_skew if report.clock_skew is not None else '?'}s off"
-               if report.reachable else "")
-    emit(args, report.to_dict(), summary if not report.problems else
-          (f"host {report.name}: {len(report.problems)} problem(s)" if report.reachable else ""))
-    return 1 if report.problems else 0
+    if args.name is not None:
+        configs = [get_host(args.name)]
+    else:
+        configs = [config for _, config in sorted(load_hosts().items())]
+        if not configs:
+            raise InputError("no hosts to check (add one: daintree host add NAME --ssh TARGET --repo PATH)")
+    with ThreadPoolExecutor(max_workers=min(8, len(configs))) as pool:  # a hung host does not hold the others
+        reports = list(pool.map(lambda config: RemoteHost(config).check(__version__), configs))
+    lines = []
+    for report in reports:
+        if report.problems and not getattr(args, "json", False):
+            for problem in report.problems:  # they quote the host's own output: shown, never obeyed
+                write_line(sys.stderr, one_line(f"problem: {problem}"))
+        if not report.reachable:
+            continue
+        lines.append(f"host {report.name}: {len(report.problems)} problem(s)" if report.problems else
+                     f"host {report.name}: reachable (round trip {report.round_trip}s), daintree "
+                     f"{report.daintree or '-'}, {report.tmux or 'no tmux'}, {report.git or 'no git'}, repo "
+                     f"{report.repo or '-'}, {clock_text(report.clock_skew)}")
+    data: Any = reports[0].to_dict() if args.name is not None else [r.to_dict() for r in reports]
+    emit(args, data, "\n".join(lines))
+    return 1 if any(r.problems for r in reports) else 0
 
 
 def cmd_host_remove(args: argparse.Namespace, services: Services) -> int:
@@ -172,7 +213,8 @@ def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None
     p.add_argument("--ssh-config", metavar="FILE", help="an ssh config file to use instead of ~/.ssh/config")
     p.add_argument("--replace", action="store_true", help="replace a host of that name")
     add(hsub, "list", cmd_host_list, "list your hosts")
-    p = add(hsub, "check", cmd_host_check, "reach a host; check daintree, tmux, git, the repo and the clock there")
-    p.add_argument("name", help="the host's name (daintree host list)")
+    p = add(hsub, "check", cmd_host_check, "reach a host (or every host); check daintree, tmux, git, the repo and "
+            "the clock there")
+    p.add_argument("name", nargs="?", help="the host's name (daintree host list); none: every host")
     p = add(hsub, "remove", cmd_host_remove, "remove a host from your config (nothing on the host changes)")
     p.add_argument("name", help="the host's name (daintree host list)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ def cmd_mcp(args: argparse.Namespace, services: Services) -> int:
     from daintree_tui.mcp import server  # the SDK is imported here, by this command only
 
     if args.http is not None:
+        _require_free_port(args.http)  # uvicorn's own failure was its URL, a traceback line and exit 3
         token, path = server.http_token()
         sys.stderr.write(f"daintree: MCP on http://127.0.0.1:{args.http}/mcp; clients send `Authorization: Bearer "
                          f"TOKEN`, the token in {path}\n")
@@ -39,6 +41,29 @@ def cmd_mcp(args: argparse.Namespace, services: Services) -> int:
     else:
         server.serve_stdio(tools)
     return 0
+
+
+def _require_free_port(port: int) -> None:
+    import socket
+
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise InputError(f"port {port} on 127.0.0.1 is taken ({exc.strerror or exc}): pick another with "
+                             "--http PORT") from None
+
+
+def daintree_program() -> str:
+    """The absolute path of this daintree's executable (beside its Python, or on PATH): an agent's MCP client
+    runs the server with its own PATH, where a bare `daintree` may be another one, or none."""
+    import shutil
+
+    beside = Path(sys.executable).parent / "daintree"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    found = shutil.which("daintree")
+    return str(Path(found).resolve()) if found else "daintree"
 
 
 def _mounted_inbox() -> Path | None:
@@ -55,7 +80,7 @@ def _mounted_inbox() -> Path | None:
 def cmd_mcp_config(args: argparse.Namespace, services: Services) -> int:
     from daintree_tui.sessions.presets import mcp_snippet
 
-    sys.stdout.write(mcp_snippet(args.agent, ["daintree", "mcp"]) + "\n")
+    sys.stdout.write(mcp_snippet(args.agent, [daintree_program(), "mcp"]) + "\n")
     return 0
 
 

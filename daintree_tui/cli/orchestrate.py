@@ -103,23 +103,37 @@ def cmd_queue_run(args: argparse.Namespace, services: Services) -> int:
         report = services.queue.run(once=args.once, interval=args.interval, on_step=report_errors, stop=stop,
                                     on_event=tell)
 
-    def ids(values: list[int]) -> str:
-        return ", ".join(map(str, values)) or "-"
-
-    # The whole run's figures (it said `started: -` after starting two tasks in earlier passes).
-    text = (f"started: {', '.join(report.started) or '-'}; completed: {ids(report.completed)}; "
-            + (f"failed: {ids(report.failed)}; " if report.failed else "")
-            + (f"stopped: {', '.join(report.stopped)}; " if report.stopped else "")
-            + f"running: {report.running}; ready or blocked: {report.waiting_tasks}"
-            + (f"\nskipped (git tracks them: the repository's, not yours): task "
-               f"{', '.join(map(str, report.skipped_tracked))}; start one yourself with `daintree worktree create "
-               "NAME --task ID --agent AGENT`" if report.skipped_tracked else "")
-            + (f"\nnothing new starts: {report.blocked} (raise the limit in [budget])" if report.blocked else ""))
+    text = "; ".join([
+        f"started: {labelled(report.started_tasks, report.worktrees)}",
+        f"completed: {labelled(report.completed, report.worktrees)}",
+        *([f"failed: {labelled(report.failed, report.worktrees)}"] if report.failed else []),
+        *([f"stopped: {', '.join(report.stopped)}"] if report.stopped else []),
+        f"running: {report.running}", f"ready or blocked: {report.waiting_tasks}"])
+    text += (f"\nskipped (git tracks them: the repository's, not yours): task "
+             f"{', '.join(map(str, report.skipped_tracked))}; start one yourself with `daintree worktree create "
+             "NAME --task ID --agent AGENT`" if report.skipped_tracked else "")
+    text += (f"\nnothing new starts: {report.blocked} (raise the limit in [budget])" if report.blocked else "")
+    text += stuck_text(report.stuck)
     emit(args, report.to_dict(), text)
     if stop.is_set():
-        error("interrupted")  # what the last pass left is above
+        error("interrupted")  # what the run did is above
         return 130
     return 1 if failed else 0  # a task that could not start (its error is above)
+
+
+def labelled(ids: list[int], worktrees: dict[int, str]) -> str:
+    """Task ids with their worktrees, each labelled: `task 3 (fix-login)`, `task 4 (job-4@far)`."""
+    return ", ".join(f"task {i} ({worktrees[i]})" if i in worktrees else f"task {i}" for i in ids) or "-"
+
+
+def stuck_text(stuck: dict[int, int]) -> str:
+    """What a queue run that ended leaves waiting on failed tasks, and how to let it go on."""
+    if not stuck:
+        return ""
+    failed = sorted(set(stuck.values()))
+    waits = ", ".join(f"task {t} on task {b}" for t, b in sorted(stuck.items()))
+    return (f"\nwaiting on failed tasks (nothing starts them by itself): {waits}; once task "
+            f"{', '.join(map(str, failed))} is fixed, `daintree task update ID --status completed` lets them start")
 
 
 def cmd_policy_show(args: argparse.Namespace, services: Services) -> int:

@@ -92,7 +92,7 @@ def cmd_session_keys(args: argparse.Namespace, services: Services) -> int:
 
 
 def cmd_session_stop(args: argparse.Namespace, services: Services) -> int:
-    stopped = services.sessions.stop(args.name)
+    stopped = services.ops.stop_session(args.name)
     if not stopped:
         services.sessions.require_known(args.name)  # a typo is an error; a worktree with no session, a no-op
     emit(args, {"name": args.name, "stopped": stopped},

@@ -19,6 +19,8 @@ def cmd_doctor(args: argparse.Namespace, services: Services) -> int:
     from daintree_tui.services import resume
 
     findings = services.reconcile(fix=args.fix)
+    if services.project.is_git:
+        findings += services.ops.stranded_tasks(fix=args.fix)  # tasks a dead queue or a stopped session left
     verb = "fixed" if args.fix else "found"
     sandbox = sandbox_status(services.project)
     # Sessions that vanished with their tmux server (a reboot): reported, and resumed when asked (`--resume`) or

@@ -10,6 +10,7 @@ event loop must keep answering.
 from __future__ import annotations
 
 import hmac
+import json
 import os
 import secrets
 from pathlib import Path
@@ -60,7 +61,10 @@ def build_server(tools: ToolBackend) -> Server[Any]:
             if os.environ.get("DAINTREE_DEBUG"):
                 raise
             return _error(f"daintree: internal error: {type(exc).__name__}: {exc} (DAINTREE_DEBUG=1 for details)", 1)
-        return types.CallToolResult(content=[types.TextContent(type="text", text=to_json(data))])
+        # Structured too, as errors are (an object: a list or a value goes under "result").
+        structured = data if isinstance(data, dict) else {"result": data}
+        return types.CallToolResult(content=[types.TextContent(type="text", text=to_json(data))],
+                                    structured_content=json.loads(to_json(structured)))
 
     async def list_resources(ctx: ServerRequestContext[Any],
                              params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:

@@ -41,7 +41,7 @@ MAX_PORTS = 100
 _TOKEN_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _REF_RE = re.compile(r"[^\x00-\x20\x7f~^:?*\[\\-][^\x00-\x20\x7f~^:?*\[\\]{0,254}")
 _CODE_RE = re.compile(r"[0-9]{1,3}")  # a probe's exit status in `host check`
-_EPOCH_RE = re.compile(r"[0-9]{1,11}")
+_EPOCH_RE = re.compile(r"[0-9]{1,11}(\.[0-9]{1,9})?")
 
 
 def clean_text(value: str, limit: int = MAX_TEXT) -> str:
@@ -286,7 +286,8 @@ def probe_lines(text: str, limit: int = 200) -> dict[str, tuple[int, str]]:
     return probes
 
 
-def epoch(text: str) -> int | None:
-    """A host's `date +%s`, or None when it is not one (a 5,000-digit number made int() raise)."""
-    text = text.strip()
-    return int(text) if _EPOCH_RE.fullmatch(text) else None
+def epoch(text: str) -> float | None:
+    """A host's `date +%s.%N` (or `date +%s` where `%N` is not known: its literal `.N` is dropped), or None when it
+    is not one (a 5,000-digit number made int() raise)."""
+    text = text.strip().removesuffix(".N").removesuffix("N")
+    return float(text) if _EPOCH_RE.fullmatch(text) else None

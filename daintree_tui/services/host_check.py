@@ -15,6 +15,14 @@ from daintree_tui.services.host_config import HostConfig
 from daintree_tui.services.remote_shell import remote_word
 
 CLOCK_SKEW_LIMIT = 5.0
+IN_SYNC = 1.0  # seconds: a smaller offset is said as "in sync" (one round trip's noise is that large)
+
+
+def clock_text(skew: float | None) -> str:
+    """`host check`'s words for the clock: "in sync" under a second, else the offset to a tenth."""
+    if skew is None:
+        return "clock ?"
+    return "clock in sync" if abs(skew) < IN_SYNC else f"clock {skew:+.1f}s off"
 
 
 @dataclass
@@ -44,7 +52,7 @@ def probe_command(config: HostConfig) -> str:
     script = "; ".join([
         "probe() { n=$1; shift; o=$(\"$@\" 2>&1 </dev/null); s=$?; "
         "printf '%s\\t%s\\t%s\\n' \"$n\" \"$s\" \"$(printf '%s' \"$o\" | head -n 1)\"; }",
-        "probe time date +%s",
+        "probe time date +%s.%N",  # sub-second where date knows %N (GNU); whole seconds where it prints `N`
         f"probe daintree {daintree} --version",
         "probe tmux tmux -V",
         "probe git git --version",
@@ -64,7 +72,7 @@ def read_probes(report: HostCheck, config: HostConfig, output: str, began: float
     now = epoch(text) if code == 0 else None
     if now is not None:
         skew = now - (began + ended) / 2
-        report.clock_skew = round(skew, 1)
+        report.clock_skew = round(skew, 3)
         if abs(skew) > CLOCK_SKEW_LIMIT + (ended - began) / 2:
             report.problems.append(f"host {name}: clock is {skew:+.0f}s off ours (sync it: NTP)")
     code, text = probes.get("daintree", (127, ""))

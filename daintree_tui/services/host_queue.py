@@ -11,8 +11,8 @@ Claims are writes under this repository's lock, so two runners never place one t
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Collection, Sequence
+import threading
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +26,7 @@ from daintree_tui.core.worktrees import slugify
 from daintree_tui.services import host_answers as answers
 from daintree_tui.services.host_answers import MAX_ID
 from daintree_tui.services.hosts_feed import HostsFeed, HostState, free_slots, place
-from daintree_tui.services.queue import is_ready
+from daintree_tui.services.queue import FAILED_OWNER, QueueEvent, is_ready, is_waiting, stuck_behind_failures
 from daintree_tui.services.remote import RemoteHost
 
 HOST_OWNER = "host:"
@@ -40,16 +40,34 @@ class HostStepReport:
     placed: dict[str, list[int]] = field(default_factory=dict)  # host -> local task ids started there
     completed: list[int] = field(default_factory=list)
     failed: list[int] = field(default_factory=list)
+    stopped: list[int] = field(default_factory=list)  # their session there was stopped: the task is freed
     errors: list[str] = field(default_factory=list)
     free: dict[str, int] = field(default_factory=dict)
     unreachable: list[str] = field(default_factory=list)
     host_errors: dict[str, str] = field(default_factory=dict)  # host -> why its answer was refused this pass
     waiting_tasks: int = 0
+    in_flight: int = 0  # placed and not finished there yet, after this pass
+    worktrees: dict[int, str] = field(default_factory=dict)  # task id -> `worktree@host` it was placed as
+    stuck: dict[int, int] = field(default_factory=dict)  # waiting task -> the failed task it waits on
+
+    def add(self, later: HostStepReport) -> None:
+        """Fold a later pass into this one: what happened adds up; what is now (free, waiting...) is the later's."""
+        for host, ids in later.placed.items():
+            self.placed.setdefault(host, []).extend(ids)
+        self.completed += later.completed
+        self.failed += later.failed
+        self.stopped += later.stopped
+        self.errors += later.errors
+        self.worktrees.update(later.worktrees)
+        self.free, self.unreachable, self.host_errors = later.free, later.unreachable, later.host_errors
+        self.waiting_tasks, self.in_flight, self.stuck = later.waiting_tasks, later.in_flight, later.stuck
 
     def to_dict(self) -> dict[str, Any]:
-        return {"placed": self.placed, "completed": self.completed, "failed": self.failed, "errors": self.errors,
-                "free": self.free, "unreachable": self.unreachable, "host_errors": self.host_errors,
-                "waiting_tasks": self.waiting_tasks}
+        return {"placed": self.placed, "completed": self.completed, "failed": self.failed, "stopped": self.stopped,
+                "errors": self.errors, "free": self.free, "unreachable": self.unreachable,
+                "host_errors": self.host_errors, "waiting_tasks": self.waiting_tasks, "in_flight": self.in_flight,
+                "worktrees": {str(k): v for k, v in self.worktrees.items()},
+                "stuck": {str(k): v for k, v in self.stuck.items()}}
 
 
 class HostQueue:
@@ -63,34 +81,51 @@ class HostQueue:
         self.hosts = {h.name: h for h in hosts}
         self.feed = feed if feed is not None else HostsFeed(list(hosts))
 
-    def step(self) -> HostStepReport:
+    def step(self, on_event: Callable[[QueueEvent], None] | None = None) -> HostStepReport:
+        """One pass; `on_event` hears of each placement, completion, failure and stop as it happens."""
+        tell = on_event or (lambda event: None)
         report = HostStepReport()
         states = self.feed.poll()
         report.unreachable = [name for name, s in states.items() if s.status == "unreachable"]
         # A host that answered what we cannot use (junk, too much): nothing is placed or reaped there this pass.
         report.host_errors = {name: str(s.error) for name, s in states.items() if s.status == "error"}
-        self._reap(states, report)
+        self._reap(states, report, tell)
         report.free = free_slots(states)
         claimed = self.claim(sum(report.free.values()))
         for task, host_name in place(claimed, report.free):
             try:
-                self._start(task, self.hosts[host_name], states[host_name])
+                created = self._start(task, self.hosts[host_name], states[host_name])
             except DaintreeError as exc:
                 report.errors.append(f"task {task.id} on {host_name}: {exc}")
-                self._set_owner(task.id, "queue-failed:start")
+                self._set_owner(task.id, f"{FAILED_OWNER}start")
+                tell(QueueEvent("failed", task.id, f"host {host_name}", f"could not start: {exc}"))
                 continue
             report.placed.setdefault(host_name, []).append(task.id)
-        report.waiting_tasks = sum(1 for t in self.tasks.list() if t.status == TaskStatus.PENDING
-                                   and t.extra.get("agent") and not t.owner)
+            report.worktrees[task.id] = f"{created.name}@{host_name}"
+            tell(QueueEvent("started", task.id, f"{created.name}@{host_name}", f"agent {task.extra['agent']}"))
+        tasks = self.tasks.list()
+        report.waiting_tasks = sum(1 for t in tasks if is_waiting(t))
+        report.stuck = stuck_behind_failures(tasks)
+        report.in_flight = len(self.in_flight())
         return report
 
-    def run(self, once: bool = False, interval: float = 5.0) -> HostStepReport:
-        """Step until nothing is left to place and nothing placed still runs (or once); the last pass's report."""
+    def run(self, once: bool = False, interval: float = 5.0, *, stop: threading.Event | None = None,
+            on_event: Callable[[QueueEvent], None] | None = None,
+            on_step: Callable[[HostStepReport], None] | None = None) -> HostStepReport:
+        """Step until nothing is left to place and nothing placed still runs (or once, or until `stop` is set:
+        between two passes); what is left waiting only on failed tasks ends it too. Returns the whole run's
+        report: every pass's placements, completions and failures, with the last pass's counts."""
+        stop = stop or threading.Event()
+        total = HostStepReport()
         while True:
-            report = self.step()
-            if once or (report.waiting_tasks == 0 and not self.in_flight()):
-                return report
-            time.sleep(interval)
+            report = self.step(on_event)
+            total.add(report)
+            if on_step is not None:
+                on_step(report)
+            if once or (report.in_flight == 0 and report.waiting_tasks <= len(report.stuck)):
+                return total
+            if stop.wait(interval):
+                return total
 
     def in_flight(self) -> list[Task]:
         """Tasks of ours placed on a host and not finished there yet."""
@@ -113,7 +148,7 @@ class HostQueue:
                 self.tasks.save(task)
         return claimed
 
-    def _start(self, task: Task, host: RemoteHost, state: HostState) -> None:
+    def _start(self, task: Task, host: RemoteHost, state: HostState) -> RemoteCreated:
         agent = str(task.extra["agent"])
         created = create_on_host(host, task.subject, task.description, agent,
                                  taken={str(w.get("name")) for w in state.worktrees})
@@ -125,6 +160,7 @@ class HostQueue:
             self.tasks.save(current)
         self.project.events.append("task.updated", task=current.brief(), owner=current.owner,
                                    reason=f"placed on host {host.name} as {created.name}")
+        return created
 
     def _set_owner(self, task_id: int, owner: str) -> None:
         with self.project.lock.hold():
@@ -132,8 +168,13 @@ class HostQueue:
             current.owner = owner
             self.tasks.save(current)
 
-    def _reap(self, states: dict[str, HostState], report: HostStepReport) -> None:
-        """Tasks placed on a host whose session there exited: complete (0) or mark failed."""
+    def _reap(self, states: dict[str, HostState], report: HostStepReport,
+              tell: Callable[[QueueEvent], None]) -> None:
+        """Tasks placed on a host whose session there exited: complete (0) or mark failed; one whose session is
+        gone there (stopped) is freed: pending, unowned, its worktree there named in `remote`. The host's own
+        task follows (completed, or owned `queue-failed:<code>`), after the lock is let go."""
+        follow: list[tuple[RemoteHost, list[str]]] = []
+        told: list[QueueEvent] = []
         with self.project.lock.hold():
             for task in self.tasks.list():
                 remote = task.extra.get("remote")
@@ -143,22 +184,49 @@ class HostQueue:
                 state = states.get(str(remote.get("host")))
                 if state is None or state.status != "ok":
                     continue  # unreachable: its agent keeps running there; we look again later
+                where = f"{remote.get('worktree')}@{state.name}"
+                host = self.hosts.get(state.name)
                 session = next((s for s in state.sessions if s.get("name") == remote.get("worktree")), None)
-                if session is None or session.get("status") != "exited" or session.get("exit_code") is None:
+                if session is None:
+                    task.status, task.owner = TaskStatus.PENDING, ""
+                    self.tasks.save(task)
+                    self.project.events.append("task.updated", task=task.brief(), reason=f"its session on host "
+                                               f"{state.name} is gone (stopped): freed")
+                    report.stopped.append(task.id)
+                    report.worktrees[task.id] = where
+                    told.append(QueueEvent("stopped", task.id, where, "its session there is gone: the task is "
+                                           "pending again"))
+                    continue
+                if session.get("status") != "exited" or session.get("exit_code") is None:
                     continue
                 code = session["exit_code"]  # typed by host_answers.session: an int from -255 to 255
+                remote_id = str(remote.get("task"))
                 if code == 0:
                     task.status = TaskStatus.COMPLETED
                     self.tasks.save(task)
                     self.project.events.append("task.completed", task=task.brief(),
                                                worktree={"name": remote.get("worktree"), "host": state.name})
                     report.completed.append(task.id)
+                    told.append(QueueEvent("completed", task.id, where))
+                    update = ["task", "update", remote_id, "--status", "completed"]
                 else:
-                    task.owner = f"queue-failed:{code}"
+                    task.owner = f"{FAILED_OWNER}{code}"
                     self.tasks.save(task)
                     self.project.events.append("task.updated", task=task.brief(), error=f"session exited {code} on "
                                                f"host {state.name}")
                     report.failed.append(task.id)
+                    told.append(QueueEvent("failed", task.id, where, f"exited {code}"))
+                    update = ["task", "update", remote_id, "--owner", f"{FAILED_OWNER}{code}"]
+                report.worktrees[task.id] = where
+                if host is not None and remote_id.isdigit():
+                    follow.append((host, update))
+        for event in told:
+            tell(event)
+        for host, update in follow:
+            try:
+                host.run_json(update)
+            except DaintreeError as exc:  # the local task is done either way; the host's board lags, said
+                report.errors.append(f"host {host.name}: its task board did not follow: {exc}")
 
 
 # -- one piece of work on a host ------------------------------------------------------------------------------------

@@ -22,6 +22,11 @@ from daintree_tui.services.remote import HostUnreachable, RemoteHost
 
 T = TypeVar("T")
 
+POLL_TIMEOUT = 8.0
+"""Seconds one poll of a host may take: a host that hangs (its sshd stopped) is `unreachable` after one poll of
+that long, not after the 30 s an unbounded ssh took; the connection's keepalive (remote.KEEPALIVE_*) ends its
+master connection soon after, so later polls fail at once until it answers again."""
+
 
 @dataclass(frozen=True)
 class HostState:
@@ -62,7 +67,7 @@ class HostState:
                 "sessions": list(self.sessions)}
 
 
-def read_host(host: RemoteHost, timeout: float = 30.0) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def read_host(host: RemoteHost, timeout: float = POLL_TIMEOUT) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """A host's worktrees and sessions, in one round trip and one run of its daintree: `worktree list --json`
     carries each worktree's git facts, disk use and session. The answer is read within a byte cap and `timeout`
     and typed (host_answers.worktree_list): the lists hold only checked values. Raises HostUnreachable or
@@ -85,7 +90,7 @@ class HostsFeed:
     hosts: Sequence[RemoteHost]
     interval: float = 2.0
     on_change: Callable[[HostState], None] | None = None
-    timeout: float = 30.0
+    timeout: float = POLL_TIMEOUT
     _states: dict[str, HostState] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)

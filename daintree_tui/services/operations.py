@@ -12,6 +12,7 @@ shapes into its own words (`--json`, a notification, an MCP tool's answer).
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -36,6 +37,20 @@ if TYPE_CHECKING:
     from daintree_tui.services.train import TrainProgress, TrainResult
     from daintree_tui.sessions.manager import SessionInfo
     from daintree_tui.sessions.presets import Preset
+
+
+QUEUE_PREFIXES = ("queue:", "host-queue:")
+"""Owners a queue runner writes (`queue:<pid>` once it started the task, `host-queue:<pid>` while it places it)."""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 @dataclass(frozen=True)
@@ -224,6 +239,55 @@ class Operations:
             return services.sessions.restart(name, preset.name, prompt=prompt, resume=resume, **sized)
         return services.sessions.start(name, preset.name, prompt=prompt, size=size, resume=resume,
                                        use_task_prompt=use_task_prompt)
+
+    def stop_session(self, name: str) -> bool:
+        """Stop worktree `name`'s agent. Its task, when a queue had it in progress, is freed: pending, unowned,
+        still bound to the worktree (enter starts it again; no queue starts it a second time). It stayed
+        `in_progress` owned by `queue:<pid>`, and nothing would ever reap it."""
+        stopped = self.services.sessions.stop(name)
+        if stopped:
+            self._free(lambda task: task.worktree == name and task.status == TaskStatus.IN_PROGRESS
+                       and task.owner.startswith(QUEUE_PREFIXES), f"its session in {name} was stopped")
+        return stopped
+
+    def stranded_tasks(self, *, fix: bool) -> list[str]:
+        """Tasks a queue owns that no queue will finish (what `doctor` finds, and with `fix` frees: pending,
+        unowned, their worktree binding kept): owned by a queue whose process is gone (`queue:<pid>`, a claim
+        `host-queue:<pid>`), or in progress with their worktree's session stopped."""
+        services = self.services
+        listed: set[str] | None = None  # the sessions there are, running or exited (a stopped one is none of them)
+        if services.host is not None:
+            try:
+                listed = {i.name for i in services.sessions.list(with_screens=False)}
+            except DaintreeError:
+                listed = None
+        found: dict[int, str] = {}
+        for task in services.tasks.list():
+            if task.status == TaskStatus.COMPLETED or not task.owner.startswith(QUEUE_PREFIXES):
+                continue
+            pid = task.owner.rsplit(":", 1)[1]
+            if pid.isdigit() and not _alive(int(pid)):
+                found[task.id] = f"task {task.id} is owned by {task.owner}, a queue that no longer runs"
+            elif task.status == TaskStatus.IN_PROGRESS and task.worktree and listed is not None \
+                    and task.worktree not in listed:
+                found[task.id] = f"task {task.id} is in progress in {task.worktree}, whose session was stopped"
+        if fix and found:
+            self._free(lambda task: task.id in found, "stranded (daintree doctor --fix)")
+        return [f"{text}: {'back to pending' if fix else 'doctor --fix returns it to pending'}"
+                for _, text in sorted(found.items())]
+
+    def _free(self, which: Callable[[Task], bool], reason: str) -> list[int]:
+        services = self.services
+        freed: list[Task] = []
+        with services.project.lock.hold():
+            for task in services.tasks.list():
+                if which(task):
+                    task.status, task.owner = TaskStatus.PENDING, ""
+                    services.tasks.save(task)
+                    freed.append(task)
+        for task in freed:
+            services.project.events.append("task.updated", task=task.brief(), owner="", reason=reason)
+        return [t.id for t in freed]
 
     def keep(self, name: str) -> WorktreeEntry:
         return self.services.worktrees.keep(name)

@@ -26,11 +26,14 @@ from daintree_tui.sessions.manager import SessionInfo
 from daintree_tui.sessions.presets import all_presets
 
 QUEUE_OWNER = "queue"
+FAILED_OWNER = f"{QUEUE_OWNER}-failed:"
+"""The owner of a task whose agent failed (`queue-failed:<exit code>`, `:start`, `:timeout`): a person looks."""
 
 
 @dataclass
 class StepReport:
     started: list[str] = field(default_factory=list)
+    started_tasks: list[int] = field(default_factory=list)  # the task ids of `started`, in its order
     completed: list[int] = field(default_factory=list)
     failed: list[int] = field(default_factory=list)
     stopped: list[str] = field(default_factory=list)
@@ -41,11 +44,16 @@ class StepReport:
     # or `queue run` would wait for them forever.
     skipped_tracked: list[int] = field(default_factory=list)
     blocked: str | None = None  # why nothing new starts (a budget is exceeded)
+    # Waiting tasks that cannot start by themselves: task id -> the failed task it waits on (through its blockers).
+    stuck: dict[int, int] = field(default_factory=dict)
+    worktrees: dict[int, str] = field(default_factory=dict)  # task id -> its worktree, for each task above
 
     def add(self, later: StepReport) -> None:
         """Fold a later pass into this one: what happened adds up, what is now (running, waiting, blocked,
         skipped) is the later pass's. `queue run` said `started: -` after starting two tasks in earlier passes."""
         self.started += later.started
+        self.started_tasks += later.started_tasks
+        self.worktrees.update(later.worktrees)
         self.completed += later.completed
         self.failed += later.failed
         self.stopped += later.stopped
@@ -54,12 +62,15 @@ class StepReport:
         self.waiting_tasks = later.waiting_tasks
         self.skipped_tracked = later.skipped_tracked
         self.blocked = later.blocked
+        self.stuck = later.stuck
 
     def to_dict(self) -> dict[str, Any]:
-        return {"started": self.started, "completed": self.completed, "failed": self.failed,
+        return {"started": self.started, "started_tasks": self.started_tasks,
+                "worktrees": {str(k): v for k, v in self.worktrees.items()}, "completed": self.completed,
+                "failed": self.failed,
                 "stopped": self.stopped, "errors": self.errors, "running": self.running,
                 "waiting_tasks": self.waiting_tasks, "skipped_tracked": self.skipped_tracked,
-                "blocked": self.blocked}
+                "blocked": self.blocked, "stuck": {str(k): v for k, v in self.stuck.items()}}
 
 
 @dataclass(frozen=True)
@@ -76,16 +87,53 @@ class QueueEvent:
         if self.kind == "started":
             return f"started task {self.task_id} in {self.worktree} ({self.detail})"
         if self.kind == "completed":
-            return f"completed task {self.task_id} ({self.worktree} exited 0, kept for review)"
+            return f"completed task {self.task_id} ({self.worktree} exited 0{', ' if self.detail else ''}{self.detail})"
         if self.kind == "failed":
             return f"failed task {self.task_id}: {self.worktree} {self.detail}"
         return f"stopped {self.worktree} (task {self.task_id}): {self.detail}"
 
 
+def is_waiting(task: Task) -> bool:
+    """Pending, with an agent, unowned and bound to no worktree here or on a host: the queue's to start once its
+    blockers complete (a task freed after its session was stopped keeps its worktree, and is a person's)."""
+    return (task.status == TaskStatus.PENDING and not task.owner and not task.worktree
+            and bool(task.extra.get("agent")) and not task.extra.get("remote"))
+
+
 def is_ready(task: Task, by_id: dict[int, Task]) -> bool:
-    if task.status != TaskStatus.PENDING or task.owner or task.worktree or not task.extra.get("agent"):
+    if not is_waiting(task):
         return False
     return all(dep in by_id and by_id[dep].status == TaskStatus.COMPLETED for dep in task.blockedBy)
+
+
+def is_failed(task: Task) -> bool:
+    return task.status != TaskStatus.COMPLETED and task.owner.startswith(FAILED_OWNER)
+
+
+def stuck_behind_failures(tasks: list[Task]) -> dict[int, int]:
+    """Waiting tasks that no queue will ever start by itself: each with the failed task it waits on (directly or
+    through its blockers). `queue run` waited on them forever, silently."""
+    by_id = {t.id: t for t in tasks}
+    memo: dict[int, int | None] = {}
+
+    def failed_blocker(task_id: int, seen: frozenset[int]) -> int | None:
+        if task_id in memo:
+            return memo[task_id]
+        task = by_id.get(task_id)
+        found: int | None = None
+        if task is not None and task.id not in seen:
+            for dep in task.blockedBy:
+                blocker = by_id.get(dep)
+                if blocker is None or blocker.status == TaskStatus.COMPLETED:
+                    continue
+                found = dep if is_failed(blocker) else failed_blocker(dep, seen | {task.id})
+                if found is not None:
+                    break
+        memo[task_id] = found
+        return found
+
+    stuck = {t.id: failed_blocker(t.id, frozenset()) for t in tasks if is_waiting(t)}
+    return {task: blocker for task, blocker in stuck.items() if blocker is not None}
 
 
 class QueueRunner:
@@ -165,15 +213,15 @@ class QueueRunner:
                 report.errors.append(f"task {task.id}: {exc}")
                 with self.project.lock.hold():
                     current = self.tasks.get(task.id)
-                    current.owner = f"{QUEUE_OWNER}-failed:start"
+                    current.owner = f"{FAILED_OWNER}start"
                     self.tasks.save(current)
                 self.project.events.append("task.updated", task=current.brief(), error=f"could not start: {exc}")
-        by_id = {t.id: t for t in self.tasks.list()}
-        waiting = [t.id for t in by_id.values() if t.status == TaskStatus.PENDING and t.extra.get("agent")
-                   and not t.owner]
+        tasks = self.tasks.list()
+        waiting = [t.id for t in tasks if is_waiting(t)]
         tracked = self.tasks.tracked_ids() if waiting else set()
         report.skipped_tracked = sorted(i for i in waiting if i in tracked)
         report.waiting_tasks = len(waiting) - len(report.skipped_tracked)
+        report.stuck = {k: v for k, v in stuck_behind_failures(tasks).items() if k not in tracked}
         report.running += len(report.started)  # what runs after this pass (`--once` said 0 beside three started)
         return report
 
@@ -183,6 +231,8 @@ class QueueRunner:
         assert created.session is not None
         name = created.entry.name
         report.started.append(name)
+        report.started_tasks.append(task.id)
+        report.worktrees[task.id] = name
         self._tell(QueueEvent("started", task.id, name, f"agent {created.session.agent}"))
         self._flush()
 
@@ -203,15 +253,17 @@ class QueueRunner:
                     self.tasks.save(task)
                     self.project.events.append("task.completed", task=task.brief(), worktree={"name": task.worktree})
                     report.completed.append(task.id)
-                    self._tell(QueueEvent("completed", task.id, task.worktree))
+                    report.worktrees[task.id] = task.worktree
+                    self._tell(QueueEvent("completed", task.id, task.worktree, "kept for review"))
                     with suppressed(DaintreeError):
                         self.ops.keep(task.worktree)
                 else:
-                    task.owner = f"{QUEUE_OWNER}-failed:{info.exit_code}"
+                    task.owner = f"{FAILED_OWNER}{info.exit_code}"
                     self.tasks.save(task)
                     self.project.events.append("task.updated", task=task.brief(), worktree={"name": task.worktree},
                                                error=f"session exited {info.exit_code}")
                     report.failed.append(task.id)
+                    report.worktrees[task.id] = task.worktree
                     self._tell(QueueEvent("failed", task.id, task.worktree, f"exited {info.exit_code}"))
 
     def _enforce_time_limits(self, infos: list[SessionInfo], report: StepReport) -> None:
@@ -229,7 +281,7 @@ class QueueRunner:
                 with self.project.lock.hold():
                     for task in self.tasks.list():
                         if task.worktree == info.name and task.owner.startswith(f"{QUEUE_OWNER}:"):
-                            task.owner = f"{QUEUE_OWNER}-failed:timeout"
+                            task.owner = f"{FAILED_OWNER}timeout"
                             self.tasks.save(task)
                             self._tell(QueueEvent("stopped", task.id, info.name,
                                                   f"ran past max_minutes = {preset.max_minutes:g}"))
@@ -250,8 +302,10 @@ class QueueRunner:
             total.add(report)
             if on_step is not None:
                 on_step(report)
-            if once or (report.running == 0 and (report.waiting_tasks == 0 or report.blocked)
-                        and not report.started):
+            # Nothing runs and nothing more can start: every task still waiting waits on a failed one (said by
+            # the caller from `stuck`), or a budget is exceeded.
+            if once or (report.running == 0 and not report.started
+                        and (report.waiting_tasks <= len(report.stuck) or report.blocked)):
                 return total
             if stop.wait(interval):
                 return total

@@ -66,6 +66,12 @@ SSH_CONFIG_ENV = "DAINTREE_SSH_CONFIG"
 CONTROL_DIR_ENV = SSH_CONTROL_DIR_ENV
 DEFAULT_PERSIST = "10m"
 SSH_FAILED = 255  # ssh's own exit code when it could not connect (or the connection broke)
+# A host that hangs (its sshd stopped, a network that drops packets) holds a connection open and silent: each
+# connection (the master's, so every call over it) asks the host every KEEPALIVE_INTERVAL seconds and gives up
+# after KEEPALIVE_COUNT unanswered asks, so a hung host is told apart within about 4-6 s, not 30 s.
+KEEPALIVE_INTERVAL = 2
+KEEPALIVE_COUNT = 2
+CONNECT_TIMEOUT = 5  # seconds for a new connection's TCP connect and SSH banner (a stopped sshd accepts, then hangs)
 
 
 # -- the control directory ----------------------------------------------------------------------------------------
@@ -100,7 +106,7 @@ class RemoteResult:
 class RemoteHost:
     """One configured host and the ssh commands that reach it over its master connection."""
 
-    def __init__(self, config: HostConfig, *, persist: str = DEFAULT_PERSIST, connect_timeout: int = 10,
+    def __init__(self, config: HostConfig, *, persist: str = DEFAULT_PERSIST, connect_timeout: int = CONNECT_TIMEOUT,
                  controls: Path | None = None) -> None:
         self.config = config
         self.name = config.name
@@ -128,7 +134,8 @@ class RemoteHost:
         argv += ["-o", "ControlMaster=auto", "-o", f"ControlPersist={self.persist}",
                  "-o", f"ControlPath={self.controls}/%C",
                  "-o", f"ConnectTimeout={self.connect_timeout}",
-                 "-o", "ServerAliveInterval=10", "-o", "ServerAliveCountMax=3"]
+                 "-o", f"ServerAliveInterval={KEEPALIVE_INTERVAL}",
+                 "-o", f"ServerAliveCountMax={KEEPALIVE_COUNT}"]
         if batch:
             argv += ["-o", "BatchMode=yes"]  # never a password prompt where nobody can answer it
         return argv
@@ -150,7 +157,9 @@ class RemoteHost:
     def attach_argv(self, session: str, socket: str, conf: str | None = None) -> list[str]:
         """What an embedded terminal runs (in its own PTY) to show a remote session: `ssh -t host tmux -L socket
         -f conf attach-session -t =session`. `session` and `socket` come from the remote `session list --json`."""
-        tmux = ["tmux", "-L", socket, *(["-f", conf] if conf else []), "attach-session", "-t", f"={session}"]
+        # -u: the client takes UTF-8 whatever the host's locale (an ssh login there often has no LANG, and tmux then
+        # drew each ✻ ✔ ● of an agent as `_`).
+        tmux = ["tmux", "-u", "-L", socket, *(["-f", conf] if conf else []), "attach-session", "-t", f"={session}"]
         return [*self.ssh_options(), "-o", "LogLevel=ERROR", "-t", "--", self.config.ssh,
                 for_any_login_shell(remote_command(tmux))]
 
@@ -175,8 +184,13 @@ class RemoteHost:
                  if ln.strip() and not ln.startswith("Warning: Permanently added")]
         if not lines:
             return None
-        reason = lines[-1]
-        return host_words(reason[5:] if reason.startswith("ssh: ") else reason)
+        reason = host_words(lines[-1][5:] if lines[-1].startswith("ssh: ") else lines[-1])
+        if "Host key verification failed" in reason:
+            reason += (f" (ssh does not know this host's key yet: connect once with `ssh {self.config.ssh}` and "
+                       "accept it after checking its fingerprint, or add it with `ssh-keyscan HOST >> "
+                       "~/.ssh/known_hosts`; `StrictHostKeyChecking accept-new` in ~/.ssh/config takes a new host's "
+                       "key on first contact)")
+        return reason
 
     def run_command(self, remote: str, *, input: str | None = None, timeout: float | None = 60.0,
                     batch: bool = True, limit: int = MAX_ANSWER_BYTES, what: str | None = None) -> RemoteResult:

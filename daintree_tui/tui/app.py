@@ -117,7 +117,7 @@ class DaintreeApp(App[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # While the terminal has focus every key belongs to the agent: priority bindings stand aside.
-        terminal_owns_keys = isinstance(self.focused, TerminalView) and self.focused.attached
+        terminal_owns_keys = isinstance(self.focused, TerminalView) and self.focused.owns_keys
         return not (terminal_owns_keys and action in ("quit_dashboard", "command_palette", "quit"))
 
     def on_key(self, event: events.Key) -> None:
@@ -137,8 +137,9 @@ class DaintreeApp(App[None]):
             argv = terminal.screen.query_one(HostsWatch).attach_argv(name)
             if argv is None:
                 terminal.detach()  # its host does not answer: the placeholder says so
+                terminal.hold(name)  # what is typed into it meanwhile is the agent's, never a shortcut
             else:
-                terminal.attach_command(name, argv)
+                terminal.attach_command(name, argv, hold_on_drop=True)
             return
         host = self.backend.host
         how = host.attach(name) if host is not None else None

@@ -208,7 +208,7 @@ class Backend:
             now = next((s for s in sessions.observe(with_screens=False) if s.name == name), None)
             if now is None or now.status == SessionStatus.EXITED or abs(now.started_at - started_at) > 1e-3:
                 return now
-        self.services.sessions.stop(name)
+        self.ops.stop_session(name)
         return None
 
     def keep(self, name: str) -> WorktreeEntry:

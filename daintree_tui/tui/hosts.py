@@ -57,10 +57,22 @@ def is_remote(key: str | None) -> bool:
     return key is not None and SEPARATOR in key
 
 
+def is_host_row(key: str | None) -> bool:
+    """The row of a host that does not answer, with no worktree known there (`@HOST`): nothing acts on it."""
+    return is_remote(key) and split_key(key)[1] == ""
+
+
 def last_update(state: HostState) -> str:
     if state.updated_at is None:
         return "never reached"
     return "last update " + time.strftime("%H:%M:%S", time.localtime(state.updated_at))
+
+
+def since(state: HostState) -> str:
+    """A greyed row's words, short enough that the time survives a narrow output column."""
+    if state.updated_at is None:
+        return "never reached"
+    return "no answer since " + time.strftime("%H:%M:%S", time.localtime(state.updated_at))
 
 
 def host_label(name: str, state: HostState | None) -> str:
@@ -75,8 +87,19 @@ def host_label(name: str, state: HostState | None) -> str:
 # -- rows --------------------------------------------------------------------------------------------------------
 
 
+NOT_REACHED = "(no answer)"
+"""The name shown on the one row of a host that does not answer and of which nothing is known."""
+
+
 def remote_entries(state: HostState) -> list[WorktreeEntry]:
-    """A host's worktrees as the table shows them (what it last told us, marked with its reachability)."""
+    """A host's worktrees as the table shows them (what it last told us, marked with its reachability). A host
+    that does not answer and of which no worktree is known (down when the dashboard started) has one greyed row
+    of its own, `@HOST`, that says so: a host that went missing from the lists was the worse surprise."""
+    if not state.worktrees and state.status in ("unreachable", "error"):
+        extra = {"host": state.name, "remote_name": NOT_REACHED, "reachable": False, "updated": since(state),
+                 "facts": None, "disk_bytes": None, "host_row": True}
+        return [WorktreeEntry(name=remote_key(state.name, ""), path="", branch="", base_ref="", base_commit="",
+                              extra=extra)]
     entries = []
     for raw in state.worktrees:
         try:
@@ -86,7 +109,7 @@ def remote_entries(state: HostState) -> list[WorktreeEntry]:
         if not entry.live:
             continue
         extra = {"host": state.name, "remote_name": entry.name, "reachable": state.status == "ok",
-                 "updated": last_update(state), "facts": remote_facts(raw.get("facts")),
+                 "updated": since(state), "facts": remote_facts(raw.get("facts")),
                  "disk_bytes": _count(raw.get("disk_bytes"))}
         entries.append(replace(entry, name=remote_key(state.name, entry.name), extra=extra))
     return entries
@@ -316,7 +339,7 @@ def remote_cells(entry: WorktreeEntry, cells: dict[str, Any]) -> None:
         cells["disk"] = Text("-", style="dim")
     if entry.extra.get("reachable") is not False:
         return
-    cells["activity"] = Text(f"unreachable, {entry.extra.get('updated', '')}")
+    cells["activity"] = Text(str(entry.extra.get("updated", "")))
     cells["host"] = Text(f"{entry.extra.get('host')} ✗")  # the activity column is the first to go when narrow
     for key, cell in cells.items():
         text = cell.copy() if isinstance(cell, Text) else Text(str(cell))

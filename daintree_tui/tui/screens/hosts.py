@@ -19,6 +19,7 @@ from daintree_tui.sessions.status import SessionStatus
 from daintree_tui.tui.hosts import (
     HostsWatch,
     host_label,
+    is_host_row,
     is_remote,
     remote_entries,
     remote_facts_and_disk,
@@ -154,6 +155,14 @@ class HostRows:
 
     # -- actions on a remote row ---------------------------------------------------------------------------------
 
+    def unreached(self, key: str | None) -> bool:
+        """True (after saying so) when `key` is the row of a host that never answered: nothing there to act on."""
+        if not is_host_row(key):
+            return False
+        self.view.notify(f"host {split_key(key)[0]} does not answer: nothing of it is known yet (`daintree host "
+                         f"check {split_key(key)[0]}` says why)", severity="warning")
+        return True
+
     def refuse(self, action: str, key: str | None) -> bool:
         """True (after saying why) when `key` is a remote row and `action` only works on local worktrees."""
         if not is_remote(key):
@@ -192,12 +201,18 @@ class HostRows:
         if operation == "remove":
             confirmed = await view.app.push_screen_wait(ConfirmScreen(
                 f"Remove {name} on host {host_name}?",
-                f"Its host removes the worktree and its branch and stops its session; a worktree with uncommitted "
-                f"work is refused there (then: `daintree worktree remove {name} --force --host {host_name}`).",
+                f"Its host stops its session and removes the worktree, and its branch if that is merged there (an "
+                f"unmerged branch stays); a worktree with uncommitted work is refused there (then: `daintree "
+                f"worktree remove {name} --force --delete-branch --host {host_name}`).",
                 yes="Remove"))
             if not confirmed:
                 return
             view.release(key)
-        await asyncio.to_thread(host.run_json, ["worktree", operation, name])
-        view.notify(f"{'Kept' if operation == 'keep' else 'Removed'} {name} on host {host_name}")
+            done = await asyncio.to_thread(host.run_json, ["worktree", "remove", name, "--delete-branch"])
+            branch = "its branch deleted" if isinstance(done, dict) and done.get("branch_deleted") is True \
+                else "its branch kept (not merged there)"
+            view.notify(f"Removed {name} on host {host_name}, {branch}")
+        else:
+            await asyncio.to_thread(host.run_json, ["worktree", operation, name])
+            view.notify(f"Kept {name} on host {host_name}")
         self.watch.poll_now()

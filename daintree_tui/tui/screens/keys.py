@@ -46,6 +46,8 @@ def on_worktree(local: Callable[[WorktreeActions, str], None],
     @needs_worktree
     def action(screen: Parts) -> None:
         name = str(screen.selected)
+        if screen.remote.unreached(name):
+            return
         if remote is not None and is_remote(name):
             remote(screen.remote, name)
         elif remote_too or not screen.remote.refuse(local.__name__, name):
@@ -61,7 +63,7 @@ def on_local_view(method: Callable[[DashboardLayout], None], action: str) -> Act
 
     @needs_worktree
     def act(screen: Parts) -> None:
-        if not screen.remote.refuse(action, screen.selected):
+        if not screen.remote.unreached(screen.selected) and not screen.remote.refuse(action, screen.selected):
             method(screen.layout_part)
 
     act.__doc__ = method.__doc__

@@ -305,8 +305,8 @@ class MainScreen(Screen[None]):
     # -- the keys (bindings.py): each action is the method of the part that does it -----------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if self.terminal_focused and self.terminal.attached:
-            return False  # every key goes to the agent: the footer shows only the leave key
+        if self.terminal_focused and self.terminal.owns_keys:
+            return False  # every key goes to the agent (or is held for it): the footer shows only the leave key
         method = getattr(self, f"action_{action}", None)
         if getattr(method, "needs_worktree", False) and not self.selected:
             return None

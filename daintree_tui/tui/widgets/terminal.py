@@ -12,6 +12,10 @@ Keys (while focused):
 |----------|-----------------------------------------------------|
 | ctrl+]   | Leave the terminal (the only key not forwarded)     |
 | anything | Encoded and sent to the agent, ctrl+q and tab too   |
+
+A remote session whose connection drops while the terminal has focus leaves it *holding* keys: what the person
+types next was meant for the agent, so it is dropped (with one notice) until they leave with ctrl+] or the session
+is attached again; never run as a dashboard shortcut (`x`, `m`, `n` would act while nobody looks).
 """
 
 from __future__ import annotations
@@ -109,6 +113,21 @@ class TerminalView(Widget, can_focus=True):
         self._strips: dict[int, Strip] = {}
         self._cursor_line: int | None = None
         self.bytes_read = 0
+        self.held: str | None = None
+        """The remote worktree whose connection dropped while we had focus: keys are dropped, not dispatched."""
+        self._hold_on_drop = False
+        self._told_held = False
+
+    @property
+    def owns_keys(self) -> bool:
+        """Whether every key typed here is the agent's (attached, or holding for a session that dropped)."""
+        return self.attached or self.held is not None
+
+    def hold(self, worktree: str) -> None:
+        """Drop the keys typed here from now on, until the person leaves or `worktree` is attached again."""
+        if self.has_focus:
+            self.held = worktree
+            self._told_held = False
 
     @property
     def emulator(self) -> TerminalEmulator:
@@ -132,9 +151,11 @@ class TerminalView(Widget, can_focus=True):
 
     # -- attaching -------------------------------------------------------------------------------------------
 
-    def attach_command(self, worktree: str, argv: Sequence[str]) -> None:
-        """Show `worktree` by running `argv` (a `tmux attach`) in a PTY of our own."""
+    def attach_command(self, worktree: str, argv: Sequence[str], *, hold_on_drop: bool = False) -> None:
+        """Show `worktree` by running `argv` (a `tmux attach`) in a PTY of our own; `hold_on_drop`: when it ends
+        while focused (a remote connection that dropped), the keys typed next are held (see the module's doc)."""
         self.detach()
+        self._hold_on_drop = hold_on_drop
         cols, rows = self._grid_size()
         self._attached(worktree, ClientAttachment(argv, cols, rows, respond=self._write,
                                                   on_output=self._session_output, on_closed=self._session_ended))
@@ -154,6 +175,7 @@ class TerminalView(Widget, can_focus=True):
 
     def _attached(self, worktree: str, attachment: Attachment) -> None:
         self.attachment = attachment
+        self.held = None
         self.set_reactive(TerminalView.worktree, worktree)
         self._strips.clear()
         self.refresh()
@@ -179,7 +201,10 @@ class TerminalView(Widget, can_focus=True):
 
     def _session_ended(self) -> None:
         worktree = self.worktree
+        hold = self._hold_on_drop
         self.detach()
+        if hold and worktree is not None:
+            self.hold(worktree)
         self.post_message(self.Detached(self, worktree))
 
     def _schedule_refresh(self) -> None:
@@ -251,8 +276,12 @@ class TerminalView(Widget, can_focus=True):
         self._write(data)
 
     async def on_key(self, event: events.Key) -> None:
-        if event.key in self.leave_keys or not self.attached:
-            return  # let the leave binding (and, unattached, everything else) run
+        if event.key in self.leave_keys:
+            return  # let the leave binding run
+        if not self.attached:
+            if self.held is not None:
+                self._drop_held_key(event)
+            return  # unattached, the dashboard's keys run (enter starts a session, s picks the agent)
         data = encode_key(event.key, event.character, app_cursor=self.emulator.app_cursor)
         if data is None and event.character:
             data = event.character.encode()
@@ -260,6 +289,14 @@ class TerminalView(Widget, can_focus=True):
             self._write(data)
         event.stop()
         event.prevent_default()
+
+    def _drop_held_key(self, event: events.Key) -> None:
+        event.stop()
+        event.prevent_default()
+        if not self._told_held:
+            self._told_held = True
+            self.app.notify(f"{self.held}: the connection dropped; keys typed here are not sent (ctrl+] leaves "
+                            "the terminal)", title="not sent", severity="warning")
 
     def on_paste(self, event: events.Paste) -> None:
         if self.attached:
@@ -302,6 +339,7 @@ class TerminalView(Widget, can_focus=True):
         self._schedule_refresh()
 
     def on_blur(self) -> None:
+        self.held = None  # the person left: their keys are the dashboard's again
         self._schedule_refresh()
 
     def screen_text(self) -> str:
