@@ -51,6 +51,21 @@ def test_start_verify_log_send_and_echo(cli: CLI, repo: Path) -> None:
     assert any(e["event"] == "session.started" for e in events(repo))
 
 
+def test_send_takes_its_text_after_its_options(cli: CLI, repo: Path) -> None:
+    """`session send NAME --paste --no-enter TEXT`, as the help's usage line invites: argparse had taken TEXT as
+    absent at NAME and refused the text as an unrecognized argument."""
+    configure_agents(repo)
+    cli.ok("worktree", "create", "late")
+    cli.ok("session", "start", "late", "--agent", "echo")
+    log = repo / ".worktrees" / ".logs" / "late.log"
+    wait_for(lambda: log.exists() and b"agent ready" in log.read_bytes(), timeout=5)
+    cli.ok("session", "send", "late", "--no-enter", "after the options")
+    cli.ok("session", "keys", "late", "Enter")
+    wait_for(lambda: b"echo: after the options" in log.read_bytes(), timeout=5)
+    extra = cli("session", "send", "late", "--no-enter", "one", "two")
+    assert extra.returncode == 2 and "unrecognized arguments: two" in extra.stderr
+
+
 def test_pane_runs_agent_as_first_process_with_env_in_worktree(cli: CLI, repo: Path) -> None:
     trusted_config(repo,
         "[agents.envdump]\ncommand = \"sh -c 'echo CWD=$PWD; echo WT=$DAINTREE_WORKTREE PORT=$PORT "
