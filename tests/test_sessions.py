@@ -66,6 +66,17 @@ def test_send_takes_its_text_after_its_options(cli: CLI, repo: Path) -> None:
     assert extra.returncode == 2 and "unrecognized arguments: two" in extra.stderr
 
 
+def test_a_waiting_pattern_ending_in_a_space_matches_the_prompt(cli: CLI, repo: Path) -> None:
+    """`waiting_pattern = '> $'` (the docs' example; aider's preset ends the same way): the screen keeps no trailing
+    blank, so the pattern had never matched and only output quiet for the debounce made such an agent `waiting`."""
+    trusted_config(repo, "[agents.prompter]\ncommand = \"sh -c 'printf \\\"ready\\\\n> \\\"; sleep 60'\"\n"
+                         "waiting_pattern = '> $'\n[sessions]\nwaiting_debounce = 120\n")
+    cli.ok("worktree", "create", "pat")
+    cli.ok("session", "start", "pat", "--agent", "prompter")
+    wait_for(lambda: "ready" in cli("session", "capture", "pat").stdout, timeout=10)
+    wait_for(lambda: [s["status"] for s in cli.json("session", "list")] == ["waiting"], timeout=10)
+
+
 def test_pane_runs_agent_as_first_process_with_env_in_worktree(cli: CLI, repo: Path) -> None:
     trusted_config(repo,
         "[agents.envdump]\ncommand = \"sh -c 'echo CWD=$PWD; echo WT=$DAINTREE_WORKTREE PORT=$PORT "
