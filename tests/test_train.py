@@ -180,6 +180,8 @@ def test_an_agent_at_a_dialog_gets_the_paste_but_never_the_enter(cli: CLI, repo:
     assert out["result"] == "conflict" and "not entered" in out["reason"] and "was told" not in out["reason"], out
     got = (tmp_path / "got-asks").read_bytes()
     assert b"conflicts with main" in got and got.endswith(b"\x1b[201~"), got[-80:]  # the paste, and no Enter
+    assert any(line.split()[1:] == ["train.conflict", "asks", "in", "app.py"]
+               for line in cli("worktree", "events").stdout.splitlines())
 
 
 def test_primary_checked_out_dirty_is_skipped_and_kept(cli: CLI, repo: Path) -> None:
