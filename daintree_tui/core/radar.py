@@ -280,10 +280,8 @@ class Radar:
         conflicts = []
         by_name = {w.name: w for w in works}
         for (left, right, _, _), result in zip(pairs, results, strict=True):
-            if result is None or result[0]:
-                continue
-            files = result[1]
-            if right in by_name:
+            files = () if result is None or result[0] else result[1]
+            if files and right in by_name:
                 files = _own_files(by_name[left], by_name[right], files, target_paths)
             if files:
                 conflicts.append(Conflict(left, right, files))
@@ -439,9 +437,7 @@ def _own_files(a: _Work, b: _Work, files: tuple[str, ...],
     that side came from the target after the other forked, is the other's conflict with the target (reported as
     such), not a conflict between the two (a worktree made after main moved on carries main's change)."""
     def from_target(side: _Work, other: _Work, path: str) -> bool:
-        moved = target_paths.get((other.fork, other.target_tip), frozenset()) if other.fork and other.target_tip \
-            else frozenset()
-        return path not in side.paths and path in moved
+        return path not in side.paths and path in target_paths.get((other.fork or "", other.target_tip or ""), ())
     return tuple(f for f in files if not (from_target(a, b, f) or from_target(b, a, f)))
 
 
