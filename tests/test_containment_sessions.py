@@ -67,6 +67,7 @@ def test_run_is_limited_and_its_group_removed(repo: Path, env: Path) -> None:
     assert "pids limit" in proc.stderr  # said by the limits runner, outside
     limited = [e for e in events(repo) if e["event"] == "sandbox.limit"]
     assert limited and limited[-1]["reason"] == "pids limit" and limited[-1]["worktree"]["name"] == "r1"
+    assert "run stopped: pids limit" in cli("worktree", "events").stdout  # the log says why, not the event alone
     assert not [g for g in _BACKEND.groups() if g.name.startswith("r1.run.")]  # type: ignore[union-attr]
 
 
@@ -177,6 +178,10 @@ def test_allow_list_admits_only_its_hosts(repo: Path, env: Path, tmp_path: Path)
         assert denied and denied[-1]["worktree"]["name"] == "n1" and denied[-1]["port"] == other
         detail = cli("worktree", "status", "n1")
         assert f"127.0.0.1:{other}" in detail.stdout and "network_extra" in detail.stdout
+        # The events log (CLI and dashboard) names the refused host, not only "sandbox.denied n1".
+        from daintree_tui.tui.widgets.events_log import format_event
+        assert f"refused 127.0.0.1:{other}" in cli("worktree", "events").stdout
+        assert f"refused 127.0.0.1:{other}" in format_event(denied[-1]).plain
 
         fetched = cli("worktree", "run", "n1", "--", "git", "fetch", "-q",
                       f"http://127.0.0.1:{allowed}/origin.git", "main")

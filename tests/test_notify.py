@@ -156,6 +156,7 @@ def test_one_watcher_per_repository_and_stop(repo: Path, tmux_socket: str, recei
     assert json.loads(cli.ok("notify", "status", "--json").stdout)["pid"] == pid
     stopped = json.loads(cli.ok("notify", "stop", "--json").stdout)
     assert stopped == {"stopped": True, "pid": pid} and watcher_running(repo) is None
+    assert "`daintree notify watch &` starts one now" in cli.ok("notify", "status").stdout  # how, with ask live
     assert "sent test by webhook" in cli.ok("notify", "test").stdout  # whatever `kinds` says
     assert receiver.kinds() == [("test", None)]
 

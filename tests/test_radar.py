@@ -125,3 +125,20 @@ def test_removed_worktrees_leave_the_radar(cli: CLI, repo: Path) -> None:
     cli.ok("worktree", "remove", "b", "--force")
     shutil.rmtree(wts / "b", ignore_errors=True)
     assert cli.json("worktree", "conflicts") == []
+
+
+def test_a_worktree_made_after_main_moved_on_does_not_inherit_mains_conflict(cli: CLI, repo: Path) -> None:
+    """`late` forks after main changed README.md; `early` changed README.md before that: its conflict is with main,
+    not with `late`, which carries main's change without having made it (both touch app.py, on other lines)."""
+    lines = [f"line {i}" for i in range(1, 8)]
+    commit(repo, "app.py", "\n".join(lines) + "\n", "app")
+    cli.ok("worktree", "create", "early")
+    early = repo / ".worktrees" / "early"
+    commit(early, "README.md", "# early's readme\n")
+    commit(early, "app.py", "\n".join(["LINE 1", *lines[1:]]) + "\n")
+    commit(repo, "README.md", "# main's readme\n")
+    cli.ok("worktree", "create", "late")
+    commit(repo / ".worktrees" / "late", "app.py", "\n".join([*lines[:-1], "LINE 7"]) + "\n")
+    data = cli.json("worktree", "conflicts")
+    assert [(c["worktree"], c["other"], c["files"]) for c in data] == [("early", "main", ["README.md"])], data
+    assert {e["name"]: e["conflicts"] for e in cli.json("worktree", "list")} == {"early": ["main"], "late": []}

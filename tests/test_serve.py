@@ -142,6 +142,21 @@ def test_the_dashboard_in_a_headless_browser(repo: Path, tmux_socket: str, tmp_p
     assert _status(f"{base}/x{token}/ws") == 403
 
 
+def test_a_plain_get_of_the_websocket_is_a_400_not_a_traceback(repo: Path, tmux_socket: str) -> None:
+    """curl of `.../TOKEN/ws` (the trial's) made textual-serve print two tracebacks on the serve terminal."""
+    proc = subprocess.Popen([sys.executable, "-m", "daintree_tui", "serve", "--port", "0", "--json"], cwd=repo,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    try:
+        url = json.loads(Lines(proc.stdout).until(lambda text: text.startswith("{"), timeout=30))["url"]
+        assert _status(url + "ws") == 400
+        assert _status(url.rsplit("/", 2)[0] + "/ws") == 403  # without the token: refused first
+        assert _status(url) == 200
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=15)
+    assert "Traceback" not in err, err
+
+
 def test_token_is_private_and_kept(tmp_path: Path) -> None:
     from daintree_tui.cli.serve import load_token, token_path
     from daintree_tui.core.sandbox import secrets_dir

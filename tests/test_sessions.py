@@ -51,6 +51,32 @@ def test_start_verify_log_send_and_echo(cli: CLI, repo: Path) -> None:
     assert any(e["event"] == "session.started" for e in events(repo))
 
 
+def test_send_takes_its_text_after_its_options(cli: CLI, repo: Path) -> None:
+    """`session send NAME --paste --no-enter TEXT`, as the help's usage line invites: argparse had taken TEXT as
+    absent at NAME and refused the text as an unrecognized argument."""
+    configure_agents(repo)
+    cli.ok("worktree", "create", "late")
+    cli.ok("session", "start", "late", "--agent", "echo")
+    log = repo / ".worktrees" / ".logs" / "late.log"
+    wait_for(lambda: log.exists() and b"agent ready" in log.read_bytes(), timeout=5)
+    cli.ok("session", "send", "late", "--no-enter", "after the options")
+    cli.ok("session", "keys", "late", "Enter")
+    wait_for(lambda: b"echo: after the options" in log.read_bytes(), timeout=5)
+    extra = cli("session", "send", "late", "--no-enter", "one", "two")
+    assert extra.returncode == 2 and "unrecognized arguments: two" in extra.stderr
+
+
+def test_a_waiting_pattern_ending_in_a_space_matches_the_prompt(cli: CLI, repo: Path) -> None:
+    """`waiting_pattern = '> $'` (the docs' example; aider's preset ends the same way): the screen keeps no trailing
+    blank, so the pattern had never matched and only output quiet for the debounce made such an agent `waiting`."""
+    trusted_config(repo, "[agents.prompter]\ncommand = \"sh -c 'printf \\\"ready\\\\n> \\\"; sleep 60'\"\n"
+                         "waiting_pattern = '> $'\n[sessions]\nwaiting_debounce = 120\n")
+    cli.ok("worktree", "create", "pat")
+    cli.ok("session", "start", "pat", "--agent", "prompter")
+    wait_for(lambda: "ready" in cli("session", "capture", "pat").stdout, timeout=10)
+    wait_for(lambda: [s["status"] for s in cli.json("session", "list")] == ["waiting"], timeout=10)
+
+
 def test_pane_runs_agent_as_first_process_with_env_in_worktree(cli: CLI, repo: Path) -> None:
     trusted_config(repo,
         "[agents.envdump]\ncommand = \"sh -c 'echo CWD=$PWD; echo WT=$DAINTREE_WORKTREE PORT=$PORT "

@@ -20,15 +20,22 @@ from tests.conftest import commit_file as commit
 _OK, _WHY = BwrapSandbox().available()
 needs_bwrap = pytest.mark.skipif(not _OK, reason=f"bubblewrap cannot run here: {_WHY}")
 
-# A stand-in agent that asks for bracketed paste (as Claude Code and Codex do) and records every byte it is sent.
+# A stand-in agent that asks for bracketed paste (as Claude Code and Codex do) and records every byte it is sent;
+# its input box shows a paste as they do ("[Pasted text]"), unless it is a dialog (argv[2]) that swallows one.
 RECORDER = """\
 import os, sys, tty
 tty.setraw(0)
-os.write(1, b"\\x1b[?2004hready\\r\\n")
+dialog = len(sys.argv) > 2
+os.write(1, b"\\x1b[?2004h" + (b"Trust this folder?\\r\\n> 1. Yes\\r\\n  2. No\\r\\n" if dialog else b"ready\\r\\n"))
+seen = b""
 with open(os.path.join(sys.argv[1], "got-" + os.environ["DAINTREE_WORKTREE"]), "ab") as out:
     while chunk := os.read(0, 4096):
         out.write(chunk)
         out.flush()
+        seen += chunk
+        if b"\\x1b[201~" in seen and not dialog:
+            seen = b""
+            os.write(1, b"[Pasted text]\\r\\n")
 """
 
 
@@ -154,6 +161,27 @@ def test_the_agent_is_told_in_its_live_session_as_one_bracketed_paste(cli: CLI, 
     # The output's terminal controls (an OSC clipboard write) never reach the agent: its text alone, fenced.
     assert b"```\rboom: broken.flag is there\r```" in body and b"\x07" not in body
     assert not (tmp_path / "got-fine").exists() or b"daintree train" not in (tmp_path / "got-fine").read_bytes()
+
+
+@pytest.mark.usefixtures("tmux_socket")
+def test_an_agent_at_a_dialog_gets_the_paste_but_never_the_enter(cli: CLI, repo: Path, tmp_path: Path) -> None:
+    """A "waiting" agent may wait at a question (gemini's trust dialog in the trial): Enter there answers it with
+    what is selected. The train presses Enter only once its paste shows on the screen."""
+    recorder = tmp_path / "recorder.py"
+    recorder.write_text(RECORDER)
+    trusted_config(repo, f'[agents.dialog]\ncommand = "{sys.executable} {recorder} {tmp_path} dialog"\n'
+                         'prompt_mode = "type"\nsandbox = "off"\n')
+    commit(repo, "app.py", lines("two"), "app")
+    cli.ok("worktree", "create", "asks", "--agent", "dialog")
+    wait_for(lambda: "2. No" in cli("session", "capture", "asks").stdout)
+    commit(repo / ".worktrees" / "asks", "app.py", lines("mine"))
+    commit(repo, "app.py", lines("main's"))
+    out = results(cli("train", "asks", "--json"))["asks"]
+    assert out["result"] == "conflict" and "not entered" in out["reason"] and "was told" not in out["reason"], out
+    got = (tmp_path / "got-asks").read_bytes()
+    assert b"conflicts with main" in got and got.endswith(b"\x1b[201~"), got[-80:]  # the paste, and no Enter
+    assert any(line.split()[1:] == ["train.conflict", "asks", "in", "app.py"]
+               for line in cli("worktree", "events").stdout.splitlines())
 
 
 def test_primary_checked_out_dirty_is_skipped_and_kept(cli: CLI, repo: Path) -> None:

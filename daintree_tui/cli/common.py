@@ -53,6 +53,8 @@ class Parser(argparse.ArgumentParser):
                          namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
         self.given = list(args) if args is not None else []
         parsed, extras = super().parse_known_args(args, namespace)
+        if extras and self._is_command():
+            extras = self._late_positionals(parsed, extras)
         strays = [word for word in extras if _dashed(word)]
         if strays and self._is_command():  # here, not in the top parser: this one knows the command's name
             self.error(f"unrecognized arguments: {' '.join(extras)}")
@@ -81,6 +83,19 @@ class Parser(argparse.ArgumentParser):
         for name, sub in (self.commands.choices.items() if self.commands is not None else ()):
             first.setdefault(id(sub), name)
         return list(first.values())
+
+    def _late_positionals(self, parsed: argparse.Namespace, extras: list[str]) -> list[str]:
+        """Fill an optional positional (`session send NAME [TEXT]`) from the words left over. argparse takes every
+        positional at the first one it meets, so in `session send NAME --paste TEXT` TEXT had already been taken
+        as absent, and the text was refused as an unrecognized argument."""
+        left = list(extras)
+        for action in self._actions:
+            if action.option_strings or action.nargs != "?" or not left or _dashed(left[0]) or left[0] == "--":
+                continue
+            if getattr(parsed, action.dest, None) == action.default:
+                word = left.pop(0)
+                setattr(parsed, action.dest, action.type(word) if callable(action.type) else word)
+        return left
 
     def _is_command(self) -> bool:
         return not self.has_commands

@@ -47,6 +47,9 @@ def cmd_notify_status(args: argparse.Namespace, services: Services) -> int:
 
     def text() -> str:
         watcher = f"watcher running (pid {data['pid']})" if data["running"] else "no watcher running"
+        if not data["running"] and data["channels"]:
+            # Sessions started before the channel was set run unheard until something starts the watcher.
+            watcher += " (a session start or the dashboard starts one; `daintree notify watch &` starts one now)"
         channels = ", ".join(data["channels"]) or "none (set [notify] in your config)"
         return f"{watcher}\nchannels: {channels}\nkinds: {', '.join(data['kinds'])}\nlog: {data['log']}"
 

@@ -140,6 +140,10 @@ def _server_class() -> type:
         async def guard(self, request: web.Request, handler: Any) -> web.StreamResponse:
             if not self._granted(request):
                 return web.Response(status=403, text="403: the URL that `daintree serve` printed is needed\n")
+            if request.path.endswith("/ws") and request.headers.get("Upgrade", "").lower() != "websocket":
+                # textual-serve's handler answers a plain GET with a traceback on the serve terminal
+                return web.Response(status=400, text="400: the dashboard's websocket: open the URL that "
+                                    "`daintree serve` printed\n")
             origin = request.headers.get("Origin")
             if request.path.endswith("/ws") and origin and origin.split("://", 1)[-1] != request.host:
                 return web.Response(status=403, text="403: another site's page may not open the dashboard\n")

@@ -11,6 +11,7 @@ from typing import Any
 from daintree_tui.cli.common import AddCommand, task_id
 from daintree_tui.cli.output import emit, table, wants_json, write_line
 from daintree_tui.core.errors import DaintreeError, InputError
+from daintree_tui.core.event_log import event_detail
 from daintree_tui.core.log import warn
 from daintree_tui.core.sandbox.containment import allow_hint, denied_of
 from daintree_tui.core.validate import escape_controls, files
@@ -169,7 +170,7 @@ def _event_line(rec: dict[str, Any]) -> str:
     when = time.strftime("%H:%M:%S", time.localtime(rec.get("ts", 0)))
     wt = (rec.get("worktree") or {}).get("name", "")
     task = (rec.get("task") or {}).get("id", "")
-    extra = rec.get("error") or rec.get("fix") or ""
+    extra, _ = event_detail(rec)
     return f"{when}  {rec.get('event', '?'):<24} {wt:<20} {('#' + str(task)) if task else '':<6} {extra}".rstrip()
 
 

@@ -248,3 +248,28 @@ def parse_event_lines(lines: list[bytes]) -> tuple[list[dict[str, Any]], int]:
         else:
             skipped += 1
     return records, skipped
+
+
+def event_detail(record: dict[str, Any]) -> tuple[str, bool]:
+    """What a listing of events shows after an event's name, and whether it is an error: its error or fix, the host
+    a sandbox's proxy refused (so it can be allowed, `worktree status NAME` gives the line), or why a limit stopped
+    a command. Terminal controls are shown, never obeyed."""
+    from daintree_tui.core.validate import escape_controls
+
+    if record.get("error"):
+        return escape_controls(str(record["error"])), True
+    if record.get("fix"):
+        return escape_controls(str(record["fix"])), False
+    event = record.get("event")
+    if event == "sandbox.denied" and record.get("host"):
+        port = record.get("port")
+        shown = f"{record['host']}:{port}" if isinstance(port, int) else str(record["host"])
+        return escape_controls(f"refused {shown}"), True
+    if event == "train.conflict" and isinstance(record.get("files"), list) and record["files"]:
+        files = [str(f) for f in record["files"]]
+        return escape_controls("in " + ", ".join(files[:3]) + (f" +{len(files) - 3}" if len(files) > 3 else "")), \
+            False
+    if event == "sandbox.limit" and record.get("reason"):
+        kind = record.get("kind")
+        return escape_controls(f"{kind} stopped: {record['reason']}" if kind else str(record["reason"])), True
+    return "", False

@@ -278,9 +278,13 @@ class Radar:
         pairs = self._candidate_pairs(works, target_paths)
         results, merges = self._merge_all([(a, b) for _, _, a, b in pairs])
         conflicts = []
+        by_name = {w.name: w for w in works}
         for (left, right, _, _), result in zip(pairs, results, strict=True):
-            if result is not None and not result[0]:
-                conflicts.append(Conflict(left, right, result[1]))
+            files = () if result is None or result[0] else result[1]
+            if files and right in by_name:
+                files = _own_files(by_name[left], by_name[right], files, target_paths)
+            if files:
+                conflicts.append(Conflict(left, right, files))
         return RadarReport(tuple(sorted(conflicts, key=lambda c: (c.worktree, c.other))), unreadable, merges,
                            time.monotonic() - start, frozenset(w.name for w in works))
 
@@ -425,6 +429,16 @@ class Radar:
         for cache in (self._commits, self._forks, self._paths, self._merges):
             while len(cache) > limit:
                 cache.pop(next(iter(cache)))  # the oldest first (dicts keep their order)
+
+
+def _own_files(a: _Work, b: _Work, files: tuple[str, ...],
+               target_paths: Mapping[tuple[str, str], frozenset[str]]) -> tuple[str, ...]:
+    """The files of a conflict of two worktrees that is theirs: a file one of them did not change, whose change on
+    that side came from the target after the other forked, is the other's conflict with the target (reported as
+    such), not a conflict between the two (a worktree made after main moved on carries main's change)."""
+    def from_target(side: _Work, other: _Work, path: str) -> bool:
+        return path not in side.paths and path in target_paths.get((other.fork or "", other.target_tip or ""), ())
+    return tuple(f for f in files if not (from_target(a, b, f) or from_target(b, a, f)))
 
 
 def conflict_names(report: RadarReport, names: Iterable[str]) -> dict[str, list[str]]:

@@ -73,8 +73,11 @@ def derive_status(obs: Observation, now: float, debounce: float, pattern: str | 
         if obs.signal_state == SessionStatus.RUNNING:
             return SessionStatus.RUNNING
     if pattern and obs.screen_tail is not None:
+        line = last_line(obs.screen_tail)
         try:
-            if re.search(pattern, last_line(obs.screen_tail)):
+            # A screen keeps no trailing blanks (tmux's capture drops them), so a prompt's "> " reads ">": a
+            # pattern ending in its space (`'> $'`, as the docs and aider's preset have it) matches it too.
+            if re.search(pattern, line) or re.search(pattern, line + " "):
                 return SessionStatus.WAITING
         except re.error:
             pass

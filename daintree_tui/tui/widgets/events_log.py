@@ -10,6 +10,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import RichLog
 
+from daintree_tui.core.event_log import event_detail
 from daintree_tui.core.validate import escape_controls
 
 EVENT_STYLE = {"failed": "red", "removed": "magenta", "remove": "magenta", "created": "green", "create": "green",
@@ -29,9 +30,9 @@ def format_event(record: dict[str, Any], clock_format: Callable[[float], str] | 
         text.append(f" {escape_controls(str(worktree))}", style="cyan")
     if task:
         text.append(f" #{task}", style="dim")
-    detail = record.get("error") or record.get("fix")
+    detail, error = event_detail(record)
     if detail:
-        text.append(f"  {escape_controls(str(detail))}", style="red" if record.get("error") else "")
+        text.append(f"  {detail}", style="red" if error else "")
     return text
 
 
