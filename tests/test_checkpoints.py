@@ -27,11 +27,13 @@ REF = "refs/daintree/checkpoints/"
 
 # An agent of two turns: it writes, asks, waits for a line; writes again (deleting what it wrote first), asks
 # again; writes once more and exits.
-TURNS = """
+TURNS_SCRIPT = ("echo one > one.txt; printf \\\"go? \\\"; read a; echo two > two.txt; rm one.txt; "
+                "printf \\\"go? \\\"; read b; echo three > three.txt; exit 0")
+TURNS = f"""
 [sessions]
 waiting_debounce = 1
 [agents.turns]
-command = "sh -c 'echo one > one.txt; printf \\"go? \\"; read a; echo two > two.txt; rm one.txt; printf \\"go? \\"; read b; echo three > three.txt; exit 0'"
+command = "sh -c '{TURNS_SCRIPT}'"
 prompt_mode = "none"
 """
 
