@@ -233,3 +233,52 @@ def test_no_sandbox_writes_or_moves_a_checkpoint_ref(repo: Path, tmux_socket: st
     assert not {"moved", "planted", "deleted", "folder", "packed"} & set(said), proc.stdout
     assert commit in said  # it reads them (they are the agent's own files), it cannot write them
     assert git(repo, "for-each-ref", "--format=%(refname) %(objectname)", REF).split() == [f"{REF}w", commit]
+
+
+async def test_the_dashboard_timeline_shows_each_step_and_restores_after_asking(repo: Path, cli: CLI) -> None:
+    from daintree_tui.core.project import Project
+    from daintree_tui.tui.app import make_app
+    from daintree_tui.tui.screens.checkpoints import CheckpointsScreen
+    from daintree_tui.tui.screens.confirm import ConfirmScreen
+    from daintree_tui.tui.screens.main import MainScreen
+    from daintree_tui.tui.widgets.checkpoint_timeline import CheckpointTimeline
+    from daintree_tui.tui.widgets.diff_view import DiffView
+    from daintree_tui.tui.widgets.worktree_table import WorktreeTable
+    from tests.test_dashboard import configure, until
+
+    wt = _worktree_with_two_checkpoints(cli, repo)
+    configure(repo)
+    app = make_app(Project.discover(repo))
+
+    def shown() -> str:
+        return "\n".join(str(line.text) for line in app.screen.query_one(DiffView).lines)
+
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, MainScreen) and len(app.screen.entries) == 1)
+        main = app.screen
+        main.query_one(WorktreeTable).select_name("w")
+        await until(pilot, lambda: main.selected == "w")
+        await pilot.press("h")
+        await until(pilot, lambda: isinstance(app.screen, CheckpointsScreen) and app.screen.is_mounted)
+        timeline = app.screen.query_one(CheckpointTimeline)
+        await until(pilot, lambda: timeline.row_count == 2 and timeline.selected is not None)
+        assert timeline.selected is not None and timeline.selected.id == 2  # the newest first under the cursor
+        await until(pilot, lambda: "checkpoint 2 (since checkpoint 1)" in shown() and "step two" in shown())
+        await pilot.press("up")
+        await until(pilot, lambda: "checkpoint 1 (since its base)" in shown() and "plan.md" in shown())
+        assert "later.md" not in shown()
+        await pilot.press("r")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen) and app.screen.is_mounted)
+        assert "Restore checkpoint 1 of w?" in app.screen.question
+        await pilot.press("escape")  # no: nothing happens
+        await until(pilot, lambda: isinstance(app.screen, CheckpointsScreen))
+        assert (wt / "notes" / "later.md").exists()
+        await pilot.press("r")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen) and app.screen.is_mounted)
+        await pilot.click("#yes")
+        await until(pilot, lambda: any("restored checkpoint 1" in str(t.render())
+                                                   for t in app.screen.query("Toast")))
+        assert not (wt / "notes" / "later.md").exists() and (wt / "app.py").read_text() == "print('step one')\n"
+        assert (wt / "run.log").read_text() == "log two\n" and timeline.row_count == 2
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is main)
