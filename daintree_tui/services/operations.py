@@ -408,8 +408,10 @@ class Operations:
         return entry
 
     def _checkpoint_made(self, entry: WorktreeEntry, made: Checkpoint) -> None:
-        self.services.project.events.append("checkpoint.created", worktree=entry.brief(), checkpoint=made.id,
-                                            commit=made.commit, reason=made.reason, files=made.files)
+        services = self.services
+        services.project.events.append("checkpoint.created", worktree=entry.brief(), checkpoint=made.id,
+                                       commit=made.commit, reason=made.reason, files=made.files,
+                                       task=services.tasks.brief_of(entry.task_id))
 
     def checkpoint_create(self, name: str) -> tuple[Checkpoint | None, list[Checkpoint]]:
         """A checkpoint of worktree `name`'s files now, by hand: the new one (None when nothing changed since the
@@ -493,7 +495,8 @@ class Operations:
         files, exact = checkpoints.restore(project, entry, target, tree)
         result = checkpoints.Restored(name, target, before, tuple(files), exact)
         project.events.append("checkpoint.restored", worktree=entry.brief(), checkpoint=target.id,
-                              commit=target.commit, before=before.id, files=len(files), exact=exact)
+                              commit=target.commit, before=before.id, files=len(files), exact=exact,
+                              task=services.tasks.brief_of(entry.task_id))
         return result
 
     # -- bake-offs ---------------------------------------------------------------------------------------------
