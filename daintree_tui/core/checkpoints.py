@@ -4,7 +4,7 @@ turn of its agent, as a chain of commits on `refs/daintree/checkpoints/<name>` (
 - **Read** as the radar reads work (core/work_tree.py): inside the worktree's sandbox, through a temporary index
   in its TMPDIR, so the worktree's index, HEAD and files stay as they are; the tree comes in through the
   quarantine check and must be whole before a commit names it. A link is a link's text, never followed; a file
-  the quarantine refuses (too big) leaves the tree not whole, and no checkpoint is made of it.
+  over 64 MiB is left out (as last committed, or absent), as the radar leaves it out.
 - **Recorded** outside, on objects only: `commit-tree` (a fixed identity, never signed) with the previous
   checkpoint as parent, then `update-ref NEW OLD` (compare and swap) under the project lock, after the worktree
   is found live in the index: a remove, which deletes the ref under the same lock, never leaves one behind. The
@@ -14,7 +14,8 @@ turn of its agent, as a chain of commits on `refs/daintree/checkpoints/<name>` (
 - **Restored** inside the sandbox again: a temporary index read from the tree of the state before (itself
   checkpointed first, so a restore is undone by restoring that), refreshed against the files (a file changed
   meanwhile stops it), then `read-tree -m -u BEFORE TARGET`, which writes and deletes only what differs and
-  refuses to overwrite an untracked file. An ignored file in the way would be overwritten by git: refused first.
+  refuses to overwrite an untracked file. An ignored file in the way (or one too big for any checkpoint) would be
+  overwritten by git: refused first.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.project import Project
 from daintree_tui.core.spawn import command
 from daintree_tui.core.validate import check_name, escape_controls
-from daintree_tui.core.work_tree import SAFE_GIT, oid, read_work_tree, temp_index
+from daintree_tui.core.work_tree import MAX_FILE_BYTES, SAFE_GIT, oid, read_work_tree, temp_index
 from daintree_tui.core.worktree_git import WorktreeGit
 
 REF_PREFIX = "refs/daintree/checkpoints/"
@@ -292,8 +293,9 @@ def restore(project: Project, entry: WorktreeEntry, target: Checkpoint, before_t
     blocked = _in_the_way(Path(entry.path), _listing(project, before_tree), sorted(_listing(project, target.tree)))
     if blocked:
         shown = ", ".join(blocked[:5]) + (f" and {len(blocked) - 5} more" if len(blocked) > 5 else "")
-        raise OperationError(f"restoring checkpoint {target.id} of {entry.name} would overwrite ignored files: "
-                             f"{shown} (move them away first): nothing was restored")
+        raise OperationError(f"restoring checkpoint {target.id} of {entry.name} would overwrite ignored files "
+                             f"(or files over {MAX_FILE_BYTES >> 20} MiB, which no checkpoint holds): {shown} "
+                             "(move them away first): nothing was restored")
     index = temp_index(project, entry.name, "restore")
     try:
         proc = WorktreeGit(project, entry).run_shell(RESTORE_SCRIPT, [str(index), before_tree, target.tree])
