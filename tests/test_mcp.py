@@ -67,7 +67,7 @@ async def test_s12_try_it_script(repo: Path, cli: CLI) -> None:
         assert {"task_create", "task_list", "task_get", "task_update", "worktree_create", "worktree_list",
                 "worktree_status", "worktree_run", "worktree_keep", "worktree_remove", "worktree_events",
                 "session_start", "session_send", "session_status", "session_capture", "bakeoff_create",
-                "bakeoff_score", "review_get"} == set(tools)
+                "bakeoff_score", "review_get", "checkpoint_list"} == set(tools)
         create_schema = tools["worktree_create"].input_schema
         assert create_schema["required"] == ["name"]
         assert create_schema["properties"]["task_id"]["type"] == "integer"

@@ -36,12 +36,13 @@ _STATE_CHANGING = frozenset({
     ("worktree", "commit"), ("worktree", "merge"), ("worktree", "pr"),
     ("session", "start"), ("session", "send"), ("session", "keys"), ("session", "stop"), ("session", "signal"),
     ("bakeoff", "create"), ("bakeoff", "score"), ("bakeoff", "pick"), ("queue", "run"),
-    ("approve",), ("reject",), ("gc",), ("train",), ("review",),
+    ("approve",), ("reject",), ("gc",), ("train",), ("review",), ("checkpoint", "create"),
+    ("checkpoint", "restore"),
 })
 # The commands that work on the repository here (the dashboard too, with no command), whose git calls start ahead.
 _REPOSITORY_COMMANDS = frozenset({
     "task", "worktree", "wt", "session", "bakeoff", "queue", "policy", "approvals", "approve", "reject", "gc",
-    "doctor", "trust", "train", "review",
+    "doctor", "trust", "train", "review", "checkpoint",
 })
 
 

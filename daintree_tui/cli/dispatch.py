@@ -47,6 +47,7 @@ GROUPS: tuple[tuple[tuple[str, ...], str, str], ...] = (
     (("bakeoff", "queue", "policy", "approvals", "approve", "reject", "gc"), "orchestrate", "register"),
     (("train",), "train", "register"),
     (("review",), "review", "register"),
+    (("checkpoint",), "checkpoint", "register"),
     (("host",), "host", "register"),
     (("mcp",), "mcp", "register"),
     (("sandbox",), "sandbox", "register"),

@@ -21,10 +21,8 @@ changed that the target changed in between is that worktree's conflict with the 
 from __future__ import annotations
 
 import subprocess
-import sys
 import threading
 import time
-import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -40,64 +38,15 @@ from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.project import Project
 from daintree_tui.core.sandbox import bring_in
 from daintree_tui.core.spawn import command
-from daintree_tui.core.worktree_git import WorktreeGit
+from daintree_tui.core.work_tree import oid, read_work_tree
 
 WORKERS = 4  # git and sandbox starts at once: most of each is a wait on a fork, a mount table, the disk
-
-# Run inside the worktree's sandbox (WorktreeGit.run_shell), "$1" the temporary index, "$2" "$3" "$4" the size
-# filter (_SIZE_FILTER) and its cap. The worktree's own index is
-# copied first (only a regular file: it is the agent's to make a FIFO or a link), so git rehashes only what changed
-# since it last looked; then every tracked change and every untracked file that is not ignored goes into the copy,
-# and the copy becomes a tree. `diff-files --ignore-submodules=all` and `ls-files --others` never start git in a
-# submodule's folder (a repository the agent made there would run its own config), and `update-index` ignores the
-# `sub/` that names an untracked nested repository.
-WORK_TREE_SCRIPT = r"""
-set -e
-tmp_index=$1
-trap 'rm -f -- "$tmp_index"' EXIT
-index=$(git rev-parse --path-format=absolute --git-path index)
-rm -f -- "$tmp_index"
-if [ -f "$index" ] && [ ! -L "$index" ]; then cp -- "$index" "$tmp_index"; fi
-GIT_INDEX_FILE=$tmp_index
-export GIT_INDEX_FILE
-{ git diff-files --name-only -z --ignore-submodules=all; git ls-files --others --exclude-standard -z; } \
-    | "$2" -I -c "$3" "$4" | git update-index --add --remove -z --stdin
-git write-tree
-"""
-
-# Between the listing and `update-index` (Python, the outside's, by path): the paths of regular files larger than
-# MAX_FILE_BYTES are dropped. Hashing and compressing is the CPU of the outside, in no cgroup of the agent's: a 4 GiB
-# sparse file (no disk at all) made every pass of the radar over it spend its 60 s of a core and fail, a pass
-# that `worktree conflicts` and the train's order wait for. Such a file is taken as last committed (or, new, as
-# absent): no prediction is made over it. What is missing (a deletion) or not a regular file passes as it is.
-MAX_FILE_BYTES = 64 << 20
-_SIZE_FILTER = r"""
-import os, stat, sys
-cap = int(sys.argv[1])
-kept = []
-for path in sys.stdin.buffer.read().split(b"\0"):
-    if not path:
-        continue
-    try:
-        st = os.lstat(path)
-    except OSError:
-        kept.append(path)
-        continue
-    if not (stat.S_ISREG(st.st_mode) and st.st_size > cap):
-        kept.append(path)
-sys.stdout.buffer.write(b"".join(p + b"\0" for p in kept))
-"""
 
 # What a commit standing for uncommitted work is made of: the same tree on the same parent is the same commit.
 _WORK_COMMIT_ENV = {"GIT_AUTHOR_NAME": "daintree radar", "GIT_AUTHOR_EMAIL": "radar@daintree.invalid",
                     "GIT_AUTHOR_DATE": "@0 +0000", "GIT_COMMITTER_NAME": "daintree radar",
                     "GIT_COMMITTER_EMAIL": "radar@daintree.invalid", "GIT_COMMITTER_DATE": "@0 +0000"}
-_HEX = frozenset("0123456789abcdef")
-
-
-def _oid(text: str) -> str | None:
-    value = text.strip()
-    return value if len(value) in (40, 64) and set(value) <= _HEX else None
+_oid = oid
 
 
 @dataclass(frozen=True)
@@ -290,33 +239,13 @@ class Radar:
 
     def _read_tree(self, entry: WorktreeEntry, listed: list[Path]) -> tuple[str | None, str]:
         """The tree of the worktree's files (committed, uncommitted and untracked alike), read in its sandbox and
-        brought in checked; or None and why not."""
-        project = self.project
-        problem = ownership.ownership_problem(project, Path(entry.path), listed)
-        if problem:
-            return None, problem  # never run git in a directory the index merely names
-        tmpdir = project.tmpdir_for(entry.name)
-        index = tmpdir / f".radar-index-{uuid.uuid4().hex[:12]}"
+        brought in checked (core/work_tree.py); or None and why not."""
         try:
-            git = WorktreeGit(project, entry)
-            tmpdir.mkdir(parents=True, exist_ok=True)
-            try:
-                proc = git.run_shell(WORK_TREE_SCRIPT, [str(index), sys.executable, _SIZE_FILTER,
-                                                        str(MAX_FILE_BYTES)])
-            finally:
-                with suppressed(OSError):
-                    index.unlink()  # the script's own trap removes it; a killed sandbox may not have
-            lines = proc.stdout.strip().splitlines()
-            tree = _oid(lines[-1]) if proc.returncode == 0 and lines else None
-            if tree is None:
-                return None, f"could not read its uncommitted work: {g.last_line(proc.stderr) or 'no tree'}"
-            tip = bring_in(project, entry)  # the objects its sandbox just wrote
-        except (OperationError, OSError, subprocess.SubprocessError) as exc:
-            return None, f"could not read its uncommitted work: {exc}"
+            tree, tip = read_work_tree(self.project, entry, listed, checked=False)
+        except OperationError as exc:
+            return None, str(exc)
         if tree not in self._checked:
-            # The agent's index can name a tree of its own whose blobs exist nowhere (`write-tree` answers from the
-            # index's cache of trees): merged, it would fail or name objects no one has.
-            if not whole(project.root, tree, "tree", tip):
+            if not whole(self.project.root, tree, "tree", tip):
                 return None, f"its uncommitted work {tree[:12]} did not come through the sandbox's check whole"
             self._checked.add(tree)
         return tree, ""

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from daintree_tui.core import admin_dirs, ownership
 from daintree_tui.core import git as g
+from daintree_tui.core.checkpoints import drop as drop_checkpoints
 from daintree_tui.core.errors import DaintreeError, InputError, OperationError
 from daintree_tui.core.index import Index, find
 from daintree_tui.core.log import suppressed, warn
@@ -166,6 +167,8 @@ class WorktreeRemoval:
             self._move_to_trash(tmpdir)
         remove_tree(project.sandbox_home_for(entry.name))  # caches: nothing to keep
         remove_tree(agent_git_of(project, entry.name).root)  # brought in above
+        with suppressed(OperationError):  # its checkpoints go with it (under the lock a checkpoint is made in)
+            drop_checkpoints(project, entry.name)
         released = entry.ports
         entry.status = WorktreeStatus.REMOVED
         entry.removed_at = time.time()

@@ -93,6 +93,9 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec("session_capture", "The text on a session's screen.",
              {"name": _arg(_STRING, "worktree name")},
              {"history": _arg({"type": "integer", "minimum": 0, "default": 0}, "lines of scrollback to include")}),
+    ToolSpec("checkpoint_list", "A worktree's checkpoints (its files after each turn of its agent), oldest first: "
+             "id, ts, commit, files changed, reason, the turn's first prompt line where known.",
+             {"name": _arg(_STRING, "worktree name")}, worker=True),
     ToolSpec("bakeoff_create", "Bake-off: one worktree and session per agent on the same task and base.",
              {"task_id": _TASK_ID, "agents": _arg({"type": "array", "items": _STRING, "minItems": 1},
                                                   "agent presets, one candidate each")},
@@ -336,6 +339,12 @@ class DaintreeTools:
 
     def session_capture(self, name: str, history: int = 0) -> dict[str, Any]:
         return {"name": name, "screen": self.services.sessions.capture(name, history=history)}
+
+    # -- checkpoints -----------------------------------------------------------------------------------------
+
+    def checkpoint_list(self, name: str) -> list[dict[str, Any]]:
+        self._own_worktree(name)
+        return [c.to_dict() for c in self.services.ops.checkpoint_list(name)]  # `checkpoint list --json`
 
     # -- bake-offs -------------------------------------------------------------------------------------------
 

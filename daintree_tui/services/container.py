@@ -126,7 +126,8 @@ class Services:
     def observer(self) -> SessionObserver:
         from daintree_tui.services.observer import SessionObserver
 
-        return SessionObserver(self.project, self.sessions, self.budget)
+        return SessionObserver(self.project, self.sessions, self.budget,
+                               after_turn=lambda name, status: self.ops.checkpoint_turn(name, str(status)))
 
     @cached_property
     def budget(self) -> BudgetGuard:

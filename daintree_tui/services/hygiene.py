@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from daintree_tui.core import admin_dirs, ownership, validate
+from daintree_tui.core import admin_dirs, checkpoints, ownership, validate
 from daintree_tui.core import git as g
 from daintree_tui.core.errors import DaintreeError, OperationError
 from daintree_tui.core.log import suppressed
@@ -147,6 +147,12 @@ def collect(worktrees: WorktreeService, remove: Callable[[str], object], older_t
                 report.freed += size
                 if not dry_run:
                     remove_tree(path) if path.is_dir() else path.unlink(missing_ok=True)
+    for name in checkpoints.names_with_checkpoints(project):
+        if name not in live:  # a worktree removed before its checkpoints went with it, or by hand
+            report.actions.append(f"delete the checkpoints of {name}")
+            if not dry_run:
+                with suppressed(DaintreeError):
+                    checkpoints.drop(project, name)
     trash = project.trash_dir
     if trash.is_dir():
         for child in list(trash.iterdir()):

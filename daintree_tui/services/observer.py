@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,10 +56,14 @@ class Observed:
 class SessionObserver:
     """Observes the sessions of one project and records what changed."""
 
-    def __init__(self, project: Project, sessions: SessionManager, budget: BudgetGuard | None = None) -> None:
+    def __init__(self, project: Project, sessions: SessionManager, budget: BudgetGuard | None = None,
+                 after_turn: Callable[[str, SessionStatus], object] | None = None) -> None:
+        """`after_turn(name, status)`: what follows the end of an agent's turn (`waiting`, `exited`) this observer
+        recorded, on its worker thread before the turn's hook (the checkpoint of the worktree's files)."""
         self.project = project
         self.sessions = sessions
         self.budget = budget  # each pass reads the agents' new usage records and enforces the budgets
+        self.after_turn = after_turn
         self._hooks: ThreadPoolExecutor | None = None
         self._pending: list[Future[None]] = []
         self._guard = threading.Lock()
@@ -82,8 +87,10 @@ class SessionObserver:
         if not self.sessions.record_transition(name, status, exit_code, reason=reason):
             return None
         hook = HOOK_FOR.get(status)
+        if hook is not None and self.after_turn is not None:
+            self._later(self._after_turn, name, status)
         if hook is not None and reason != "stopped":
-            self._run_hook_later(name, hook, exit_code)
+            self._later(self._run_hook, name, hook, exit_code)
         return Transition(name, status, exit_code, reason)
 
     def signal(self, name: str, state: str, exit_code: int | None = None,
@@ -110,12 +117,18 @@ class SessionObserver:
 
     # -- hooks -----------------------------------------------------------------------------------------------
 
-    def _run_hook_later(self, name: str, hook: str, exit_code: int | None) -> None:
+    def _later(self, job: Callable[..., None], *args: object) -> None:
         with self._guard:
             if self._hooks is None:
                 self._hooks = ThreadPoolExecutor(max_workers=1, thread_name_prefix="daintree-hooks")
             self._pending = [f for f in self._pending if not f.done()]
-            self._pending.append(self._hooks.submit(self._run_hook, name, hook, exit_code))
+            self._pending.append(self._hooks.submit(job, *args))
+
+    def _after_turn(self, name: str, status: SessionStatus) -> None:
+        """The end of a turn's own work; a failure is its own to report (an event), never the observer's."""
+        assert self.after_turn is not None
+        with suppressed(DaintreeError, OSError):
+            self.after_turn(name, status)
 
     def _run_hook(self, name: str, hook: str, exit_code: int | None) -> None:
         """Run `on_session_exit` / `on_waiting`; their failures are events (run_hooks logs them), never errors."""

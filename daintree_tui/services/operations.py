@@ -16,6 +16,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from daintree_tui.core import git as g
@@ -26,6 +27,7 @@ from daintree_tui.core.models import Task, TaskStatus, WorktreeEntry
 from daintree_tui.core.worktrees import base_ref_error, slugify, validate_name
 
 if TYPE_CHECKING:
+    from daintree_tui.core.checkpoints import Checkpoint, Restored
     from daintree_tui.core.deps import DepsReport
     from daintree_tui.core.radar import RadarReport
     from daintree_tui.core.review import MergeResult
@@ -69,6 +71,22 @@ class Created:
         if self.session is not None:
             data["session"] = self.session.to_dict()
         return data
+
+
+@dataclass(frozen=True)
+class CheckpointDiff:
+    """`checkpoint diff`: from one checkpoint (`"base"`: the worktree's base) to another (or `"worktree"`: its
+    files now), the paths that differ and the patch."""
+
+    worktree: str
+    start: str
+    end: str
+    files: tuple[str, ...]
+    patch: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"worktree": self.worktree, "from": self.start, "to": self.end, "files": list(self.files),
+                "patch": self.patch}
 
 
 @dataclass(frozen=True)
@@ -425,6 +443,125 @@ class Operations:
         only to a tested commit (services/train.py); a person's operation, refused inside a session."""
         return self.services.train.run(names, into=into, strategy=strategy, test=test, remove=remove,
                                        complete_task=complete_task, on_progress=on_progress)
+
+    # -- checkpoints -------------------------------------------------------------------------------------------
+
+    def checkpoint_list(self, name: str) -> list[Checkpoint]:
+        """Worktree `name`'s checkpoints, oldest first (core/checkpoints.py); a removed worktree has none."""
+        from daintree_tui.core import checkpoints
+
+        services = self.services
+        services.project.require_git()
+        entry = services.worktrees.get(name)
+        return checkpoints.chain(services.project, entry.name) if entry.live else []
+
+    def _checkpointable(self, name: str, what: str) -> WorktreeEntry:
+        """A live worktree whose files can be read, asked for by a person: the checkpoints are no agent's to
+        write (their ref is read-only in every sandbox, and a lead restoring a worker's files would discard its
+        work), so `create` and `restore` are refused from inside a session."""
+        from daintree_tui.core.ownership import inside_session
+
+        project = self.services.project
+        project.require_git()
+        entry = self.services.worktrees.get(name, live=True)
+        if inside_session(project):
+            raise OperationError(f"daintree checkpoint {what} is refused from inside a session: a person outside "
+                                 "it takes and restores checkpoints")
+        if not Path(entry.path).is_dir():
+            raise OperationError(f"worktree {name} has no folder at {entry.path} (`daintree doctor --fix`)")
+        return entry
+
+    def _checkpoint_made(self, entry: WorktreeEntry, made: Checkpoint) -> None:
+        services = self.services
+        services.project.events.append("checkpoint.created", worktree=entry.brief(), checkpoint=made.id,
+                                       commit=made.commit, reason=made.reason, files=made.files,
+                                       task=services.tasks.brief_of(entry.task_id))
+
+    def checkpoint_create(self, name: str) -> tuple[Checkpoint | None, list[Checkpoint]]:
+        """A checkpoint of worktree `name`'s files now, by hand: the new one (None when nothing changed since the
+        last) and the chain after."""
+        from daintree_tui.core import checkpoints
+
+        entry = self._checkpointable(name, "create")
+        made, chain = checkpoints.take(self.services.project, entry, "manual")
+        if made is not None:
+            self._checkpoint_made(entry, made)
+        return made, chain
+
+    def checkpoint_turn(self, name: str, status: str) -> Checkpoint | None:
+        """The checkpoint at the end of an agent's turn (its session went `waiting` or `exited`: the observer
+        that recorded it calls this), named after the turn's first prompt where one is known; None when the
+        worktree's files are as at its last checkpoint, or it is gone."""
+        from daintree_tui.core import checkpoints
+        from daintree_tui.core.index import find
+
+        services = self.services
+        project = services.project
+        entry = find(services.index.load(), name)
+        if entry is None or not entry.live or not Path(entry.path).is_dir():
+            return None
+        chain = checkpoints.chain(project, name)
+        prompt = services.sessions.turn_prompt(name, chain[-1].ts if chain else 0.0)
+        made, _ = checkpoints.take(project, entry, status if status in checkpoints.REASONS else "manual", prompt)
+        if made is not None:
+            self._checkpoint_made(entry, made)
+        return made
+
+    def checkpoint_diff(self, name: str, first: str, second: str | None = None, *,
+                        step: bool = False) -> CheckpointDiff:
+        """The diff from checkpoint `first` to `second` (default: the worktree's files now); with `step`, what
+        checkpoint `first` changed (from the one before it; the first one: from the worktree's base)."""
+        from daintree_tui.core import checkpoints
+        from daintree_tui.core.work_tree import read_work_tree
+
+        services = self.services
+        project = services.project
+        project.require_git()
+        entry = services.worktrees.get(name, live=True)
+        chain = checkpoints.chain(project, name)
+        old = checkpoints.resolve(chain, name, first)
+        if step:
+            if second is not None:
+                raise InputError("--step shows what one checkpoint changed: give one id")
+            before = chain[old.id - 2] if old.id > 1 else None
+            old_tree = before.tree if before else checkpoints.base_tree(project, entry)
+            label_from = str(before.id) if before else "base"
+            new_tree, label_to = old.tree, str(old.id)
+        elif second is not None:
+            new = checkpoints.resolve(chain, name, second)
+            old_tree, label_from, new_tree, label_to = old.tree, str(old.id), new.tree, str(new.id)
+        else:
+            if not Path(entry.path).is_dir():
+                raise OperationError(f"worktree {name} has no folder at {entry.path}")
+            old_tree, label_from = old.tree, str(old.id)
+            new_tree, _ = read_work_tree(project, entry)
+            label_to = "worktree"
+        files = checkpoints.changed_paths(project, old_tree, new_tree)
+        patch = checkpoints.diff(project, old_tree, new_tree) if files else ""
+        return CheckpointDiff(name, label_from, label_to, tuple(files), patch)
+
+    def checkpoint_restore(self, name: str, ident: str) -> Restored:
+        """Make worktree `name`'s files checkpoint `ident`'s exactly (untracked files of later steps removed,
+        ignored files never touched), HEAD, branch and index left as they are. What the files were is
+        checkpointed first: restoring that undoes the restore."""
+        from daintree_tui.core import checkpoints
+        from daintree_tui.core.work_tree import read_work_tree
+
+        services = self.services
+        project = services.project
+        entry = self._checkpointable(name, "restore")
+        target = checkpoints.resolve(checkpoints.chain(project, name), name, ident)
+        tree, head = read_work_tree(project, entry)
+        made, chain = checkpoints.take(project, entry, "restore", tree=tree, head=head)
+        if made is not None:
+            self._checkpoint_made(entry, made)
+        before = made or chain[-1]
+        files, exact = checkpoints.restore(project, entry, target, tree)
+        result = checkpoints.Restored(name, target, before, tuple(files), exact)
+        project.events.append("checkpoint.restored", worktree=entry.brief(), checkpoint=target.id,
+                              commit=target.commit, before=before.id, files=len(files), exact=exact,
+                              task=services.tasks.brief_of(entry.task_id))
+        return result
 
     # -- bake-offs ---------------------------------------------------------------------------------------------
 

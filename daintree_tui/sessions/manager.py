@@ -52,6 +52,14 @@ __all__ = ["SIGNAL_STATES", "SessionInfo", "SessionManager", "SessionRecord", "r
            "session_record_path", "status_source_of"]
 
 SIGNAL_STATES = ("waiting", "running", "exited")
+PROMPTS_KEPT = 5  # prompt lines a session's record keeps (the checkpoints name each turn's first)
+
+
+def first_prompts(text: str | None, at: float) -> list[dict[str, Any]]:
+    """`[{"text": first non-empty line (cut to 500), "at": at}]` of a prompt, or [] when it has none."""
+    line = next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), "")
+    return [{"text": line[:500], "at": at}] if line else []
+
 
 
 class SessionManager:
@@ -175,7 +183,7 @@ class SessionManager:
                 "log_offset": log_offset,
                 "exit_code": None, "signal": None, "host": "tmux" if host.persistent else "pty", "role": role,
                 "sandbox": sandbox.record(), "program": preset.program, "status_source": preset.status_source,
-                "resumed": resume, "task_id": entry.task_id}
+                "resumed": resume, "task_id": entry.task_id, "prompts": first_prompts(prompt, now)}
         # The record is written before its pane exists: an observer never sees a pane of ours without its agent
         # (the dashboard showed `?` for the new session's first poll). Under the lock, as every read-modify-write
         # of the record. A pane that fails to start gives the previous record back.
@@ -431,6 +439,29 @@ class SessionManager:
     def send(self, name: str, text: str, *, enter: bool = True, paste: bool = False) -> None:
         self._require_live(name)
         self.host.send_text(name, text, enter=enter, paste=paste)
+        self.note_prompt(name, text)
+
+    def note_prompt(self, name: str, text: str) -> None:
+        """Remember the first line of what the agent was given (a first prompt, a send, a paste) and when: the
+        checkpoint at the end of its turn names the turn's first prompt (`turn_prompt`)."""
+        noted = first_prompts(text, time.time())
+        if not noted:
+            return
+        with self.project.lock.hold():
+            meta = self.meta(name)
+            if not meta:
+                return
+            kept = [p for p in meta.get("prompts") or [] if isinstance(p, dict)][-(PROMPTS_KEPT - 1):]
+            meta["prompts"] = [*kept, *noted]
+            write_json(self.meta_path(name), meta)
+
+    def turn_prompt(self, name: str, since: float) -> str | None:
+        """The first prompt line given to worktree `name`'s current run after `since` (epoch seconds), if any."""
+        for noted in self.meta(name).get("prompts") or []:
+            if isinstance(noted, dict) and isinstance(noted.get("text"), str) and validate.is_number(
+                    noted.get("at")) and noted["at"] > since:
+                return str(noted["text"])
+        return None
 
     def paste_context(self, name: str, text: str) -> None:
         """Paste context (a task, files, the clipboard) into the session, never into a shell: there the text would
@@ -446,6 +477,7 @@ class SessionManager:
             raise InputError(f"{name} runs {agent or 'no known agent'}, which takes no task or context text (in a "
                              "shell it would run as commands): start an agent there first")
         self.host.send_text(name, text, enter=False, paste=True)
+        self.note_prompt(name, text)
 
     def keys(self, name: str, keys: Sequence[str]) -> None:
         self._require_live(name)

@@ -51,6 +51,9 @@ DASHBOARD_BINDINGS: list[BindingType] = [
                     "runs)"),
     Binding("z", "zoom", "Zoom", id="zoom", show=False,
             tooltip="Zoom the terminal to the whole window (ctrl+] comes back; esc is the agent's key)"),
+    Binding("h", "checkpoints", "Checkpoints", id="checkpoints", show=False,
+            tooltip="The worktree's checkpoints: a timeline of its agent's turns with each step's diff, and a "
+                    "restore of one (asks)"),
     Binding("C", "commit", "Commit", id="commit", show=False, tooltip="Commit the agent's work"),
     Binding("m", "merge", "Merge", id="merge",
             tooltip="Merge back (ff, squash or rebase; pre_merge hooks first)"),

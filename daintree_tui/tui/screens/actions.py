@@ -163,6 +163,12 @@ class WorktreeActions:
     def review_send(self, name: str) -> None:
         self.view.run_flow(flows.review_send(self.view, name), "send review")
 
+    def checkpoints(self, name: str) -> None:
+        """The timeline of `name`'s checkpoints, each step's diff, a restore (screens/checkpoints.py)."""
+        from daintree_tui.tui.screens.checkpoints import CheckpointsScreen
+
+        self.view.app.push_screen(CheckpointsScreen(name))
+
     def bakeoff_task(self) -> Task | str:
         """The task `b` races agents on, or why there is none: the task under the cursor while the tasks list has
         focus, else the current worktree's own task. It took the tasks list's cursor, unfocused and out of sight,

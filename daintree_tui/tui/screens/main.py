@@ -326,6 +326,7 @@ class MainScreen(Screen[None]):
     action_review_send = on_worktree(WorktreeActions.review_send)
     action_diff = on_local_view(DashboardLayout.diff_tab, "diff")
     action_full_diff = on_local_view(DashboardLayout.full_diff, "diff")
+    action_checkpoints = on_worktree(WorktreeActions.checkpoints)
     action_bakeoff = on_actions(WorktreeActions.bakeoff)
     action_zoom = on_layout(DashboardLayout.toggle_zoom)
     action_events = on_layout(DashboardLayout.events_tab)

@@ -1,0 +1,44 @@
+"""CheckpointTimeline: a worktree's checkpoints, one row a turn of its agent, oldest first."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from textual.widgets import DataTable
+
+from daintree_tui.core.checkpoints import Checkpoint
+from daintree_tui.core.validate import escape_controls
+
+COLUMNS = ("#", "When", "Why", "Files", "Prompt")
+
+
+class CheckpointTimeline(DataTable[str]):
+    """The checkpoints of one worktree; the cursor's row is the step whose diff is shown. Row keys are the ids."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="row", zebra_stripes=True)
+        self.checkpoints: tuple[Checkpoint, ...] = ()
+
+    def on_mount(self) -> None:
+        for label in COLUMNS:
+            self.add_column(label, key=label.lower())
+
+    def show(self, checkpoints: Sequence[Checkpoint], select: int | None = None) -> None:
+        """Fill the table; the cursor on checkpoint `select` (default: the newest)."""
+        self.checkpoints = tuple(checkpoints)
+        self.clear()
+        for c in self.checkpoints:
+            when = time.strftime("%m-%d %H:%M:%S", time.localtime(c.ts)) if c.ts else "?"
+            # The prompt is task or typed text: shown escaped, never as markup or controls.
+            self.add_row(str(c.id), when, c.reason, str(c.files), escape_controls(c.prompt or ""), key=str(c.id))
+        if self.checkpoints:
+            wanted = select if select is not None and 1 <= select <= len(self.checkpoints) else len(self.checkpoints)
+            self.move_cursor(row=wanted - 1)
+
+    @property
+    def selected(self) -> Checkpoint | None:
+        """The checkpoint under the cursor."""
+        if not self.checkpoints or not 0 <= self.cursor_row < len(self.checkpoints):
+            return None
+        return self.checkpoints[self.cursor_row]

@@ -1,0 +1,300 @@
+"""Checkpoints for every agent (issue 30, item 4): taken at real status transitions of real tmux sessions with no
+dashboard open, restored exactly (untracked files included, ignored ones untouched) and undoably, gone with their
+worktree, and out of every sandbox's reach."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from daintree_tui.core.sandbox import BwrapSandbox
+from tests.conftest import CLI, events, git, wait_for
+
+needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+_BWRAP, _WHY = BwrapSandbox().available()
+needs_bwrap = pytest.mark.skipif(not _BWRAP, reason=f"bubblewrap cannot run here: {_WHY}")
+
+REF = "refs/daintree/checkpoints/"
+
+# An agent of two turns: it writes, asks, waits for a line; writes again (deleting what it wrote first), asks
+# again; writes once more and exits.
+TURNS_SCRIPT = ("echo one > one.txt; printf \\\"go? \\\"; read a; echo two > two.txt; rm one.txt; "
+                "printf \\\"go? \\\"; read b; echo three > three.txt; exit 0")
+TURNS = f"""
+[sessions]
+waiting_debounce = 1
+[agents.turns]
+command = "sh -c '{TURNS_SCRIPT}'"
+prompt_mode = "none"
+"""
+
+
+def user_config(text: str) -> None:
+    path = Path(os.environ["XDG_CONFIG_HOME"]) / "daintree" / "config.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def listed(cli: CLI, name: str) -> list[dict[str, Any]]:
+    return cli.json("checkpoint", "list", name)  # type: ignore[no-any-return]
+
+
+def tree_files(repo: Path, commit: str) -> dict[str, str]:
+    names = [n for n in git(repo, "ls-tree", "-r", "--name-only", "-z", commit).split("\0") if n]
+    return {n: git(repo, "cat-file", "-p", f"{commit}:{n}") for n in names}
+
+
+def index_digest(repo: Path, name: str) -> str:
+    return hashlib.sha256((repo / ".git" / "worktrees" / name / "index").read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def watcher(repo: Path, tmux_socket: str) -> Iterator[None]:
+    """`daintree session watch`, the observer that runs with no dashboard open (as `notify watch` does)."""
+    proc = subprocess.Popen([sys.executable, "-m", "daintree_tui", "session", "watch", "--interval", "0.2"],
+                            cwd=repo, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env=os.environ.copy())
+    yield
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+@needs_tmux
+def test_each_turn_end_takes_a_checkpoint_of_the_whole_tree(repo: Path, tmux_socket: str, watcher: None) -> None:
+    user_config(TURNS)
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "w", "--agent", "turns")
+    wt = repo / ".worktrees" / "w"
+    head = git(wt, "rev-parse", "HEAD").strip()
+    first = wait_for(lambda: listed(cli, "w"), timeout=30)
+    assert [c["reason"] for c in first] == ["waiting"] and first[0]["files"] == 1
+    assert tree_files(repo, first[0]["commit"])["one.txt"] == "one\n"  # untracked, yet in the tree
+    assert git(repo, "rev-parse", f"{REF}w").strip() == first[0]["commit"]
+    assert set(first[0]) >= {"id", "ts", "commit", "files"} and first[0]["id"] == 1
+    before = index_digest(repo, "w")
+
+    cli.ok("session", "send", "w", "go on")
+    second = wait_for(lambda: (found := listed(cli, "w")) and len(found) == 2 and found, timeout=30)
+    assert second[1]["reason"] == "waiting" and second[1]["prompt"] == "go on"
+    assert second[1]["files"] == 2  # one.txt gone, two.txt new
+    files = tree_files(repo, second[1]["commit"])
+    assert "one.txt" not in files and files["two.txt"] == "two\n"
+    parent = git(repo, "rev-parse", f"{second[1]['commit']}^").strip()
+    assert parent == second[0]["commit"]  # a chain, each on the one before
+
+    cli.ok("session", "send", "w", "finish")
+    third = wait_for(lambda: (found := listed(cli, "w")) and len(found) == 3 and found, timeout=30)
+    assert third[2]["reason"] == "exited" and third[2]["prompt"] == "finish"
+    # Nothing of the worktree's own git moved: HEAD, its index, its branch.
+    assert git(wt, "rev-parse", "HEAD").strip() == head == git(repo, "rev-parse", "wt/w").strip()
+    assert index_digest(repo, "w") == before
+    assert git(wt, "status", "--porcelain").split("\n")[0].startswith("??")
+    made = [e for e in events(repo) if e["event"] == "checkpoint.created"]
+    assert [e["checkpoint"] for e in made] == [1, 2, 3] and made[0]["worktree"]["name"] == "w"
+
+
+def _worktree_with_two_checkpoints(cli: CLI, repo: Path) -> Path:
+    (repo / ".gitignore").write_text("*.log\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-qm", "ignore logs")
+    cli.ok("worktree", "create", "w")
+    wt = repo / ".worktrees" / "w"
+    (wt / "app.py").write_text("print('step one')\n")  # tracked, changed
+    (wt / "notes").mkdir()
+    (wt / "notes" / "plan.md").write_text("plan\n")  # untracked
+    (wt / "run.log").write_text("log one\n")  # ignored
+    assert json.loads(cli.ok("checkpoint", "create", "w", "--json").stdout)["checkpoint"]["id"] == 1
+    (wt / "README.md").unlink()  # tracked, deleted
+    (wt / "app.py").write_text("print('step two')\n")
+    (wt / "notes" / "later.md").write_text("later\n")  # untracked, new in step two
+    (wt / "run.log").write_text("log two\n")
+    os.symlink("/etc/passwd", wt / "link")  # a link is data: recorded as a link, never followed
+    assert json.loads(cli.ok("checkpoint", "create", "w", "--json").stdout)["checkpoint"]["id"] == 2
+    return wt
+
+
+def test_restore_is_exact_keeps_ignored_files_and_is_undone_by_restoring(repo: Path, cli: CLI) -> None:
+    wt = _worktree_with_two_checkpoints(cli, repo)
+    head, index = git(wt, "rev-parse", "HEAD"), index_digest(repo, "w")
+    assert tree_files(repo, listed(cli, "w")[1]["commit"])["link"] == "/etc/passwd"
+    out = cli.json("checkpoint", "restore", "w", "1")
+    assert out["restored"] == 1 and out["exact"] is True and out["before"] == 2  # the state before was checkpoint 2
+    assert sorted(out["files"]) == ["README.md", "app.py", "link", "notes/later.md"]
+    assert (wt / "app.py").read_text() == "print('step one')\n" and (wt / "README.md").read_text() == "# demo\n"
+    assert not (wt / "notes" / "later.md").exists() and not os.path.lexists(wt / "link")
+    assert (wt / "notes" / "plan.md").read_text() == "plan\n"
+    assert (wt / "run.log").read_text() == "log two\n"  # ignored: never touched
+    assert git(wt, "rev-parse", "HEAD") == head and index_digest(repo, "w") == index
+    assert cli.json("checkpoint", "diff", "w", "1")["files"] == []  # the files now are checkpoint 1's
+
+    undo = cli.json("checkpoint", "restore", "w", "2")  # the files before (checkpoint 1's) are checkpoint 3
+    assert undo["exact"] is True and undo["before"] == 3
+    assert not (wt / "README.md").exists() and (wt / "notes" / "later.md").read_text() == "later\n"
+    assert os.readlink(wt / "link") == "/etc/passwd"
+    timeline = listed(cli, "w")
+    assert [c["reason"] for c in timeline] == ["manual", "manual", "restore"]
+    assert tree_files(repo, timeline[2]["commit"]) == tree_files(repo, timeline[0]["commit"])
+    assert cli.json("checkpoint", "diff", "w", "2")["files"] == []
+
+
+def test_restore_refuses_to_overwrite_an_ignored_file_and_a_changed_file_makes_a_checkpoint(
+        repo: Path, cli: CLI) -> None:
+    wt = _worktree_with_two_checkpoints(cli, repo)
+    (wt / "notes" / "plan.md").unlink()
+    (wt / "plan.log").write_text("mine\n")
+    (repo / ".git" / "info" / "exclude").write_text("notes/\n")  # notes/ now ignored, plan.md in it is user's
+    (wt / "notes" / "plan.md").write_text("my own, ignored now\n")
+    proc = cli("checkpoint", "restore", "w", "1")
+    assert proc.returncode == 1 and "ignored files" in proc.stderr and "nothing" in proc.stderr
+    assert "which no checkpoint holds): notes/plan.md" in proc.stderr
+    assert (wt / "notes" / "plan.md").read_text() == "my own, ignored now\n"
+    assert (wt / "app.py").read_text() == "print('step two')\n"  # nothing restored
+    # The state before was recorded all the same (README gone, plan.md out of the tree).
+    third = listed(cli, "w")[2]
+    assert third["reason"] == "restore" and "notes/plan.md" not in tree_files(repo, third["commit"])
+
+
+def test_step_diffs_bad_ids_and_what_a_session_may_not_do(repo: Path, cli: CLI) -> None:
+    _worktree_with_two_checkpoints(cli, repo)
+    step = cli.json("checkpoint", "diff", "w", "2", "--step")
+    assert (step["from"], step["to"]) == ("1", "2") and "README.md" in step["files"]
+    assert "-print('step one')" in step["patch"] and "+print('step two')" in step["patch"]
+    first = cli.json("checkpoint", "diff", "w", "1", "--step")
+    assert first["from"] == "base" and sorted(first["files"]) == ["app.py", "notes/plan.md"]
+    commit = listed(cli, "w")[0]["commit"]
+    assert cli.json("checkpoint", "diff", "w", commit[:8], "2")["to"] == "2"
+    for bad in (["diff", "w", "7"], ["diff", "w", "zz"], ["restore", "w", "0"], ["list", "nope"],
+                ["restore", "../x", "1"]):
+        proc = cli("checkpoint", *bad)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, (bad, proc.stderr)
+    inside = {"DAINTREE_WORKTREE": "w"}
+    for action in (["create", "w"], ["restore", "w", "1"]):
+        proc = cli("checkpoint", *action, env=inside)
+        assert proc.returncode == 1 and "refused from inside a session" in proc.stderr
+    assert len(listed(cli, "w")) == 2
+    assert cli("checkpoint", "create", "w").stdout.startswith("w: nothing changed since checkpoint 2")
+
+
+def test_checkpoints_go_with_the_worktree_on_remove_and_gc(repo: Path, cli: CLI) -> None:
+    _worktree_with_two_checkpoints(cli, repo)
+    cli.ok("worktree", "remove", "w", "--force")
+    assert git(repo, "for-each-ref", REF) == ""
+    assert listed(cli, "w") == []
+    # One left behind (a worktree removed by an older daintree, or by hand): gc deletes it.
+    git(repo, "update-ref", f"{REF}gone", "HEAD")
+    report = cli.json("gc")
+    assert "delete the checkpoints of gone" in report["actions"]
+    assert git(repo, "for-each-ref", REF) == ""
+
+
+def test_the_mcp_tool_lists_them_scoped_to_a_workers_own_worktree(repo: Path, cli: CLI) -> None:
+    from daintree_tui.core.errors import OperationError
+    from daintree_tui.core.project import Project
+    from daintree_tui.mcp.access import Access
+    from daintree_tui.mcp.tools import DaintreeTools
+    from daintree_tui.services import Services
+
+    _worktree_with_two_checkpoints(cli, repo)
+    cli.ok("worktree", "create", "other")
+    services = Services(Project.discover(repo))
+    lead = DaintreeTools(services, Access("lead"))
+    assert lead.call("checkpoint_list", {"name": "w"}) == listed(cli, "w")
+    worker = DaintreeTools(services, Access("worker", worktree="other"))
+    assert worker.call("checkpoint_list", {"name": "other"}) == []
+    with pytest.raises(OperationError):
+        worker.call("checkpoint_list", {"name": "w"})
+
+
+@needs_bwrap
+@needs_tmux
+def test_no_sandbox_writes_or_moves_a_checkpoint_ref(repo: Path, tmux_socket: str) -> None:
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "w")
+    (repo / ".worktrees" / "w" / "x.txt").write_text("x\n")
+    commit = json.loads(cli.ok("checkpoint", "create", "w", "--json").stdout)["checkpoint"]["commit"]
+    common = '"$(git rev-parse --path-format=absolute --git-common-dir)"'
+    script = (f"git update-ref {REF}w HEAD 2>/dev/null && echo moved; "
+              f"git update-ref {REF}planted HEAD 2>/dev/null && echo planted; "
+              f"git update-ref -d {REF}w 2>/dev/null && echo deleted; "
+              f"mkdir -p {common}/refs/daintree/checkpoints/x 2>/dev/null && echo folder; "
+              f"echo \"$(git rev-parse HEAD) {REF}w\" >> {common}/packed-refs 2>/dev/null && echo packed; "
+              f"rm -rf {common}/refs/daintree 2>/dev/null; git rev-parse {REF}w; true")
+    proc = cli("worktree", "run", "w", "--", "sh", "-c", script)
+    assert proc.returncode == 0, proc.stderr
+    said = proc.stdout.split()
+    assert not {"moved", "planted", "deleted", "folder", "packed"} & set(said), proc.stdout
+    assert commit in said  # it reads them (they are the agent's own files), it cannot write them
+    assert git(repo, "for-each-ref", "--format=%(refname) %(objectname)", REF).split() == [f"{REF}w", commit]
+
+
+async def test_the_dashboard_timeline_shows_each_step_and_restores_after_asking(repo: Path, cli: CLI) -> None:
+    from daintree_tui.core.project import Project
+    from daintree_tui.tui.app import make_app
+    from daintree_tui.tui.screens.checkpoints import CheckpointsScreen
+    from daintree_tui.tui.screens.confirm import ConfirmScreen
+    from daintree_tui.tui.screens.main import MainScreen
+    from daintree_tui.tui.widgets.checkpoint_timeline import CheckpointTimeline
+    from daintree_tui.tui.widgets.diff_view import DiffView
+    from daintree_tui.tui.widgets.worktree_table import WorktreeTable
+    from tests.test_dashboard import configure, until
+
+    wt = _worktree_with_two_checkpoints(cli, repo)
+    configure(repo)
+    app = make_app(Project.discover(repo))
+
+    def shown() -> str:
+        return "\n".join(str(line.text) for line in app.screen.query_one(DiffView).lines)
+
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, MainScreen) and len(app.screen.entries) == 1)
+        main = app.screen
+        main.query_one(WorktreeTable).select_name("w")
+        await until(pilot, lambda: main.selected == "w")
+        await pilot.press("h")
+        await until(pilot, lambda: isinstance(app.screen, CheckpointsScreen) and app.screen.is_mounted)
+        timeline = app.screen.query_one(CheckpointTimeline)
+        await until(pilot, lambda: timeline.row_count == 2 and timeline.selected is not None)
+        assert timeline.selected is not None and timeline.selected.id == 2  # the newest first under the cursor
+        await until(pilot, lambda: "checkpoint 2 (since checkpoint 1)" in shown() and "step two" in shown())
+        await pilot.press("up")
+        await until(pilot, lambda: "checkpoint 1 (since its base)" in shown() and "plan.md" in shown())
+        assert "later.md" not in shown()
+        await pilot.press("r")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen) and app.screen.is_mounted)
+        assert "Restore checkpoint 1 of w?" in app.screen.question
+        await pilot.press("escape")  # no: nothing happens
+        await until(pilot, lambda: isinstance(app.screen, CheckpointsScreen))
+        assert (wt / "notes" / "later.md").exists()
+        await pilot.press("r")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen) and app.screen.is_mounted)
+        await pilot.click("#yes")
+        await until(pilot, lambda: any("restored checkpoint 1" in str(t.render())
+                                                   for t in app.screen.query("Toast")))
+        assert not (wt / "notes" / "later.md").exists() and (wt / "app.py").read_text() == "print('step one')\n"
+        assert (wt / "run.log").read_text() == "log two\n" and timeline.row_count == 2
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is main)
+
+
+def test_a_huge_file_is_left_out_and_left_alone(repo: Path, cli: CLI) -> None:
+    """Over 64 MiB (a sparse file costs no disk, but hashing it costs the outside a core): no checkpoint holds it,
+    and a restore neither deletes nor overwrites it."""
+    cli.ok("worktree", "create", "w")
+    wt = repo / ".worktrees" / "w"
+    (wt / "small.txt").write_text("small\n")
+    with open(wt / "big.bin", "wb") as out:
+        out.truncate(65 << 20)
+    first = json.loads(cli.ok("checkpoint", "create", "w", "--json").stdout)["checkpoint"]
+    assert sorted(tree_files(repo, first["commit"])) == ["README.md", "app.py", "small.txt"]
+    (wt / "small.txt").write_text("changed\n")
+    cli.ok("checkpoint", "restore", "w", "1")
+    assert (wt / "small.txt").read_text() == "small\n" and (wt / "big.bin").stat().st_size == 65 << 20
