@@ -48,6 +48,10 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     monkeypatch.setenv("XDG_STATE_HOME", str(home / "state"))
     monkeypatch.delenv("CLAUDECODE", raising=False)
     monkeypatch.delenv("DAINTREE_WORKTREE", raising=False)
+    # Automatic checkpoints default to off in the suite (core/user_config.py, an env var for the tests only): with
+    # them on, each of the hundreds of test sessions on tmux would start a watcher (~0.5 s of CPU) to take them.
+    # The tests of checkpoints and the watcher turn them on in their user config (`[checkpoints] auto = true`).
+    monkeypatch.setenv("DAINTREE_TEST_AUTO_CHECKPOINTS_DEFAULT", "0")
     for key, value in GIT_IDENTITY.items():
         monkeypatch.setenv(key, value)
 

@@ -30,10 +30,24 @@ REF = "refs/daintree/checkpoints/"
 TURNS_SCRIPT = ("echo one > one.txt; printf \\\"go? \\\"; read a; echo two > two.txt; rm one.txt; "
                 "printf \\\"go? \\\"; read b; echo three > three.txt; exit 0")
 TURNS = f"""
+[checkpoints]
+auto = true
 [sessions]
 waiting_debounce = 1
 [agents.turns]
 command = "sh -c '{TURNS_SCRIPT}'"
+prompt_mode = "none"
+"""
+
+
+# Two turns: it writes, asks, waits for a line; writes again and exits.
+TWO_TURNS = """
+[checkpoints]
+auto = true
+[sessions]
+waiting_debounce = 1
+[agents.two]
+command = "sh -c 'echo one > one.txt; printf \\"go? \\"; read a; echo two > two.txt; exit 0'"
 prompt_mode = "none"
 """
 
@@ -57,9 +71,17 @@ def index_digest(repo: Path, name: str) -> str:
     return hashlib.sha256((repo / ".git" / "worktrees" / name / "index").read_bytes()).hexdigest()
 
 
+def watcher_pid(repo: Path) -> int | None:
+    from daintree_tui.core.project import Project
+    from daintree_tui.services import watcher
+
+    return watcher.watcher_pid(Project.discover(repo))
+
+
 @pytest.fixture
 def watcher(repo: Path, tmux_socket: str) -> Iterator[None]:
-    """`daintree session watch`, the observer that runs with no dashboard open (as `notify watch` does)."""
+    """`daintree session watch`, an observer beside the watcher a session start brings up: two observers, one
+    checkpoint per turn."""
     proc = subprocess.Popen([sys.executable, "-m", "daintree_tui", "session", "watch", "--interval", "0.2"],
                             cwd=repo, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             env=os.environ.copy())
@@ -100,6 +122,74 @@ def test_each_turn_end_takes_a_checkpoint_of_the_whole_tree(repo: Path, tmux_soc
     assert git(wt, "status", "--porcelain").split("\n")[0].startswith("??")
     made = [e for e in events(repo) if e["event"] == "checkpoint.created"]
     assert [e["checkpoint"] for e in made] == [1, 2, 3] and made[0]["worktree"]["name"] == "w"
+
+
+@needs_tmux
+def test_the_watcher_a_session_start_brings_up_takes_them_with_nothing_else_running(
+        repo: Path, tmux_socket: str) -> None:
+    """No dashboard, no `session watch`, no `[notify]` channel: the watcher the session start brought up records
+    the turn ends (so takes their checkpoints), and ends after the last session."""
+    user_config(TWO_TURNS)
+    cli = CLI(repo)  # in this process: nothing of it observes once the command returns
+    cli.ok("worktree", "create", "w", "--agent", "two")
+    pid = wait_for(lambda: watcher_pid(repo), timeout=15)
+    first = wait_for(lambda: listed(cli, "w"), timeout=30)
+    assert [c["reason"] for c in first] == ["waiting"] and set(tree_files(repo, first[0]["commit"])) >= {"one.txt"}
+    status = cli.json("notify", "status")
+    assert status["running"] is True and status["pid"] == pid and status["channels"] == []
+    assert status["auto_checkpoints"] is True
+    assert "recording transitions and checkpoints; no channel" in cli.ok("notify", "status").stdout
+    cli.ok("session", "send", "w", "go on")
+    both = wait_for(lambda: (found := listed(cli, "w")) and len(found) == 2 and found, timeout=30)
+    assert both[1]["reason"] == "exited" and both[1]["prompt"] == "go on"
+    assert tree_files(repo, both[1]["commit"])["two.txt"] == "two\n"
+    assert watcher_pid(repo) == pid  # the one watcher took both
+    log = (repo / ".worktrees" / ".logs" / "notify.log").read_text()
+    assert f"(pid {pid}): no [notify] channel: recording transitions" in log
+    cli.ok("session", "stop", "w")
+    wait_for(lambda: watcher_pid(repo) is None, timeout=20)  # the last session gone, it ends
+    assert log.count("watching ") == 1 and len(listed(cli, "w")) == 2
+
+
+@needs_tmux
+def test_auto_false_in_your_config_takes_none_and_starts_no_watcher(repo: Path, tmux_socket: str) -> None:
+    from daintree_tui.core.project import Project
+    from daintree_tui.services import Services
+    from daintree_tui.sessions.status import SessionStatus
+
+    user_config(TWO_TURNS.replace("auto = true", "auto = false"))
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "w", "--agent", "two")
+    services = Services(Project.discover(repo))  # an observer as the dashboard's poll is one
+    seen: list[SessionStatus] = []
+    wait_for(lambda: seen.extend(t.status for t in services.observer.poll().transitions)
+             or SessionStatus.WAITING in seen, timeout=30)
+    assert services.observer.wait_for_hooks(30)  # what follows the turn's end has run
+    assert listed(cli, "w") == [] and watcher_pid(repo) is None
+    assert not (repo / ".worktrees" / ".logs" / "notify.log").exists()  # none was ever started
+    status = cli.json("notify", "status")
+    assert status["auto_checkpoints"] is False and status["running"] is False
+    text = cli.ok("notify", "status").stdout
+    assert "checkpoints: by hand only" in text and "no watcher running\n" in text  # and none is promised
+    services.observer.close()
+
+
+def test_a_repository_cannot_turn_them_off_and_a_bad_value_keeps_them_on(
+        repo: Path, cli: CLI, monkeypatch: pytest.MonkeyPatch) -> None:
+    from daintree_tui.core.user_config import auto_checkpoints_or_on
+
+    user_config("[checkpoints]\nauto = true\n")
+    (repo / ".daintree.toml").write_text("[checkpoints]\nauto = false\n")
+    proc = cli.ok("worktree", "create", "x")
+    assert "[checkpoints] in" in proc.stderr and "ignored: it belongs in your own config" in proc.stderr
+    assert cli.json("notify", "status")["auto_checkpoints"] is True
+    user_config("[checkpoints]\nauto = \"no\"\nevery = 3\n")
+    assert auto_checkpoints_or_on() is True
+    proc = cli.ok("notify", "status")
+    assert "checkpoints.auto must be true or false" in proc.stderr and "checkpoints.every" in proc.stderr
+    monkeypatch.delenv("DAINTREE_TEST_AUTO_CHECKPOINTS_DEFAULT")  # what the suite sets: without it,
+    user_config("")
+    assert auto_checkpoints_or_on() is True  # the default a person gets
 
 
 def _worktree_with_two_checkpoints(cli: CLI, repo: Path) -> Path:

@@ -66,7 +66,7 @@ def _accepted_keys() -> set[str]:
     from daintree_tui.services.host_config import HOST_KEYS
 
     tables = set(config_parse._SECTION_KEYS) | {"agents", "roles", "sandbox", "pricing", "budget", "hosts", "keys",
-                                                "notify", "serve"}
+                                                "notify", "serve", "checkpoints"}
     keys = {k for k in config_parse._TOP_KEYS if k not in tables} | {"sandbox"}  # `sandbox = "on"` too
     keys |= {f"{section}.{k}" for section, names in config_parse._SECTION_KEYS.items() for k in names}
     keys |= {f"agents.<name>.{k}" for k in config_parse._AGENT_KEYS}
@@ -76,6 +76,7 @@ def _accepted_keys() -> set[str]:
     keys |= {f"budget.{k}" for k in (*config.BUDGET_KEYS, "warn_at")}
     keys |= {f"hosts.<name>.{k}" for k in HOST_KEYS}
     keys |= {f"notify.{k}" for k in user_config._NOTIFY_KEYS} | {f"serve.{k}" for k in user_config._SERVE_KEYS}
+    keys |= {f"checkpoints.{k}" for k in user_config._CHECKPOINTS_KEYS}
     return keys | {"keys.<binding id>"}
 
 

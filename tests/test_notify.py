@@ -61,6 +61,13 @@ class Receiver:
             return [(p["kind"], p["worktree"]) for p in self.posts]
 
 
+@pytest.fixture(autouse=True)
+def auto_checkpoints(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As a person has it: automatic checkpoints on (the suite turns their default off, tests/conftest.py), so the
+    watcher starts with a session whether or not a channel is set."""
+    monkeypatch.delenv("DAINTREE_TEST_AUTO_CHECKPOINTS_DEFAULT")
+
+
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
     r = Receiver()
@@ -133,16 +140,30 @@ def test_webhook_gets_one_waiting_one_done_one_failed_with_no_dashboard(
 
 @needs_tmux
 def test_a_repository_config_cannot_add_a_channel(repo: Path, tmux_socket: str, receiver: Receiver) -> None:
-    """`[notify]` in the repository's .daintree.toml is ignored (with a warning): no watcher, no post."""
+    """`[notify]` in the repository's .daintree.toml is ignored (with a warning): no post. The watcher runs all the
+    same, for the checkpoints, and says so."""
     user_config(AGENTS)
     (repo / ".daintree.toml").write_text(f'[notify]\nwebhook = "{receiver.url}"\n')
     cli = CLI(repo, subprocess=True)
     proc = cli.ok("worktree", "create", "crash", "--agent", "crasher")
     assert "[notify]" in proc.stderr and "ignored" in proc.stderr
+    pid = wait_for(lambda: watcher_running(repo), timeout=15)
     status = json.loads(cli.ok("notify", "status", "--json").stdout)
-    assert status["channels"] == [] and status["running"] is False
+    assert status["channels"] == [] and status["running"] is True and status["pid"] == pid
+    assert "no channel, so no notices" in cli.ok("notify", "status").stdout
     wait_for(lambda: "exited" in cli.ok("session", "list").stdout, timeout=15)
-    assert watcher_running(repo) is None and receiver.posts == []
+    cli.ok("session", "stop", "crash")
+    wait_for(lambda: watcher_running(repo) is None, timeout=20)
+    assert receiver.posts == []
+
+
+@needs_tmux
+def test_no_watcher_without_a_channel_once_checkpoints_are_off(repo: Path, tmux_socket: str) -> None:
+    user_config("[checkpoints]\nauto = false\n" + AGENTS)
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "crash", "--agent", "crasher")
+    wait_for(lambda: "exited" in cli.ok("session", "list").stdout, timeout=15)
+    assert watcher_running(repo) is None and not (repo / ".worktrees" / ".logs" / "notify.log").exists()
 
 
 @needs_tmux

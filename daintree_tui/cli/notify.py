@@ -1,4 +1,5 @@
-"""`daintree notify ...`: the notify watcher (services/watcher.py) and the channels of the user's `[notify]`."""
+"""`daintree notify ...`: the repository's watcher (services/watcher.py: transitions, checkpoints, notices) and
+the channels of the user's `[notify]`."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 from daintree_tui.cli.common import AddCommand
 from daintree_tui.cli.output import emit
 from daintree_tui.core.errors import InputError, OperationError
-from daintree_tui.core.user_config import load_notify_config
+from daintree_tui.core.user_config import auto_checkpoints_or_on, load_notify_config
 from daintree_tui.services import Services
 
 
@@ -38,7 +39,7 @@ def _status(services: Services) -> dict[str, Any]:
     config = load_notify_config()
     pid = watcher_pid(services.project)
     return {"running": pid is not None, "pid": pid if pid and pid > 0 else None, **config.to_dict(),
-            "log": str(log_path(services.project))}
+            "auto_checkpoints": auto_checkpoints_or_on(), "log": str(log_path(services.project))}
 
 
 def cmd_notify_status(args: argparse.Namespace, services: Services) -> int:
@@ -46,12 +47,20 @@ def cmd_notify_status(args: argparse.Namespace, services: Services) -> int:
     data = _status(services)
 
     def text() -> str:
-        watcher = f"watcher running (pid {data['pid']})" if data["running"] else "no watcher running"
-        if not data["running"] and data["channels"]:
-            # Sessions started before the channel was set run unheard until something starts the watcher.
-            watcher += " (a session start or the dashboard starts one; `daintree notify watch &` starts one now)"
+        if data["running"]:
+            watcher = f"watcher running (pid {data['pid']})"
+            if not data["channels"]:
+                watcher += ": recording transitions and checkpoints; no channel, so no notices"
+        else:
+            watcher = "no watcher running"
+            if data["channels"] or data["auto_checkpoints"]:
+                # Sessions started before then run unwatched until something starts the watcher.
+                watcher += " (a session start or the dashboard starts one; `daintree notify watch &` starts one now)"
         channels = ", ".join(data["channels"]) or "none (set [notify] in your config)"
-        return f"{watcher}\nchannels: {channels}\nkinds: {', '.join(data['kinds'])}\nlog: {data['log']}"
+        checkpoints = ("at each end of an agent's turn" if data["auto_checkpoints"]
+                       else "by hand only ([checkpoints] auto = false)")
+        return (f"{watcher}\nchannels: {channels}\nkinds: {', '.join(data['kinds'])}\ncheckpoints: {checkpoints}\n"
+                f"log: {data['log']}")
 
     emit(args, data, text)
     return 0
@@ -87,11 +96,13 @@ def cmd_notify_test(args: argparse.Namespace, services: Services) -> int:
 
 
 def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None:
-    notify = add(sub, "notify", None, "notifications with no dashboard open: the watcher and your [notify] channels")
+    notify = add(sub, "notify", None,
+                 "the watcher (notices and checkpoints with no dashboard open) and your [notify] channels")
     nsub = notify.add_subparsers(dest="notify_command", metavar="ACTION", required=True)
-    add(nsub, "status", cmd_notify_status, "whether the watcher runs, and the channels and kinds of your config")
+    add(nsub, "status", cmd_notify_status,
+        "whether the watcher runs, your config's channels and kinds, whether checkpoints are automatic")
     add(nsub, "stop", cmd_notify_stop, "stop the watcher (the next session start starts it again)")
     add(nsub, "test", cmd_notify_test, "send a test notice through every channel now")
     p = add(nsub, "watch", cmd_notify_watch,
-            "observe the sessions and send notices until the last session ends (what a session start runs)")
+            "record the sessions' transitions, send notices, until the last session ends (what a session start runs)")
     p.add_argument("--since", type=int, metavar="OFFSET", help=argparse.SUPPRESS)  # the event log's byte offset

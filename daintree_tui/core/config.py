@@ -58,9 +58,10 @@ def load(root: Path) -> Config:
         warn(f"config: [hosts] in {repo_path} ignored: remote hosts belong in your own config "
              f"({user_path}), `daintree host add`")
         del repo_raw["hosts"]
-    for section in ("notify", "serve"):
+    for section in ("notify", "serve", "checkpoints"):
         if section in repo_raw:
-            # Where notices go and who reaches `daintree serve` are the user's to say (core/user_config.py).
+            # Where notices go, who reaches `daintree serve` and whether agents' turns are checkpointed are the
+            # user's to say (core/user_config.py).
             warn(f"config: [{section}] in {repo_path} ignored: it belongs in your own config ({user_path})")
             del repo_raw[section]
     commands = repo_command_keys(repo_raw)

@@ -280,6 +280,9 @@ KEYS: tuple[Key, ...] = (
     Key("notify.quiet_hours", '["HH:MM", "HH:MM"]', "nothing is sent in this window", USER_ONLY),
     Key("serve.allow_remote", "true or false", "`daintree serve --bind` may take an address beyond 127.0.0.1 (plain "
         "HTTP: the token is as safe as the network it crosses)", USER_ONLY, default="false"),
+    Key("checkpoints.auto", "true or false", "a checkpoint of the worktree's files at each end of an agent's turn "
+        "(`waiting`, `exited`); the repository's watcher runs beside the sessions to take them", USER_ONLY,
+        default="true"),
     Key("hosts.<name>.ssh", "string (ssh destination or alias)", "how to reach the host (`~/.ssh/config` applies)",
         USER_ONLY),
     Key("hosts.<name>.repo", "string (absolute path or ~/...)", "the repository there", USER_ONLY),

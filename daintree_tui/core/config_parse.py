@@ -33,7 +33,7 @@ from daintree_tui.core.validate import escape_controls
 _TOP_KEYS = {
     "worktree_dir", "branch_prefix", "base", "deps", "ports", "hooks", "agents", "default_agent", "keys",
     "notifications", "sessions", "max_sessions", "roles", "default_role", "bakeoff", "hosts", "sandbox", "events",
-    "pricing", "budget", "notify", "serve",
+    "pricing", "budget", "notify", "serve", "checkpoints",
 }
 _SECTION_KEYS = {
     "deps": {"include", "link"},

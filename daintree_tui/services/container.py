@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from daintree_tui.services.usage import BudgetGuard
     from daintree_tui.sessions.host import SessionHost
     from daintree_tui.sessions.manager import SessionManager
+    from daintree_tui.sessions.status import SessionStatus
 
 InboxHandler = Callable[["Services", str, dict[str, Any]], dict[str, Any]]
 """Applies one inbox request of a kind an interface adds: (services, the inbox's owner, the payload) -> result."""
@@ -72,6 +73,7 @@ class Services:
         self._given_host = host
         self._pty_fallback = pty_fallback
         self.inbox_kinds: dict[str, InboxHandler] = dict(inbox_kinds or {})
+        self._auto_read: tuple[tuple[int, int] | None, bool] | None = None
 
     @cached_property
     def host(self) -> SessionHost | None:
@@ -114,8 +116,9 @@ class Services:
         return manager
 
     def ensure_watcher(self, since: int | None = None) -> int | None:
-        """Start the notify watcher of this repository unless it runs (or no `[notify]` channel is set): the
-        process that observes the sessions and sends notices while no dashboard does (services/watcher.py)."""
+        """Start the watcher of this repository unless it runs (or it has nothing to do: no `[notify]` channel and
+        `[checkpoints] auto = false`): the process that observes the sessions, records their transitions (and so
+        their checkpoints) and sends notices while no dashboard does (services/watcher.py)."""
         if not getattr(self.host, "persistent", False):
             return None  # sessions that end with this process need no watcher to outlive it
         from daintree_tui.services.watcher import ensure_watcher
@@ -126,8 +129,21 @@ class Services:
     def observer(self) -> SessionObserver:
         from daintree_tui.services.observer import SessionObserver
 
-        return SessionObserver(self.project, self.sessions, self.budget,
-                               after_turn=lambda name, status: self.ops.checkpoint_turn(name, str(status)))
+        return SessionObserver(self.project, self.sessions, self.budget, after_turn=self._checkpoint_turn)
+
+    def _checkpoint_turn(self, name: str, status: SessionStatus) -> None:
+        if self.auto_checkpoints():
+            self.ops.checkpoint_turn(name, str(status))
+
+    def auto_checkpoints(self) -> bool:
+        """`[checkpoints] auto` of the user's config (default true), read again only when the file changed: the
+        observer of a long-running process (the dashboard, the watcher) asks at each end of a turn."""
+        from daintree_tui.core.user_config import auto_checkpoints_or_on, user_config_stamp
+
+        stamp = user_config_stamp()
+        if self._auto_read is None or self._auto_read[0] != stamp:
+            self._auto_read = (stamp, auto_checkpoints_or_on())
+        return self._auto_read[1]
 
     @cached_property
     def budget(self) -> BudgetGuard:
@@ -222,7 +238,7 @@ class Services:
         host = self.host
         if getattr(host, "persistent", False) and getattr(host, "serves_sessions", lambda: False)():
             with suppressed(OSError):  # its log cannot be opened (a full disk): no notices, all else works
-                self.ensure_watcher()  # sessions started before a `[notify]` channel was set, or a watcher ended
+                self.ensure_watcher()  # sessions started before a channel was set, or a watcher ended
         return fixes
 
     def approve_and_run(self, request_id: int, extra_args: tuple[str, ...] = ()) -> ApprovedRun:

@@ -1,20 +1,24 @@
-"""The notify watcher: one small process per repository that observes its sessions while no dashboard does, and
-sends each notice once.
+"""The repository's watcher: one small process per repository that supervises its sessions while no dashboard
+does: it records their transitions (so each end of an agent's turn is checkpointed, and its hooks run) and sends
+each notice once.
 
 - **Starts with the first session**: every session start (CLI, dashboard, queue, bake-off, inbox) calls
   `ensure_watcher`, which starts `daintree notify watch` in a session of its own (it outlives the command and the
-  dashboard) when the user's `[notify]` has a channel and none runs for this repository. The dashboard's start and
-  `doctor` call it too, for sessions started before a channel was set.
+  dashboard) when none runs for this repository and it has something to do: the user's `[checkpoints] auto` is on
+  (the default) or their `[notify]` has a channel. The dashboard's start and `doctor` call it too, for sessions
+  started before then.
 - **One owner**: the watcher holds an exclusive flock on `.worktrees/.locks/notify-watcher.lock` (a folder no
   sandbox sees) as long as it runs; a second one finds it taken and exits at once.
 - **What it does each second**: what `daintree session watch` does (apply the sessions' inbox requests, record
-  their transitions, run the `on_waiting` / `on_session_exit` hooks: the observer's compare-and-set makes each
-  transition one event, whoever else records it), then reads the event log from where it was and turns each
-  event into at most one notice (services/notify.py), skipping sessions someone is typing into.
+  their transitions, take the checkpoint at each end of a turn, run the `on_waiting` / `on_session_exit` hooks:
+  the observer's compare-and-set makes each transition one event, whoever else records it), always; then, when
+  the config has a channel, reads the event log from where it was and turns each event into at most one notice
+  (services/notify.py), skipping sessions someone is typing into. A config with no channel (or a bad one) sends
+  nothing and stops nothing: a channel added later is used from the next look on.
 - **Ends with the last session**: when the tmux server has had none of this repository's sessions, and the event
   log nothing new, for a few seconds (sessions that vanished with the server are recorded as lost first, which
-  notifies `failed`), or when the user's config has no channel any more, or on SIGTERM (`daintree notify stop`).
-  A command that records an outcome while no session runs (a merge train) calls `ensure_watcher(since=...)`.
+  notifies `failed`), or on SIGTERM (`daintree notify stop`). A command that records an outcome while no session
+  runs (a merge train) calls `ensure_watcher(since=...)`.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from daintree_tui.core.errors import ConfigError, DaintreeError
 from daintree_tui.core.fs_safe import open_private_append, private_dir
 from daintree_tui.core.log import suppressed
 from daintree_tui.core.project import Project
-from daintree_tui.core.user_config import NotifyConfig, load_notify_config
+from daintree_tui.core.user_config import NotifyConfig, auto_checkpoints_or_on, load_notify_config, user_config_stamp
 from daintree_tui.services.notify import SESSION_KINDS, Notifier, OncePerRun, notice_for
 from daintree_tui.sessions.clients import typed_into
 from daintree_tui.sessions.status import SessionStatus
@@ -114,10 +118,11 @@ def stop_watcher(project: Project, timeout: float = 10.0) -> int | None:
 
 
 def ensure_watcher(project: Project, config: NotifyConfig | None = None, since: int | None = None) -> int | None:
-    """Start the repository's watcher unless one runs, there is no channel to send to, or this process runs inside
-    a session (an agent's environment chose its config; the person's own start will do). The pid started, or
-    None. `since`: the event log offset to notify from (default: its end now); a command that records an outcome
-    with no session running (a merge train) passes the offset from before it."""
+    """Start the repository's watcher unless one runs, it has nothing to do (no channel to send to and automatic
+    checkpoints off), or this process runs inside a session (an agent's environment chose its config; the
+    person's own start will do). The pid started, or None. `since`: the event log offset to notify from (default:
+    its end now); a command that records an outcome with no session running (a merge train) passes the offset
+    from before it."""
     if os.environ.get("DAINTREE_WORKTREE") or not project.is_git:
         return None
     try:
@@ -126,8 +131,10 @@ def ensure_watcher(project: Project, config: NotifyConfig | None = None, since: 
         from daintree_tui.core.log import warn
 
         warn(f"notifications are off: {exc}")
+        config = NotifyConfig()
+    if not config.channels and not auto_checkpoints_or_on():
         return None
-    if not config.channels or watcher_pid(project) is not None:
+    if watcher_pid(project) is not None:
         return None
     env = {k: v for k, v in os.environ.items() if k not in _DROPPED_ENV}
     if since is None:
@@ -157,11 +164,11 @@ class Watcher:
         self.tick = tick
         self.log = log or (lambda line: print(f"{time.strftime('%H:%M:%S')} {line}", file=sys.stderr, flush=True))
         self.notices = 0
-        self._config_read: tuple[tuple[int, int] | None, NotifyConfig | None] | None = None
+        self._config_read: tuple[tuple[int, int] | None, NotifyConfig] | None = None
 
     def run(self, stop: threading.Event) -> bool:
-        """Watch until the last session ends, the config has no channel or `stop` is set; False when another
-        watcher already runs for this repository."""
+        """Watch until the last session ends or `stop` is set; False when another watcher already runs for this
+        repository."""
         fd = _open_lock(self.project)
         try:
             deadline = time.monotonic() + LOCK_PATIENCE
@@ -176,30 +183,22 @@ class Watcher:
         finally:
             os.close(fd)
 
-    def _config(self) -> NotifyConfig | None:
-        """The user's `[notify]`, read again only when the file changed (each look would repeat its warnings)."""
-        from daintree_tui.core.config import user_config_dir
-
-        try:
-            st = (user_config_dir() / "config.toml").stat()
-            stamp: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
-        except OSError:
-            stamp = None
+    def _config(self) -> NotifyConfig:
+        """The user's `[notify]`, read again only when the file changed (each look would repeat its warnings); a
+        bad one is logged and sends nothing."""
+        stamp = user_config_stamp()
         if self._config_read is not None and self._config_read[0] == stamp:
             return self._config_read[1]
         try:
-            config: NotifyConfig | None = load_notify_config()
+            config = load_notify_config()
         except ConfigError as exc:
-            self.log(f"config: {exc}")
-            config = None
+            self.log(f"config: {exc}: no notices until it is fixed")
+            config = NotifyConfig()
         self._config_read = (stamp, config)
         return config
 
     def _loop(self, stop: threading.Event, fd: int) -> None:
         config = self._config()
-        if config is None or not config.channels:
-            self.log("no [notify] channel in your config: nothing to do")
-            return
         events = self.project.events
         size = events.complete_end()
         offset = self.since if self.since is not None and 0 <= self.since <= size else size
@@ -207,7 +206,7 @@ class Watcher:
         once = OncePerRun()
         seen_runs: dict[str, float | None] = {}  # live sessions of the last look: those lost with the server
         empty_since: float | None = None
-        self.log(f"watching {self.project.root} (pid {os.getpid()}): {', '.join(config.channels)}")
+        self.log(f"watching {self.project.root} (pid {os.getpid()}): {self._sends(config)}")
         try:
             while not stop.is_set():
                 infos = self._observe()
@@ -230,10 +229,8 @@ class Watcher:
                         break
                     empty_since = None
                 fresh = self._config()
-                if fresh is not None and fresh != config:
-                    if not fresh.channels:
-                        self.log("no [notify] channel in your config any more: stopping")
-                        break
+                if fresh != config:
+                    self.log(f"config changed: {self._sends(fresh)}")
                     notifier.close(timeout=0)  # what it has queued still goes out, on its own threads
                     config, notifier = fresh, Notifier(self.project, fresh, log=self.log)
                 stop.wait(self.tick)
@@ -241,6 +238,11 @@ class Watcher:
         finally:
             notifier.close()
             self.log("stopped")
+
+    @staticmethod
+    def _sends(config: NotifyConfig) -> str:
+        return (", ".join(config.channels) if config.channels
+                else "no [notify] channel: recording transitions (checkpoints, hooks), sending nothing")
 
     def _observe(self) -> list[SessionInfo] | None:
         try:
@@ -264,6 +266,8 @@ class Watcher:
                 self.services.observer.record(name, SessionStatus.EXITED, HANGUP_EXIT, reason="lost")
 
     def _notify(self, notifier: Notifier, once: OncePerRun, offset: int) -> int:
+        if not notifier.config.channels:
+            return self.project.events.complete_end()  # nothing to send: what came meanwhile is not sent later
         records, offset = self.project.events.read_since(offset)
         typing: set[str] | None = None
         for record in records:
