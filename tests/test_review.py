@@ -544,3 +544,45 @@ async def test_a_comment_added_in_the_diff_view_reaches_the_agent_as_one_paste(r
     assert b"app.py:2\r   >     print('hello')\r   use logging" in got
     assert (tmp_path / "got-w").read_bytes().count(b"\x1b[200~") == 1
     assert cli.json("review", "w")["comments"][0]["sent"] is True
+
+
+def test_a_review_goes_with_its_worktree_on_remove_and_gc(cli: CLI, repo: Path, tmp_path: Path) -> None:
+    reviews = repo / ".worktrees" / ".reviews"
+    cli.ok("worktree", "create", "w")
+    lines_file(repo / ".worktrees" / "w")
+    cli.ok("review", "w", "--comment", "app.py:2", "use logging")
+    cli.ok("review", "w", "--approve")  # a second write: the record has its .bak
+    assert (reviews / "w.json").is_file() and (reviews / "w.json.bak").is_file()
+    cli.ok("worktree", "create", "other")
+    lines_file(repo / ".worktrees" / "other")
+    cli.ok("review", "other", "--comment", "app.py:1", "keep me")
+    cli.ok("worktree", "remove", "w", "--force")
+    assert not (reviews / "w.json").exists() and not (reviews / "w.json.bak").exists()
+    assert (reviews / "other.json").is_file()  # another worktree's review stays
+    # A link where a record goes is never followed: the link is left, its target untouched.
+    cli.ok("worktree", "create", "v")
+    target = tmp_path / "precious.json"
+    target.write_text("{}")
+    (reviews / "v.json").symlink_to(target)
+    proc = cli("worktree", "remove", "v")
+    assert proc.returncode == 0 and "left" in proc.stderr and "symbolic link" in proc.stderr, proc.stderr
+    assert target.read_text() == "{}" and (reviews / "v.json").is_symlink()
+    (reviews / "v.json").unlink()
+    # gc deletes a review a removed worktree left behind (one removed before reviews went with it); a dry run says so.
+    cli.ok("worktree", "create", "g")
+    cli.ok("worktree", "remove", "g")
+    (reviews / "g.json").write_text('{"worktree": "g", "comments": []}')
+    dry = cli.json("gc", "--dry-run")
+    assert any(a.startswith("delete .reviews/g.json") for a in dry["actions"]), dry
+    assert (reviews / "g.json").is_file()
+    cli.ok("gc")
+    assert not (reviews / "g.json").exists() and (reviews / "other.json").is_file()
+    # The reviews folder itself a link: nothing through it is deleted.
+    cli.ok("worktree", "create", "g")
+    cli.ok("worktree", "remove", "g")
+    elsewhere = tmp_path / "elsewhere"
+    reviews.rename(elsewhere)
+    (elsewhere / "g.json").write_text("{}")
+    reviews.symlink_to(elsewhere)
+    cli.ok("gc")
+    assert (elsewhere / "g.json").read_text() == "{}"
