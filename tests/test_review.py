@@ -586,3 +586,62 @@ def test_a_review_goes_with_its_worktree_on_remove_and_gc(cli: CLI, repo: Path, 
     reviews.symlink_to(elsewhere)
     cli.ok("gc")
     assert (elsewhere / "g.json").read_text() == "{}"
+
+
+def slow_ci_gh(bin_dir: Path, checks: Path, slow: Path) -> dict[str, str]:
+    """A stand-in `gh` whose `pr checks` takes 30 s while `slow` exists (its sleep a child of the script: the
+    timeout must kill the whole group, not wait for the child's pipe)."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    gh = bin_dir / "gh"
+    gh.write_text(f"#!/bin/sh\ncase \"$1 $2\" in\n'auth status') exit 0;;\n"
+                  "'pr create') echo https://github.com/o/r/pull/7; exit 0;;\n"
+                  f"'pr checks') if [ -e {slow} ]; then sleep 30; fi; cat {checks}; exit 1;;\nesac\nexit 1\n")
+    gh.chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def with_pr(cli: CLI, repo: Path, tmp_path: Path, env: dict[str, str], name: str = "w") -> None:
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    git(repo, "remote", "add", "origin", str(remote))
+    cli.ok("worktree", "create", name)
+    lines_file(repo / ".worktrees" / name)
+    cli.ok("worktree", "pr", name, env=env)
+
+
+async def test_mcp_review_get_answers_within_seconds_when_gh_is_slow(repo: Path, cli: CLI, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from daintree_tui.services.ci import QUICK_TIMEOUT, ChecksCache
+    from tests.test_mcp import call, mcp_client
+
+    checks, slow = tmp_path / "checks.json", tmp_path / "slow"
+    checks.write_text(json.dumps(CHECKS))
+    env = slow_ci_gh(tmp_path / "bin", checks, slow)
+    with_pr(cli, repo, tmp_path, env)
+    async with mcp_client(repo, env=env) as mcp:
+        first = (await call(mcp, "review_get", name="w"))["checks"]
+        assert first["state"] == "fail" and first["stale"] is False and first["age"] < 30
+        slow.touch()
+        started = time.monotonic()
+        again = await call(mcp, "review_get", name="w")  # read a moment ago: answered as it is, gh not asked
+        assert time.monotonic() - started < 2 and again["checks"]["checked_at"] == first["checked_at"]
+        status = await call(mcp, "worktree_status", name="w")
+        assert status["checks"]["state"] == "fail"
+    async with mcp_client(repo, env=env) as mcp:  # nothing read yet in this server, gh slow: bounded, none
+        started = time.monotonic()
+        cold = await call(mcp, "review_get", name="w")
+        took = time.monotonic() - started
+        assert cold["checks"] is None and QUICK_TIMEOUT - 0.5 < took < QUICK_TIMEOUT + 8, took
+    # Older than a minute and gh slow: the last checks, marked stale, with their age.
+    monkeypatch.setenv("PATH", env["PATH"])
+    cache, url = ChecksCache(), "https://github.com/o/r/pull/7"
+    slow.unlink()
+    fresh = cache.read(repo, url, timeout=5)
+    assert fresh is not None and not fresh.stale
+    slow.touch()
+    started = time.monotonic()
+    stale = cache.read(repo, url, timeout=1, max_age=0)
+    assert time.monotonic() - started < 5 and stale is not None and stale.stale
+    assert stale.to_dict()["failed"] == ["lint"] and stale.checked_at == fresh.checked_at
