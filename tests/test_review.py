@@ -645,3 +645,68 @@ async def test_mcp_review_get_answers_within_seconds_when_gh_is_slow(repo: Path,
     stale = cache.read(repo, url, timeout=1, max_age=0)
     assert time.monotonic() - started < 5 and stale is not None and stale.stale
     assert stale.to_dict()["failed"] == ["lint"] and stale.checked_at == fresh.checked_at
+
+
+@pytest.mark.usefixtures("tmux_socket")
+async def test_the_dashboard_shows_ci_checks_and_p_sends_the_failures(repo: Path, cli: CLI, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from daintree_tui.core.project import Project
+    from daintree_tui.tui.app import make_app
+    from daintree_tui.tui.widgets.checks_bar import ChecksBar
+    from tests.test_dashboard import main_screen, on_screen, select, until
+
+    recording_agent(repo, tmp_path, "[notifications]\nbell = false\n")
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    git(repo, "remote", "add", "origin", str(remote))
+    cli.ok("worktree", "create", "w", "--agent", "rec")
+    wait_for(lambda: "ready" in cli("session", "capture", "w").stdout)
+    lines_file(repo / ".worktrees" / "w")
+    cli.ok("worktree", "create", "v")
+    lines_file(repo / ".worktrees" / "v")
+    checks = tmp_path / "checks.json"
+    checks.write_text(json.dumps(CHECKS))
+    env = ci_gh(tmp_path / "bin", tmp_path / "gh-args", checks)
+    cli.ok("worktree", "pr", "w", env=env)
+    got = tmp_path / "got-w"
+    app = make_app(Project.discover(repo))  # gh not on PATH: no CI column, no bar, gh never asked
+    async with app.run_test(size=(200, 50), notifications=True) as pilot:
+        screen = main_screen(app)
+        watch, table, bar = screen.checks_watch, screen.sidebar.worktree_table, screen.query_one(ChecksBar)
+        watch.tick = 600.0  # every read below is one asked for, not a tick's
+        await until(pilot, lambda: watch.passes >= 1)
+        assert screen.checks == {} and "ci" not in table.column_keys and watch.reads == 0
+        await select(pilot, screen, "w")
+        assert not bar.has_class("-checks")
+        monkeypatch.setenv("PATH", env["PATH"])
+        watch.read_now()
+        await until(pilot, lambda: "w" in screen.checks)
+        assert screen.checks["w"].state == "fail" and "v" not in screen.checks  # v has no pull request
+        await until(pilot, lambda: table.cell_text("w", "ci") == "✗1")
+        assert table.cell_text("v", "ci") == ""
+        await until(pilot, lambda: bar.has_class("-checks"))
+        shown = str(bar.render())
+        assert "failed: lint" in shown and "P sends them to the agent" in shown and "pull/7" in shown, shown
+        # Read less than a minute ago: a pass asks gh nothing.
+        reads, passes = watch.reads, watch.passes
+        watch.read_now()
+        await until(pilot, lambda: watch.passes > passes)
+        assert watch.reads == reads
+        await pilot.press("P")  # the failed checks and their log tails, into the agent's session
+        await until(pilot, lambda: got.is_file() and b"CI failed" in got.read_bytes()
+                    and b"\x1b[201~" in got.read_bytes())
+        # p opens v's pull request from the dashboard: its checks are read right away (no tick comes).
+        checks.write_text(json.dumps([{**c, "bucket": "pass", "state": "SUCCESS"} for c in CHECKS]))
+        await select(pilot, screen, "v")
+        await pilot.press("p")
+        await on_screen(pilot, app, "ConfirmScreen")
+        await pilot.click("#yes")
+        await until(pilot, lambda: "v" in screen.checks)
+        assert screen.checks["v"].state == "pass" and screen.checks["w"].state == "fail"
+        await until(pilot, lambda: table.cell_text("v", "ci") == "✓")
+        await pilot.press("P")  # nothing failed: said, nothing sent
+        await until(pilot, lambda: any("Nothing failed on v" in str(t.render()) for t in app.screen.query("Toast")))
+    body = pasted(tmp_path, "w", b"CI failed")
+    assert b"lint (FAILURE)" in body and b"E501 line too long" in body and b"\x1b" not in body
+    assert got.read_bytes().count(b"\x1b[200~") == 1
+    assert cli.json("review", "v")["pr"] == "https://github.com/o/r/pull/7"
