@@ -19,6 +19,7 @@ from textual.timer import Timer
 from textual.widget import Widget
 from textual.worker import Worker, WorkerState, get_current_worker
 
+from daintree_tui.core.errors import DaintreeError
 from daintree_tui.tui.messages import ChecksLoaded
 
 if TYPE_CHECKING:
@@ -86,7 +87,10 @@ class ChecksWatch(Widget):
         loop = self.backend.services.reviews
         root = self.backend.project.root
         worker = get_current_worker()
-        prs = loop.prs()
+        try:
+            prs = loop.prs()
+        except DaintreeError:
+            return  # no git, or no index to read: nothing has a pull request (and no toast every tick)
         found: dict[str, ChecksReport] = {}
         for name, pr in prs.items():
             if worker.is_cancelled:
