@@ -544,3 +544,169 @@ async def test_a_comment_added_in_the_diff_view_reaches_the_agent_as_one_paste(r
     assert b"app.py:2\r   >     print('hello')\r   use logging" in got
     assert (tmp_path / "got-w").read_bytes().count(b"\x1b[200~") == 1
     assert cli.json("review", "w")["comments"][0]["sent"] is True
+
+
+def test_a_review_goes_with_its_worktree_on_remove_and_gc(cli: CLI, repo: Path, tmp_path: Path) -> None:
+    reviews = repo / ".worktrees" / ".reviews"
+    cli.ok("worktree", "create", "w")
+    lines_file(repo / ".worktrees" / "w")
+    cli.ok("review", "w", "--comment", "app.py:2", "use logging")
+    cli.ok("review", "w", "--approve")  # a second write: the record has its .bak
+    assert (reviews / "w.json").is_file() and (reviews / "w.json.bak").is_file()
+    cli.ok("worktree", "create", "other")
+    lines_file(repo / ".worktrees" / "other")
+    cli.ok("review", "other", "--comment", "app.py:1", "keep me")
+    cli.ok("worktree", "remove", "w", "--force")
+    assert not (reviews / "w.json").exists() and not (reviews / "w.json.bak").exists()
+    assert (reviews / "other.json").is_file()  # another worktree's review stays
+    # A link where a record goes is never followed: the link is left, its target untouched.
+    cli.ok("worktree", "create", "v")
+    target = tmp_path / "precious.json"
+    target.write_text("{}")
+    (reviews / "v.json").symlink_to(target)
+    proc = cli("worktree", "remove", "v")
+    assert proc.returncode == 0 and "left" in proc.stderr and "symbolic link" in proc.stderr, proc.stderr
+    assert target.read_text() == "{}" and (reviews / "v.json").is_symlink()
+    (reviews / "v.json").unlink()
+    # gc deletes a review a removed worktree left behind (one removed before reviews went with it); a dry run says so.
+    cli.ok("worktree", "create", "g")
+    cli.ok("worktree", "remove", "g")
+    (reviews / "g.json").write_text('{"worktree": "g", "comments": []}')
+    dry = cli.json("gc", "--dry-run")
+    assert any(a.startswith("delete .reviews/g.json") for a in dry["actions"]), dry
+    assert (reviews / "g.json").is_file()
+    cli.ok("gc")
+    assert not (reviews / "g.json").exists() and (reviews / "other.json").is_file()
+    # The reviews folder itself a link: nothing through it is deleted.
+    cli.ok("worktree", "create", "g")
+    cli.ok("worktree", "remove", "g")
+    elsewhere = tmp_path / "elsewhere"
+    reviews.rename(elsewhere)
+    (elsewhere / "g.json").write_text("{}")
+    reviews.symlink_to(elsewhere)
+    cli.ok("gc")
+    assert (elsewhere / "g.json").read_text() == "{}"
+
+
+def slow_ci_gh(bin_dir: Path, checks: Path, slow: Path) -> dict[str, str]:
+    """A stand-in `gh` whose `pr checks` takes 30 s while `slow` exists (its sleep a child of the script: the
+    timeout must kill the whole group, not wait for the child's pipe)."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    gh = bin_dir / "gh"
+    gh.write_text(f"#!/bin/sh\ncase \"$1 $2\" in\n'auth status') exit 0;;\n"
+                  "'pr create') echo https://github.com/o/r/pull/7; exit 0;;\n"
+                  f"'pr checks') if [ -e {slow} ]; then sleep 30; fi; cat {checks}; exit 1;;\nesac\nexit 1\n")
+    gh.chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def with_pr(cli: CLI, repo: Path, tmp_path: Path, env: dict[str, str], name: str = "w") -> None:
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    git(repo, "remote", "add", "origin", str(remote))
+    cli.ok("worktree", "create", name)
+    lines_file(repo / ".worktrees" / name)
+    cli.ok("worktree", "pr", name, env=env)
+
+
+async def test_mcp_review_get_answers_within_seconds_when_gh_is_slow(repo: Path, cli: CLI, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from daintree_tui.services.ci import QUICK_TIMEOUT, ChecksCache
+    from tests.test_mcp import call, mcp_client
+
+    checks, slow = tmp_path / "checks.json", tmp_path / "slow"
+    checks.write_text(json.dumps(CHECKS))
+    env = slow_ci_gh(tmp_path / "bin", checks, slow)
+    with_pr(cli, repo, tmp_path, env)
+    async with mcp_client(repo, env=env) as mcp:
+        first = (await call(mcp, "review_get", name="w"))["checks"]
+        assert first["state"] == "fail" and first["stale"] is False and first["age"] < 30
+        slow.touch()
+        started = time.monotonic()
+        again = await call(mcp, "review_get", name="w")  # read a moment ago: answered as it is, gh not asked
+        assert time.monotonic() - started < 2 and again["checks"]["checked_at"] == first["checked_at"]
+        status = await call(mcp, "worktree_status", name="w")
+        assert status["checks"]["state"] == "fail"
+    async with mcp_client(repo, env=env) as mcp:  # nothing read yet in this server, gh slow: bounded, none
+        started = time.monotonic()
+        cold = await call(mcp, "review_get", name="w")
+        took = time.monotonic() - started
+        assert cold["checks"] is None and QUICK_TIMEOUT - 0.5 < took < QUICK_TIMEOUT + 8, took
+    # Older than a minute and gh slow: the last checks, marked stale, with their age.
+    monkeypatch.setenv("PATH", env["PATH"])
+    cache, url = ChecksCache(), "https://github.com/o/r/pull/7"
+    slow.unlink()
+    fresh = cache.read(repo, url, timeout=5)
+    assert fresh is not None and not fresh.stale
+    slow.touch()
+    started = time.monotonic()
+    stale = cache.read(repo, url, timeout=1, max_age=0)
+    assert time.monotonic() - started < 5 and stale is not None and stale.stale
+    assert stale.to_dict()["failed"] == ["lint"] and stale.checked_at == fresh.checked_at
+
+
+@pytest.mark.usefixtures("tmux_socket")
+async def test_the_dashboard_shows_ci_checks_and_p_sends_the_failures(repo: Path, cli: CLI, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from daintree_tui.core.project import Project
+    from daintree_tui.tui.app import make_app
+    from daintree_tui.tui.widgets.checks_bar import ChecksBar
+    from tests.test_dashboard import main_screen, on_screen, select, until
+
+    recording_agent(repo, tmp_path, "[notifications]\nbell = false\n")
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    git(repo, "remote", "add", "origin", str(remote))
+    cli.ok("worktree", "create", "w", "--agent", "rec")
+    wait_for(lambda: "ready" in cli("session", "capture", "w").stdout)
+    lines_file(repo / ".worktrees" / "w")
+    cli.ok("worktree", "create", "v")
+    lines_file(repo / ".worktrees" / "v")
+    checks = tmp_path / "checks.json"
+    checks.write_text(json.dumps(CHECKS))
+    env = ci_gh(tmp_path / "bin", tmp_path / "gh-args", checks)
+    cli.ok("worktree", "pr", "w", env=env)
+    got = tmp_path / "got-w"
+    app = make_app(Project.discover(repo))  # gh not on PATH: no CI column, no bar, gh never asked
+    async with app.run_test(size=(200, 50), notifications=True) as pilot:
+        screen = main_screen(app)
+        watch, table, bar = screen.checks_watch, screen.sidebar.worktree_table, screen.query_one(ChecksBar)
+        watch.tick = 600.0  # every read below is one asked for, not a tick's
+        await until(pilot, lambda: watch.passes >= 1)
+        assert screen.checks == {} and "ci" not in table.column_keys and watch.reads == 0
+        await select(pilot, screen, "w")
+        assert not bar.has_class("-checks")
+        monkeypatch.setenv("PATH", env["PATH"])
+        watch.read_now()
+        await until(pilot, lambda: "w" in screen.checks)
+        assert screen.checks["w"].state == "fail" and "v" not in screen.checks  # v has no pull request
+        await until(pilot, lambda: table.cell_text("w", "ci") == "✗1")
+        assert table.cell_text("v", "ci") == ""
+        await until(pilot, lambda: bar.has_class("-checks"))
+        shown = str(bar.render())
+        assert "failed: lint" in shown and "P sends them to the agent" in shown and "pull/7" in shown, shown
+        # Read less than a minute ago: a pass asks gh nothing.
+        reads, passes = watch.reads, watch.passes
+        watch.read_now()
+        await until(pilot, lambda: watch.passes > passes)
+        assert watch.reads == reads
+        await pilot.press("P")  # the failed checks and their log tails, into the agent's session
+        await until(pilot, lambda: got.is_file() and b"CI failed" in got.read_bytes()
+                    and b"\x1b[201~" in got.read_bytes())
+        # p opens v's pull request from the dashboard: its checks are read right away (no tick comes).
+        checks.write_text(json.dumps([{**c, "bucket": "pass", "state": "SUCCESS"} for c in CHECKS]))
+        await select(pilot, screen, "v")
+        await pilot.press("p")
+        await on_screen(pilot, app, "ConfirmScreen")
+        await pilot.click("#yes")
+        await until(pilot, lambda: "v" in screen.checks)
+        assert screen.checks["v"].state == "pass" and screen.checks["w"].state == "fail"
+        await until(pilot, lambda: table.cell_text("v", "ci") == "✓")
+        await pilot.press("P")  # nothing failed: said, nothing sent
+        await until(pilot, lambda: any("Nothing failed on v" in str(t.render()) for t in app.screen.query("Toast")))
+    body = pasted(tmp_path, "w", b"CI failed")
+    assert b"lint (FAILURE)" in body and b"E501 line too long" in body and b"\x1b" not in body
+    assert got.read_bytes().count(b"\x1b[200~") == 1
+    assert cli.json("review", "v")["pr"] == "https://github.com/o/r/pull/7"

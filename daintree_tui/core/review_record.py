@@ -209,6 +209,56 @@ class ReviewStore:
             return Review(name, created_at)  # of a removed worktree that had this name
         return review if review.created_at or created_at is None else replace(review, created_at=created_at)
 
+    def files(self, name: str) -> list[tuple[Path, int]]:
+        """The review's record and its `.bak` as they are, each with its size, when it is a regular file of ours
+        in the real reviews folder (what `discard` deletes)."""
+        check_name(name, new=False)
+        found: list[tuple[Path, int]] = []
+        try:
+            with fs_safe.real_folder(self.folder) as fd:
+                for file in (f"{name}.json", f"{name}.json.bak"):
+                    info = self._own_regular(fd, file)
+                    if info is not None:
+                        found.append((self.folder / file, info.st_size))
+        except FileNotFoundError:
+            return []
+        except OSError as exc:  # the folder is a link, or not a folder: nothing in it is ours to delete
+            warn(f"left {self.folder} alone: {exc.strerror or exc}")
+            return []
+        return found
+
+    def _own_regular(self, dir_fd: int, file: str) -> os.stat_result | None:
+        try:
+            info = os.stat(file, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
+            warn(f"left {self.folder / file} alone: it is "
+                 f"{'a symbolic link' if stat.S_ISLNK(info.st_mode) else 'not a regular file of yours'}")
+            return None
+        if state_files.from_history(self.project, self.folder / file):
+            warn(f"left {self.folder / file} alone: git tracks it or checked it out (the repository's, not ours)")
+            return None
+        return info
+
+    def discard(self, name: str) -> list[Path]:
+        """Delete the review of worktree `name` as the worktree goes (remove, gc): its record and `.bak`, each
+        only when it is a regular file of ours in the real reviews folder; a link is never followed (unlinked
+        through the folder's descriptor, by name), a record from git's history is left. Returns what went."""
+        check_name(name, new=False)
+        gone: list[Path] = []
+        try:
+            with fs_safe.real_folder(self.folder) as fd:
+                for file in (f"{name}.json", f"{name}.json.bak"):
+                    if self._own_regular(fd, file) is not None:
+                        os.unlink(file, dir_fd=fd)
+                        gone.append(self.folder / file)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            warn(f"left the review of {name} in {self.folder}: {exc.strerror or exc}")
+        return gone
+
     def update(self, name: str, change: Callable[[Review], Review], created_at: float | None = None) -> Review:
         """Read, change and write the review under the project lock."""
         with self.project.lock.hold():

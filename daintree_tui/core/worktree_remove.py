@@ -20,6 +20,7 @@ from daintree_tui.core.index import Index, find
 from daintree_tui.core.log import suppressed, warn
 from daintree_tui.core.models import WorktreeEntry, WorktreeStatus
 from daintree_tui.core.project import Project
+from daintree_tui.core.review_record import ReviewStore
 from daintree_tui.core.sandbox import agent_git_of, bring_in
 from daintree_tui.core.store import remove_tree
 from daintree_tui.core.tasks import TaskService
@@ -166,6 +167,7 @@ class WorktreeRemoval:
         if tmpdir.exists():
             self._move_to_trash(tmpdir)
         remove_tree(project.sandbox_home_for(entry.name))  # caches: nothing to keep
+        ReviewStore(project).discard(entry.name)  # its comments and verdicts were of this worktree's heads
         remove_tree(agent_git_of(project, entry.name).root)  # brought in above
         with suppressed(OperationError):  # its checkpoints go with it (under the lock a checkpoint is made in)
             drop_checkpoints(project, entry.name)

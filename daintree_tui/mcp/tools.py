@@ -270,11 +270,11 @@ class DaintreeTools:
         return {**entry.to_dict(), "facts": worktrees.facts(entry).to_dict(), "dirty_files": dirty,
                 "session": self._session_states().get(entry.name),
                 "denied_hosts": denied_of(self.services.project.events, entry.name),
-                "checks": self.services.ops.ci_checks(entry.name) if entry.live else None}
+                "checks": self.services.ops.ci_checks(entry.name, quick=True) if entry.live else None}
 
     def review_get(self, name: str) -> dict[str, Any]:
         self._own_worktree(name)  # a worker reads the review of its own worktree: the comments are for it
-        return self.services.ops.review_get(name)
+        return self.services.ops.review_get(name, quick=True)  # an agent's turn waits on it: gh bounded
 
     def worktree_run(self, name: str, command: str) -> dict[str, Any]:
         if not command.strip():

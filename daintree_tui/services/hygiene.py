@@ -15,6 +15,7 @@ from daintree_tui.core import git as g
 from daintree_tui.core.errors import DaintreeError, OperationError
 from daintree_tui.core.log import suppressed
 from daintree_tui.core.models import WorktreeEntry, WorktreeStatus
+from daintree_tui.core.review_record import ReviewStore
 from daintree_tui.core.store import read_json, remove_tree, write_json
 from daintree_tui.core.worktrees import WorktreeService
 from daintree_tui.sessions.session_info import session_record_path
@@ -137,6 +138,7 @@ def collect(worktrees: WorktreeService, remove: Callable[[str], object], older_t
     entries = worktrees.entries(include_removed=True)
     live = {e.name for e in entries if e.live}
     removed = [e for e in entries if e.status == WorktreeStatus.REMOVED and e.name not in live]
+    reviews = ReviewStore(project)
     for entry in removed:
         for path in (project.log_path(entry.name), project.logs_dir / f"{entry.name}.hooks.log",
                      session_record_path(project, entry.name), project.tmpdir_for(entry.name),
@@ -147,6 +149,14 @@ def collect(worktrees: WorktreeService, remove: Callable[[str], object], older_t
                 report.freed += size
                 if not dry_run:
                     remove_tree(path) if path.is_dir() else path.unlink(missing_ok=True)
+        # Its review, left by a remove of before reviews went with their worktree: deleted as safely as a remove
+        # deletes it (a regular file of ours in the real folder, never a link's target).
+        review_files = reviews.files(entry.name)
+        for path, size in review_files:
+            report.actions.append(f"delete {path.relative_to(project.state_dir)} ({human(size)})")
+            report.freed += size
+        if review_files and not dry_run:
+            reviews.discard(entry.name)
     for name in checkpoints.names_with_checkpoints(project):
         if name not in live:  # a worktree removed before its checkpoints went with it, or by hand
             report.actions.append(f"delete the checkpoints of {name}")

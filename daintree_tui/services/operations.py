@@ -389,20 +389,22 @@ class Operations:
             raise OperationError(f"{name} is not approved for a merge (role {role!r}: approval = {approval!r}): "
                                  + "; ".join(missing))
 
-    def ci_checks(self, name: str) -> dict[str, Any] | None:
+    def ci_checks(self, name: str, *, quick: bool = False) -> dict[str, Any] | None:
         """The CI checks of the pull request `worktree pr` opened for worktree `name` (`gh pr checks`); None
-        without one, without gh, or without an answer: nothing shows, nothing fails."""
+        without one, without gh, or without an answer: nothing shows, nothing fails. `quick` (MCP): answered
+        within seconds, the last checks read (with their `age`) when gh is slower (`ReviewLoop.checks`)."""
         loop = self.services.reviews
         try:
-            report = loop.checks(loop.load(loop.entry(name)))
+            report = loop.checks(loop.load(loop.entry(name)), quick=quick)
         except DaintreeError as exc:
             warn(f"checks of {name}: {exc}")
             return None
         return report.to_dict() if report is not None else None
 
-    def review_get(self, name: str) -> dict[str, Any]:
-        """The review of worktree `name` (`review NAME --json`, MCP `review_get`): read only."""
-        return self.services.reviews.view(name)
+    def review_get(self, name: str, *, quick: bool = False) -> dict[str, Any]:
+        """The review of worktree `name` (`review NAME --json`, MCP `review_get` with `quick`: its CI checks
+        within seconds, see `ci_checks`): read only."""
+        return self.services.reviews.view(name, quick=quick)
 
     def review_comment(self, name: str, comments: list[tuple[str, int, str]]) -> list[Comment]:
         """Comments (path, new-side line, text) on worktree `name`'s diff: all checked, then all kept."""

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from daintree_tui.core import git as g
 from daintree_tui.core import ownership
-from daintree_tui.core.errors import InputError, OperationError
+from daintree_tui.core.errors import DaintreeError, InputError, OperationError
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.review_record import (
     APPROVE,
@@ -32,7 +32,7 @@ from daintree_tui.core.review_record import (
 )
 
 if TYPE_CHECKING:
-    from daintree_tui.services.ci import ChecksReport
+    from daintree_tui.services.ci import ChecksCache, ChecksReport
     from daintree_tui.services.container import Services
 
 APPROVALS_GATED = {"checks": ("checks",), "review": ("review",), "checks+review": ("checks", "review")}
@@ -50,6 +50,7 @@ class ReviewLoop:
         self.services = services
         self.project = services.project
         self.store = ReviewStore(services.project)
+        self._ci: ChecksCache | None = None
 
     # -- reading ---------------------------------------------------------------------------------------------
 
@@ -64,23 +65,53 @@ class ReviewLoop:
     def load(self, entry: WorktreeEntry) -> Review:
         return self.store.load(entry.name, entry.created_at)
 
-    def checks(self, review: Review) -> ChecksReport | None:
-        """The CI checks of the worktree's pull request; None without one, or without gh."""
+    @property
+    def ci(self) -> ChecksCache:
+        """The last CI checks read in this process, per pull request."""
+        if self._ci is None:
+            from daintree_tui.services.ci import ChecksCache
+
+            self._ci = ChecksCache()
+        return self._ci
+
+    def checks(self, review: Review, *, quick: bool = False) -> ChecksReport | None:
+        """The CI checks of the worktree's pull request; None without one, or without gh. `quick`: for a read
+        that must answer soon (MCP, the dashboard): checks read in the last minute as they are, else gh's answer
+        within a few seconds, else the last ones read (marked stale, with their age). Otherwise a fresh read,
+        however long gh takes (up to its timeout): what the merge gate asks."""
         if review.pr is None:
             return None
-        from daintree_tui.services.ci import pr_checks
+        from daintree_tui.services.ci import GH_TIMEOUT, QUICK_MAX_AGE, QUICK_TIMEOUT
 
-        return pr_checks(self.project.root, review.pr)
+        if quick:
+            return self.ci.read(self.project.root, review.pr, timeout=QUICK_TIMEOUT, max_age=QUICK_MAX_AGE)
+        return self.ci.read(self.project.root, review.pr, timeout=GH_TIMEOUT)
 
-    def view(self, name: str, *, with_checks: bool = True) -> dict[str, Any]:
+    def prs(self) -> dict[str, str]:
+        """The pull request of every live local worktree that has one (`worktree pr` keeps its URL in the review)."""
+        self.project.require_git()
+        found: dict[str, str] = {}
+        for entry in self.services.worktrees.entries():
+            if not entry.live:
+                continue
+            try:
+                pr = self.load(entry).pr
+            except DaintreeError:
+                continue  # a link where its record goes: `review NAME` says so
+            if pr:
+                found[entry.name] = pr
+        return found
+
+    def view(self, name: str, *, with_checks: bool = True, quick: bool = False) -> dict[str, Any]:
         """What `review NAME --json` prints: state of the current head, comments (each `outdated` when its line
-        reads otherwise now), verdicts, the role's approval and what the merge gate still misses."""
+        reads otherwise now), verdicts, the role's approval and what the merge gate still misses (`quick`: the
+        CI checks as `checks(quick=True)` reads them)."""
         entry = self.entry(name)
         review = self.load(entry)
         head = self.head(entry)
         worktree = Path(entry.path)
         role, approval = self.services.ops.approval_of(name)
-        report = self.checks(review) if with_checks else None
+        report = self.checks(review, quick=quick) if with_checks else None
         verdict = review.verdict_for(head)
         return {
             "worktree": name, "state": review.state(head), "head": head, "role": role, "approval": approval,

@@ -58,6 +58,8 @@ DASHBOARD_BINDINGS: list[BindingType] = [
     Binding("m", "merge", "Merge", id="merge",
             tooltip="Merge back (ff, squash or rebase; pre_merge hooks first)"),
     Binding("p", "pr", "PR", id="pr", show=False, tooltip="Push and open a pull request (gh)"),
+    Binding("P", "review_send_ci", "Send CI", id="review_send_ci", show=False,
+            tooltip="Send the pull request's failed CI checks, each with the end of its log, to the agent"),
     Binding("i", "inject_task", "Send task", id="inject_task", show=False,
             tooltip="Paste the task's text into the session"),
     Binding("c", "copy_path", "Copy path", id="copy_path", show=False, tooltip="Copy the worktree's path"),

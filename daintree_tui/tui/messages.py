@@ -11,6 +11,7 @@ from daintree_tui.core.worktrees import Facts
 from daintree_tui.tui.backend import Snapshot
 
 if TYPE_CHECKING:
+    from daintree_tui.services.ci import ChecksReport
     from daintree_tui.sessions.manager import SessionInfo
 
 
@@ -115,3 +116,14 @@ class RadarLoaded(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, RadarLoaded)
+
+
+class ChecksLoaded(Message):
+    """The CI checks of every worktree with a pull request, as gh last said (`ChecksWatch`)."""
+
+    def __init__(self, checks: dict[str, ChecksReport]) -> None:
+        super().__init__()
+        self.checks = checks
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, ChecksLoaded)

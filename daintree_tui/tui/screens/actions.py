@@ -19,6 +19,7 @@ from daintree_tui.tui.screens.dashboard import Dashboard
 from daintree_tui.tui.widgets.terminal import TerminalView
 
 if TYPE_CHECKING:
+    from daintree_tui.services.ci import ChecksReport
     from daintree_tui.tui.feed import DashboardFeed
     from daintree_tui.tui.screens.layout import DashboardLayout
     from daintree_tui.tui.widgets.sidebar import Sidebar
@@ -36,6 +37,9 @@ class ActionsView(Dashboard, Protocol):
 
     auto_queue: bool
     sub_title: str | None
+
+    @property
+    def checks(self) -> dict[str, ChecksReport]: ...
 
     @property
     def sidebar(self) -> Sidebar: ...
@@ -168,6 +172,17 @@ class WorktreeActions:
         from daintree_tui.tui.screens.checkpoints import CheckpointsScreen
 
         self.view.app.push_screen(CheckpointsScreen(name))
+
+    def review_send_ci(self, name: str) -> None:
+        """P: the failed checks of the pull request, each with the end of its log, to the agent. With the last
+        checks read showing none failed, a notice instead (and a fresh read, should they have failed since)."""
+        view = self.view
+        report = view.checks.get(name)
+        if report is not None and not report.failed:
+            view.notify(f"Nothing failed on {name}'s pull request (CI: {report.state}): nothing to send")
+            view.checks_now(name)
+            return
+        view.run_flow(flows.review_send_ci(view, name), "send CI failures")  # unknown yet: the operation says
 
     def bakeoff_task(self) -> Task | str:
         """The task `b` races agents on, or why there is none: the task under the cursor while the tasks list has

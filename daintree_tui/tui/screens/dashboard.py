@@ -83,6 +83,10 @@ class Dashboard(Protocol):
         """Show `name` again after an operation that released it was refused."""
         ...
 
+    def checks_now(self, name: str) -> None:
+        """Read `name`'s CI checks now, whatever their age (its pull request was just opened)."""
+        ...
+
     def show_diff(self, name: str, text: str) -> None:
         """Show `name`'s diff in the diff tab (if it is still the current worktree)."""
         ...

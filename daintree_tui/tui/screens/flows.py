@@ -248,6 +248,15 @@ async def review_send(screen: Dashboard, name: str) -> None:
     screen.operation_done(f"Sent {count} comment{'s' if count != 1 else ''} to {name}{how}")
 
 
+async def review_send_ci(screen: Dashboard, name: str) -> None:
+    """The failed checks of `name`'s pull request, with their log tails, to its agent as one paste."""
+    result = await asyncio.to_thread(screen.backend.ops.review_send_ci, name)
+    failed = result["failed"]
+    how = "" if result["how"] == "pasted" else " (its agent started with them)"
+    screen.operation_done(f"Sent {len(failed)} failed check{'s' if len(failed) != 1 else ''} to {name}: "
+                          f"{', '.join(failed)}{how}")
+
+
 async def pull_request(screen: Dashboard, name: str) -> None:
     body = f"Push {name}'s branch and open a pull request with gh?"
     if not await screen.app.push_screen_wait(ConfirmScreen("Open a pull request", body, yes="Push and open PR")):
@@ -255,6 +264,7 @@ async def pull_request(screen: Dashboard, name: str) -> None:
     screen.notify(f"Pushing {name}…")
     result = await asyncio.to_thread(screen.backend.pr, name)
     screen.operation_done(f"Opened {result['url']}")
+    screen.checks_now(name)  # its CI checks show from now on
 
 
 async def inject_task(screen: Dashboard, name: str) -> None:

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 LOCAL_ONLY = {"commit": "worktree commit", "merge": "worktree merge", "pr": "worktree pr",
               "diff": "worktree diff", "copy_path": "worktree status", "inject_task": "session send",
               "start_session": "session start", "stop_session": "session stop", "review_comment": "review",
-              "review_send": "review", "checkpoints": "checkpoint list"}
+              "review_send": "review", "checkpoints": "checkpoint list", "review_send_ci": "review --send-ci"}
 
 
 class HostsView(Dashboard, Protocol):

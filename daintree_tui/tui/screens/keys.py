@@ -9,13 +9,18 @@ or is refused there with the `--host` command to run.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
-from daintree_tui.tui.bindings import needs_worktree
+from textual.binding import BindingType
+
+from daintree_tui.tui.bindings import KeyRow, key_rows, needs_worktree
 from daintree_tui.tui.hosts import is_remote
-from daintree_tui.tui.screens.actions import WorktreeActions
+from daintree_tui.tui.screens.actions import WorktreeActions, every_binding
 from daintree_tui.tui.screens.hosts import HostRows
 from daintree_tui.tui.screens.layout import DashboardLayout
+
+if TYPE_CHECKING:
+    from daintree_tui.tui.app import DaintreeApp
 
 
 class Parts(Protocol):
@@ -88,3 +93,35 @@ def on_layout(method: Callable[[DashboardLayout], None]) -> Action:
 
     action.__doc__ = method.__doc__
     return action
+
+
+class KeyTable(Protocol):
+    """The screen, as its help sees it: its bindings and the app's."""
+
+    BINDINGS: ClassVar[list[BindingType]]
+
+    @property
+    def dashboard(self) -> DaintreeApp: ...
+
+    def every_binding(self) -> list[BindingType]: ...
+
+    def help_rows(self) -> list[KeyRow]: ...
+
+
+def screen_bindings(screen: KeyTable) -> list[BindingType]:
+    """Every key of the dashboard: the terminal's, the screen's, the palette's and the app's, in help order."""
+    app = screen.dashboard
+    return every_binding(screen.BINDINGS, app.BINDINGS, app.COMMAND_PALETTE_BINDING)
+
+
+def help_rows(screen: KeyTable) -> list[KeyRow]:
+    """Every key of the dashboard as the help screen and the palette list it (the user's keymap applied)."""
+    app = screen.dashboard
+    return key_rows(screen.every_binding(), app.keymap, screen, app.get_key_display)
+
+
+def show_help(screen: KeyTable) -> None:
+    """The help screen: every key, as the user has them."""
+    from daintree_tui.tui.screens.help import HelpScreen  # a dialog: imported when first opened
+
+    screen.dashboard.push_screen(HelpScreen(screen.help_rows()))

@@ -3,17 +3,16 @@ below.
 
 The screen holds the dashboard's state as reactives, which flow down to its widgets (`Sidebar`, `SessionPane`)
 with `data_bind`, and the parts that do its work, each given a narrow view of the screen (a Protocol in its
-module): `FeedIntake` and `HostRows` take in what `DashboardFeed` and `HostsWatch` find, `CurrentWorktree` says
-which worktree is current, `WorktreeActions` and `HostRows` act on it, `DashboardLayout` arranges the screen. The
+module): `DashboardStartup` starts the rest in turn, `FeedIntake` and `HostRows` take in what `DashboardFeed` and
+`HostsWatch` find, `CurrentWorktree` says which worktree is current, `WorktreeActions` and `HostRows` act on it,
+`DashboardLayout` arranges the screen. `ChecksWatch` reads the CI checks of the worktrees' pull requests. The
 screen itself is the table of keys and the messages it takes in, each routed to the part that does the work.
 """
 
 from __future__ import annotations
 
-import gc
 import time
 from collections.abc import Coroutine
-from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import events, on
@@ -28,11 +27,13 @@ from textual.worker import Worker
 
 from daintree_tui.core.models import Task, WorktreeEntry
 from daintree_tui.core.worktrees import Facts
-from daintree_tui.tui.bindings import DASHBOARD_BINDINGS, KeyRow, key_rows
+from daintree_tui.tui.bindings import DASHBOARD_BINDINGS
+from daintree_tui.tui.checks_watch import ChecksWatch
 from daintree_tui.tui.feed import DashboardFeed
 from daintree_tui.tui.hosts import HostsChanged, HostsWatch, is_remote
-from daintree_tui.tui.keymap import shown_leave_key, warn_unknown_ids
+from daintree_tui.tui.keymap import shown_leave_key
 from daintree_tui.tui.messages import (
+    ChecksLoaded,
     DiskLoaded,
     EventsAppended,
     FactsLoaded,
@@ -42,13 +43,14 @@ from daintree_tui.tui.messages import (
     SnapshotLoaded,
     TrustNeeded,
 )
-from daintree_tui.tui.screens import prompts
-from daintree_tui.tui.screens.actions import WorktreeActions, every_binding
+from daintree_tui.tui.screens import keys, prompts
+from daintree_tui.tui.screens.actions import WorktreeActions
 from daintree_tui.tui.screens.current import CurrentWorktree
 from daintree_tui.tui.screens.hosts import HostRows
 from daintree_tui.tui.screens.intake import FeedIntake
 from daintree_tui.tui.screens.keys import on_actions, on_layout, on_local_view, on_worktree
 from daintree_tui.tui.screens.layout import FULL_DIFF, ZOOMED, DashboardLayout
+from daintree_tui.tui.screens.startup import DashboardStartup
 from daintree_tui.tui.widgets.conflicts_bar import Found
 from daintree_tui.tui.widgets.session_pane import SessionPane
 from daintree_tui.tui.widgets.sidebar import Sidebar
@@ -56,14 +58,12 @@ from daintree_tui.tui.widgets.terminal import TerminalView
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
 
 if TYPE_CHECKING:
+    from daintree_tui.services.ci import ChecksReport
     from daintree_tui.services.hosts_feed import HostState
     from daintree_tui.sessions.manager import SessionInfo
     from daintree_tui.tui.app import DaintreeApp
     from daintree_tui.tui.away import ResumeOffered
     from daintree_tui.tui.backend import Backend
-
-REST_AT_THE_LATEST = 2.0
-"""Seconds after the first frame by which what waits for the first status starts, however late it is."""
 
 
 class MainScreen(Screen[None]):
@@ -91,6 +91,8 @@ class MainScreen(Screen[None]):
     """Each remote host's last state."""
     radar: reactive[Found] = reactive(dict, repaint=False)
     """The conflict radar's prediction: per worktree, with which others (and its base's tip), in which files."""
+    checks: reactive[dict[str, ChecksReport]] = reactive(dict, repaint=False)
+    """The CI checks of each worktree's pull request, as gh last said (none without gh or a pull request)."""
     selected: reactive[str | None] = reactive(None, repaint=False)
     """The current worktree: the header, the terminal, events, diff and every action follow it."""
     terminal_focused: reactive[bool] = reactive(False, repaint=False)
@@ -107,6 +109,7 @@ class MainScreen(Screen[None]):
         self.rest_started = False
         self.feed = DashboardFeed(backend)
         self.hosts_watch = HostsWatch()
+        self.checks_watch = ChecksWatch(backend)
         self.sidebar = Sidebar(id="sidebar")
         self.pane = SessionPane(backend.project, app.attach, persistent=backend.persistent_sessions,
                                 leave_key=shown_leave_key(backend.project.config.keys), id="main")
@@ -116,23 +119,27 @@ class MainScreen(Screen[None]):
         self.layout_part = DashboardLayout(self, MainScreen.selected, self.actions.diff, app.clock_format)
         self.intake = FeedIntake(self, self.remote, self.layout_part, since=time.time())
         self.hysteresis = self.intake.hysteresis
+        self.startup = DashboardStartup(self)
         # What a flow calls as it goes (`Dashboard`), straight to the part that does it.
         self.attach_and_focus = self.current.attach_and_focus
         self.operation_done = self.current.operation_done
         self.reattach = self.current.reattach
         self.release, self.attach_selected = self.pane.release, self.pane.attach_selected
         self.show_diff = self.layout_part.show_diff
+        self.checks_now = self.checks_watch.read_now
 
     def compose(self) -> ComposeResult:
         screen = MainScreen
         yield Header(show_clock=False)
         yield self.feed
         yield self.hosts_watch
+        yield self.checks_watch
         with Horizontal(id="body"):
             yield self.sidebar.data_bind(screen.tasks, screen.entries, screen.facts, screen.sessions,
-                                         screen.previews, screen.disk, screen.selected, screen.radar)
+                                         screen.previews, screen.disk, screen.selected, screen.radar, screen.checks)
             yield self.pane.data_bind(screen.selected, screen.entries, screen.sessions, screen.sessions_known,
-                                      screen.hosts, screen.zoom, screen.radar, focused=screen.terminal_focused)
+                                      screen.hosts, screen.zoom, screen.radar, screen.checks,
+                                      focused=screen.terminal_focused)
         yield Static(id="footer-slot")  # blank until the footer comes (see later.py)
 
     # -- what the parts and the flows see ------------------------------------------------------------------------
@@ -171,39 +178,16 @@ class MainScreen(Screen[None]):
     def run_flow(self, flow: Coroutine[Any, Any, None], description: str) -> None:
         self.run_worker(flow, group="ops", exit_on_error=False, description=description)
 
-    # -- start-up ------------------------------------------------------------------------------------------------
+    # -- start-up (startup.py): the lists, then each session's status, then the rest ----------------------------
 
     def on_mount(self) -> None:
-        self.title = "daintree"
-        self.sub_title = str(self.backend.project.root)
-        feed, table, pane = self.feed, self.sidebar.worktree_table, self.pane
-        table.focus()
-        feed.rows_on_screen = table.visible_names
-        feed.shown_session = lambda: pane.terminal.worktree
-        self.on_snapshot_loaded(feed.first_snapshot())
-        feed.start_polling()
+        self.startup.mount()
 
     def after_first_paint(self) -> None:
-        # Everything built so far lives as long as the app: move it out of the collector's reach so a full
-        # collection during an output flood stays short.
-        gc.freeze()
-        self.set_timer(REST_AT_THE_LATEST, self.after_first_status)  # should the status be late
+        self.startup.first_paint()
 
     async def after_first_status(self) -> None:
-        """The first useful screen (the lists with each session's status) is out: what it did not need starts
-        now, so that none of it competes with that screen for the CPU: reconciling, the trust check and the
-        events; the git facts and the file watcher (slow on a big repository); the remote hosts' poller; the
-        tabs and the footer."""
-        if self.rest_started:
-            return
-        self.rest_started = True
-        self.feed.startup()
-        self.feed.start_reads()
-        self.hosts_watch.start()
-        if self.dashboard.keymap:
-            self.run_worker(partial(warn_unknown_ids, self.dashboard.keymap, self.every_binding()), thread=True,
-                            group="keymap", description="keys in the config")
-        await self.layout_part.mount()
+        await self.startup.first_status()
 
     # -- what the feed and the hosts found -----------------------------------------------------------------------
 
@@ -212,12 +196,7 @@ class MainScreen(Screen[None]):
         self.dashboard.report_worker_failure(event)
 
     def on_snapshot_loaded(self, message: SnapshotLoaded) -> None:
-        self.intake.snapshot(message.snapshot)
-        if not self.started:
-            self.started = True
-            # The first frame shows the lists (read before it, see on_mount). The session poll started with the
-            # screen; the rest waits for its status (`after_first_status`).
-            self.call_after_refresh(self.after_first_paint)
+        self.startup.snapshot(message.snapshot)
 
     def on_facts_loaded(self, message: FactsLoaded) -> None:
         self.facts = {**self.facts, **message.facts}
@@ -228,6 +207,9 @@ class MainScreen(Screen[None]):
 
     def on_disk_loaded(self, message: DiskLoaded) -> None:
         self.disk = {**self.disk, **message.disk}
+
+    def on_checks_loaded(self, message: ChecksLoaded) -> None:
+        self.checks = message.checks
 
     def on_events_appended(self, message: EventsAppended) -> None:
         self.intake.events(message.records)
@@ -244,10 +226,8 @@ class MainScreen(Screen[None]):
         self.run_flow(away.offer_resume(self, message.lost), "resume after a restart")
 
     def on_sessions_polled(self, message: SessionsPolled) -> None:
-        if self.intake.sessions_polled(message) and not self.rest_started:
-            # The status first: the rest once the worktree table has painted it (it renders on its own loop; a
-            # callback it is asked for runs after its pending render and the next frame).
-            self.sidebar.worktree_table.call_after_refresh(self.after_first_status)
+        if self.intake.sessions_polled(message):
+            self.startup.status_painted()
 
     def on_hosts_changed(self, message: HostsChanged) -> None:
         self.remote.take(message.states)
@@ -324,6 +304,7 @@ class MainScreen(Screen[None]):
     action_copy_link = on_worktree(WorktreeActions.copy_link, remote_too=True)
     action_review_comment = on_worktree(WorktreeActions.review_comment)
     action_review_send = on_worktree(WorktreeActions.review_send)
+    action_review_send_ci = on_worktree(WorktreeActions.review_send_ci)
     action_diff = on_local_view(DashboardLayout.diff_tab, "diff")
     action_full_diff = on_local_view(DashboardLayout.full_diff, "diff")
     action_checkpoints = on_worktree(WorktreeActions.checkpoints)
@@ -357,18 +338,7 @@ class MainScreen(Screen[None]):
         self.actions.toggle_auto()
         self.remote.follow_auto_queue(self.auto_queue)
 
-    def action_help(self) -> None:
-        from daintree_tui.tui.screens.help import HelpScreen
-
-        self.app.push_screen(HelpScreen(self.help_rows()))
-
-    def help_rows(self) -> list[KeyRow]:
-        """Every key of the dashboard as the help screen and the palette list it (the user's keymap applied)."""
-        return key_rows(self.every_binding(), self.dashboard.keymap, self, self.dashboard.get_key_display)
-
-    def every_binding(self) -> list[BindingType]:
-        app = self.dashboard
-        return every_binding(self.BINDINGS, app.BINDINGS, app.COMMAND_PALETTE_BINDING)
+    action_help, help_rows, every_binding = keys.show_help, keys.help_rows, keys.screen_bindings
 
     def action_quit_dashboard(self) -> None:
         self.dashboard.quit_dashboard()

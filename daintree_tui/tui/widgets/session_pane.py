@@ -26,11 +26,14 @@ from textual.worker import Worker
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.project import Project
 from daintree_tui.tui.hosts import last_update, split_key
+from daintree_tui.tui.keymap import shown_key
+from daintree_tui.tui.widgets.checks_bar import ChecksBar
 from daintree_tui.tui.widgets.conflicts_bar import ConflictsBar, Found
 from daintree_tui.tui.widgets.session_title import SessionTitle
 from daintree_tui.tui.widgets.terminal import LOOKING, NO_SESSION, TerminalView
 
 if TYPE_CHECKING:
+    from daintree_tui.services.ci import ChecksReport
     from daintree_tui.services.hosts_feed import HostState
     from daintree_tui.sessions.manager import SessionInfo
 
@@ -58,9 +61,11 @@ class SessionPane(Vertical):
     focused: reactive[bool] = reactive(False, init=False, repaint=False)
     """Keys go to the agent now."""
     zoom: reactive[str] = reactive("", init=False, repaint=False)
+    """The screen's layout: "zoomed" or "full-diff" is a passing size, not the one sessions should start at."""
     radar: reactive[Found] = reactive(dict, init=False, repaint=False)
     """The conflict radar's prediction: the current worktree's conflicts show under its title."""
-    """The screen's layout: "zoomed" or "full-diff" is a passing size, not the one sessions should start at."""
+    checks: reactive[dict[str, ChecksReport]] = reactive(dict, init=False, repaint=False)
+    """The CI checks of the worktrees' pull requests: the current worktree's show under its title."""
 
     def __init__(self, project: Project, attach: Callable[[TerminalView, str], None], *, persistent: bool,
                  leave_key: str, id: str | None = None) -> None:
@@ -83,6 +88,8 @@ class SessionPane(Vertical):
         yield SessionTitle(id="session-title", persistent=self.persistent, leave_key=self.leave_key).data_bind(
             pane.entries, pane.sessions, pane.sessions_known, pane.selected, pane.focused)
         yield ConflictsBar(id="conflicts-bar").data_bind(pane.radar, pane.selected)
+        send_key = shown_key(self.project.config.keys, "review_send_ci")
+        yield ChecksBar(send_key=send_key, id="checks-bar").data_bind(pane.checks, pane.selected)
         terminal = TerminalView(id="terminal")
         terminal.set_reactive(TerminalView.placeholder, LOOKING)  # the first poll says which there are
         yield terminal

@@ -11,7 +11,7 @@ from textual.widgets import Static
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.validate import escape_controls
 from daintree_tui.tui.agents_view import STATUS_SOURCE_MEANING, short_count, status_source_glyph
-from daintree_tui.tui.widgets.worktree_table import session_cell
+from daintree_tui.tui.widgets.worktree_cells import session_cell
 
 if TYPE_CHECKING:
     from daintree_tui.sessions.manager import SessionInfo

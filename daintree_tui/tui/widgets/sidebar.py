@@ -23,6 +23,7 @@ from daintree_tui.tui.widgets.task_table import TaskTable
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
 
 if TYPE_CHECKING:
+    from daintree_tui.services.ci import ChecksReport
     from daintree_tui.sessions.manager import SessionInfo
 
 
@@ -40,6 +41,8 @@ class Sidebar(Vertical):
     """The current worktree (the worktrees list keeps its cursor on it)."""
     radar: reactive[Found] = reactive(dict, init=False, repaint=False)
     """The conflict radar's prediction, for the worktrees' conflicts column."""
+    checks: reactive[dict[str, ChecksReport]] = reactive(dict, init=False, repaint=False)
+    """The CI checks of the worktrees' pull requests, for the worktrees' CI column."""
     filter_text: reactive[str] = reactive("", init=False, repaint=False)
     """What the filter box holds: both lists show what matches (`hosts.matches`)."""
 
@@ -56,7 +59,7 @@ class Sidebar(Vertical):
         yield self.task_table.data_bind(bar.tasks, bar.filter_text)
         yield Label("Worktrees", classes="pane-title")
         yield self.worktree_table.data_bind(bar.entries, bar.facts, bar.sessions, bar.previews, bar.disk,
-                                            bar.filter_text, bar.selected, conflicts=bar.radar)
+                                            bar.filter_text, bar.selected, bar.checks, conflicts=bar.radar)
 
     def on_mount(self) -> None:
         self.filter_box.display = False

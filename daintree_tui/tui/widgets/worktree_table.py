@@ -1,9 +1,10 @@
 """WorktreeTable: the worktrees pane (number, name, session status, dirty count, ahead/behind, predicted
-conflicts, output, port, disk, branch).
+conflicts, CI checks, output, port, disk, branch).
 
 Columns hide by priority when the pane is narrow: the name and session status always show, then the session
-number, the dirty count, ahead/behind and the conflicts (a column only while the radar predicts any), the latest
-output, the port, disk use and the branch. The cursor follows the screen's current worktree (`selected`); moving
+number, the dirty count, ahead/behind, the conflicts (a column only while the radar predicts any) and the CI
+checks of the pull request (a column only while some worktree has them), the latest output, the port, disk use and
+the branch. The cursor follows the screen's current worktree (`selected`); moving
 it posts `Picked`.
 """
 
@@ -21,71 +22,11 @@ from textual.widgets import DataTable
 
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.worktrees import Facts
-from daintree_tui.sessions.last_words import telling
 from daintree_tui.tui.agents_view import status_source_glyph
 from daintree_tui.tui.hosts import LOCAL, is_remote, matches, remote_cells, row_host, shown_name
 from daintree_tui.tui.widgets.conflicts_bar import Found
 from daintree_tui.tui.widgets.rows import GAP, Cell, Row, RowTable, window
-
-SESSION_GLYPH = {
-    "starting": Text("◌ starting", style="dim"),
-    "running": Text("▶ running", style="green"),
-    "waiting": Text("● WAITING", style="bold black on yellow"),
-    "stalled": Text("◌ STALLED", style="bold yellow"),
-    "exited": Text("■ exited", style="red"),
-}
-
-
-def session_cell(info: SessionInfo | None) -> Text:
-    if info is None:
-        return Text("-", style="dim")
-    cell = SESSION_GLYPH[str(info.status)].copy()
-    if str(info.status) == "exited" and info.exit_code is not None:
-        cell.append(f" {info.exit_code}")
-    if info.limit:
-        cell.append(f" {info.limit}", style="bold red")
-    if info.over_budget:
-        cell.append(" over budget", style="bold red")
-    elif info.usage and info.usage.get("cost"):
-        cell.append(f" ${info.usage['cost']:.2f}", style="dim")  # estimated from the agent's own records
-    if info.usage and info.usage.get("trusted") is False:
-        cell.append(" ?", style="bold yellow")  # counted from records that cannot be trusted (`daintree usage`)
-    return cell
-
-
-def disk_text(size: int | None) -> str:
-    if size is None:
-        return "…"
-    # Imported once a size is known: the hygiene module brings the session manager, which the first frame, drawn
-    # before any size is, does without.
-    from daintree_tui.services.hygiene import human
-
-    return human(size)
-
-
-def last_output_line(screen: str, width: int = 48) -> str:
-    """Of the last lines of a session's screen, the one that says most (an error over words over a URL over a
-    border: `last_words.telling`), for the latest-output column."""
-    line = telling([line for line in screen.splitlines() if line.strip()])
-    return line if len(line) <= width else line[: width - 1] + "…"
-
-
-def conflicts_cell(found: tuple[tuple[str, tuple[str, ...]], ...]) -> Text:
-    """How many worktrees (or branches) the radar predicts this one's work conflicts with."""
-    return Text(f"⚠{len(found)}", style="bold red") if found else Text("")
-
-
-# What the latest-output column says of a session that has drawn nothing visible since it started (status.py).
-NOTHING_YET = {"starting": Text("no output yet", style="dim italic"),
-               "stalled": Text("nothing drawn since it started", style="yellow")}
-
-
-def activity_cell(info: SessionInfo | None, screen: str) -> Text:
-    """The latest-output column: the line of the screen that says most, or, with nothing on it, why not."""
-    line = last_output_line(screen)
-    if not line and info is not None and str(info.status) in NOTHING_YET:
-        return NOTHING_YET[str(info.status)].copy()
-    return Text(line, style="dim")
+from daintree_tui.tui.widgets.worktree_cells import activity_cell, ci_cell, conflicts_cell, disk_text, session_cell
 
 
 @dataclass(frozen=True)
@@ -106,6 +47,7 @@ COLUMNS = (
     Column("dirty", "±", 4, 3),
     Column("ab", "↑↓", 7, 4),
     Column("conflicts", "⚠", 3, 4),  # only while the radar predicts a conflict: how many it conflicts with
+    Column("ci", "CI", 3, 4),  # only while a worktree's pull request has checks (`gh pr checks`)
     Column("activity", "Latest output", 0, 5),  # width: what is left, within ACTIVITY_WIDTH
     Column("port", "Port", 5, 6),
     Column("disk", "Disk", 6, 7),
@@ -113,19 +55,24 @@ COLUMNS = (
 )
 
 if TYPE_CHECKING:
+    from daintree_tui.services.ci import ChecksReport
     from daintree_tui.sessions.manager import SessionInfo
+
+__all__ = ["WorktreeTable", "activity_cell", "fit_columns", "session_cell"]  # the cells: worktree_cells.py
+
 NAME_WIDTH = (8, 24)
 ACTIVITY_WIDTH = (12, 48)
 PADDING = GAP  # between two columns (and at the table's edges, DataTable's padding of one cell a side)
 
 
-def fit_columns(available: int, name_width: int, hosts: bool = False,
-                conflicts: bool = False) -> list[tuple[Column, int]]:
+def fit_columns(available: int, name_width: int, hosts: bool = False, conflicts: bool = False,
+                ci: bool = False) -> list[tuple[Column, int]]:
     """The columns that fit in `available` cells, by priority, in display order, with their widths (the host
-    column only with `hosts`, the conflicts column only with `conflicts`)."""
+    column only with `hosts`, the conflicts column only with `conflicts`, the CI column only with `ci`)."""
     chosen: dict[str, int] = {}
     used = 0
-    columns = [c for c in COLUMNS if (hosts or c.key != "host") and (conflicts or c.key != "conflicts")]
+    wanted = {"host": hosts, "conflicts": conflicts, "ci": ci}
+    columns = [c for c in COLUMNS if wanted.get(c.key, True)]
     # A long name gives way (down to NAME_WIDTH's minimum) to the status and the session number: the number is
     # the digit that jumps to the session.
     essential = sum(c.width + PADDING for c in columns if c.key != "name" and c.priority <= 2)
@@ -158,6 +105,8 @@ class WorktreeTable(RowTable):
     disk: reactive[dict[str, int]] = reactive(dict, init=False, repaint=False)
     conflicts: reactive[Found] = reactive(dict, init=False, repaint=False)
     """Per worktree, the worktrees and branches the radar predicts its work conflicts with, and in which files."""
+    checks: reactive[dict[str, ChecksReport]] = reactive(dict, init=False, repaint=False)
+    """Per worktree with a pull request, its CI checks as gh last said."""
     filter_text: reactive[str] = reactive("", init=False, repaint=False)
     selected: reactive[str | None] = reactive(None, init=False, repaint=False)
     """The screen's current worktree: the cursor sits on it when it is shown."""
@@ -192,7 +141,7 @@ class WorktreeTable(RowTable):
         names = [len(shown_name(e)) + (7 if e.status == "kept" else 0) for e in self.entries]
         name_width = max(NAME_WIDTH[0], min(NAME_WIDTH[1], max(names, default=0)))
         layout = fit_columns(max(self.size.width, 30), name_width, any(is_remote(e.name) for e in self.entries),
-                             any(self.conflicts.values()))
+                             any(self.conflicts.values()), bool(self.checks))
         self._syncing = True
         try:
             changed = self.set_columns([(column.key, column.label, width) for column, width in layout])
@@ -211,6 +160,11 @@ class WorktreeTable(RowTable):
     def watch_conflicts(self, old: Found, new: Found) -> None:
         if any(old.values()) != any(new.values()):
             self._relayout()  # the column comes with the first predicted conflict and goes with the last
+        self._changed()
+
+    def watch_checks(self, old: dict[str, ChecksReport], new: dict[str, ChecksReport]) -> None:
+        if bool(old) != bool(new):
+            self._relayout()  # the column comes with the first pull request's checks and goes with the last
         self._changed()
 
     def watch_entries(self) -> None:
@@ -242,7 +196,7 @@ class WorktreeTable(RowTable):
                 continue
             name = entry.name
             inputs = (entry, self.facts.get(name), self.sessions.get(name), self.previews.get(name),
-                      self.disk.get(name), numbers.get(name), keys, self.conflicts.get(name))
+                      self.disk.get(name), numbers.get(name), keys, self.conflicts.get(name), self.checks.get(name))
             rows.append((name, self.row_line(name, inputs, partial(self._build_cells, entry, numbers, keys))))
         self._syncing = True
         try:
@@ -268,6 +222,7 @@ class WorktreeTable(RowTable):
                 Text(str(fact.dirty), style="yellow" if fact.dirty else "dim")),
             "ab": Text("", style="dim") if fact is None else Text(f"↑{fact.ahead}↓{fact.behind}", style="dim"),
             "conflicts": conflicts_cell(self.conflicts.get(entry.name, ())),
+            "ci": ci_cell(self.checks.get(entry.name)),
             "disk": Text(disk_text(self.disk.get(entry.name)), style="dim"),
             "branch": Text(entry.branch, style="dim"),
             "activity": activity_cell(info, self.previews.get(entry.name, "")),
