@@ -13,7 +13,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -140,9 +140,13 @@ class Merger:
         return None
 
     def merge(self, name: str, strategy: str = "ff", into: str | None = None, remove: bool = False,
-              complete_task: bool = False, verify: bool = True) -> MergeResult:
+              complete_task: bool = False, verify: bool = True,
+              gate: Callable[[str], None] | None = None) -> MergeResult:
         """Merge a worktree's branch back. `verify=False` (`--no-verify`) skips the pre_merge checks: a person's
-        explicit choice, refused from inside a session (an agent may not waive its own checks)."""
+        explicit choice, refused from inside a session (an agent may not waive its own checks). `gate` (the
+        approval gate) is asked of the branch's commit as it is once brought in, and that commit, never the
+        branch's name read again, is what is merged: the agent's commits arrive whenever the outside brings them
+        in (a commit made after a person's approval was brought in by the merge itself and merged)."""
         if strategy not in STRATEGIES:
             raise InputError(f"invalid strategy {strategy!r} (expected one of: {', '.join(STRATEGIES)})")
         if not verify:
@@ -173,6 +177,8 @@ class Merger:
         branch_tip = g.rev_parse_commit(root, entry.branch)
         target_tip = g.rev_parse_commit(root, target)
         assert branch_tip is not None and target_tip is not None
+        if gate is not None:
+            gate(branch_tip)
         if g.is_ancestor(root, branch_tip, target_tip):
             return MergeResult(name, target, strategy, target_tip, f"{entry.branch} is already merged into {target}")
         if strategy == "ff" and not g.is_ancestor(root, target_tip, branch_tip):
@@ -188,7 +194,7 @@ class Merger:
         # Every git command below runs the user's hooks as they are now, never ones the merged branch brings.
         with self._hooks_as_they_are(holder or root) as hooks:
             try:
-                new_tip = self._merge_in_temp(entry, target, target_tip, strategy, hooks)
+                new_tip = self._merge_in_temp(entry, branch_tip, target, target_tip, strategy, hooks)
                 self._refuse_ignored_overwrites(entry, target, holder, target_tip, new_tip)
                 self._advance(target, target_tip, new_tip, holder, hooks)
             except OperationError as exc:
@@ -246,9 +252,9 @@ class Merger:
                                  "files without a word); nothing was changed: move them aside or drop them from "
                                  "the branch, then merge again")
 
-    def _merge_in_temp(self, entry: WorktreeEntry, target: str, target_tip: str, strategy: str,
+    def _merge_in_temp(self, entry: WorktreeEntry, branch_tip: str, target: str, target_tip: str, strategy: str,
                        hooks: list[str]) -> str:
-        """Produce the new target commit in a throwaway detached worktree; nothing else changes.
+        """Produce the new target commit from `branch_tip` in a throwaway detached worktree; nothing else changes.
 
         No hook runs there (`hooks` applies to the target's own worktree, in `_advance`): that worktree holds the
         agent's files, and the user's hooks run what the tree holds (pre-commit's config, lint-staged, a
@@ -259,13 +265,13 @@ class Merger:
         hooks = list(NO_HOOKS)
         self.project.tmp_root.mkdir(parents=True, exist_ok=True)
         tmp = self.project.tmp_root / f".merge-{entry.name}-{uuid.uuid4().hex[:8]}"
-        start = target_tip if strategy != "rebase" else entry.branch
+        start = target_tip if strategy != "rebase" else branch_tip
         g.git(root, *hooks, "worktree", "add", "--quiet", "--detach", str(tmp), start)
         try:
             if strategy == "ff":
-                g.git(tmp, *hooks, "merge", "--quiet", "--ff-only", entry.branch)
+                g.git(tmp, *hooks, "merge", "--quiet", "--ff-only", branch_tip)
             elif strategy == "squash":
-                proc = g.git(tmp, *hooks, "merge", "--squash", entry.branch, check=False)
+                proc = g.git(tmp, *hooks, "merge", "--squash", branch_tip, check=False)
                 if proc.returncode != 0:
                     raise OperationError(self._conflict(tmp, entry, target, "merge"))
                 subject = self._commit_subject(entry)

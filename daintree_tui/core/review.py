@@ -6,6 +6,7 @@ import os
 import shutil
 import stat as file_mode
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -131,10 +132,11 @@ class ReviewService:
         return self.merger.target_branch(entry, into)
 
     def merge(self, name: str, strategy: str = "ff", into: str | None = None, remove: bool = False,
-              complete_task: bool = False, verify: bool = True) -> MergeResult:
+              complete_task: bool = False, verify: bool = True,
+              gate: Callable[[str], None] | None = None) -> MergeResult:
         """Merge a worktree's branch back (`Merger.merge`). `verify=False` (`--no-verify`) skips the pre_merge
-        checks: a person's explicit choice, refused from inside a session."""
-        return self.merger.merge(name, strategy, into, remove, complete_task, verify)
+        checks: a person's explicit choice, refused from inside a session. `gate` is asked of the commit merged."""
+        return self.merger.merge(name, strategy, into, remove, complete_task, verify, gate)
 
     # -- pull request ----------------------------------------------------------------------------------------
 

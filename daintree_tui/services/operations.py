@@ -348,8 +348,10 @@ class Operations:
         target now points at and whether the worktree was removed; raises OperationError when it cannot merge
         (diverged for ff, a conflict, a failing check, uncommitted work), with nothing changed."""
         self.require_approved(name, verify=verify)
+        # Asked again of the very commit merged, once the merge brought in what the agent committed meanwhile.
         return self.services.review.merge(name, strategy=strategy, into=into, remove=remove,
-                                          complete_task=complete_task, verify=verify)
+                                          complete_task=complete_task, verify=verify,
+                                          gate=lambda tip: self.require_approved(name, verify=verify, head=tip))
 
     def pr(self, name: str, *, draft: bool = False) -> dict[str, Any]:
         result = self.services.review.pr(name, draft=draft)
@@ -371,19 +373,20 @@ class Operations:
         rules = cfg.roles.get(role) if role is not None else None
         return role, rules.approval if rules is not None else "none"
 
-    def approval_missing(self, name: str, *, verify: bool = True) -> list[str]:
+    def approval_missing(self, name: str, *, verify: bool = True, head: str | None = None) -> list[str]:
         """What the worktree's role asks of a merge of its current head that is not there: a person's approval
         of that head (`review`), the pre_merge checks not skipped and its pull request's CI not failing
-        (`checks`). Asked by `worktree merge`, the merge train and the dashboard's merge alike."""
+        (`checks`). Asked by `worktree merge`, the merge train and the dashboard's merge alike; of `head`, the
+        commit a merge will take, when it has one in hand (else the branch's, its agent's commits brought in)."""
         _, approval = self.approval_of(name)
         if approval in ("none", "human"):
             return []
         loop = self.services.reviews
-        return loop.missing(loop.entry(name), approval, verify=verify)
+        return loop.missing(loop.entry(name), approval, verify=verify, head=head)
 
-    def require_approved(self, name: str, *, verify: bool = True) -> None:
+    def require_approved(self, name: str, *, verify: bool = True, head: str | None = None) -> None:
         """Raises OperationError (one line naming what is missing) unless `approval_missing` is empty."""
-        missing = self.approval_missing(name, verify=verify)
+        missing = self.approval_missing(name, verify=verify, head=head)
         if missing:
             role, approval = self.approval_of(name)
             raise OperationError(f"{name} is not approved for a merge (role {role!r}: approval = {approval!r}): "

@@ -30,6 +30,7 @@ from daintree_tui.core.review_record import (
     plain_path,
     who,
 )
+from daintree_tui.core.sandbox import bring_in
 
 if TYPE_CHECKING:
     from daintree_tui.services.ci import ChecksCache, ChecksReport
@@ -59,7 +60,10 @@ class ReviewLoop:
         return self.services.worktrees.get(name, live=True)
 
     def head(self, entry: WorktreeEntry) -> str | None:
-        """The commit the worktree's branch points at (read in the primary: the worktree's HEAD is the agent's)."""
+        """The commit the worktree's branch points at (read in the primary: the worktree's HEAD is the agent's),
+        what its agent committed brought in first: read before, an approval or the gate saw a head the agent had
+        already left, and the merge, which brings it in, took the commit nobody approved."""
+        bring_in(self.project, entry)
         return g.rev_parse_commit(self.project.root, entry.branch)
 
     def load(self, entry: WorktreeEntry) -> Review:
