@@ -217,6 +217,35 @@ def test_session_stop_frees_its_task_and_doctor_frees_what_a_dead_queue_or_a_sto
     assert "all consistent" in cli.ok("doctor").stdout
 
 
+def test_doctor_fix_never_frees_the_task_a_live_queue_is_still_starting(cli: CLI, repo: Path) -> None:
+    """A live queue bound its task to the new worktree (in_progress, `queue:<its pid>`) and was still running the
+    worktree's post_create hooks (an `npm install`: minutes) when a person ran `doctor --fix`: no session there yet
+    read as "its session was stopped", the task went back to pending under the live queue, and when its agent
+    exited 0 the queue no longer knew the task as its own: never completed. A worktree whose session never started
+    has nothing stopped."""
+    import subprocess
+
+    go = repo / ".go"
+    write_config(repo, "[agents.quick]\ncommand = \"sh -c 'exit 0'\"\n"
+                       f"[hooks]\npost_create = [\"while [ ! -e {go} ]; do sleep 0.05; done\"]\n")
+    task = cli.json("task", "create", "slow setup", "--agent", "quick")["id"]
+    runner = subprocess.Popen([sys.executable, "-m", "daintree_tui", "queue", "run", "--interval", "0.2"], cwd=repo,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: cli.json("task", "show", str(task))["worktree"] == "slow-setup")
+        assert cli.json("task", "show", str(task))["owner"] == f"queue:{runner.pid}"
+        cli("doctor", "--fix")
+        assert cli.json("task", "show", str(task))["owner"] == f"queue:{runner.pid}", "a live queue's task was freed"
+        go.touch()
+        out, err = runner.communicate(timeout=60)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait(timeout=30)
+    assert runner.returncode == 0, out + err
+    assert cli.json("task", "show", str(task))["status"] == "completed", out + err
+
+
 def test_two_queue_runners_never_start_a_task_twice(cli: CLI, repo: Path) -> None:
     import subprocess
 

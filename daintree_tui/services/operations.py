@@ -287,7 +287,9 @@ class Operations:
             if pid.isdigit() and not _alive(int(pid)):
                 found[task.id] = f"task {task.id} is owned by {task.owner}, a queue that no longer runs"
             elif task.status == TaskStatus.IN_PROGRESS and task.worktree and listed is not None \
-                    and task.worktree not in listed:
+                    and task.worktree not in listed and services.sessions.record(task.worktree) is not None:
+                # Only a session that started: a live queue binds its task, then runs post_create hooks (minutes)
+                # before the session; freed meanwhile, the task was no longer the queue's when its agent exited.
                 found[task.id] = f"task {task.id} is in progress in {task.worktree}, whose session was stopped"
         if fix and found:
             self._free(lambda task: task.id in found, "stranded (daintree doctor --fix)")
