@@ -59,11 +59,13 @@ class ReviewLoop:
         self.project.require_git()
         return self.services.worktrees.get(name, live=True)
 
-    def head(self, entry: WorktreeEntry) -> str | None:
+    def head(self, entry: WorktreeEntry, *, quick: bool = False) -> str | None:
         """The commit the worktree's branch points at (read in the primary: the worktree's HEAD is the agent's),
         what its agent committed brought in first: read before, an approval or the gate saw a head the agent had
-        already left, and the merge, which brings it in, took the commit nobody approved."""
-        bring_in(self.project, entry)
+        already left, and the merge, which brings it in, took the commit nobody approved. `quick`: a bounded part
+        of it, as the dashboard's poll brings it in (a view an agent may ask for through its inbox, again and
+        again; the gate itself is asked once more of the commit the merge takes)."""
+        bring_in(self.project, entry, quick=quick)
         return g.rev_parse_commit(self.project.root, entry.branch)
 
     def load(self, entry: WorktreeEntry) -> Review:
@@ -112,7 +114,7 @@ class ReviewLoop:
         CI checks as `checks(quick=True)` reads them)."""
         entry = self.entry(name)
         review = self.load(entry)
-        head = self.head(entry)
+        head = self.head(entry, quick=True)
         worktree = Path(entry.path)
         role, approval = self.services.ops.approval_of(name)
         report = self.checks(review, quick=quick) if with_checks else None
