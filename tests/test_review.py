@@ -468,6 +468,31 @@ def test_ci_checks_show_gate_checks_and_go_back_to_the_agent(cli: CLI, repo: Pat
     cli.ok("worktree", "merge", "w", "--strategy", "squash", env=env)
 
 
+def test_a_failed_check_past_the_first_hundred_still_refuses_the_merge(cli: CLI, repo: Path, tmp_path: Path) -> None:
+    """The agent's branch holds the CI config: a matrix of 150 quick jobs that pass, listed before its real `test`
+    job, which fails. Only the first 100 checks were read, so CI read as passed and `approval = "checks"` merged
+    the failing work. Every check counts; what is kept to show is capped, failures first."""
+    trusted_config(repo, 'default_role = "r"\n[roles.r]\napproval = "checks"\n')
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    git(repo, "remote", "add", "origin", str(remote))
+    cli.ok("worktree", "create", "w")
+    lines_file(repo / ".worktrees" / "w")
+    checks = tmp_path / "checks.json"
+    padding = [{"name": f"a-matrix-{i:03}", "state": "SUCCESS", "bucket": "pass",
+                "link": f"https://github.com/o/r/actions/runs/1/job/{i}"} for i in range(150)]
+    checks.write_text(json.dumps([*padding, {"name": "test", "state": "FAILURE", "bucket": "fail",
+                                             "link": "https://github.com/o/r/actions/runs/1/job/999"}]))
+    env = ci_gh(tmp_path / "bin", tmp_path / "gh-args", checks)
+    cli.ok("worktree", "pr", "w", env=env)
+    main_before = git(repo, "rev-parse", "main").strip()
+    refused = cli("worktree", "merge", "w", env=env)
+    assert refused.returncode == 1 and "checks: CI failed (test)" in refused.stderr, refused.stdout + refused.stderr
+    assert git(repo, "rev-parse", "main").strip() == main_before
+    shown = json.loads(cli("review", "w", "--json", env=env).stdout)["checks"]
+    assert shown["state"] == "fail" and shown["failed"] == ["test"] and len(shown["checks"]) <= 100
+
+
 def test_an_untrusted_repo_config_may_ask_for_more_review_never_less(cli: CLI, repo: Path) -> None:
     from daintree_tui.core.config import stricter_approval
     from daintree_tui.core.project import Project

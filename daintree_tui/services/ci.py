@@ -105,10 +105,13 @@ def pr_checks(root: Path, pr: str, *, timeout: float = GH_TIMEOUT) -> ChecksRepo
         return None
     if not isinstance(data, list):
         return None
-    checks = tuple(Check(_text(c.get("name")) or "?", _text(c.get("bucket"), 20).lower() or "pending",
-                         _text(c.get("state"), 40), _text(c.get("link"), 500))
-                   for c in data[:MAX_CHECKS] if isinstance(c, dict))
-    return ChecksReport(pr, checks, time.time())
+    every = [Check(_text(c.get("name")) or "?", _text(c.get("bucket"), 20).lower() or "pending",
+                   _text(c.get("state"), 40), _text(c.get("link"), 500)) for c in data if isinstance(c, dict)]
+    # Every check counts; only what is kept to show is capped, failures and running ones first. The list is the
+    # branch's CI config's (the agent's to write): 100 quick jobs listed before a failing one read as "pass".
+    rank = {bucket: i for i, bucket in enumerate((*FAILED, "pending"))}
+    kept = sorted(every, key=lambda c: rank.get(c.bucket, len(rank)))[:MAX_CHECKS]
+    return ChecksReport(pr, tuple(kept), time.time())
 
 
 class ChecksCache:
