@@ -360,6 +360,7 @@ def test_each_bad_session_field_is_named(field: str, value: Any, expected: str) 
     ({"disk_bytes": 2**64}, "disk_bytes is not a whole number from 0 to"),
     ({"facts": {"exists": 1}}, "facts.exists is not true or false (got an int)"),
     ({"status": "gone"}, "status is not one of active, kept, removed"),
+    ({"session": session_record("b")}, "worktree a.session.name is not the name of its worktree"),
 ])
 def test_each_bad_worktree_field_is_named(change: dict[str, Any], expected: str) -> None:
     from daintree_tui.core.errors import OperationError
@@ -432,3 +433,34 @@ async def test_the_dashboard_shows_a_hosts_rows_typed_and_its_junk_as_that_hosts
         assert all(isinstance(c, Text) and any("grey42" in str(s.style) for s in c.spans)
                    for c in row.values() if str(c))
         await until(pilot, lambda: error in screen.query_one(TerminalView).placeholder)
+
+
+@pytest.mark.usefixtures("tmux_socket")
+async def test_a_host_listing_one_worktree_twice_never_ends_the_dashboard(
+        evil: Hostile, repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two records named `a` in one `worktree list --json`: both became row `a@evil`, and the table's second
+    add_row of that key raised DuplicateKey, which ended the dashboard. A listing that names a worktree twice is
+    that host's error, greyed as any junk answer is; the poller goes on."""
+    from daintree_tui.core.project import Project
+    from daintree_tui.tui.app import make_app
+    from daintree_tui.tui.hosts import HostsWatch
+    from daintree_tui.tui.screens.main import MainScreen
+    from daintree_tui.tui.widgets.worktree_table import WorktreeTable
+    from tests.test_dashboard import until
+
+    monkeypatch.setattr(HostsWatch, "interval", 0.5)
+    evil.answer({"worktree list": [worktree_record("a", evil.repo), worktree_record("b", evil.repo)]})
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(220, 40)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, MainScreen)
+        table = screen.query_one(WorktreeTable)
+        await until(pilot, lambda: "b@evil" in [str(k.value) for k in table.rows])
+        twice = [worktree_record("a", evil.repo), worktree_record("a", evil.repo, session_record("a"))]
+        evil.answer({"worktree list": twice})
+        watch = screen.hosts_watch
+        await until(pilot, lambda: watch.states["evil"].status == "error")
+        assert "a" in str(watch.states["evil"].error) and "twice" in str(watch.states["evil"].error)
+        passes = watch.passes
+        await until(pilot, lambda: watch.passes > passes + 1)
+        assert app.is_running and [str(k.value) for k in table.rows].count("a@evil") == 1

@@ -156,7 +156,19 @@ def worktree_list(host: str, data: object) -> list[dict[str, Any]]:
     """`worktree list --json`: every worktree, each with its git facts, disk use and session."""
     reader = Reader(host, "worktree list --json")
     items = reader.items(data, "the answer")
-    return [worktree(reader, item, f"worktree {i + 1}") for i, item in enumerate(items)]
+    out = [worktree(reader, item, f"worktree {i + 1}") for i, item in enumerate(items)]
+    seen: set[str] = set()
+    for record in out:
+        # A name is a row's key, a session's and an attach's: named twice, the table's second row of that key
+        # raised DuplicateKey and ended the dashboard.
+        if record["name"] in seen:
+            raise OperationError(f"host {host} answered `worktree list --json`: worktree {record['name']} is "
+                                 "listed twice")
+        seen.add(record["name"])
+        if record["session"] is not None and record["session"]["name"] != record["name"]:
+            reader.fail(f"worktree {record['name']}.session.name", "the name of its worktree",
+                        record["session"]["name"])
+    return out
 
 
 def worktree(reader: Reader, data: object, where: str) -> dict[str, Any]:
