@@ -32,7 +32,7 @@ from daintree_tui.sessions.usage import (
     price_for,
     read_new_lines,
 )
-from tests.conftest import CLI, events, path_without_agents, wait_for
+from tests.conftest import CLI, events, git, path_without_agents, wait_for
 
 FIXTURES = Path(__file__).parent / "fixtures"
 sys.path.insert(0, str(FIXTURES))
@@ -662,3 +662,39 @@ def test_the_dashboards_live_status_believes_hooks_as_session_list_does(cli: CLI
         wait_for(lambda: _info(services, name) and status() == "running", timeout=15)
     finally:
         live.close()
+
+
+AIDER = shutil.which("aider")  # looked up before any test hides the agent CLIs from PATH
+
+
+@pytest.mark.skipif(AIDER is None and not os.environ.get("CI"), reason="aider is not installed")
+def test_aiders_own_files_are_not_the_worktrees_work(cli: CLI, repo: Path, tmux_socket: str) -> None:
+    """The real aider, sandboxed, writes its chat history and its repo map's cache at the top of the worktree: the
+    worktree stayed dirty and `train`/`worktree merge` skipped it ("uncommitted changes"). Its histories now go to
+    the session's folder and its cache folder holds a `.gitignore` of `*`: the worktree is clean, and it lands."""
+    assert AIDER is not None
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "daintree" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(f"[agents.aider]\ncommand = \"{AIDER} --exit --no-check-update --model gpt-4o "
+                      "--openai-api-key sk-test --no-show-model-warnings --analytics-disable\"\n")
+    for key, value in (("user.name", "Tester"), ("user.email", "tester@example.invalid")):
+        git(repo, "config", key, value)  # else aider writes them into .git/config, read-only in its sandbox
+    cli.ok("worktree", "create", "aid")
+    worktree = repo / ".worktrees" / "aid"
+    (worktree / "feature.py").write_text("print('feature')\n")
+    cli.ok("worktree", "commit", "aid", "--all", "-m", "feature")
+    (worktree / ".aider.chat.history.md").write_text("an earlier chat of the user's\n")  # stays where it is
+    cli.ok("session", "start", "aid", "--agent", "aider")
+    history = repo / ".worktrees" / ".tmp" / "aid" / "aider" / "chat.history.md"
+    wait_for(lambda: history.is_file() and "aider chat started" in history.read_text(), timeout=60)
+
+    def cache_written() -> bool:
+        return any(p.name != ".gitignore" for c in worktree.glob(".aider.tags.cache.v*") for p in c.iterdir())
+
+    wait_for(cache_written, timeout=60)
+    cli.ok("session", "stop", "aid")
+    assert (worktree / ".aider.chat.history.md").read_text() == "an earlier chat of the user's\n"
+    assert not (worktree / ".gitignore").exists()  # aider was not let add `.aider*` to it
+    (worktree / ".aider.chat.history.md").unlink()  # the user's own file, moved by the user
+    assert cli.json("worktree", "status", "aid")["dirty_files"] == []
+    assert [(r["worktree"], r["result"]) for r in cli.json("train", "aid")] == [("aid", "merged")]

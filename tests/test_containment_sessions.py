@@ -20,7 +20,9 @@ from typing import Any
 import pytest
 
 from daintree_tui.core import limits
+from daintree_tui.core.project import Project
 from daintree_tui.core.sandbox import BwrapSandbox
+from daintree_tui.sessions.manager import SessionManager
 from tests.conftest import CLI, events, git, trusted_config, wait_for
 
 _OK, _WHY = BwrapSandbox().available()
@@ -110,6 +112,13 @@ cpu = 0.3
     listed = wait_for(lambda: (s := _listed(cli)).get("hog", {}).get("status") == "exited" and s, timeout=60)
     assert listed["hog"]["exit_code"] == 137 and listed["hog"]["limit"] == "oom-killed", listed["hog"]
     assert "oom-killed" in cli("session", "list").stdout
+    # The dashboard's Status column (10 cells) keeps the reason; the title above the terminal has it whole.
+    from daintree_tui.tui.widgets.worktree_table import COLUMNS, session_cell
+
+    info = next(i for i in SessionManager(Project.discover(repo)).list() if i.name == "hog")
+    width = next(c.width for c in COLUMNS if c.key == "session")
+    assert session_cell(info, short=True).plain == "■ oom 137" and len("■ oom 137") <= width
+    assert session_cell(info).plain.startswith("■ exited 137 oom-killed")
     assert listed["calm"]["status"] != "exited" and listed["bomb"]["status"] != "exited"
     limited = [e for e in events(repo) if e["event"] == "sandbox.limit"]
     assert any(e["worktree"]["name"] == "hog" and e["reason"] == "oom-killed" for e in limited)

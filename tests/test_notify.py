@@ -297,6 +297,44 @@ prompt_mode = "none"
         cli("notify", "stop")  # ours: it would tell the receiver, gone by then, of the sessions the teardown ends
 
 
+@needs_tmux
+def test_a_quiet_agent_is_not_waiting_and_one_wait_is_one_notice(repo: Path, tmux_socket: str,
+                                                                 receiver: Receiver) -> None:
+    """An agent with a prompt pattern, silent for 3 s (a build), is `running` until its prompt shows: it had been
+    marked waiting (a "needs you" notice) after the debounce. One without a pattern that prints, pauses, then draws
+    its prompt is waiting twice a moment apart: that is one notice."""
+    user_config(f'[notify]\nwebhook = "{receiver.url}"\n' + AGENTS + """
+[agents.builder]
+command = "sh -c 'echo building; sleep 3; printf \\"done> \\"; read answer; exit 0'"
+prompt_mode = "none"
+waiting_pattern = '> $'
+[agents.slow]
+command = "sh -c 'echo loading; sleep 3; printf \\"ready? \\"; read answer; exit 0'"
+prompt_mode = "none"
+""")
+    cli = CLI(repo, subprocess=True)
+    cli.ok("worktree", "create", "build", "--agent", "builder")
+    cli.ok("worktree", "create", "slow", "--agent", "slow")
+    wait_for(lambda: watcher_running(repo), timeout=15)
+    from tests.conftest import events
+
+    def recorded(name: str, event: str) -> int:
+        return sum(1 for e in events(repo) if e["event"] == event and e["worktree"]["name"] == name)
+
+    wait_for(lambda: recorded("slow", "session.waiting") >= 2, timeout=30)  # the pause, then the prompt
+    wait_for(lambda: "done>" in cli("session", "capture", "build").stdout, timeout=30)
+    wait_for(lambda: recorded("build", "session.waiting") >= 1, timeout=30)
+    for name in ("build", "slow"):
+        cli.ok("session", "send", name, "yes")
+    wait_for(lambda: {("done", "build"), ("done", "slow")} <= set(receiver.kinds()), timeout=30)
+    # Waiting once, and only once its prompt showed: after its 3 s of silence, never in them.
+    built = {e["event"]: e["ts"] for e in events(repo) if e["worktree"]["name"] == "build"}
+    assert recorded("build", "session.waiting") == 1
+    assert built["session.waiting"] - built["session.started"] >= 3.0, built
+    assert sorted(k for k in receiver.kinds() if k[0] == "waiting") == [("waiting", "build"), ("waiting", "slow")]
+    cli("notify", "stop")
+
+
 def test_webhook_retried_with_back_off_and_ntfy_as_ntfy_expects(tmp_path: Path, receiver: Receiver) -> None:
     from daintree_tui.core.project import Project
     from daintree_tui.core.user_config import NotifyConfig

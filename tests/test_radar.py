@@ -8,7 +8,8 @@ import shutil
 from pathlib import Path
 
 from daintree_tui.core.project import Project
-from daintree_tui.core.radar import Radar, parse_merge_tree
+from daintree_tui.core.radar import Radar
+from daintree_tui.core.radar_merge import MergeAnswer, parse_merge_tree
 from daintree_tui.core.worktrees import WorktreeService
 from tests.conftest import CLI, git
 from tests.conftest import commit_file as commit
@@ -113,7 +114,7 @@ def test_parse_merge_tree_reads_gits_answers() -> None:
     tree = "1" * 40
     out = "\0".join(["0", tree, "a.py", "b.py", "", "1", "a.py", "Auto-merging", "Auto-merging a.py\n",
                      "2", "a.py", "b.py", "CONFLICT (rename)", "x\n", "", "1", tree, "", ""])
-    assert parse_merge_tree(out, 2) == [(False, ("a.py", "b.py")), (True, ())]
+    assert parse_merge_tree(out, 2) == [MergeAnswer(False, ("a.py", "b.py"), tree), MergeAnswer(True, (), tree)]
     assert parse_merge_tree("0\0" + tree, 2) == [None, None]
 
 
@@ -142,3 +143,42 @@ def test_a_worktree_made_after_main_moved_on_does_not_inherit_mains_conflict(cli
     data = cli.json("worktree", "conflicts")
     assert [(c["worktree"], c["other"], c["files"]) for c in data] == [("early", "main", ["README.md"])], data
     assert {e["name"]: e["conflicts"] for e in cli.json("worktree", "list")} == {"early": ["main"], "late": []}
+
+
+def test_a_worktree_whose_work_landed_is_left_out(cli: CLI, repo: Path) -> None:
+    """Squash-trained without --remove, a branch is never main's ancestor: it was predicted to conflict with every
+    later worktree editing its lines, and with main once one of those landed. Its work is in main: it is left out
+    (git's merge into main changes nothing, or the index says its tip landed there), until it commits again."""
+    commit(repo, "app.py", three_lines("two"), "app")
+    cli.ok("worktree", "create", "first")
+    wts = repo / ".worktrees"
+    commit(wts / "first", "app.py", three_lines("FIRST"))
+    assert [r["result"] for r in cli.json("train", "first", "--strategy", "squash")] == ["merged"]
+    listed = {e["name"]: e for e in cli.json("worktree", "list")}
+    assert listed["first"]["landed"]["into"] == "main"
+    assert listed["first"]["landed"]["commit"] == git(repo, "rev-parse", "main").strip()
+    cli.ok("worktree", "create", "second")  # forks after the landing, and edits the same line
+    commit(wts / "second", "app.py", three_lines("SECOND"))
+    assert cli.json("worktree", "conflicts") == []
+    # A person's own squash, with no record of it: git's merge into main changes nothing, so it is left out too.
+    cli.ok("worktree", "create", "manual")
+    commit(wts / "manual", "other.py", "manual\n")
+    branch = next(e["branch"] for e in cli.json("worktree", "list") if e["name"] == "manual")
+    git(repo, "merge", "-q", "--squash", branch)
+    git(repo, "commit", "-q", "-m", "manual, squashed by hand")
+    cli.ok("worktree", "create", "later")
+    commit(wts / "later", "other.py", "later\n")
+    assert cli.json("worktree", "conflicts") == []
+    # second lands: main changes first's line again, and first's work is in main all the same (its record).
+    assert [r["result"] for r in cli.json("train", "second")] == ["merged"]
+    assert cli.json("worktree", "conflicts") == []
+    assert {e["name"]: e["conflicts"] for e in cli.json("worktree", "list")} == {
+        "first": [], "second": [], "manual": [], "later": []}
+    # The train without names takes only what has work left to land.
+    assert [(r["worktree"], r["result"]) for r in cli.json("train")] == [("later", "merged")]
+    # New work on first's old branch is work again: its conflict with main is real.
+    commit(wts / "first", "app.py", three_lines("FIRST AGAIN"))
+    # (manual, squashed by hand, has no record: once later changed its file on main, git's merge alone speaks
+    # for it, and that one conflicts.)
+    found = [(c["worktree"], c["other"]) for c in cli.json("worktree", "conflicts")]
+    assert [pair for pair in found if "manual" not in pair] == [("first", "main")], found

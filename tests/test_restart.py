@@ -14,7 +14,7 @@ from daintree_tui.core.store import write_json
 from daintree_tui.core.worktrees import WorktreeService
 from daintree_tui.sessions.manager import SessionManager
 from daintree_tui.sessions.status import SessionStatus
-from tests.conftest import wait_for
+from tests.conftest import CLI, wait_for
 
 pytestmark = pytest.mark.usefixtures("tmux_socket")
 
@@ -142,3 +142,21 @@ def test_restarting_the_only_session_is_not_a_lost_server(repo: Path, tmux_socke
     write_json(services.sessions.meta_path("only"), record)
     assert services.lost_sessions(seen) == {}
     assert services.lost_sessions({"only": None}) == {"only": "echo"}  # without the runs seen, as before
+
+
+def test_start_without_an_agent_after_a_stop_runs_the_worktrees_own(cli: CLI, repo: Path) -> None:
+    """`session stop W` then `session start W` on a worktree made with `--agent X` started the default agent."""
+    user_agents()
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "daintree" / "config.toml"
+    config.write_text(config.read_text().replace("[agents.echo]", "default_agent = \"sleeper\"\n[agents.echo]"))
+    cli.ok("worktree", "create", "made", "--agent", "echo")
+    log = repo / ".worktrees" / ".logs" / "made.log"
+    wait_for(lambda: log.exists() and "agent ready" in log.read_text(), timeout=30)
+    cli.ok("session", "stop", "made")
+    info = cli.json("session", "start", "made")
+    assert info["agent"] == "echo"
+    wait_for(lambda: log.read_text().count("agent ready") == 2, timeout=30)
+    assert [s["agent"] for s in cli.json("session", "list")] == ["echo"]
+    cli.ok("worktree", "create", "fresh")
+    assert cli.json("session", "start", "fresh")["agent"] == "sleeper"  # never had a session: the default
+    assert "the one the worktree's last session ran" in " ".join(cli.ok("session", "start", "--help").stdout.split())

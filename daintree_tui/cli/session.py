@@ -232,7 +232,7 @@ def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None
     p = add(ssub, "start", cmd_session_start, "start an agent in a worktree")
     p.add_argument("name", help="a worktree's name (daintree worktree list)")
     p.add_argument("--agent", metavar="PRESET",
-                   help="the agent (default: default_agent; with --resume, the worktree's last)")
+                   help="the agent (default: the one the worktree's last session ran, else default_agent)")
     p.add_argument("--prompt", help="first prompt (default: the bound task's subject and description)")
     p.add_argument("--resume", action="store_true",
                    help="continue the agent's last conversation in this worktree (its preset's resume command)")

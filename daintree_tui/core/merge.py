@@ -205,6 +205,7 @@ class Merger:
                 # Inside its sandbox: `reset` writes the admin dir (`logs/HEAD`, the index), the agent's to link.
                 worktree_git("reset", "-q", "--keep", new_tip, check=False)
                 bring_in(self.project, entry)
+        self.worktrees.mark_landed(name, branch_tip, target, new_tip)  # the radar leaves it out while it stays
         result = MergeResult(name, target, strategy, new_tip, f"merged {entry.branch} into {target} ({strategy})")
         self.project.events.append("worktree.merge.after", worktree=brief, commit=new_tip, task=task_brief)
         if remove:

@@ -14,6 +14,9 @@ path since they left their target (`changed_paths`), so the cost follows the pai
 result is kept per pair of commits, and so is every other answer (a fork point, a list of paths), so a pass over
 worktrees where nothing changed asks git for one listing of the branches and nothing else.
 
+A worktree whose work is in its target already (squashed or rebased there, so never the target's ancestor) is
+left out (core/radar_merge.py `landed`): it had been predicted to conflict with every later change of its lines.
+
 Two worktrees whose fork points differ are compared on what each changed since its own fork point: a file one
 changed that the target changed in between is that worktree's conflict with the target, reported as such.
 """
@@ -36,6 +39,7 @@ from daintree_tui.core.errors import OperationError
 from daintree_tui.core.log import suppressed
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.project import Project
+from daintree_tui.core.radar_merge import Merges
 from daintree_tui.core.sandbox import bring_in
 from daintree_tui.core.spawn import command
 from daintree_tui.core.work_tree import oid, read_work_tree
@@ -98,47 +102,11 @@ class _Work:
     entry: WorktreeEntry
     target: str | None = None
     target_tip: str | None = None
+    target_tree: str | None = None
     tip: str | None = None
     commit: str | None = None  # the tip, or a commit of the uncommitted work on top of it
     fork: str | None = None
     paths: frozenset[str] = frozenset()
-
-
-def parse_merge_tree(out: str, count: int) -> list[tuple[bool, tuple[str, ...]] | None]:
-    """The answers of `git merge-tree --write-tree --name-only -z --stdin` to `count` merges, in order: (clean,
-    conflicted files) each, None where the output ended early. Per merge git prints its status (1 clean, 0 not),
-    the tree, the conflicted files and an empty field; after a conflicted one, its messages, each a count of paths,
-    the paths, a type and a text, and an empty field."""
-    tokens = out.split("\0")
-    answers: list[tuple[bool, tuple[str, ...]] | None] = []
-    i = 0
-    try:
-        for _ in range(count):
-            status = tokens[i]
-            i += 2  # the status and the tree
-            files: list[str] = []
-            while tokens[i] != "":
-                files.append(tokens[i])
-                i += 1
-            i += 1
-            if status == "0":
-                while tokens[i] != "":
-                    i += 1 + int(tokens[i]) + 2
-                i += 1
-            answers.append((status == "1", tuple(dict.fromkeys(files))))
-    except (IndexError, ValueError):
-        pass
-    return answers + [None] * (count - len(answers))
-
-
-def _merge_one(root: Path, a: str, b: str) -> tuple[bool, tuple[str, ...]] | None:
-    """One merge, without `--stdin`: git prints the tree, then (conflicted) the files, an empty field, messages."""
-    proc = g.git(root, "merge-tree", "--write-tree", "--name-only", "-z", a, b, check=False)
-    if proc.returncode not in (0, 1):
-        return None
-    fields = proc.stdout.split("\0")[1:]
-    files = fields[:fields.index("")] if "" in fields else fields
-    return proc.returncode == 0, tuple(dict.fromkeys(files))
 
 
 class Radar:
@@ -155,7 +123,7 @@ class Radar:
         self._commits: dict[tuple[str, str], str] = {}  # (tree, tip) -> a commit of that tree on that tip
         self._forks: dict[tuple[str, str], str | None] = {}
         self._paths: dict[tuple[str, str], frozenset[str]] = {}
-        self._merges: dict[tuple[str, str], tuple[bool, tuple[str, ...]]] = {}
+        self._merges = Merges(project.root)
 
     # -- one pass ------------------------------------------------------------------------------------------------
 
@@ -212,7 +180,7 @@ class Radar:
             tree = self._trees.get(entry.name, tip_tree_id)
             work = _Work(entry.name, entry, tip=tip)
             work.target = self._target(entry, refs, head)
-            work.target_tip = refs[work.target][0] if work.target in refs else None
+            work.target_tip, work.target_tree = refs.get(work.target or "", (None, None))
             try:
                 work.commit = tip if tree == tip_tree_id else self._work_commit(entry, tree, tip)
             except OperationError as exc:
@@ -224,12 +192,15 @@ class Radar:
             list(pool.map(self._place, works))
             targets = {(w.fork, w.target_tip) for w in works if w.fork and w.target_tip}
             target_paths = dict(zip(targets, pool.map(lambda ft: self._changed(*ft), targets), strict=True))
+        landed, merges = self._landed(works, target_paths)
+        works = [w for w in works if w.name not in landed]
         pairs = self._candidate_pairs(works, target_paths)
-        results, merges = self._merge_all([(a, b) for _, _, a, b in pairs])
+        results, more = self._merges.merge_all([(a, b) for _, _, a, b in pairs])
+        merges += more
         conflicts = []
         by_name = {w.name: w for w in works}
         for (left, right, _, _), result in zip(pairs, results, strict=True):
-            files = () if result is None or result[0] else result[1]
+            files = () if result is None or result.clean else result.files
             if files and right in by_name:
                 files = _own_files(by_name[left], by_name[right], files, target_paths)
             if files:
@@ -311,11 +282,8 @@ class Radar:
                          target_paths: Mapping[tuple[str, str], frozenset[str]]) -> list[tuple[str, str, str, str]]:
         """(worktree, other, its commit, the other's) for every pair that changes a common path: each worktree with
         its target's tip, and each two worktrees, found through the paths (never by trying every pair)."""
-        pairs: list[tuple[str, str, str, str]] = []
-        for w in works:
-            if w.fork and w.target_tip and w.target and w.commit and w.target_tip != w.fork \
-                    and w.paths & target_paths.get((w.fork, w.target_tip), frozenset()):
-                pairs.append((w.name, w.target, w.commit, w.target_tip))
+        pairs = [(w.name, w.target or "", w.commit or "", w.target_tip or "") for w in works
+                 if _faces_target(w, target_paths)]
         by_path: dict[str, list[int]] = {}
         for i, w in enumerate(works):
             for path in w.paths:
@@ -331,21 +299,18 @@ class Radar:
                 pairs.append((a.name, b.name, a.commit, b.commit))
         return pairs
 
-    def _merge_all(self, pairs: Iterable[tuple[str, str]]) -> tuple[list[tuple[bool, tuple[str, ...]] | None], int]:
-        """Each pair's (clean, conflicted files): known ones from the cache, the rest from one `git merge-tree
-        --stdin`; how many git merged."""
-        keys = [(a, b) if a <= b else (b, a) for a, b in pairs]
-        missing = list(dict.fromkeys(k for k in keys if k not in self._merges))
-        if missing:
-            root = self.project.root
-            answers = parse_merge_tree(g.git(root, "merge-tree", "--write-tree", "--name-only", "-z", "--stdin",
-                                             input="".join(f"{a} {b}\n" for a, b in missing), check=False).stdout,
-                                       len(missing))
-            for key, answer in zip(missing, answers, strict=True):
-                # The batch stops at a pair git cannot merge (unrelated histories): the rest one by one. A pair that
-                # cannot be merged at all has no prediction, and is not asked again while its commits stay.
-                self._merges[key] = answer or _merge_one(root, *key) or (True, ())
-        return [self._merges.get(k) for k in keys], len(missing)
+    def _landed(self, works: list[_Work], target_paths: Mapping[tuple[str, str], frozenset[str]]) -> tuple[
+            set[str], int]:
+        """The worktrees whose work is in their target already, and how many merges git was asked for: the index
+        says their tip landed there (`landed`, a squash that the target then changed further), or their merge into
+        the target changes nothing (git's tree is the target's own)."""
+        found = {w.name for w in works if w.tip and w.commit == w.tip and w.target and w.target_tip
+                 and self._merges.recorded_landed(w.entry.extra, w.tip, w.target, w.target_tip)}
+        asked = [w for w in works if w.name not in found and _faces_target(w, target_paths)]
+        answers, merges = self._merges.merge_all([(w.commit or "", w.target_tip or "") for w in asked])
+        found.update(w.name for w, answer in zip(asked, answers, strict=True)
+                     if answer is not None and answer.clean and answer.tree == w.target_tree)
+        return found, merges
 
     def _forget(self, live: list[WorktreeEntry]) -> None:
         """Drop what only gone worktrees used, so the caches follow the live set."""
@@ -355,9 +320,17 @@ class Radar:
         limit = 20 * max(len(live), 10)
         if len(self._checked) > limit:
             self._checked.clear()  # checked again when next read: whole once is whole for good
-        for cache in (self._commits, self._forks, self._paths, self._merges):
+        for cache in (self._commits, self._forks, self._paths):
             while len(cache) > limit:
                 cache.pop(next(iter(cache)))  # the oldest first (dicts keep their order)
+        self._merges.forget(limit)
+
+
+def _faces_target(w: _Work, target_paths: Mapping[tuple[str, str], frozenset[str]]) -> bool:
+    """Whether a merge of the worktree into its target is worth asking: the target moved since it forked, on a
+    path that the worktree changed too."""
+    return bool(w.fork and w.target_tip and w.target and w.commit and w.target_tip != w.fork
+                and w.paths & target_paths.get((w.fork, w.target_tip), frozenset()))
 
 
 def _own_files(a: _Work, b: _Work, files: tuple[str, ...],

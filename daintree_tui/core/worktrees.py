@@ -19,7 +19,7 @@ from typing import Any
 from daintree_tui.core import deps, ownership, validate
 from daintree_tui.core import git as g
 from daintree_tui.core.environment import worktree_env
-from daintree_tui.core.errors import InputError, OperationError
+from daintree_tui.core.errors import DaintreeError, InputError, OperationError
 from daintree_tui.core.index import Index, find
 from daintree_tui.core.log import suppressed
 from daintree_tui.core.models import WorktreeEntry, WorktreeStatus
@@ -194,6 +194,17 @@ class WorktreeService:
             task = self.tasks.find(entry.task_id) if entry.task_id is not None else None
             self.project.events.append("worktree.keep", worktree=entry.brief(), task=task.brief() if task else None)
         return entry
+
+    def mark_landed(self, name: str, tip: str, into: str, commit: str) -> None:
+        """Record in its index entry that branch tip `tip` landed on `into` as `commit` (`landed`): the radar
+        leaves such a worktree out while its branch stays at that tip (core/radar_merge.py), a squash being never
+        the target's ancestor. Best effort: the merge is done whatever becomes of the note."""
+        with suppressed(OSError, DaintreeError), self.project.lock.hold():
+            entries = self.index.load(heal=True)
+            entry = find(entries, name)
+            if entry is not None:
+                entry.extra["landed"] = {"tip": tip, "into": into, "commit": commit, "at": time.time()}
+                self.index.save(entries)
 
     # -- remove ----------------------------------------------------------------------------------------------
 

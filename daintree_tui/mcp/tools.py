@@ -84,7 +84,8 @@ TOOLS: tuple[ToolSpec, ...] = (
              {"limit": _arg({"type": "integer", "minimum": 0}, "only the last N events")}, worker=True),
     ToolSpec("session_start", "Start an agent in a worktree's terminal session; its task becomes the first prompt.",
              {"name": _arg(_STRING, "worktree name")},
-             {"agent": _arg(_STRING, "agent preset (default: the configured default agent)"),
+             {"agent": _arg(_STRING, "agent preset (default: the one the worktree's last session ran, else the "
+                                      "configured default agent)"),
               "prompt": _arg(_STRING, "first prompt instead of the task's subject and description")}),
     ToolSpec("session_send", "Paste text into a session's agent and press Enter (agents only, never a shell).",
              {"name": _arg(_STRING, "worktree name"), "text": _arg(_STRING, "what to tell the agent")}),

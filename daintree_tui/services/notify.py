@@ -48,6 +48,7 @@ SESSION_KINDS = ("waiting", "done", "failed", "over_budget")
 HTTP_TIMEOUT = 5.0
 RETRY_DELAYS = (1.0, 3.0, 9.0)  # after the first try: four tries in ~13 s, then the notice is given up (logged)
 COMMAND_TIMEOUT = 30.0
+WAITING_AFTER_TURN = 5.0  # seconds a session runs between two waits that are two notices (OncePerRun)
 TERMINAL_NOTICE_TTL = 60.0  # a notice for a dashboard's terminal that no dashboard claimed by then is dropped
 
 
@@ -140,18 +141,34 @@ def notice_for(record: Mapping[str, Any], host: str | None = None) -> Notice | N
 
 
 class OncePerRun:
-    """`done` once per run of a session: an agent that completes its task and then exits 0 made two events."""
+    """`done` once per run of a session: an agent that completes its task and then exits 0 made two events. And
+    `waiting` once per real wait: after a run's first, another only when the session was `running` for at least
+    WAITING_AFTER_TURN seconds since (an agent that printed, paused, then drew its prompt sent two, a second apart)."""
 
     def __init__(self) -> None:
         self._done: set[str] = set()
+        self._waited: set[str] = set()  # runs whose `waiting` was sent, and no turn since
+        self._running_since: dict[str, float] = {}
 
     def accept(self, record: Mapping[str, Any], notice: Notice | None) -> bool:
         worktree_field = record.get("worktree")
         name = worktree_field.get("name") if isinstance(worktree_field, dict) else None
-        if record.get("event") == "session.started" and isinstance(name, str):
-            self._done.discard(name)
+        event = record.get("event")
+        ts = record.get("ts")
+        if isinstance(name, str):
+            if event == "session.started":
+                self._done.discard(name)
+                self._waited.discard(name)
+                self._running_since.pop(name, None)
+            elif event == "session.running" and isinstance(ts, int | float):
+                self._running_since[name] = float(ts)
         if notice is None:
             return False
+        if notice.kind == "waiting" and notice.worktree:
+            since = self._running_since.pop(notice.worktree, None)
+            if notice.worktree in self._waited and (since is None or notice.ts - since < WAITING_AFTER_TURN):
+                return False
+            self._waited.add(notice.worktree)
         if notice.kind == "done" and notice.worktree:
             if notice.worktree in self._done:
                 return False

@@ -241,14 +241,15 @@ class Operations:
     def start_session(self, name: str, agent: str | None = None, *, prompt: str | None = None,
                       size: tuple[int, int] | None = None, resume: bool = False, restart: bool = False,
                       use_task_prompt: bool = True) -> SessionInfo:
-        """Start `agent` in worktree `name` (without `agent`: with `resume` or `restart` the agent its last session
-        ran, else the default agent). `restart` replaces a running session; everything that can refuse is checked
-        before it is stopped, so a refused restart leaves the running agent alone. `resume` continues the agent's
-        last conversation."""
+        """Start `agent` in worktree `name` (without `agent`: the agent its last session ran, else the default
+        agent: `session stop W` then `session start W` on a worktree made with `--agent codex` had started the
+        default agent). `restart` replaces a running session; everything that can refuse is checked before it is
+        stopped, so a refused restart leaves the running agent alone. `resume` continues the agent's last
+        conversation."""
         services = self.services
         services.project.require_git()
         services.sessions.require_known(name)  # a typo is named as such, before anything about the agent
-        if agent is None and (resume or restart):
+        if agent is None:
             record = services.sessions.record(name)
             agent = record.agent if record is not None else None
         preset = self.startable(agent, prompt=None if resume else prompt, worktrees=[name])

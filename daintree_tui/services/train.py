@@ -34,6 +34,7 @@ from daintree_tui.core.hooks import HookFailed, run_hooks
 from daintree_tui.core.log import suppressed
 from daintree_tui.core.merge import NO_HOOKS
 from daintree_tui.core.models import TaskStatus, WorktreeEntry
+from daintree_tui.core.radar_merge import Merges
 from daintree_tui.core.runner import run_command
 from daintree_tui.core.sandbox import bring_in, wrap_command
 from daintree_tui.core.store import remove_tree
@@ -125,6 +126,7 @@ class Train:
         or none): what the train lands when given no names."""
         root = self.project.root
         states = self._session_states()
+        landed = Merges(root)  # a squash landed earlier, its target moved on since: nothing of it is left to land
         names = []
         for entry in self.worktrees.entries():
             if states.get(entry.name) not in (None, "waiting", "exited") or not Path(entry.path).is_dir():
@@ -134,6 +136,7 @@ class Train:
                 target = self.merger.target_branch(entry, into)
                 tip, target_tip = g.rev_parse_commit(root, entry.branch), g.rev_parse_commit(root, target)
                 if tip and target_tip and target != entry.branch and not g.is_ancestor(root, tip, target_tip) \
+                        and not landed.recorded_landed(entry.extra, tip, target, target_tip) \
                         and self._adds_to(target_tip, tip):
                     names.append(entry.name)
         return names
@@ -262,6 +265,7 @@ class Train:
             WorktreeGit(self.project, entry)("reset", "-q", "--keep", built, check=False)
             with suppressed(DaintreeError):
                 bring_in(self.project, entry)
+        self.worktrees.mark_landed(name, step.branch_tip, step.target, built)  # the radar leaves it out now
         self.project.events.append("train.merged", worktree=brief, commit=built, task=task)
         return TrainResult(name, "merged", commit=built, reason=self._after(entry, strategy, remove, complete_task))
 

@@ -29,6 +29,7 @@ from daintree_tui.core.store import backup_path, write_json
 from daintree_tui.core.tasks import TaskService
 from daintree_tui.core.worktrees import require_worktree_ours
 from daintree_tui.sessions.agent_start import type_first_prompt, wire_mcp
+from daintree_tui.sessions.agent_worktree_files import keep_out_of_worktree
 from daintree_tui.sessions.agents import AgentIntegration, SessionContext, integration_for
 from daintree_tui.sessions.agents.base import write_signal_script
 from daintree_tui.sessions.host import PaneState, SessionHost, session_name
@@ -163,6 +164,8 @@ class SessionManager:
             argv = wiring.argv
             env.update(wiring.env)
         argv = wire_mcp(self.project, name, preset, role, argv, env)
+        # Its own state files (aider's histories and cache) are not the worktree's work: kept out of git's sight.
+        argv = keep_out_of_worktree(argv, Path(entry.path), self.project.tmpdir_for(name) / "aider")
         # Imported by a start alone: the dashboard's first poll (observing only) waited ~8 ms for it.
         from daintree_tui.sessions.sandbox import private_home, session_sandbox
 

@@ -9,8 +9,9 @@ hooks (`hooks`: wired per session, see sessions/agents/) is believed once it has
 the agent says `running` or its usage records grow again (a new turn; Codex reports only turn ends), so typing,
 redraws and bursts of output never flip it; `running` stays while output flows and falls back to `waiting` after
 `HOOK_QUIET` seconds of silence (an interrupted turn fires no end hook). Another agent's signal is believed until
-it prints again after a `waiting` signal. Otherwise the preset's prompt pattern on the last screen line, or output
-quiet for the debounce interval, means `waiting`.
+it prints again after a `waiting` signal. Otherwise the preset's prompt pattern on the last screen line means
+`waiting`; only an agent without a pattern is `waiting` when its output has been quiet for the debounce interval
+(with one, quiet output is `running`: a build, a slow start).
 """
 
 from __future__ import annotations
@@ -81,6 +82,12 @@ def derive_status(obs: Observation, now: float, debounce: float, pattern: str | 
                 return SessionStatus.WAITING
         except re.error:
             pass
+    if pattern:
+        # Its prompt is what says it waits: output quiet for the debounce alone is a long build or a slow start,
+        # not a question (aider silent for 2 s in a build notified "needs you").
+        if obs.last_output is None:
+            return SessionStatus.STARTING if now - obs.started_at < stalled_after else SessionStatus.STALLED
+        return SessionStatus.RUNNING
     if obs.last_output is None:
         return SessionStatus.STARTING if now - obs.started_at < STARTING_GRACE else SessionStatus.WAITING
     if now - obs.last_output >= debounce:

@@ -23,9 +23,19 @@ SESSION_GLYPH = {
 }
 
 
-def session_cell(info: SessionInfo | None) -> Text:
+# The Status column's word for what stopped a session (`■ exited 137 oom-killed` was cut to `■ exited …`).
+SHORT_LIMIT = {"oom-killed": "oom", "pids limit": "pids"}
+
+
+def session_cell(info: SessionInfo | None, short: bool = False) -> Text:
+    """The session's status; `short`: the Status column's form, which keeps what stopped it (`■ oom 137`)."""
     if info is None:
         return Text("-", style="dim")
+    if short and str(info.status) == "exited" and info.limit:
+        cell = Text(f"■ {SHORT_LIMIT.get(info.limit, info.limit)}", style="bold red")
+        if info.exit_code is not None:
+            cell.append(f" {info.exit_code}", style="red")
+        return cell
     cell = SESSION_GLYPH[str(info.status)].copy()
     if str(info.status) == "exited" and info.exit_code is not None:
         cell.append(f" {info.exit_code}")

@@ -214,7 +214,7 @@ class WorktreeTable(RowTable):
         cells: dict[str, Cell] = {
             "n": str(numbers.get(entry.name, "")),
             "name": name,
-            "session": session_cell(info),
+            "session": session_cell(info, short=True),
             "source": status_source_glyph(info.status_source if info else None),
             "port": str(entry.ports[0]) if entry.ports else "-",
             "dirty": Text("…", style="dim") if fact is None else (
