@@ -172,7 +172,8 @@ def test_exit_code_0x_is_one_error_naming_the_host_not_an_internal_error(evil: H
 
     # The same host answering well again: the task completes (the typed path is the one that works).
     evil.answer({"worktree list": [worktree_record("job-one", evil.repo,
-                                                   session_record("job-one", status="exited", exit_code=0))]})
+                                                   session_record("job-one", status="exited", exit_code=0))],
+                 "task update": {"id": 7, "subject": "job one", "status": "completed"}})  # its board follows
     code, out, err, _ = run_cli(repo, "queue", "run", "--hosts", "evil", "--once", "--json")
     assert code == 0 and json.loads(out)["completed"] == [task["id"]], out + err
 
@@ -187,9 +188,14 @@ def test_a_task_id_that_is_no_id_fails_the_placement_in_one_line(evil: Hostile, 
     code, out, err, _ = run_cli(repo, "queue", "run", "--hosts", "evil", "--once")
     assert code == 1, out + err
     assert "Traceback" not in out + err and "internal error" not in out + err, out + err
-    errors = [line for line in out.splitlines() if line.startswith("error:")]
+    # One line as it happens on stdout, one on stderr; each names the host once.
+    failed = [line for line in out.splitlines() if line.startswith("failed task")]
+    assert len(failed) == 1 and failed[0].startswith(
+        f"failed task {task['id']}: host evil could not start: it answered `task create --json`: the task's id is "
+        "not a whole number"), out
+    errors = err.strip().splitlines()
     assert len(errors) == 1 and "host evil answered `task create --json`: the task's id is not a whole number" \
-        in errors[0], out
+        in errors[0], err
     assert "worktree create" not in (evil.base / "calls.log").read_text()  # the bad id went nowhere
     local = {t["id"]: t for t in cli.json("task", "list")}
     assert local[task["id"]]["owner"] == "queue-failed:start" and "remote" not in local[task["id"]]

@@ -108,7 +108,9 @@ def run_host_queue(args: argparse.Namespace, services: Services) -> int:
         f"in flight: {report.in_flight}", f"free slots: {', '.join(f'{h} {n}' for h, n in report.free.items())}",
         f"ready or blocked: {report.waiting_tasks}"])
     text += "".join(f"\nunreachable: {h}" for h in report.unreachable)
-    text += "".join(f"\nerror: host {h}: {e}" for h, e in report.host_errors.items())
+    # The error names its host already when it is the host's answer ("host evil answered ..."): said once.
+    text += "".join(f"\nerror: {e if e.startswith(f'host {h} ') else f'host {h}: {e}'}"
+                    for h, e in report.host_errors.items())
     text += stuck_text(report.stuck)
     emit(args, report.to_dict(), text)
     if stop.is_set():

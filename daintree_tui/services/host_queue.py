@@ -98,7 +98,9 @@ class HostQueue:
             except DaintreeError as exc:
                 report.errors.append(f"task {task.id} on {host_name}: {exc}")
                 self._set_owner(task.id, f"{FAILED_OWNER}start")
-                tell(QueueEvent("failed", task.id, f"host {host_name}", f"could not start: {exc}"))
+                said = str(exc).removeprefix(f"host {host_name} ")  # "host evil could not start: it answered..."
+                tell(QueueEvent("failed", task.id, f"host {host_name}",
+                                f"could not start: {'it ' if said != str(exc) else ''}{said}"))
                 continue
             report.placed.setdefault(host_name, []).append(task.id)
             report.worktrees[task.id] = f"{created.name}@{host_name}"
