@@ -4,13 +4,14 @@ without a bound."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import CLI, wait_for
-from tests.test_checkpoints import TURNS, listed, user_config, watcher
+from tests.test_checkpoints import TURNS, listed, needs_bwrap, user_config, watcher
 
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
@@ -57,3 +58,30 @@ async def test_a_prompt_with_markup_is_shown_as_text_in_the_timeline(repo: Path,
         await pilot.pause()
         assert prompt in timeline.render_line(2).text  # row 2 under the header: every bracket shown as typed
         assert app.is_running and isinstance(app.screen, CheckpointsScreen)
+
+
+@needs_bwrap
+def test_bytes_that_are_not_utf8_are_checkpointed_shown_and_restored(repo: Path, cli: CLI) -> None:
+    """The agent names a file `n\\xff.txt` and writes Latin-1 into another: the outside decoded git's output as
+    strict UTF-8, so every checkpoint of that worktree failed with an internal error (the turn's, `create`, and the
+    one a restore takes first: no restore either), and `checkpoint diff` of the Latin-1 file too. The names are
+    the bytes they are (a restore must find the very file), shown escaped."""
+    cli.ok("worktree", "create", "w")
+    wt = repo / ".worktrees" / "w"
+    script = "printf 'caf\\351\\n' > latin.txt; printf 'x\\n' > \"$(printf 'n\\377.txt')\""
+    proc = cli("worktree", "run", "w", "--", "sh", "-c", script)
+    assert proc.returncode == 0, proc.stderr
+    odd = os.fsdecode(b"n\xff.txt")
+    assert (wt / odd).read_bytes() == b"x\n"
+    made = cli.json("checkpoint", "create", "w")["checkpoint"]
+    assert made["id"] == 1 and made["files"] == 2
+    step = cli("checkpoint", "diff", "w", "1", "--step")
+    assert step.returncode == 0, step.stderr
+    assert "+caf\\xe9" in step.stdout and "n\\377.txt" in step.stdout  # git quotes the name, the byte shown
+    listed_files = cli("checkpoint", "diff", "w", "1", "--step", "--stat")
+    assert listed_files.returncode == 0 and "  n\\xff.txt" in listed_files.stdout, listed_files.stderr
+    (wt / odd).unlink()
+    (wt / "latin.txt").write_bytes(b"other\n")
+    restored = cli.json("checkpoint", "restore", "w", "1")
+    assert restored["exact"] is True and restored["before"] == 2
+    assert (wt / odd).read_bytes() == b"x\n" and (wt / "latin.txt").read_bytes() == b"caf\xe9\n"

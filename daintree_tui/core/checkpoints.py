@@ -195,11 +195,26 @@ def base_tree(project: Project, entry: WorktreeEntry) -> str | None:
     return oid(proc.stdout) if proc.returncode == 0 else None
 
 
+def _read(project: Project, *args: str) -> str:
+    """`git args...` on objects in the repository, its output the bytes it is: names and contents are the agent's,
+    not always UTF-8 (a file `n\\xff.txt` had every checkpoint of its worktree end in UnicodeDecodeError, the
+    restore's first one too). Surrogateescape: a name is the very file again for `lstat`, and shown escaped."""
+    argv, env = command(project.root, *args)
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, errors="surrogateescape", env=env,
+                              stdin=subprocess.DEVNULL, check=False)
+    except FileNotFoundError:
+        raise OperationError(g.NO_GIT) from None
+    if proc.returncode != 0:
+        raise OperationError(f"git {args[0]} failed: {g.last_line(proc.stderr) or f'exit {proc.returncode}'}")
+    return proc.stdout
+
+
 def changed_paths(project: Project, old: str | None, new: str) -> list[str]:
     """Paths that differ between two trees (`old` None: every path of `new`), on objects only."""
     args = ["diff-tree", "-r", "--no-renames", "--name-only", "-z", old, new] if old else \
         ["ls-tree", "-r", "--name-only", "-z", new]
-    return [p for p in g.git(project.root, *args).stdout.split("\0") if p]
+    return [p for p in _read(project, *args).split("\0") if p]
 
 
 def take(project: Project, entry: WorktreeEntry, reason: str, prompt: str | None = None, *,
@@ -251,7 +266,7 @@ def diff(project: Project, old: str | None, new: str, *, stat_only: bool = False
     args = ["diff", "--no-ext-diff", "--no-textconv", "--no-color", *(["--stat"] if stat_only else [])]
     if old is None:  # the empty tree, in the repository's own hash
         old = g.git(project.root, "hash-object", "-t", "tree", "--stdin", input="").stdout.strip()
-    return g.git(project.root, *args, old, new, "--").stdout
+    return _read(project, *args, old, new, "--")
 
 
 def _in_the_way(worktree: Path, before: set[str], target: list[str]) -> list[str]:
@@ -277,7 +292,7 @@ def _in_the_way(worktree: Path, before: set[str], target: list[str]) -> list[str
 
 
 def _listing(project: Project, tree: str) -> set[str]:
-    return {p for p in g.git(project.root, "ls-tree", "-r", "--name-only", "-z", tree).stdout.split("\0") if p}
+    return {p for p in _read(project, "ls-tree", "-r", "--name-only", "-z", tree).split("\0") if p}
 
 
 def restore(project: Project, entry: WorktreeEntry, target: Checkpoint, before_tree: str) -> tuple[list[str], bool]:
