@@ -85,3 +85,57 @@ def test_bytes_that_are_not_utf8_are_checkpointed_shown_and_restored(repo: Path,
     restored = cli.json("checkpoint", "restore", "w", "1")
     assert restored["exact"] is True and restored["before"] == 2
     assert (wt / odd).read_bytes() == b"x\n" and (wt / "latin.txt").read_bytes() == b"caf\xe9\n"
+
+
+QUIET = """
+[agents.quiet]
+command = "sh -c 'echo ready; sleep 600'"
+prompt_mode = "none"
+"""
+
+
+@needs_tmux
+def test_a_flood_of_turn_ends_queues_one_checkpoint_per_worktree(repo: Path, tmux_socket: str) -> None:
+    """The agent's own word on its state comes through its inbox (`session signal`, 20 requests a pass): flipping
+    `running`/`waiting` queued one checkpoint (a sandbox, a tree read, the objects checked) per flip on the
+    observer's one worker thread, which also runs the user's hooks and every other worktree's checkpoints: a
+    backlog without bound. A checkpoint reads the files as they are when it runs, so one waiting per worktree
+    loses nothing."""
+    import json
+    import threading
+    import time
+
+    from daintree_tui.core.project import Project
+    from daintree_tui.services import Services
+
+    user_config(QUIET)
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "w", "--agent", "quiet")
+    services = Services(Project.discover(repo))
+    inbox = services.project.inbox_for("w")
+    wait_for(lambda: inbox.is_dir() and "ready" in cli("session", "capture", "w").stdout, timeout=30)
+    observer = services.observer
+    ran: list[str] = []
+    turn = observer.after_turn
+    assert turn is not None
+
+    released = threading.Event()
+
+    def counted(name: str, status: object) -> object:
+        ran.append(str(status))
+        released.wait(60)  # the first is slow (a tree of some size): every flip meanwhile waits behind it
+        return turn(name, status)
+
+    observer.after_turn = counted
+    (repo / ".worktrees" / "w" / "work.txt").write_text("work\n")
+    for n in range(20):  # what the agent writes into its inbox, as its `daintree session signal` would
+        state = "running" if n % 2 == 0 else "waiting"
+        body = {"id": f"{n:032x}", "kind": "signal", "payload": {"state": state}, "created_at": time.time()}
+        (inbox / f"req-{n:032x}.json").write_text(json.dumps(body))
+        services.observe_tick()
+    released.set()
+    assert observer.wait_for_hooks(60)
+    assert len(ran) == 2, ran  # the one running, and one for all the flips meanwhile: not one per flip (10)
+    assert ran[-1] == "waiting"
+    made = listed(cli, "w")
+    assert len(made) == 1 and made[0]["reason"] == "waiting"  # the files were checkpointed all the same
