@@ -138,3 +138,42 @@ def test_a_flood_of_turn_ends_queues_one_checkpoint_per_worktree(repo: Path, tmu
     assert ran[-1] == "waiting"
     made = listed(cli, "w")
     assert len(made) == 1 and made[0]["reason"] == "waiting"  # the files were checkpointed all the same
+
+
+@needs_bwrap
+async def test_a_huge_step_diff_is_cut_and_the_timeline_stays_live(repo: Path, cli: CLI) -> None:
+    """Any file under 64 MiB goes into a checkpoint, and the timeline showed each step's diff whole: 40 MiB of
+    lines the agent wrote were read whole into the dashboard and highlighted on its event loop (about 2.5 s a
+    MiB: minutes frozen, on each move of the cursor onto that step). The diff is cut, and says so."""
+    from daintree_tui.core.checkpoints import DIFF_LIMIT
+    from daintree_tui.core.project import Project
+    from daintree_tui.tui.app import make_app
+    from daintree_tui.tui.screens.checkpoints import CheckpointsScreen
+    from daintree_tui.tui.screens.main import MainScreen
+    from daintree_tui.tui.widgets.checkpoint_timeline import CheckpointTimeline
+    from daintree_tui.tui.widgets.diff_view import DiffView
+    from daintree_tui.tui.widgets.worktree_table import WorktreeTable
+    from tests.test_dashboard import configure, until
+
+    cli.ok("worktree", "create", "w")
+    proc = cli("worktree", "run", "w", "--", "sh", "-c", "yes 'a line of the agent' | head -c 41943040 > notes.txt")
+    assert proc.returncode == 0, proc.stderr
+    assert cli.json("checkpoint", "create", "w")["checkpoint"]["id"] == 1
+    patch = cli.json("checkpoint", "diff", "w", "1", "--step")["patch"]
+    assert len(patch) < DIFF_LIMIT + 1024 and "diff cut at" in patch  # the CLI's: larger, cut all the same
+    configure(repo)
+    app = make_app(Project.discover(repo))
+
+    def shown() -> str:
+        return "\n".join(str(line.text) for line in app.screen.query_one(DiffView).lines)
+
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, MainScreen) and len(app.screen.entries) == 1)
+        main = app.screen
+        main.query_one(WorktreeTable).select_name("w")
+        await until(pilot, lambda: main.selected == "w")
+        await pilot.press("h")
+        await until(pilot, lambda: isinstance(app.screen, CheckpointsScreen) and app.screen.is_mounted)
+        await until(pilot, lambda: app.screen.query_one(CheckpointTimeline).row_count == 1)
+        await until(pilot, lambda: "diff cut at" in shown(), timeout=30)
+        assert len(app.screen.query_one(DiffView).lines) < 20000
