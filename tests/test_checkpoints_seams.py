@@ -113,17 +113,15 @@ def test_a_flood_of_turn_ends_queues_one_checkpoint_per_worktree(repo: Path, tmu
     services = Services(Project.discover(repo))
     inbox = services.project.inbox_for("w")
     wait_for(lambda: inbox.is_dir() and "ready" in cli("session", "capture", "w").stdout, timeout=30)
-    observer = services.observer
+    observer = services.observer  # `[checkpoints] auto` is off here (no watcher races this one): taken by hand
     ran: list[str] = []
-    turn = observer.after_turn
-    assert turn is not None
 
     released = threading.Event()
 
     def counted(name: str, status: object) -> object:
         ran.append(str(status))
         released.wait(60)  # the first is slow (a tree of some size): every flip meanwhile waits behind it
-        return turn(name, status)
+        return services.ops.checkpoint_turn(name, str(status))  # what `auto = true` runs
 
     observer.after_turn = counted
     (repo / ".worktrees" / "w" / "work.txt").write_text("work\n")
