@@ -40,6 +40,7 @@ from daintree_tui.core.work_tree import MAX_FILE_BYTES, SAFE_GIT, oid, read_work
 from daintree_tui.core.worktree_git import WorktreeGit
 
 REF_PREFIX = "refs/daintree/checkpoints/"
+DIFF_LIMIT = 8 << 20  # bytes of a diff read (`checkpoint diff`); the dashboard's timeline reads less
 PROMPT_LIMIT = 200  # characters of the turn's first prompt line kept in the commit message
 REASONS = ("waiting", "exited", "manual", "restore")
 _IDENTITY = {"GIT_AUTHOR_NAME": "daintree checkpoint", "GIT_AUTHOR_EMAIL": "checkpoint@daintree.invalid",
@@ -195,11 +196,26 @@ def base_tree(project: Project, entry: WorktreeEntry) -> str | None:
     return oid(proc.stdout) if proc.returncode == 0 else None
 
 
+def _read(project: Project, *args: str) -> str:
+    """`git args...` on objects in the repository, its output the bytes it is: names and contents are the agent's,
+    not always UTF-8 (a file `n\\xff.txt` had every checkpoint of its worktree end in UnicodeDecodeError, the
+    restore's first one too). Surrogateescape: a name is the very file again for `lstat`, and shown escaped."""
+    argv, env = command(project.root, *args)
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, errors="surrogateescape", env=env,
+                              stdin=subprocess.DEVNULL, check=False)
+    except FileNotFoundError:
+        raise OperationError(g.NO_GIT) from None
+    if proc.returncode != 0:
+        raise OperationError(f"git {args[0]} failed: {g.last_line(proc.stderr) or f'exit {proc.returncode}'}")
+    return proc.stdout
+
+
 def changed_paths(project: Project, old: str | None, new: str) -> list[str]:
     """Paths that differ between two trees (`old` None: every path of `new`), on objects only."""
     args = ["diff-tree", "-r", "--no-renames", "--name-only", "-z", old, new] if old else \
         ["ls-tree", "-r", "--name-only", "-z", new]
-    return [p for p in g.git(project.root, *args).stdout.split("\0") if p]
+    return [p for p in _read(project, *args).split("\0") if p]
 
 
 def take(project: Project, entry: WorktreeEntry, reason: str, prompt: str | None = None, *,
@@ -245,13 +261,34 @@ def take(project: Project, entry: WorktreeEntry, reason: str, prompt: str | None
     raise OperationError(f"the checkpoints of {entry.name} kept moving: none recorded (try again)")
 
 
-def diff(project: Project, old: str | None, new: str, *, stat_only: bool = False) -> str:
+def diff(project: Project, old: str | None, new: str, *, stat_only: bool = False, limit: int = DIFF_LIMIT) -> str:
     """The diff between two trees (or commits), on objects only: no external diff, no textconv (the files are
-    the agent's: a driver named in its attributes is never run)."""
+    the agent's: a driver named in its attributes is never run). At most `limit` bytes of it, then a line that
+    says it was cut: every file under 64 MiB is in a checkpoint, and the dashboard read 40 MiB of one whole and
+    spent minutes of its event loop highlighting it."""
     args = ["diff", "--no-ext-diff", "--no-textconv", "--no-color", *(["--stat"] if stat_only else [])]
     if old is None:  # the empty tree, in the repository's own hash
         old = g.git(project.root, "hash-object", "-t", "tree", "--stdin", input="").stdout.strip()
-    return g.git(project.root, *args, old, new, "--").stdout
+    argv, env = command(project.root, *args, old, new, "--")
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                env=env)
+    except FileNotFoundError:
+        raise OperationError(g.NO_GIT) from None
+    assert proc.stdout is not None
+    data = proc.stdout.read(limit + 1)
+    cut = len(data) > limit
+    if cut:
+        proc.kill()
+    _, err = proc.communicate()
+    if not cut and proc.returncode != 0:
+        said = err.decode("utf-8", "replace")
+        raise OperationError(f"git diff failed: {g.last_line(said) or f'exit {proc.returncode}'}")
+    text = data[:limit].decode("utf-8", "surrogateescape")
+    if not cut:
+        return text
+    size = f"{limit >> 20} MiB" if limit >= 1 << 20 else f"{limit >> 10} KiB"
+    return text[:text.rfind("\n") + 1] + f"[diff cut at {size}: `--stat` lists every file that differs]\n"
 
 
 def _in_the_way(worktree: Path, before: set[str], target: list[str]) -> list[str]:
@@ -277,7 +314,7 @@ def _in_the_way(worktree: Path, before: set[str], target: list[str]) -> list[str
 
 
 def _listing(project: Project, tree: str) -> set[str]:
-    return {p for p in g.git(project.root, "ls-tree", "-r", "--name-only", "-z", tree).stdout.split("\0") if p}
+    return {p for p in _read(project, "ls-tree", "-r", "--name-only", "-z", tree).split("\0") if p}
 
 
 def restore(project: Project, entry: WorktreeEntry, target: Checkpoint, before_tree: str) -> tuple[list[str], bool]:

@@ -101,7 +101,9 @@ def is_number(value: object) -> bool:
 # (task subjects and descriptions, committed or written by an agent) reaches terminals: the CLI's, the
 # dashboard's (which passes ESC through to the terminal), an agent's pane. Printed raw, `ESC ] 52` writes the
 # user's clipboard, `ESC [ 2 J` rewrites what they see.
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# Also the lone surrogates of bytes that are not UTF-8 (a name read with surrogateescape): shown as the byte
+# (`\xff`), which no terminal (and no strict UTF-8 stream) could take as they are.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\udc80-\udcff]")
 
 
 def files(n: int) -> str:
@@ -111,8 +113,14 @@ def files(n: int) -> str:
 
 def escape_controls(text: str) -> str:
     """`text` with every terminal control shown as an escape (`\\x1b`), so it is seen, never obeyed."""
-    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
-                         else f"\\u{ord(m.group()):04x}", text)
+    return _CONTROLS.sub(_escaped, text)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\x{code - 0xdc00:02x}" if 0xdc80 <= code <= 0xdcff else f"\\u{code:04x}"
 
 
 def field(data: dict[str, Any], key: str, kind: str, *, default: Any = None, required: bool = False) -> Any:

@@ -28,6 +28,9 @@ from daintree_tui.core.roles import worktree_role
 from daintree_tui.core.sandbox import SandboxSpec, bring_in, choose, program_dirs, spec_for
 
 GIT_TIMEOUT = 60.0  # seconds: an index the agent made a FIFO never answers
+# What git says here names the agent's files, in bytes that need not be UTF-8 (`n\xff.txt`): read as the bytes
+# they are (lone surrogates, which escape_controls shows as `\xff`), never a UnicodeDecodeError.
+_BYTES = "surrogateescape"
 
 
 class WorktreeGit:
@@ -68,7 +71,7 @@ class WorktreeGit:
         if self._problem is not None:
             raise self._problem
         if self._spec is None:
-            return subprocess.run(argv, cwd=self.path, capture_output=True, text=True, env=env,
+            return subprocess.run(argv, cwd=self.path, capture_output=True, text=True, env=env, errors=_BYTES,
                                   stdin=subprocess.DEVNULL, timeout=GIT_TIMEOUT, check=False)
         return self._confined(argv, env, "diff", False, None, GIT_TIMEOUT)
 
@@ -81,7 +84,7 @@ class WorktreeGit:
         self._prepared = True
         try:
             proc = subprocess.run(wrapped, capture_output=True, text=True, env=env, input=input, timeout=timeout,
-                                  stdin=None if input is not None else subprocess.DEVNULL)
+                                  stdin=None if input is not None else subprocess.DEVNULL, errors=_BYTES)
         except subprocess.TimeoutExpired:
             raise OperationError(f"git {args[0]} in {self.entry.name} gave no answer in {timeout:.0f} s") from None
         except FileNotFoundError:

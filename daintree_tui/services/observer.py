@@ -67,6 +67,10 @@ class SessionObserver:
         self._hooks: ThreadPoolExecutor | None = None
         self._pending: list[Future[None]] = []
         self._guard = threading.Lock()
+        # Worktree -> the status of its turn's end whose checkpoint is queued and not begun: one at most each. The
+        # agent's own word (`session signal`, 20 a pass through its inbox) flipped running/waiting, and each flip
+        # queued a tree read on the one worker thread the user's hooks and every other worktree wait on too.
+        self._turns: dict[str, SessionStatus] = {}
 
     def poll(self, with_screens: bool = True) -> Observed:
         """Observe every session; record the transitions not yet recorded (by anyone)."""
@@ -88,7 +92,11 @@ class SessionObserver:
             return None
         hook = HOOK_FOR.get(status)
         if hook is not None and self.after_turn is not None:
-            self._later(self._after_turn, name, status)
+            with self._guard:
+                queued = name in self._turns
+                self._turns[name] = status  # the newest end of a turn is the one its checkpoint names
+            if not queued:
+                self._later(self._after_turn, name)
         if hook is not None and reason != "stopped":
             self._later(self._run_hook, name, hook, exit_code)
         return Transition(name, status, exit_code, reason)
@@ -124,9 +132,12 @@ class SessionObserver:
             self._pending = [f for f in self._pending if not f.done()]
             self._pending.append(self._hooks.submit(job, *args))
 
-    def _after_turn(self, name: str, status: SessionStatus) -> None:
-        """The end of a turn's own work; a failure is its own to report (an event), never the observer's."""
+    def _after_turn(self, name: str) -> None:
+        """The end of a turn's own work; a failure is its own to report (an event), never the observer's. The
+        files are read as they are now: the ends of turns queued meanwhile are this one."""
         assert self.after_turn is not None
+        with self._guard:
+            status = self._turns.pop(name)
         with suppressed(DaintreeError, OSError):
             self.after_turn(name, status)
 

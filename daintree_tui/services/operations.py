@@ -516,9 +516,10 @@ class Operations:
         return made
 
     def checkpoint_diff(self, name: str, first: str, second: str | None = None, *,
-                        step: bool = False) -> CheckpointDiff:
+                        step: bool = False, limit: int | None = None) -> CheckpointDiff:
         """The diff from checkpoint `first` to `second` (default: the worktree's files now); with `step`, what
-        checkpoint `first` changed (from the one before it; the first one: from the worktree's base)."""
+        checkpoint `first` changed (from the one before it; the first one: from the worktree's base). The patch
+        is cut at `limit` bytes (default: checkpoints.DIFF_LIMIT) and says so."""
         from daintree_tui.core import checkpoints
         from daintree_tui.core.work_tree import read_work_tree
 
@@ -545,7 +546,7 @@ class Operations:
             new_tree, _ = read_work_tree(project, entry)
             label_to = "worktree"
         files = checkpoints.changed_paths(project, old_tree, new_tree)
-        patch = checkpoints.diff(project, old_tree, new_tree) if files else ""
+        patch = checkpoints.diff(project, old_tree, new_tree, limit=limit or checkpoints.DIFF_LIMIT) if files else ""
         return CheckpointDiff(name, label_from, label_to, tuple(files), patch)
 
     def checkpoint_restore(self, name: str, ident: str) -> Restored:

@@ -30,6 +30,10 @@ if TYPE_CHECKING:
     from daintree_tui.services.operations import Operations
     from daintree_tui.tui.app import DaintreeApp
 
+# Of each step's diff, what the timeline shows (highlighting takes the event loop about 2.5 s a MiB): the rest is
+# `daintree checkpoint diff`'s.
+STEP_DIFF_BYTES = 256 << 10
+
 
 class CheckpointsScreen(Screen[None]):
     """The checkpoints of worktree `name`: pick a step to see what it changed, restore one."""
@@ -95,7 +99,7 @@ class CheckpointsScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="checkpoint-step", description="checkpoint diff")
     def load_step(self, ident: int) -> None:
-        step = self.ops.checkpoint_diff(self.worktree, str(ident), step=True)
+        step = self.ops.checkpoint_diff(self.worktree, str(ident), step=True, limit=STEP_DIFF_BYTES)
         self.app.call_from_thread(self.show_step, ident, step.start, step.patch)
 
     def show_step(self, ident: int, start: str, patch: str) -> None:

@@ -5,15 +5,16 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from rich.text import Text
 from textual.widgets import DataTable
 
 from daintree_tui.core.checkpoints import Checkpoint
-from daintree_tui.core.validate import escape_controls
+from daintree_tui.tui.widgets.plain import plain
 
 COLUMNS = ("#", "When", "Why", "Files", "Prompt")
 
 
-class CheckpointTimeline(DataTable[str]):
+class CheckpointTimeline(DataTable[str | Text]):
     """The checkpoints of one worktree; the cursor's row is the step whose diff is shown. Row keys are the ids."""
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -30,8 +31,9 @@ class CheckpointTimeline(DataTable[str]):
         self.clear()
         for c in self.checkpoints:
             when = time.strftime("%m-%d %H:%M:%S", time.localtime(c.ts)) if c.ts else "?"
-            # The prompt is task or typed text: shown escaped, never as markup or controls.
-            self.add_row(str(c.id), when, c.reason, str(c.files), escape_controls(c.prompt or ""), key=str(c.id))
+            # The prompt is task or typed text (a lead agent's `session_send` too): a str cell is parsed as markup
+            # (`[/x]` crashed the dashboard, `[@click=...]` made a link), so a Text, controls shown escaped.
+            self.add_row(str(c.id), when, c.reason, str(c.files), plain(c.prompt or ""), key=str(c.id))
         if self.checkpoints:
             wanted = select if select is not None and 1 <= select <= len(self.checkpoints) else len(self.checkpoints)
             self.move_cursor(row=wanted - 1)

@@ -1,0 +1,177 @@
+"""Checkpoints with the agent as the attacker (issue 30 item 4, the class of issue 26): what an agent (or a lead
+agent that instructs it) puts into a checkpoint is data for the outside, never markup, a control or a cost
+without a bound."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CLI, wait_for
+from tests.test_checkpoints import TURNS, listed, needs_bwrap, user_config, watcher
+
+needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+__all__ = ["watcher"]  # the fixture, used by name
+
+
+@needs_tmux
+async def test_a_prompt_with_markup_is_shown_as_text_in_the_timeline(repo: Path, tmux_socket: str,
+                                                                      watcher: None) -> None:
+    """A lead agent's `session_send` is the worker's turn prompt, named in its checkpoint: `[/x]` in it crashed
+    the dashboard when the timeline drew it (a DataTable parses a str cell as markup: MarkupError), and
+    `[@click=...]` made the cell a link to an action."""
+    from daintree_tui.core.project import Project
+    from daintree_tui.mcp.access import Access
+    from daintree_tui.mcp.tools import DaintreeTools
+    from daintree_tui.services import Services
+    from daintree_tui.tui.app import make_app
+    from daintree_tui.tui.screens.checkpoints import CheckpointsScreen
+    from daintree_tui.tui.screens.main import MainScreen
+    from daintree_tui.tui.widgets.checkpoint_timeline import CheckpointTimeline
+    from daintree_tui.tui.widgets.worktree_table import WorktreeTable
+    from tests.test_dashboard import until
+
+    user_config(TURNS)
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "w", "--agent", "turns")
+    wait_for(lambda: listed(cli, "w"), timeout=30)
+    prompt = "[/x] [@click=app.quit]fix[/] the [red]bug"
+    lead = DaintreeTools(Services(Project.discover(repo)), Access("lead"))
+    lead.call("session_send", {"name": "w", "text": prompt})
+    found = wait_for(lambda: (found := listed(cli, "w")) and len(found) == 2 and found, timeout=30)
+    assert found[1]["prompt"] == prompt  # kept as it was given (the JSON is data)
+
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(160, 40), notifications=True) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, MainScreen) and len(app.screen.entries) == 1)
+        main = app.screen
+        main.query_one(WorktreeTable).select_name("w")
+        await until(pilot, lambda: main.selected == "w")
+        await pilot.press("h")
+        await until(pilot, lambda: isinstance(app.screen, CheckpointsScreen) and app.screen.is_mounted)
+        timeline = app.screen.query_one(CheckpointTimeline)
+        # Row 2 under the header: every bracket shown as typed, and the dashboard still there.
+        await until(pilot, lambda: timeline.row_count == 2 and prompt in timeline.render_line(2).text)
+        assert app.is_running and isinstance(app.screen, CheckpointsScreen)
+
+
+@needs_bwrap
+def test_bytes_that_are_not_utf8_are_checkpointed_shown_and_restored(repo: Path, cli: CLI) -> None:
+    """The agent names a file `n\\xff.txt` and writes Latin-1 into another: the outside decoded git's output as
+    strict UTF-8, so every checkpoint of that worktree failed with an internal error (the turn's, `create`, and the
+    one a restore takes first: no restore either), and `checkpoint diff` of the Latin-1 file too. The names are
+    the bytes they are (a restore must find the very file), shown escaped."""
+    cli.ok("worktree", "create", "w")
+    wt = repo / ".worktrees" / "w"
+    script = "printf 'caf\\351\\n' > latin.txt; printf 'x\\n' > \"$(printf 'n\\377.txt')\""
+    proc = cli("worktree", "run", "w", "--", "sh", "-c", script)
+    assert proc.returncode == 0, proc.stderr
+    odd = os.fsdecode(b"n\xff.txt")
+    assert (wt / odd).read_bytes() == b"x\n"
+    made = cli.json("checkpoint", "create", "w")["checkpoint"]
+    assert made["id"] == 1 and made["files"] == 2
+    step = cli("checkpoint", "diff", "w", "1", "--step")
+    assert step.returncode == 0, step.stderr
+    assert "+caf\\xe9" in step.stdout and "n\\377.txt" in step.stdout  # git quotes the name, the byte shown
+    listed_files = cli("checkpoint", "diff", "w", "1", "--step", "--stat")
+    assert listed_files.returncode == 0 and "  n\\xff.txt" in listed_files.stdout, listed_files.stderr
+    (wt / odd).unlink()
+    (wt / "latin.txt").write_bytes(b"other\n")
+    restored = cli.json("checkpoint", "restore", "w", "1")
+    assert restored["exact"] is True and restored["before"] == 2
+    assert (wt / odd).read_bytes() == b"x\n" and (wt / "latin.txt").read_bytes() == b"caf\xe9\n"
+
+
+QUIET = """
+[agents.quiet]
+command = "sh -c 'echo ready; sleep 600'"
+prompt_mode = "none"
+"""
+
+
+@needs_tmux
+def test_a_flood_of_turn_ends_queues_one_checkpoint_per_worktree(repo: Path, tmux_socket: str) -> None:
+    """The agent's own word on its state comes through its inbox (`session signal`, 20 requests a pass): flipping
+    `running`/`waiting` queued one checkpoint (a sandbox, a tree read, the objects checked) per flip on the
+    observer's one worker thread, which also runs the user's hooks and every other worktree's checkpoints: a
+    backlog without bound. A checkpoint reads the files as they are when it runs, so one waiting per worktree
+    loses nothing."""
+    import json
+    import threading
+    import time
+
+    from daintree_tui.core.project import Project
+    from daintree_tui.services import Services
+
+    user_config(QUIET)
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "w", "--agent", "quiet")
+    services = Services(Project.discover(repo))
+    inbox = services.project.inbox_for("w")
+    wait_for(lambda: inbox.is_dir() and "ready" in cli("session", "capture", "w").stdout, timeout=30)
+    observer = services.observer  # `[checkpoints] auto` is off here (no watcher races this one): taken by hand
+    ran: list[str] = []
+
+    released = threading.Event()
+
+    def counted(name: str, status: object) -> object:
+        ran.append(str(status))
+        released.wait(60)  # the first is slow (a tree of some size): every flip meanwhile waits behind it
+        return services.ops.checkpoint_turn(name, str(status))  # what `auto = true` runs
+
+    observer.after_turn = counted
+    (repo / ".worktrees" / "w" / "work.txt").write_text("work\n")
+    for n in range(20):  # what the agent writes into its inbox, as its `daintree session signal` would
+        state = "running" if n % 2 == 0 else "waiting"
+        body = {"id": f"{n:032x}", "kind": "signal", "payload": {"state": state}, "created_at": time.time()}
+        (inbox / f"req-{n:032x}.json").write_text(json.dumps(body))
+        services.observe_tick()
+    released.set()
+    assert observer.wait_for_hooks(60)
+    assert len(ran) == 2, ran  # the one running, and one for all the flips meanwhile: not one per flip (10)
+    assert ran[-1] == "waiting"
+    made = listed(cli, "w")
+    assert len(made) == 1 and made[0]["reason"] == "waiting"  # the files were checkpointed all the same
+
+
+@needs_bwrap
+async def test_a_huge_step_diff_is_cut_and_the_timeline_stays_live(repo: Path, cli: CLI) -> None:
+    """Any file under 64 MiB goes into a checkpoint, and the timeline showed each step's diff whole: 40 MiB of
+    lines the agent wrote were read whole into the dashboard and highlighted on its event loop (about 2.5 s a
+    MiB: minutes frozen, on each move of the cursor onto that step). The diff is cut, and says so."""
+    from daintree_tui.core.checkpoints import DIFF_LIMIT
+    from daintree_tui.core.project import Project
+    from daintree_tui.tui.app import make_app
+    from daintree_tui.tui.screens.checkpoints import CheckpointsScreen
+    from daintree_tui.tui.screens.main import MainScreen
+    from daintree_tui.tui.widgets.checkpoint_timeline import CheckpointTimeline
+    from daintree_tui.tui.widgets.diff_view import DiffView
+    from daintree_tui.tui.widgets.worktree_table import WorktreeTable
+    from tests.test_dashboard import configure, until
+
+    cli.ok("worktree", "create", "w")
+    proc = cli("worktree", "run", "w", "--", "sh", "-c", "yes 'a line of the agent' | head -c 41943040 > notes.txt")
+    assert proc.returncode == 0, proc.stderr
+    assert cli.json("checkpoint", "create", "w")["checkpoint"]["id"] == 1
+    patch = cli.json("checkpoint", "diff", "w", "1", "--step")["patch"]
+    assert len(patch) < DIFF_LIMIT + 1024 and "diff cut at" in patch  # the CLI's: larger, cut all the same
+    configure(repo)
+    app = make_app(Project.discover(repo))
+
+    def shown() -> str:
+        return "\n".join(str(line.text) for line in app.screen.query_one(DiffView).lines)
+
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, MainScreen) and len(app.screen.entries) == 1)
+        main = app.screen
+        main.query_one(WorktreeTable).select_name("w")
+        await until(pilot, lambda: main.selected == "w")
+        await pilot.press("h")
+        await until(pilot, lambda: isinstance(app.screen, CheckpointsScreen) and app.screen.is_mounted)
+        await until(pilot, lambda: app.screen.query_one(CheckpointTimeline).row_count == 1)
+        await until(pilot, lambda: "diff cut at" in shown(), timeout=30)
+        assert len(app.screen.query_one(DiffView).lines) < 20000
