@@ -49,8 +49,11 @@ def cmd_bakeoff_score(args: argparse.Namespace, services: Services) -> int:
 def cmd_bakeoff_pick(args: argparse.Namespace, services: Services) -> int:
     if (args.name is None) == (not args.best):
         raise InputError("name the winner, or pick the best of the last scoring with --best (one of the two)")
+    from daintree_tui.services.policy import in_session
+
     name = services.bakeoffs.best(args.id) if args.best else args.name
-    result = services.ops.bakeoff_pick(args.id, name, strategy=args.strategy, delete_branches=args.delete_branches)
+    result = services.ops.bakeoff_pick(args.id, name, strategy=args.strategy, delete_branches=args.delete_branches,
+                                       caller=in_session())  # a session's role must allow the merge
     text = f"picked {name}: {result['merge']['message']}"
     if result["removed"]:
         text += f"\nremoved: {', '.join(result['removed'])}"
