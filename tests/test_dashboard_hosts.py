@@ -19,6 +19,7 @@ from daintree_tui.services.remote import RemoteHost, get_host
 from daintree_tui.tui.app import make_app
 from daintree_tui.tui.hosts import matches, remote_entries
 from daintree_tui.tui.screens.main import MainScreen
+from daintree_tui.tui.widgets.task_table import TaskTable
 from daintree_tui.tui.widgets.terminal import TerminalView
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
 from tests.conftest import CLI
@@ -239,9 +240,15 @@ async def test_auto_queue_fills_hosts_by_free_slots(sshd: Sshd, tmp_path: Path, 
         assert sorted(t["owner"] for t in hosted) == ["host:a", "host:a", "host:b"]
         assert sum(1 for t in local.values() if t["status"] == "pending" and not t["owner"]) == 1
         assert len(cli.json("worktree", "list")) == 1
+        tasks = screen.query_one(TaskTable)
         for task in hosted:
             name, host = task["remote"]["worktree"], task["remote"]["host"]
             await until(pilot, lambda key=f"{name}@{host}": key in [str(k.value) for k in table.rows])
+            # The tasks list names where it went (it showed `-`), and the task follows its remote row.
+            await until(pilot, lambda t=task, w=f"{name}@{host}": tasks.cell_text(str(t["id"]), "worktree") == w)
+            tasks.focus()
+            tasks.move_cursor(row=tasks.get_row_index(str(task["id"])))
+            await until(pilot, lambda w=f"{name}@{host}": screen.selected == w)
         assert set(ids) == set(local)
         # Two more passes (each polls, then places): no slot left anywhere, so nothing more is placed.
         passes = screen.hosts_watch.passes

@@ -489,6 +489,13 @@ def test_host_queue_places_ready_tasks_and_completes_them_when_the_agent_exits(
     local = {t["id"]: t for t in cli.json("task", "list")}
     assert local[ids[1]]["owner"] == "host:a" and local[ids[1]]["remote"]["worktree"] == "job-2"
     assert local[ids[3]]["status"] == "pending" and local[ids[3]]["owner"] == ""
+    # The local list shows where each placed task's work is (it showed `-`): NAME@HOST, in the table and in
+    # `where`; the `worktree` binding stays a local name (none here), as reconcile and remove read it.
+    assert local[ids[1]]["where"] == "job-2@a" and local[ids[1]]["worktree"] == ""
+    assert local[ids[3]]["where"] == ""
+    rows = {ln.split()[1]: ln for ln in cli.ok("task", "list").stdout.splitlines()[1:]}
+    assert rows[str(ids[1])].split()[5] == "job-2@a", rows
+    assert "worktree:   job-2@a" in cli.ok("task", "show", str(ids[1])).stdout
     far_tasks = cli.json("task", "list", "--host", "a")
     assert [(t["subject"], t["status"], t["worktree"]) for t in far_tasks] == [("job 2", "in_progress", "job-2")]
 

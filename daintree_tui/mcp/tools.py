@@ -231,11 +231,11 @@ class DaintreeTools:
 
     def task_list(self) -> list[dict[str, Any]]:
         tasks = self.services.tasks.list()
-        return [t.to_dict() for t in tasks if self.access.is_lead or t.id == self.access.task_id]
+        return [t.listed() for t in tasks if self.access.is_lead or t.id == self.access.task_id]
 
     def task_get(self, task_id: int) -> dict[str, Any]:
         self._own_task(task_id)
-        return self.services.tasks.get(task_id).to_dict()
+        return self.services.tasks.get(task_id).listed()
 
     def task_update(self, task_id: int, status: str | None = None, owner: str | None = None) -> dict[str, Any]:
         from daintree_tui.core.tasks import parse_status
