@@ -530,6 +530,19 @@ def test_host_queue_places_ready_tasks_and_completes_them_when_the_agent_exits(
     assert freed["status"] == "pending" and freed["owner"] == "", freed
 
 
+def test_host_queue_says_what_waits_on_a_task_it_does_not_place(far: str, repo: Path, cli: CLI) -> None:
+    """`queue run --hosts` waited in silence on tasks blocked by a person's task: it says which waits on which."""
+    cli.ok("task", "create", "by hand")
+    cli.ok("task", "update", "1", "--owner", "alice", "--status", "in_progress")
+    cli.ok("task", "create", "after it", "--agent", "shell", "--blocked-by", "1")
+    run = cli("queue", "run", "--hosts", far, "--once")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.splitlines()[0] == "waiting: task 2 waits on task 1 (in progress, owned by alice)", run.stdout
+    report = cli("queue", "run", "--hosts", far, "--once", "--json")
+    assert json.loads(report.stdout)["waiting_on"] == {"2": {"task": 1, "why": "in progress, owned by alice"}}
+    assert cli.json("task", "list", "--host", far) == []  # nothing placed
+
+
 def test_stdin_reaches_the_remote_command(far: str) -> None:
     host = remote(far)
     result = host.run_command("tr a-z A-Z", input="typed here\n")  # type: ignore[attr-defined]
