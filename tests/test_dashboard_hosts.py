@@ -19,9 +19,10 @@ from daintree_tui.services.remote import RemoteHost, get_host
 from daintree_tui.tui.app import make_app
 from daintree_tui.tui.hosts import matches, remote_entries
 from daintree_tui.tui.screens.main import MainScreen
+from daintree_tui.tui.widgets.task_table import TaskTable
 from daintree_tui.tui.widgets.terminal import TerminalView
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
-from tests.conftest import CLI
+from tests.conftest import CLI, trusted_config
 from tests.sshd import Sshd, sshd_available
 from tests.test_dashboard import until
 from tests.test_remote import far, far_repo, sshd  # noqa: F401 - the real-sshd fixtures
@@ -208,6 +209,64 @@ async def test_quick_create_on_a_host_attaches_over_ssh_and_shows_its_facts(
         await pilot.press("escape")
 
 
+async def test_the_new_task_dialog_offers_the_hosts_own_agents_and_keeps_the_one_picked(
+        far: str, far_repo: Path, repo: Path, cli: CLI) -> None:  # noqa: F811
+    """Choosing Where reset the Agent and listed this machine's presets for a host: now a host's list is its own
+    config's (its default first chosen), an agent picked stays where the host has it, and a host not reached keeps
+    this machine's list with a note."""
+    from textual.widgets import Button, Label, Select
+
+    from daintree_tui.services.remote import HostConfig, save_host
+    from daintree_tui.tui.screens.new_task import LOCAL, NewTaskScreen
+    from tests.test_remote import DAINTREE
+
+    (far_repo / ".daintree.toml").write_text('default_agent = "faronly"\n'
+                                             '[agents.faronly]\ncommand = "sh -c \'exec cat\'"\n')
+    trusted_config(repo, '[agents.localonly]\ncommand = "sh -c \'exec cat\'"\n')
+    save_host(HostConfig("gone", "dt-gone.invalid", str(far_repo), daintree=DAINTREE))  # never resolves
+    remote = CLI(repo, subprocess=True)
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(220, 40)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, MainScreen)
+        await until(pilot, lambda: {n: s.status for n, s in screen.hosts_watch.states.items()}
+                    == {far: "ok", "gone": "unreachable"}, timeout=40)
+        await pilot.press("n")
+        dialog = await until(pilot, lambda: app.screen if isinstance(app.screen, NewTaskScreen) else None)
+        where, agent = dialog.query_one("#host", Select), dialog.query_one("#agent", Select)
+        note = dialog.query_one("#agent-note", Label)
+        local_default = agent.value
+        assert "localonly" in dialog.shown_agents and "faronly" not in dialog.shown_agents
+
+        where.value = far  # nothing picked yet: the host's own default
+        await until(pilot, lambda: dialog.offered == far)
+        assert "faronly" in dialog.shown_agents and "localonly" not in dialog.shown_agents
+        assert agent.value == "faronly" and str(note.content) == f"The agents of host {far}"
+
+        agent.value = "shell"  # picked: it stays wherever it exists
+        where.value = LOCAL
+        await until(pilot, lambda: dialog.offered == LOCAL and "localonly" in dialog.shown_agents)
+        assert agent.value == "shell" and str(note.content) == ""
+        where.value = far
+        await until(pilot, lambda: dialog.offered == far)
+        assert agent.value == "shell"
+        where.value = "gone"
+        await until(pilot, lambda: str(note.content).startswith("Host gone is not reached"))
+        assert dialog.offered == LOCAL and "localonly" in dialog.shown_agents and agent.value == "shell"
+
+        # Back to far with its own agent: `Task only` makes the task there with that agent.
+        where.value = far
+        await until(pilot, lambda: dialog.offered == far)
+        agent.value = "faronly"
+        dialog.query_one("#subject").focus()
+        await pilot.press(*"on the far side")
+        dialog.query_one("#task-only", Button).press()
+        await until(pilot, lambda: not isinstance(app.screen, NewTaskScreen))
+        made = await eventually(pilot, lambda: remote.json("task", "list", "--host", far))
+        assert [(t["subject"], t.get("agent")) for t in made] == [("on the far side", "faronly")]
+        assert local_default != "faronly"
+
+
 async def test_auto_queue_fills_hosts_by_free_slots(sshd: Sshd, tmp_path: Path, repo: Path,  # noqa: F811
                                                     cli: CLI) -> None:
     from daintree_tui.services.remote import HostConfig, save_host
@@ -239,9 +298,15 @@ async def test_auto_queue_fills_hosts_by_free_slots(sshd: Sshd, tmp_path: Path, 
         assert sorted(t["owner"] for t in hosted) == ["host:a", "host:a", "host:b"]
         assert sum(1 for t in local.values() if t["status"] == "pending" and not t["owner"]) == 1
         assert len(cli.json("worktree", "list")) == 1
+        tasks = screen.query_one(TaskTable)
         for task in hosted:
             name, host = task["remote"]["worktree"], task["remote"]["host"]
             await until(pilot, lambda key=f"{name}@{host}": key in [str(k.value) for k in table.rows])
+            # The tasks list names where it went (it showed `-`), and the task follows its remote row.
+            await until(pilot, lambda t=task, w=f"{name}@{host}": tasks.cell_text(str(t["id"]), "worktree") == w)
+            tasks.focus()
+            tasks.move_cursor(row=tasks.get_row_index(str(task["id"])))
+            await until(pilot, lambda w=f"{name}@{host}": screen.selected == w)
         assert set(ids) == set(local)
         # Two more passes (each polls, then places): no slot left anywhere, so nothing more is placed.
         passes = screen.hosts_watch.passes

@@ -393,6 +393,26 @@ def test_listings_are_capped_in_count_and_text_is_escaped_and_cut() -> None:
     assert made["subject"].startswith("\\x9b2J") and len(made["subject"]) == 500 and "extra" not in made
 
 
+
+def test_a_hosts_agent_list_is_typed_and_capped() -> None:
+    """`agents --json` of a host (what the new-task dialog offers for it): names that go back as `--agent NAME`
+    must be names, flags flags, and the list is capped; other keys go no further."""
+    from daintree_tui.core.errors import OperationError
+    from daintree_tui.services.host_answers import MAX_AGENTS, agents
+
+    assert agents("evil", [{"name": "claude", "installed": False, "default": True, "command": "rm -rf /"},
+                           {"name": "shell"}]) == {"claude": {"installed": False, "default": True},
+                                                   "shell": {"installed": True, "default": False}}
+    with pytest.raises(OperationError, match=r"agent 1\.name is not a tmux name"):
+        agents("evil", [{"name": "--dangerous"}])
+    with pytest.raises(OperationError, match=r"agent 1\.name is not a tmux name"):
+        agents("evil", [{"name": "sh\x1b]0;x\x07"}])
+    with pytest.raises(OperationError, match=r"agent claude\.default is not true or false"):
+        agents("evil", [{"name": "claude", "default": "yes"}])
+    with pytest.raises(OperationError, match=f"more than the {MAX_AGENTS}"):
+        agents("evil", [{"name": f"a{i}"} for i in range(MAX_AGENTS + 1)])
+
+
 # -- the dashboard --------------------------------------------------------------------------------------------
 
 

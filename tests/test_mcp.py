@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from tests.conftest import CLI, mcp_http_server, wait_for
+from tests.conftest import CLI, mcp_http_server, trusted_config, wait_for
 
 pytestmark = pytest.mark.usefixtures("tmux_socket")
 
@@ -67,7 +67,7 @@ async def test_s12_try_it_script(repo: Path, cli: CLI) -> None:
         assert {"task_create", "task_list", "task_get", "task_update", "worktree_create", "worktree_list",
                 "worktree_status", "worktree_run", "worktree_keep", "worktree_remove", "worktree_events",
                 "session_start", "session_send", "session_status", "session_capture", "bakeoff_create",
-                "bakeoff_score", "review_get", "checkpoint_list"} == set(tools)
+                "bakeoff_score", "bakeoff_pick", "review_get", "checkpoint_list"} == set(tools)
         create_schema = tools["worktree_create"].input_schema
         assert create_schema["required"] == ["name"]
         assert create_schema["properties"]["task_id"]["type"] == "integer"
@@ -370,3 +370,49 @@ async def test_bakeoff_tools_return_the_cli_json(repo: Path, cli: CLI) -> None:
         scores = await call(session, "bakeoff_score", bakeoff_id=created["id"])
         assert len(scores) == 2
     assert cli.json("bakeoff", "show", created["id"])["id"] == created["id"]
+
+
+async def test_bakeoff_pick_merges_the_winner_and_answers_to_the_sessions_role(repo: Path, cli: CLI) -> None:
+    """`bakeoff_pick` is `bakeoff pick --json`, refused as that is: a session whose role does not allow merge is
+    refused, one whose role needs a person's approval gets the command for that person (nothing queued)."""
+    agents = ("[agents.a]\ncommand = \"sh -c 'echo 3 > answer.txt; exec cat'\"\n"
+              "[agents.b]\ncommand = \"sh -c 'echo 7 > answer.txt; exec cat'\"\n"
+              "[agents.boss]\ncommand = \"sh -c 'exec cat'\"\nrole = \"boss\"\nprompt_mode = \"none\"\n")
+    trusted_config(repo, agents + '[roles.boss]\nmcp = "lead"\nallow = ["commit"]\n')
+    cli.ok("task", "create", "Find the answer")
+    record = cli.json("bakeoff", "create", "1", "--agents", "a,b", "--score", "echo SCORE: $(cat answer.txt)")
+    a, b = record["candidates"]
+    for name in (a, b):
+        wait_for(lambda n=name: (repo / ".worktrees" / n / "answer.txt").exists())
+        cli.ok("worktree", "commit", name, "-m", f"answer from {name}", "--all")
+    assert cli.json("bakeoff", "score", record["id"])[0]["name"] == b
+    cli.ok("worktree", "create", "boss", "--agent", "boss")
+    try:
+        inside = {"DAINTREE_WORKTREE": "boss"}
+        async with mcp_client(repo, env=inside) as mcp:
+            assert "bakeoff_pick" in await tool_names(mcp)  # a lead's tool
+            assert "role 'boss' does not allow merge" in await fails(mcp, "bakeoff_pick", bakeoff_id=record["id"],
+                                                                      best=True)
+        trusted_config(repo, agents + '[roles.boss]\nmcp = "lead"\nallow = ["commit", "merge", "remove"]\n'
+                       'approval = "human"\n')
+        async with mcp_client(repo, env=inside) as mcp:
+            message = await fails(mcp, "bakeoff_pick", bakeoff_id=record["id"], name=b, strategy="squash")
+        assert "needs a person's approval to merge" in message, message
+        assert f"daintree bakeoff pick {record['id']} {b} --strategy squash" in message, message
+        assert cli.json("approvals") == []  # no request a person could approve and never run
+        # The CLI in that session refuses the same way.
+        proc = cli("bakeoff", "pick", record["id"], b, env=inside)
+        assert proc.returncode == 1 and "needs a person's approval to merge" in proc.stderr, proc.stderr
+        assert not (repo / "answer.txt").exists()
+    finally:
+        cli("session", "stop", "boss")
+    async with mcp_client(repo) as mcp:  # a person's own server
+        assert "name the winner" in await fails(mcp, "bakeoff_pick", bakeoff_id=record["id"])
+        assert "not a candidate" in await fails(mcp, "bakeoff_pick", bakeoff_id=record["id"], name="stranger")
+        assert "invalid strategy" in await fails(mcp, "bakeoff_pick", bakeoff_id=record["id"], name=b,
+                                                 strategy="octopus")
+        picked = await call(mcp, "bakeoff_pick", bakeoff_id=record["id"], best=True, strategy="squash")
+    assert picked["winner"] == b and picked["removed"] == [a] and picked["kept"] == []
+    assert (repo / "answer.txt").read_text() == "7\n"
+    assert cli.json("task", "show", "1")["status"] == "completed"
+    assert cli.json("bakeoff", "show", record["id"])["picked"] == b

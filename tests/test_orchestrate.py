@@ -180,6 +180,55 @@ def test_queue_run_ends_and_says_so_when_what_is_left_waits_on_a_failed_task(cli
     assert report["stuck"] == {"2": 1} and report["started"] == []
 
 
+def test_queue_run_says_once_what_waits_on_a_task_it_does_not_start_and_again_when_that_changes(
+        cli: CLI, repo: Path) -> None:
+    """Tasks blocked by a person's task in progress, or by one with no agent, waited in silence: the run says
+    which waits on which once, again only for what changed, and goes on once the person's tasks complete."""
+    import subprocess
+
+    from tests.conftest import Lines
+
+    write_config(repo, "max_sessions = 2\n[agents.quick]\ncommand = \"sh -c 'exit 0'\"\n")
+    cli.ok("task", "create", "by hand")  # 1: a person's, in progress
+    cli.ok("task", "update", "1", "--owner", "alice", "--status", "in_progress")
+    cli.ok("task", "create", "after it", "--agent", "quick", "--blocked-by", "1")  # 2
+    cli.ok("task", "create", "last", "--agent", "quick", "--blocked-by", "2")  # 3: through 2
+    cli.ok("task", "create", "no agent")  # 4: the queue never starts it
+    cli.ok("task", "create", "after that", "--agent", "quick", "--blocked-by", "4")  # 5
+    runner = subprocess.Popen([PY, "-m", "daintree_tui", "queue", "run", "--interval", "0.2"], cwd=repo,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = Lines(runner.stdout)
+        said = [lines.until(lambda line: line.startswith("waiting: ")) for _ in range(3)]
+        assert said == ["waiting: task 2 waits on task 1 (in progress, owned by alice)\n",
+                        "waiting: task 3 waits on task 1 (in progress, owned by alice)\n",
+                        "waiting: task 5 waits on task 4 (pending, with no agent: the queue starts only tasks "
+                        "given one (task create --agent))\n"], said
+        cli.ok("task", "update", "4", "--owner", "bob")
+        assert lines.until(lambda line: line.startswith("waiting: ")) == \
+            "waiting: task 5 waits on task 4 (pending, owned by bob)\n"  # only what changed
+        assert runner.poll() is None  # it waits: a person may finish them
+        cli.ok("task", "update", "1", "--status", "completed")
+        cli.ok("task", "update", "4", "--status", "completed")
+        lines.until(lambda line: line.startswith("completed task 3 "), timeout=60)
+        summary = lines.until(lambda line: line.startswith("started: "), timeout=60)
+        runner.wait(timeout=30)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait(timeout=30)
+    assert runner.returncode == 0
+    assert [ln for ln in lines.seen if ln.startswith("waiting: ")] == [*said, "waiting: task 5 waits on task 4 "
+                                                                       "(pending, owned by bob)\n"]
+    assert "completed: " in summary and "task 5" in summary.split("completed: ")[1], summary
+    cli.ok("task", "create", "hers")  # 6
+    cli.ok("task", "update", "6", "--owner", "carol")
+    cli.ok("task", "create", "after hers", "--agent", "quick", "--blocked-by", "6")  # 7
+    once = cli("queue", "run", "--once", "--json")
+    assert json.loads(once.stdout)["waiting_on"] == {"7": {"task": 6, "why": "pending, owned by carol"}}
+    assert "waiting: task 7 waits on task 6 (pending, owned by carol)" in once.stderr, once.stderr
+
+
 def test_session_stop_frees_its_task_and_doctor_frees_what_a_dead_queue_or_a_stopped_session_left(
         cli: CLI, repo: Path) -> None:
     """`session stop` left a queue's task in_progress owned by `queue:<pid>` and `doctor` said "all consistent"."""

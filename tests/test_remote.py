@@ -489,6 +489,13 @@ def test_host_queue_places_ready_tasks_and_completes_them_when_the_agent_exits(
     local = {t["id"]: t for t in cli.json("task", "list")}
     assert local[ids[1]]["owner"] == "host:a" and local[ids[1]]["remote"]["worktree"] == "job-2"
     assert local[ids[3]]["status"] == "pending" and local[ids[3]]["owner"] == ""
+    # The local list shows where each placed task's work is (it showed `-`): NAME@HOST, in the table and in
+    # `where`; the `worktree` binding stays a local name (none here), as reconcile and remove read it.
+    assert local[ids[1]]["where"] == "job-2@a" and local[ids[1]]["worktree"] == ""
+    assert local[ids[3]]["where"] == ""
+    rows = {ln.split()[1]: ln for ln in cli.ok("task", "list").stdout.splitlines()[1:]}
+    assert rows[str(ids[1])].split()[5] == "job-2@a", rows
+    assert "worktree:   job-2@a" in cli.ok("task", "show", str(ids[1])).stdout
     far_tasks = cli.json("task", "list", "--host", "a")
     assert [(t["subject"], t["status"], t["worktree"]) for t in far_tasks] == [("job 2", "in_progress", "job-2")]
 
@@ -521,6 +528,19 @@ def test_host_queue_places_ready_tasks_and_completes_them_when_the_agent_exits(
     assert f"stopped: task {ids[2]} ({stopped_name}@b)" in summary and "in flight: 0" in summary, summary
     freed = {t["id"]: t for t in cli.json("task", "list")}[ids[2]]
     assert freed["status"] == "pending" and freed["owner"] == "", freed
+
+
+def test_host_queue_says_what_waits_on_a_task_it_does_not_place(far: str, repo: Path, cli: CLI) -> None:
+    """`queue run --hosts` waited in silence on tasks blocked by a person's task: it says which waits on which."""
+    cli.ok("task", "create", "by hand")
+    cli.ok("task", "update", "1", "--owner", "alice", "--status", "in_progress")
+    cli.ok("task", "create", "after it", "--agent", "shell", "--blocked-by", "1")
+    run = cli("queue", "run", "--hosts", far, "--once")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.splitlines()[0] == "waiting: task 2 waits on task 1 (in progress, owned by alice)", run.stdout
+    report = cli("queue", "run", "--hosts", far, "--once", "--json")
+    assert json.loads(report.stdout)["waiting_on"] == {"2": {"task": 1, "why": "in progress, owned by alice"}}
+    assert cli.json("task", "list", "--host", far) == []  # nothing placed
 
 
 def test_stdin_reaches_the_remote_command(far: str) -> None:

@@ -75,7 +75,7 @@ def run_host_queue(args: argparse.Namespace, services: Services) -> int:
     import sys
 
     from daintree_tui.cli.common import ctrl_c_stops
-    from daintree_tui.cli.orchestrate import labelled, stuck_text
+    from daintree_tui.cli.orchestrate import WaitsTeller, labelled, stuck_text
     from daintree_tui.cli.output import error, wants_json
     from daintree_tui.services.host_queue import HostQueue, HostStepReport
     from daintree_tui.services.queue import QueueEvent
@@ -89,6 +89,7 @@ def run_host_queue(args: argparse.Namespace, services: Services) -> int:
     # One line per placement, completion, failure and stop as it happens (a run of five tasks said nothing for
     # 55 s): on stdout, or on stderr with --json, whose stdout is the one summary document.
     said = sys.stderr if wants_json(args) else sys.stdout
+    waits = WaitsTeller(said)
 
     def tell(event: QueueEvent) -> None:
         write_line(said, event.line())
@@ -97,6 +98,7 @@ def run_host_queue(args: argparse.Namespace, services: Services) -> int:
     def report_errors(step: HostStepReport) -> None:
         for message in step.errors:
             error(message)
+        waits(step.waiting_on)
 
     with ctrl_c_stops() as stop:
         report = queue.run(once=args.once, interval=args.interval, stop=stop, on_event=tell, on_step=report_errors)

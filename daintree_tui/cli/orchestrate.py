@@ -49,8 +49,11 @@ def cmd_bakeoff_score(args: argparse.Namespace, services: Services) -> int:
 def cmd_bakeoff_pick(args: argparse.Namespace, services: Services) -> int:
     if (args.name is None) == (not args.best):
         raise InputError("name the winner, or pick the best of the last scoring with --best (one of the two)")
+    from daintree_tui.services.policy import in_session
+
     name = services.bakeoffs.best(args.id) if args.best else args.name
-    result = services.ops.bakeoff_pick(args.id, name, strategy=args.strategy, delete_branches=args.delete_branches)
+    result = services.ops.bakeoff_pick(args.id, name, strategy=args.strategy, delete_branches=args.delete_branches,
+                                       caller=in_session())  # a session's role must allow the merge
     text = f"picked {name}: {result['merge']['message']}"
     if result["removed"]:
         text += f"\nremoved: {', '.join(result['removed'])}"
@@ -85,15 +88,16 @@ def cmd_queue_run(args: argparse.Namespace, services: Services) -> int:
         return run_host_queue(args, services)
     services.sessions.host  # noqa: B018 - a clear error without tmux
     failed: list[str] = []
+    # One line per start, completion, failure and stop as it happens (a run said nothing for a minute): on stdout,
+    # or on stderr with --json, whose stdout is the one summary document.
+    said = sys.stderr if wants_json(args) else sys.stdout
+    waits = WaitsTeller(said)
 
     def report_errors(step: StepReport) -> None:  # as they happen: a run can last hours
         for message in step.errors:
             error(message)
         failed.extend(step.errors)
-
-    # One line per start, completion, failure and stop as it happens (a run said nothing for a minute): on stdout,
-    # or on stderr with --json, whose stdout is the one summary document.
-    said = sys.stderr if wants_json(args) else sys.stdout
+        waits(step.waiting_on)
 
     def tell(event: QueueEvent) -> None:
         write_line(said, event.line())
@@ -124,6 +128,23 @@ def cmd_queue_run(args: argparse.Namespace, services: Services) -> int:
 def labelled(ids: list[int], worktrees: dict[int, str]) -> str:
     """Task ids with their worktrees, each labelled: `task 3 (fix-login)`, `task 4 (job-4@far)`."""
     return ", ".join(f"task {i} ({worktrees[i]})" if i in worktrees else f"task {i}" for i in ids) or "-"
+
+
+class WaitsTeller:
+    """Says which task waits on which task no queue pass will finish, once, and again only when that changes
+    (`queue run` waited on a person's task in silence)."""
+
+    def __init__(self, said: Any) -> None:
+        self.said = said
+        self.last: dict[int, tuple[int, str]] = {}
+
+    def __call__(self, waiting_on: dict[int, tuple[int, str]]) -> None:
+        new = [(task, held) for task, held in sorted(waiting_on.items()) if self.last.get(task) != held]
+        for task, (blocker, why) in new:
+            write_line(self.said, f"waiting: task {task} waits on task {blocker} ({why})")
+        if new:
+            self.said.flush()
+        self.last = dict(waiting_on)
 
 
 def stuck_text(stuck: dict[int, int]) -> str:

@@ -35,16 +35,16 @@ def cmd_task_list(args: argparse.Namespace, services: Services) -> int:
 
     status = parse_status(args.status) if args.status else None
     tasks = services.tasks.list(status)
-    rows = [[f"{_GLYPH[str(t.status)]} {t.id}", str(t.status), t.subject, t.worktree or "-", t.owner or "-",
+    rows = [[f"{_GLYPH[str(t.status)]} {t.id}", str(t.status), t.subject, t.where or "-", t.owner or "-",
              ",".join(map(str, t.blockedBy)) or "-"] for t in tasks]
-    emit(args, [t.to_dict() for t in tasks],
+    emit(args, [t.listed() for t in tasks],
          lambda: table(rows, ["ID", "STATUS", "SUBJECT", "WORKTREE", "OWNER", "BLOCKED BY"]) or "no tasks")
     return 0
 
 
 def _task_text(data: dict[str, Any]) -> str:
     lines = [f"task {data['id']}: {data['subject']}", f"  status:     {data['status']}",
-             f"  worktree:   {data['worktree'] or '-'}", f"  owner:      {data['owner'] or '-'}",
+             f"  worktree:   {data['where'] or '-'}", f"  owner:      {data['owner'] or '-'}",
              f"  blocked by: {', '.join(map(str, data['blockedBy'])) or '-'}",
              f"  updated:    {ago(data['updated_at'])}"]
     if data.get("description"):
@@ -53,7 +53,7 @@ def _task_text(data: dict[str, Any]) -> str:
 
 
 def cmd_task_show(args: argparse.Namespace, services: Services) -> int:
-    data = services.tasks.get(task_id(args.id)).to_dict()
+    data = services.tasks.get(task_id(args.id)).listed()
     emit(args, data, lambda: _task_text(data))
     return 0
 

@@ -90,6 +90,27 @@ class Task:
             "created_at": self.created_at, "updated_at": self.updated_at, **self.extra,
         }
 
+    @property
+    def where(self) -> str:
+        """Where its work is: its worktree here, else `NAME@HOST` of the worktree a host queue placed it in (its
+        `remote` field, kept by `queue run --hosts`), else "". Read from the task file: shown only when both
+        names are names (a file from a clone may hold anything)."""
+        if self.worktree:
+            return self.worktree
+        remote = self.extra.get("remote")
+        if not isinstance(remote, dict):
+            return ""
+        name, host = remote.get("worktree"), remote.get("host")
+        if not isinstance(name, str) or not isinstance(host, str) or v.name_problem(name, new=False) \
+                or v.name_problem(host, new=False):
+            return ""
+        return f"{name}@{host}"
+
+    def listed(self) -> dict[str, Any]:
+        """What `task list|show --json` print: the record and `where` (the local `worktree` binding stays a
+        name of this repository's; a host's worktree is `remote.worktree` and shows in `where` as `NAME@HOST`)."""
+        return {**self.to_dict(), "where": self.where}
+
     def brief(self) -> dict[str, Any]:
         """The part of a task an event carries."""
         return {"id": self.id, "subject": self.subject, "status": str(self.status)}

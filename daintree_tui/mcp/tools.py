@@ -107,6 +107,15 @@ TOOLS: tuple[ToolSpec, ...] = (
              {"score": _arg(_STRING, "score command (default: the bake-off's)"),
               "minimize": _arg(_FLAG, "lower SCORE is better"),
               "timeout": _arg({"type": "number", "exclusiveMinimum": 0}, "seconds per candidate (default 600)")}),
+    ToolSpec("bakeoff_pick", "Pick a bake-off's winner: merge it (the merge flow and its checks), remove the other "
+             "candidates (never one with uncommitted work), complete the task. Name the winner, or best for the "
+             "best of the last scoring. Inside a session its role must allow merge and remove.",
+             {"bakeoff_id": _arg(_STRING, "the bake-off's id")},
+             {"name": _arg(_STRING, "the winning candidate's worktree"),
+              "best": _arg(_FLAG, "the best of the last scoring instead of name"),
+              "strategy": _arg({"type": "string", "enum": ["ff", "squash", "rebase"], "default": "ff"},
+                               "how the winner is merged"),
+              "delete_branches": _arg(_FLAG, "delete the others' branches too (discards their uncommitted work)")}),
 )
 TOOL_NAMES = tuple(spec.name for spec in TOOLS)
 _SPECS = {spec.name: spec for spec in TOOLS}
@@ -222,11 +231,11 @@ class DaintreeTools:
 
     def task_list(self) -> list[dict[str, Any]]:
         tasks = self.services.tasks.list()
-        return [t.to_dict() for t in tasks if self.access.is_lead or t.id == self.access.task_id]
+        return [t.listed() for t in tasks if self.access.is_lead or t.id == self.access.task_id]
 
     def task_get(self, task_id: int) -> dict[str, Any]:
         self._own_task(task_id)
-        return self.services.tasks.get(task_id).to_dict()
+        return self.services.tasks.get(task_id).listed()
 
     def task_update(self, task_id: int, status: str | None = None, owner: str | None = None) -> dict[str, Any]:
         from daintree_tui.core.tasks import parse_status
@@ -358,6 +367,17 @@ class DaintreeTools:
                       timeout: float | None = None) -> list[dict[str, Any]]:
         scores = self.services.bakeoffs.score(bakeoff_id, command=score, minimize=minimize, timeout=timeout or 600.0)
         return [s.to_dict() for s in scores]
+
+    def bakeoff_pick(self, bakeoff_id: str, name: str | None = None, best: bool = False, strategy: str = "ff",
+                     delete_branches: bool = False) -> dict[str, Any]:
+        """`bakeoff pick ID NAME|--best --json`, refused as that command is: a session's role must allow the merge
+        (and the removes); deleting branches forces the removes, which no sandboxed caller may."""
+        if (name is None) == (not best):
+            raise InputError("bakeoff_pick: name the winner, or pick the best of the last scoring with best (one of "
+                             "the two)")
+        winner = self.services.bakeoffs.best(bakeoff_id) if best else str(name)
+        return self.services.ops.bakeoff_pick(bakeoff_id, winner, strategy=strategy,
+                                              delete_branches=delete_branches, caller=self.access.worktree)
 
     # -- resources -------------------------------------------------------------------------------------------
 

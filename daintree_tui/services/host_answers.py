@@ -242,6 +242,22 @@ def task(host: str, data: object, command: str) -> dict[str, Any]:
     }
 
 
+MAX_AGENTS = 200  # presets in one `agents --json` (the built-in ones and a config's own)
+
+
+def agents(host: str, data: object) -> dict[str, dict[str, bool]]:
+    """`agents --json`: each preset of the host's config by name (a tmux-like name: it goes back to the host as
+    `--agent NAME`), with whether its program is installed there and whether it is the host's default agent."""
+    reader = Reader(host, "agents --json")
+    out: dict[str, dict[str, bool]] = {}
+    for i, item in enumerate(reader.items(data, "the answer", MAX_AGENTS)):
+        rec = reader.record(item, f"agent {i + 1}")
+        name = reader.token(rec.get("name"), f"agent {i + 1}.name")
+        out[name] = {"installed": reader.optional(rec, "installed", f"agent {name}", reader.flag, default=True),
+                     "default": reader.optional(rec, "default", f"agent {name}", reader.flag, default=False)}
+    return out
+
+
 def created_worktree(host: str, data: object, name: str) -> dict[str, Any]:
     """What `worktree create NAME --json` printed: worktree NAME (its name is shown, keyed and attached here)."""
     reader = Reader(host, "worktree create --json")

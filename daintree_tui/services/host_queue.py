@@ -26,7 +26,15 @@ from daintree_tui.core.worktrees import slugify
 from daintree_tui.services import host_answers as answers
 from daintree_tui.services.host_answers import MAX_ID
 from daintree_tui.services.hosts_feed import HostsFeed, HostState, free_slots, place
-from daintree_tui.services.queue import FAILED_OWNER, QueueEvent, is_ready, is_waiting, stuck_behind_failures
+from daintree_tui.services.queue import (
+    FAILED_OWNER,
+    QueueEvent,
+    is_ready,
+    is_waiting,
+    stuck_behind_failures,
+    waiting_on_dict,
+    waiting_on_others,
+)
 from daintree_tui.services.remote import RemoteHost
 
 HOST_OWNER = "host:"
@@ -49,6 +57,8 @@ class HostStepReport:
     in_flight: int = 0  # placed and not finished there yet, after this pass
     worktrees: dict[int, str] = field(default_factory=dict)  # task id -> `worktree@host` it was placed as
     stuck: dict[int, int] = field(default_factory=dict)  # waiting task -> the failed task it waits on
+    # waiting task -> (the task it waits on that is not failed and no pass of ours finishes, what that is)
+    waiting_on: dict[int, tuple[int, str]] = field(default_factory=dict)
 
     def add(self, later: HostStepReport) -> None:
         """Fold a later pass into this one: what happened adds up; what is now (free, waiting...) is the later's."""
@@ -61,13 +71,14 @@ class HostStepReport:
         self.worktrees.update(later.worktrees)
         self.free, self.unreachable, self.host_errors = later.free, later.unreachable, later.host_errors
         self.waiting_tasks, self.in_flight, self.stuck = later.waiting_tasks, later.in_flight, later.stuck
+        self.waiting_on = later.waiting_on
 
     def to_dict(self) -> dict[str, Any]:
         return {"placed": self.placed, "completed": self.completed, "failed": self.failed, "stopped": self.stopped,
                 "errors": self.errors, "free": self.free, "unreachable": self.unreachable,
                 "host_errors": self.host_errors, "waiting_tasks": self.waiting_tasks, "in_flight": self.in_flight,
                 "worktrees": {str(k): v for k, v in self.worktrees.items()},
-                "stuck": {str(k): v for k, v in self.stuck.items()}}
+                "stuck": {str(k): v for k, v in self.stuck.items()}, "waiting_on": waiting_on_dict(self.waiting_on)}
 
 
 class HostQueue:
@@ -108,6 +119,8 @@ class HostQueue:
         tasks = self.tasks.list()
         report.waiting_tasks = sum(1 for t in tasks if is_waiting(t))
         report.stuck = stuck_behind_failures(tasks)
+        ours = {f"{CLAIM_OWNER}{os.getpid()}", *(f"{HOST_OWNER}{name}" for name in self.hosts)}
+        report.waiting_on = waiting_on_others(tasks, lambda t: t.owner in ours)
         report.in_flight = len(self.in_flight())
         return report
 

@@ -77,6 +77,14 @@ def read_host(host: RemoteHost, timeout: float = POLL_TIMEOUT) -> tuple[list[dic
     return worktrees, sessions
 
 
+def read_agents(host: RemoteHost, timeout: float = POLL_TIMEOUT) -> dict[str, dict[str, bool]]:
+    """The agent presets of the host's own config (its `agents --json`): name -> installed there, default there.
+    What the new-task dialog offers for that host. Raises HostUnreachable or OperationError."""
+    from daintree_tui.services.host_answers import agents
+
+    return agents(host.name, host.run_json(["agents"], timeout=timeout))
+
+
 @dataclass
 class HostsFeed:
     """Polls every host, each in its own thread, the next poll scheduled when the last one ended.

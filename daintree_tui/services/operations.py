@@ -131,15 +131,18 @@ class Operations:
         # before a create that would start it: the sessions layer says it too, but only once the worktree exists.
         trust.require_agent_trusted(self.services.project.config, preset.name)
 
-    def police(self, caller: str | None, action: str, argv: list[str] | Callable[[], list[str]]) -> Queued | None:
+    def police(self, caller: str | None, action: str, argv: list[str] | Callable[[], list[str]], *,
+               queue: bool = True) -> Queued | None:
         """What the role of the session `caller` (its worktree; None: a person's own call) allows for `action`
         (commit, merge, pr, remove), asked before the operation by each face a session reaches it through: its CLI
         calls, its MCP tools, its inbox. Returns None to go ahead, or the approval request `argv` (the command as
         `daintree ARGV`, or what makes it: called once the role allowed the action, so a denial is said and
-        logged first) was queued as when a person must approve.
+        logged first) was queued as when a person must approve. With `queue=False` (a command no approval request
+        can hold: only `worktree ACTION NAME ...` is replayed) a person's approval is a refusal naming the command.
 
         Raises:
-            OperationError: the role may not (`policy.denied`), or its checks (pre_merge hooks) failed.
+            OperationError: the role may not (`policy.denied`), it needs a person's approval and `queue` is False,
+                or its checks (pre_merge hooks) failed.
             InputError: a command to queue with a `--` in it (replayed, only `worktree ACTION NAME ...` is kept).
         """
         services = self.services
@@ -155,6 +158,11 @@ class Operations:
             project.events.append("policy.denied", worktree={"name": caller}, action=action, role=decision.role)
             raise OperationError(f"policy: {decision.reason} (ask a person to run it)")
         argv = argv() if callable(argv) else argv
+        if decision.approval == "human" and not queue:
+            project.events.append("policy.denied", worktree={"name": caller}, action=action, role=decision.role,
+                                  error="needs a person's approval")
+            raise OperationError(f"policy: role {decision.role!r} needs a person's approval to {action} (ask a "
+                                 f"person to run `daintree {' '.join(argv)}`)")
         if decision.approval == "human":
             if "--" in argv:
                 # A request is replayed as `daintree ARGV --repo ROOT`, and only `worktree ACTION NAME ...` is kept
@@ -637,16 +645,26 @@ class Operations:
         project.events.append("bakeoff.created", task=task.brief(), bakeoff=bakeoff_id, candidates=names)
         return record
 
-    def bakeoff_pick(self, bakeoff_id: str, name: str, *, strategy: str = "ff",
-                     delete_branches: bool = False) -> dict[str, Any]:
+    def bakeoff_pick(self, bakeoff_id: str, name: str, *, strategy: str = "ff", delete_branches: bool = False,
+                     caller: str | None = None) -> dict[str, Any]:
         """Merge the winner through the merge flow, remove the others (never one with uncommitted work),
-        complete the task."""
+        complete the task. `caller` is the session asking (its worktree; None: a person): its role must allow
+        `merge` (and `remove`, when there are others), and a pick needing a person's approval is refused with the
+        command for that person (no approval request can hold a pick)."""
+        from daintree_tui.core.merge import STRATEGIES
+
+        if strategy not in STRATEGIES:
+            raise InputError(f"invalid strategy {strategy!r} (expected one of: {', '.join(STRATEGIES)})")
         services = self.services
         bakeoffs = services.bakeoffs
         record = bakeoffs.get(bakeoff_id)
         if name not in record.candidates:
             raise InputError(f"{name!r} is not a candidate of bake-off {bakeoff_id} "
                              f"({', '.join(record.candidates)})")
+        command = ["bakeoff", "pick", bakeoff_id, name, "--strategy", strategy,
+                   *(["--delete-branches"] if delete_branches else [])]
+        for action in ("merge", "remove") if len(record.candidates) > 1 else ("merge",):
+            self.police(caller, action, command, queue=False)
         merged = self.merge(name, strategy=strategy, remove=True)
         removed, kept = [], []
         for other in record.candidates:

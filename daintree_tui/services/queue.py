@@ -47,6 +47,9 @@ class StepReport:
     # Waiting tasks that cannot start by themselves: task id -> the failed task it waits on (through its blockers).
     stuck: dict[int, int] = field(default_factory=dict)
     worktrees: dict[int, str] = field(default_factory=dict)  # task id -> its worktree, for each task above
+    # Waiting tasks held up by a task that is not failed and that this queue neither starts nor finishes: task id
+    # -> (that task, what it is). The run goes on waiting (a person may finish it), and says so.
+    waiting_on: dict[int, tuple[int, str]] = field(default_factory=dict)
 
     def add(self, later: StepReport) -> None:
         """Fold a later pass into this one: what happened adds up, what is now (running, waiting, blocked,
@@ -63,6 +66,7 @@ class StepReport:
         self.skipped_tracked = later.skipped_tracked
         self.blocked = later.blocked
         self.stuck = later.stuck
+        self.waiting_on = later.waiting_on
 
     def to_dict(self) -> dict[str, Any]:
         return {"started": self.started, "started_tasks": self.started_tasks,
@@ -70,7 +74,13 @@ class StepReport:
                 "failed": self.failed,
                 "stopped": self.stopped, "errors": self.errors, "running": self.running,
                 "waiting_tasks": self.waiting_tasks, "skipped_tracked": self.skipped_tracked,
-                "blocked": self.blocked, "stuck": {str(k): v for k, v in self.stuck.items()}}
+                "blocked": self.blocked, "stuck": {str(k): v for k, v in self.stuck.items()},
+                "waiting_on": waiting_on_dict(self.waiting_on)}
+
+
+def waiting_on_dict(waiting_on: dict[int, tuple[int, str]]) -> dict[str, dict[str, Any]]:
+    """`waiting_on` in --json: {"3": {"task": 2, "why": "in progress, owned by alice"}}."""
+    return {str(k): {"task": task, "why": why} for k, (task, why) in sorted(waiting_on.items())}
 
 
 @dataclass(frozen=True)
@@ -134,6 +144,51 @@ def stuck_behind_failures(tasks: list[Task]) -> dict[int, int]:
 
     stuck = {t.id: failed_blocker(t.id, frozenset()) for t in tasks if is_waiting(t)}
     return {task: blocker for task, blocker in stuck.items() if blocker is not None}
+
+
+def held_by(task: Task) -> str:
+    """What a blocker is, when it is neither completed, nor failed, nor this queue's to start or finish."""
+    where = task.where
+    if task.status == TaskStatus.IN_PROGRESS:
+        return f"in progress{f' in {where}' if where else ''}, owned by {task.owner or 'nobody'}"
+    if task.owner:
+        return f"pending, owned by {task.owner}"
+    if where:
+        return f"pending, bound to {where}: started there, not by a queue"
+    return "pending, with no agent: the queue starts only tasks given one (task create --agent)"
+
+
+def waiting_on_others(tasks: list[Task], ours: Callable[[Task], bool]) -> dict[int, tuple[int, str]]:
+    """Waiting tasks held up by a task that is not failed (`stuck_behind_failures` has those) and that no pass of
+    this queue starts or finishes (owned by a person, in progress elsewhere, with no agent, missing): each with
+    that task, directly or through its blockers, and what it is (`held_by`). `ours`: a task this queue has
+    claimed, started or placed. `queue run` waited on them silently."""
+    by_id = {t.id: t for t in tasks}
+    memo: dict[int, tuple[int, str] | None] = {}
+
+    def holder(task_id: int, seen: frozenset[int]) -> tuple[int, str] | None:
+        if task_id in memo:
+            return memo[task_id]
+        found: tuple[int, str] | None = None
+        task = by_id[task_id]
+        for dep in task.blockedBy:
+            blocker = by_id.get(dep)
+            if blocker is None:
+                found = (dep, "no such task")
+            elif blocker.status == TaskStatus.COMPLETED or is_failed(blocker) or ours(blocker) \
+                    or blocker.id in seen:
+                continue
+            elif is_waiting(blocker):
+                found = holder(dep, seen | {task_id})  # the queue starts it once what it waits on is done
+            else:
+                found = (dep, held_by(blocker))
+            if found is not None:
+                break
+        memo[task_id] = found
+        return found
+
+    held = {t.id: holder(t.id, frozenset()) for t in tasks if is_waiting(t)}
+    return {task: why for task, why in held.items() if why is not None}
 
 
 class QueueRunner:
@@ -222,6 +277,9 @@ class QueueRunner:
         report.skipped_tracked = sorted(i for i in waiting if i in tracked)
         report.waiting_tasks = len(waiting) - len(report.skipped_tracked)
         report.stuck = {k: v for k, v in stuck_behind_failures(tasks).items() if k not in tracked}
+        owner = f"{QUEUE_OWNER}:{os.getpid()}"
+        report.waiting_on = {k: v for k, v in waiting_on_others(tasks, lambda t: t.owner == owner).items()
+                             if k not in tracked}
         report.running += len(report.started)  # what runs after this pass (`--once` said 0 beside three started)
         return report
 

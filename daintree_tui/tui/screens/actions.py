@@ -77,8 +77,12 @@ class WorktreeActions:
         tasks = view.sidebar.task_table
         if tasks.has_focus:
             task = next((t for t in view.tasks if t.id == tasks.selected_task_id), None)
-            if task is not None and not task.worktree:
+            if task is not None and not task.where:  # one placed on a host is not started here a second time
                 view.run_flow(flows.start_for_task(view, task.id), "start task")
+                return
+            if task is not None and task.where != task.worktree and view.selected != task.where:
+                view.notify(f"task {task.id} was placed on a host as {task.where}, which is not listed now",
+                            severity="warning")
                 return
         name = view.selected
         if not name:

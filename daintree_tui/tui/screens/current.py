@@ -75,13 +75,14 @@ class CurrentWorktree:
         view.selected = survivors[0] if survivors else (names[0] if names else None)
 
     def follow_task(self) -> None:
-        """In the tasks list, the task under the cursor's worktree is the current one (none: no worktree)."""
+        """In the tasks list, the task under the cursor's worktree is the current one (none: no worktree); a task
+        the host queue placed on a host has that host's row (`NAME@HOST`)."""
         view = self.view
         tasks = view.sidebar.task_table
         if tasks.has_focus:
             task = next((t for t in view.tasks if t.id == tasks.selected_task_id), None)
             live = {e.name for e in view.entries}
-            view.selected = task.worktree if task and task.worktree in live else None
+            view.selected = task.where if task and task.where in live else None
 
     def focused(self, widget: Widget | None) -> None:
         """Focus moved to `widget`: the terminal takes the keys, or a list's cursor names the current worktree."""

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     # Imported where used: the dialog (a text area, a select) and the host services are not on the first screen.
     from daintree_tui.services.hosts_feed import HostState
     from daintree_tui.sessions.manager import SessionInfo
-    from daintree_tui.tui.screens.new_task import NewTask
+    from daintree_tui.tui.screens.new_task import HostAgents, NewTask
 
 LOCAL_ONLY = {"commit": "worktree commit", "merge": "worktree merge", "pr": "worktree pr",
               "diff": "worktree diff", "copy_path": "worktree status", "inject_task": "session send",
@@ -109,8 +109,24 @@ class HostRows:
         choices = [(host_label(name, watch.states.get(name)), name) for name in sorted(watch.hosts)]
         backend = view.backend
         dialog = flows.ask(view, NewTaskScreen(backend.agent_facts(), backend.default_agent(), choices,
-                                               host=watch.last_host))
+                                               host=watch.last_host, host_agents=self.agents_of))
         view.run_flow(self.new_task_anywhere(dialog), "create task")
+
+    def agents_of(self, name: str) -> HostAgents | str:
+        """(In a worker thread.) The presets of host `name`'s own config, over its master connection; or why
+        they are not known, for the dialog's note."""
+        from daintree_tui.core.errors import DaintreeError
+        from daintree_tui.services.hosts_feed import read_agents
+
+        host, state = self.watch.hosts.get(name), self.watch.states.get(name)
+        if host is None:
+            return "is not configured"
+        if state is not None and state.status == "unreachable":
+            return "is not reached"  # at once: not another poll's wait for a host known not to answer
+        try:
+            return read_agents(host)
+        except DaintreeError as exc:
+            return f"did not list its agents ({exc})"
 
     async def new_task_anywhere(self, dialog: asyncio.Future[NewTask | None]) -> None:
         new = await dialog

@@ -318,7 +318,7 @@ class MainScreen(Screen[None]):
         (self.remote if self.remote.configured else self.actions).new_task()  # with hosts: here or where?
 
     def action_open_session(self) -> None:
-        if is_remote(self.selected) and not self.sidebar.task_table.has_focus:
+        if is_remote(self.selected):  # from the tasks list too: a task placed on a host has its row current
             self.remote.open_session(str(self.selected))
         else:
             self.actions.open_session()

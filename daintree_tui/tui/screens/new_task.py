@@ -1,10 +1,15 @@
 """NewTaskScreen: subject, description, agent, base and (with remote hosts configured) where; Enter in the subject
-creates and starts at once."""
+creates and starts at once.
+
+Where a host is chosen, the Agent list becomes that host's presets (its own config's, read over ssh off the
+event loop); the agent shown stays when the host has it, so choosing Where never resets a choice made. A host
+that is not reached leaves this machine's list, with a note saying so."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import ClassVar
 
 from textual import on
@@ -17,6 +22,11 @@ from textual.widgets import Button, Input, Label, Select, TextArea
 from daintree_tui.tui.agents_view import AgentFacts, agent_label, is_installed, not_installed_notice
 
 LOCAL = "\x00local"  # the choice "here": no host name can hold a NUL
+
+HostAgents = Mapping[str, Mapping[str, bool]]
+"""A host's presets: name -> {"installed": ..., "default": ...} (services.hosts_feed.read_agents)."""
+HostAgentsReader = Callable[[str], "HostAgents | str"]
+"""Called in a worker thread with a host's name: its presets, or why they are not known (`is not reached`)."""
 
 
 @dataclass(frozen=True)
@@ -41,14 +51,22 @@ class NewTaskScreen(ModalScreen[NewTask | None]):
     ]
 
     def __init__(self, facts: AgentFacts, default_agent: str, hosts: Sequence[tuple[str, str]] = (),
-                 host: str | None = None) -> None:
-        """`hosts`: (label, name) of each remote host it may go to; `host`: the one chosen first (None: here)."""
+                 host: str | None = None, host_agents: HostAgentsReader | None = None) -> None:
+        """`hosts`: (label, name) of each remote host it may go to; `host`: the one chosen first (None: here);
+        `host_agents`: reads a host's presets (None: every host is offered this machine's)."""
         super().__init__()
         self.facts = facts
         self.agents = sorted(facts)
         self.default_agent = default_agent if default_agent in self.agents else self.agents[0]
         self.hosts = list(hosts)
         self.default_host = host if host in {name for _, name in self.hosts} else LOCAL
+        self.host_agents = host_agents
+        self.offered = LOCAL
+        """Whose presets the Agent list shows (LOCAL, or a host's name once its answer came)."""
+        self.shown_agents = list(self.agents)
+        """The names the Agent list offers now."""
+        self._asked: str = LOCAL
+        self._default_shown = self.default_agent  # the default of the list shown: another agent was picked
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="dialog"):
@@ -67,6 +85,9 @@ class NewTaskScreen(ModalScreen[NewTask | None]):
                     yield Label("Where", classes="field-label")
                     yield Select([("here (local)", LOCAL), *self.hosts], value=self.default_host,
                                  allow_blank=False, id="host")
+                note = Label("", id="agent-note", classes="dim")
+                note.display = False  # shown while it says something (whose agents, or why not the host's)
+                yield note
             yield TextArea(id="description", soft_wrap=True, show_line_numbers=False)
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Create and start", variant="primary", id="start")
@@ -78,6 +99,62 @@ class NewTaskScreen(ModalScreen[NewTask | None]):
         self.query_one("#subject", Input).focus(scroll_visible=False)
         # Textual scrolls a short window's dialog a line or two on that first focus, past the title: back to it.
         self.call_after_refresh(self.query_one("#dialog").scroll_home, animate=False)
+        if self.hosts:
+            self.offer(self.default_host)
+
+    # -- the agents of where it goes ------------------------------------------------------------------------------
+
+    @on(Select.Changed, "#host")
+    def where_changed(self, event: Select.Changed) -> None:
+        if isinstance(event.value, str):
+            self.offer(event.value)
+
+    def offer(self, where: str) -> None:
+        """Show the presets of `where` (LOCAL: this machine's), a host's once it answered."""
+        if where == self._asked:
+            return
+        self._asked = where
+        if where == LOCAL or self.host_agents is None:
+            self._show(LOCAL, self.facts, self.default_agent, "")
+            return
+        self._note(f"Reading the agents of host {where}…")
+        self.run_worker(partial(self._read, where), thread=True, exclusive=True, group="host-agents",
+                        exit_on_error=False, description=f"agents of host {where}")
+
+    def _read(self, where: str) -> None:
+        assert self.host_agents is not None
+        answer = self.host_agents(where)
+        self.app.call_from_thread(self._answered, where, answer)
+
+    def _answered(self, where: str, answer: HostAgents | str) -> None:
+        if where != self._asked or not self.is_attached:
+            return  # Where changed meanwhile, or the dialog is gone
+        if isinstance(answer, str) or not answer:
+            why = answer or "lists no agents"
+            self._show(LOCAL, self.facts, self.default_agent, f"Host {where} {why}: this machine's agents are "
+                       "listed (the host checks the one you pick)")
+            return
+        default = next((name for name, facts in answer.items() if facts.get("default")), sorted(answer)[0])
+        self._show(where, answer, default, f"The agents of host {where}")
+
+    def _show(self, where: str, facts: AgentFacts, default: str, note: str) -> None:
+        """Agent list of `facts`: an agent the person picked stays when it is there; else `default` (the
+        default agent of `where`)."""
+        select = self.query_one("#agent", Select)
+        current = select.value
+        names = sorted(facts)
+        picked = isinstance(current, str) and current != self._default_shown
+        keep = current if picked and current in names else default
+        with select.prevent(Select.Changed):
+            select.set_options([(agent_label(facts, a), a) for a in names])
+            select.value = keep if keep in names else names[0]
+        self.offered, self._default_shown, self.shown_agents = where, default, names
+        self._note(note)
+
+    def _note(self, text: str) -> None:
+        note = self.query_one("#agent-note", Label)
+        note.update(text)
+        note.display = bool(text)
 
     def _result(self, start: bool) -> NewTask | None:
         subject = self.query_one("#subject", Input).value.strip()

@@ -67,7 +67,7 @@ class TaskTable(RowTable):
         when what they show changed). Scrolling builds the rows that come into view."""
         needle = task_filter(filter_text).lower()  # tasks are local: `host:` words do not filter them
         open_ids = {t.id for t in tasks if str(t.status) != "completed"}
-        shown = [t for t in tasks if not needle or needle in f"{t.subject} {t.worktree} {t.id}".lower()]
+        shown = [t for t in tasks if not needle or needle in f"{t.subject} {t.where} {t.id}".lower()]
         on_screen = window(self, len(shown))
         rows: list[Row] = []
         for index, task in enumerate(shown):
@@ -84,7 +84,8 @@ class TaskTable(RowTable):
         subject = Text(task.subject, style="dim strike" if str(task.status) == "completed" else "")
         if blockers:
             subject.append(f" ⧗{','.join(map(str, blockers))}", style="dim red")
-        worktree = Text(task.worktree or "-", style="cyan" if task.worktree else "dim")
+        where = task.where  # a host's worktree as NAME@HOST (placed there by the host queue)
+        worktree = Text(where or "-", style="cyan" if where else "dim")
         cells: tuple[Cell, ...] = (STATUS_GLYPH[str(task.status)], str(task.id), subject)
         return cells + ((worktree,) if self.worktree_width else ())
 
