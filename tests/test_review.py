@@ -400,6 +400,25 @@ def test_send_pastes_every_comment_as_one_prompt_into_the_live_session(cli: CLI,
 
 
 @pytest.mark.usefixtures("tmux_socket")
+def test_send_to_an_agent_at_a_dialog_pastes_but_never_presses_enter(cli: CLI, repo: Path, tmp_path: Path) -> None:
+    """Found in a trial: `review --send` into gemini at its "Do you trust this folder?" dialog pressed Enter, which
+    answered "Trust folder" for the person. Enter comes only once the paste shows; else nothing is marked sent."""
+    recorder = tmp_path / "recorder.py"
+    recorder.write_text(RECORDER)
+    trusted_config(repo, f'[agents.dialog]\ncommand = "{sys.executable} {recorder} {tmp_path} dialog"\n'
+                         'prompt_mode = "type"\nsandbox = "off"\n')
+    cli.ok("worktree", "create", "asks", "--agent", "dialog")
+    wait_for(lambda: "2. No" in cli("session", "capture", "asks").stdout)
+    lines_file(repo / ".worktrees" / "asks")
+    cli.ok("review", "asks", "--comment", "app.py:2", "use logging")
+    result = cli("review", "asks", "--send")
+    assert result.returncode == 1 and "not entered" in result.stderr and "nothing is marked sent" in result.stderr
+    got = (tmp_path / "got-asks").read_bytes()
+    assert b"use logging" in got and got.endswith(b"\x1b[201~"), got[-80:]  # the paste, and no Enter
+    assert not any(c["sent"] for c in cli.json("review", "asks")["comments"])
+
+
+@pytest.mark.usefixtures("tmux_socket")
 def test_send_starts_the_agent_with_the_review_when_none_runs(cli: CLI, repo: Path, tmp_path: Path) -> None:
     recording_agent(repo, tmp_path)
     cli.ok("worktree", "create", "w", "--agent", "rec")

@@ -1,9 +1,10 @@
 """Review with the agent in the loop: comments on lines of a worktree's diff sent to its agent as one prompt, CI
 failures sent likewise, and the verdicts that the approval gate of a merge reads (`Services.reviews`).
 
-The record is `core.review_record`; sending goes into the agent's live session as one bracketed paste, then Enter
-(never into a shell: `paste_context` refuses one), or, with no agent running, starts the worktree's agent with the
-text as its first prompt. Comments, sending and verdicts are a person's: refused from inside any session.
+The record is `core.review_record`; sending goes into the agent's live session as one bracketed paste, then
+Enter once it shows (never into a shell: `paste_context` refuses one), or, with no agent running, starts the
+worktree's agent with the text as its first prompt. Comments, sending and verdicts are a person's: refused from
+inside any session.
 """
 
 from __future__ import annotations
@@ -231,7 +232,8 @@ class ReviewLoop:
         return "\n".join(lines)
 
     def deliver(self, name: str, text: str) -> str:
-        """Paste `text` into the agent's live session ("pasted"), or start its agent with it ("started")."""
+        """Paste `text` into the agent's live session ("pasted"; Enter only once the paste shows, else refused),
+        or start its agent with it ("started")."""
         from daintree_tui.sessions.status import SessionStatus
 
         services = self.services
@@ -239,8 +241,10 @@ class ReviewLoop:
             raise OperationError("no session host (tmux is not installed): nothing can tell the agent")
         info = next((s for s in services.sessions.list() if s.name == name), None)
         if info is not None and info.status != SessionStatus.EXITED:
-            services.sessions.paste_context(name, text)
-            services.sessions.keys(name, ["Enter"])
+            if not services.sessions.paste_then_enter(name, text):
+                raise OperationError(f"pasted into {name}'s session but not entered: its screen did not take the "
+                                     "paste (a dialog? answer it there, enter on its row or daintree session "
+                                     f"capture {name}, then send again); nothing is marked sent")
             return "pasted"
         record = services.sessions.record(name)
         services.ops.start_session(name, record.agent if record is not None else None, prompt=text,

@@ -19,7 +19,6 @@ The steps of each merge are `Merger`'s own (core/merge.py); this module composes
 from __future__ import annotations
 
 import contextlib
-import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -51,7 +50,6 @@ TEST_TIMEOUT = 1200.0  # seconds for `--test CMD`: a test suite takes longer tha
 TAIL_LINES = 40  # of a failed gate's output, pasted to its agent
 TAIL_CHARS = 4000
 NOT_ENTERED = "pasted into its session but not entered: its screen did not take the paste (a dialog?)"
-PASTE_SHOWS_WITHIN = 3.0  # seconds for a pasted message to show on the agent's screen before Enter
 
 
 @dataclass(frozen=True)
@@ -395,24 +393,13 @@ class Train:
     # -- telling the agent -------------------------------------------------------------------------------------
 
     def _tell(self, name: str, text: str) -> str | None:
-        """Paste `text` into the worktree's live session as one bracketed paste, then Enter (never into a shell:
-        `paste_context` refuses one); None when told, else why not.
-
-        Enter only once the paste shows on its screen (the text, or the agent's "[Pasted text]"): an agent that
-        is "waiting" may be waiting at a dialog (a trust or permission question, a sign-in menu) that swallows a
-        paste, and there Enter would answer it with whatever is selected (in the trial, gemini's "Trust folder")."""
+        """Paste `text` into the worktree's live session, then Enter once the paste shows (`paste_then_enter`);
+        None when told, else why not."""
         if self.services.host is None:
             return "no session host"
-        sessions = self.services.sessions
         try:
-            before = sessions.capture(name)
-            sessions.paste_context(name, text)
-            deadline = time.monotonic() + PASTE_SHOWS_WITHIN
-            while sessions.capture(name) == before:
-                if time.monotonic() > deadline:
-                    return NOT_ENTERED
-                time.sleep(0.1)
-            sessions.keys(name, ["Enter"])
+            if not self.services.sessions.paste_then_enter(name, text):
+                return NOT_ENTERED
         except DaintreeError as exc:
             return str(exc)
         return None

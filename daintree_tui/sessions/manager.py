@@ -63,6 +63,9 @@ def first_prompts(text: str | None, at: float) -> list[dict[str, Any]]:
 
 
 
+PASTE_SHOWS_WITHIN = 3.0  # seconds for a pasted message to show on the agent's screen before Enter
+
+
 class SessionManager:
     """Sessions of one project."""
 
@@ -481,6 +484,23 @@ class SessionManager:
                              "shell it would run as commands): start an agent there first")
         self.host.send_text(name, text, enter=False, paste=True)
         self.note_prompt(name, text)
+
+    def paste_then_enter(self, name: str, text: str, shows_within: float = PASTE_SHOWS_WITHIN) -> bool:
+        """Paste `text` into the session as one bracketed paste (`paste_context`: never into a shell), then Enter
+        once the paste shows on its screen (the text, or the agent's "[Pasted text]"); False, with no Enter, when
+        the screen did not change within `shows_within` seconds.
+
+        An agent may wait at a dialog (a trust or permission question, a sign-in menu) that swallows a paste, and
+        there Enter would answer it with whatever is selected (in a trial, gemini's "Trust folder")."""
+        before = self.capture(name)
+        self.paste_context(name, text)
+        deadline = time.monotonic() + shows_within
+        while self.capture(name) == before:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
+        self.keys(name, ["Enter"])
+        return True
 
     def keys(self, name: str, keys: Sequence[str]) -> None:
         self._require_live(name)
