@@ -754,3 +754,34 @@ async def test_the_dashboard_shows_ci_checks_and_p_sends_the_failures(repo: Path
     assert b"lint (FAILURE)" in body and b"E501 line too long" in body and b"\x1b" not in body
     assert got.read_bytes().count(b"\x1b[200~") == 1
     assert cli.json("review", "v")["pr"] == "https://github.com/o/r/pull/7"
+
+
+def test_a_role_added_while_the_dashboard_runs_gates_its_merge(cli: CLI, repo: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """Found in a trial: `[roles.X] approval = "review"` added to your config while the dashboard ran, its `m`
+    merged unapproved work (and removed the worktree), because the process kept the config it started with. One
+    Services for the whole run, as the dashboard holds: the config is read again once its file changed."""
+    from daintree_tui.core.errors import OperationError
+    from daintree_tui.core.project import Project
+    from daintree_tui.services import Services
+
+    services = Services(Project.discover(repo))
+    cli.ok("worktree", "create", "w")
+    lines_file(repo / ".worktrees" / "w")
+    agent_commit(repo / ".worktrees" / "w", "more.py", "x = 1\n", "work")
+    assert services.ops.approval_of("w") == (None, "none")
+    user = Path(os.environ["XDG_CONFIG_HOME"]) / "daintree" / "config.toml"
+    user.parent.mkdir(parents=True, exist_ok=True)
+    user.write_text('default_role = "worker"\n[roles.worker]\nallow = ["commit", "merge"]\napproval = "review"\n')
+    with pytest.raises(OperationError, match="nobody approved"):
+        services.ops.merge("w")
+    user.write_text('default_role = "worker"\n[roles.worker\n')  # half-saved: the last good config stays
+    assert services.ops.approval_of("w") == ("worker", "review")
+    assert services.ops.approval_of("w") == ("worker", "review")
+    assert capsys.readouterr().err.count("kept the configuration read before") == 1  # one warning, not one a call
+    user.write_text('default_role = "worker"\n[roles.worker]\napproval = "none"\n')
+    assert services.ops.approval_of("w") == ("worker", "none")
+    user.write_text('default_role = "worker"\n[roles.worker]\napproval = "review"\n')
+    cli.ok("review", "w", "--approve")
+    services.ops.merge("w")
+    assert git(repo, "rev-parse", "main").strip() == git(repo, "rev-parse", "wt/w").strip()

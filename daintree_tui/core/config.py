@@ -47,6 +47,26 @@ __all__ = [  # the shape and the parser are re-exported: callers import the conf
 ]
 
 
+def sources(root: Path) -> tuple[Path, ...]:
+    """The files `load` reads for the repository at `root`: your config, the repository's, the trust records."""
+    from daintree_tui.core.trust_record import trust_file
+
+    return user_config_dir() / "config.toml", root / REPO_CONFIG_NAME, trust_file()
+
+
+def signature(root: Path) -> tuple[tuple[int, int, int] | None, ...]:
+    """What tells that a file `load` reads changed (inode, size, modification time; None when absent)."""
+    out: list[tuple[int, int, int] | None] = []
+    for path in sources(root):
+        try:
+            st = path.stat()
+        except OSError:
+            out.append(None)
+            continue
+        out.append((st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
 def load(root: Path) -> Config:
     """Load the effective configuration for the repository at `root`."""
     user_path = user_config_dir() / "config.toml"

@@ -45,6 +45,9 @@ class Project:
     # `fresh_head`.
     head_commit: str | None = field(default=None, compare=False)
     discovered_at: float = field(default_factory=time.monotonic, compare=False)
+    _config: config_mod.Config | None = field(default=None, init=False, repr=False, compare=False)
+    _config_signature: tuple[object, ...] = field(default=(), init=False, repr=False, compare=False)
+    _config_refused: tuple[object, ...] = field(default=(), init=False, repr=False, compare=False)
 
     @classmethod
     def discover(cls, start: Path | str | None = None) -> Project:
@@ -103,9 +106,25 @@ class Project:
         if not self.is_git:
             raise InputError(f"not a git repository: {self.root}")
 
-    @cached_property
+    @property
     def config(self) -> config_mod.Config:
-        return config_mod.load(self.root)
+        """The effective configuration, read again once one of its files changed (`config.signature`): a
+        dashboard that runs for days applies a role's approval gate, a budget or a preset added meanwhile (it
+        merged unapproved work while it kept the config it started with). A file that no longer reads keeps the
+        last good configuration, with one warning."""
+        signature = config_mod.signature(self.root)
+        if self._config is None:
+            self._config = config_mod.load(self.root)  # at first, a bad file is the command's error
+        elif signature != self._config_signature:
+            try:
+                self._config = config_mod.load(self.root)
+            except ConfigError as exc:
+                if signature != self._config_refused:
+                    warn(f"{exc} (kept the configuration read before)")
+                self._config_refused = signature
+                return self._config
+        self._config_signature = signature
+        return self._config
 
     @property
     def tasks_dir(self) -> Path:
