@@ -58,6 +58,18 @@ def test_invalid_toml_is_a_clear_error(repo: Path, cli: CLI, content: bytes) -> 
     assert proc.returncode == 2 and "not valid TOML" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
+def test_a_config_broken_later_is_its_own_error_not_the_index_entrys(repo: Path, cli: CLI) -> None:
+    """Found in a trial: with a typo in your config, `review NAME` and `worktree status NAME` said
+    "worktree NAME: config: ... (the index is not trusted on its own; `daintree doctor --fix` drops such entries)":
+    a hint to drop a worktree from the index over a config typo."""
+    cli.ok("worktree", "create", "w")
+    (repo / ".daintree.toml").write_text("[ports\n")
+    for args in (("review", "w"), ("worktree", "status", "w"), ("review", "w", "--approve")):
+        proc = cli(*args)
+        assert proc.returncode == 2 and "not valid TOML" in proc.stderr, (args, proc.stderr)
+        assert "index" not in proc.stderr and "doctor" not in proc.stderr, proc.stderr
+
+
 def test_unknown_keys_warned(repo: Path, cli: CLI) -> None:
     (repo / ".daintree.toml").write_text('colour = "red"\n[ports]\nspeed = 3\n')
     proc = cli("worktree", "create", "x")

@@ -40,6 +40,7 @@ DEFAULT_RUN_TIMEOUT = 300.0
 
 def require_worktree_ours(project: Project, entry: WorktreeEntry) -> None:
     """Refuse (exit 1) to work in an index entry's path that is not one of our worktrees."""
+    project.worktrees_root  # noqa: B018 - a config that does not read is its own error, not the index entry's
     problem = ownership.ownership_problem(project, Path(entry.path))
     if problem:
         raise OperationError(f"worktree {entry.name}: {problem} (the index is not trusted on its own; "
