@@ -406,6 +406,7 @@ def test_gc_dry_run_and_real_run_never_touch_dirty_work(cli: CLI, repo: Path) ->
     cli.ok("worktree", "create", "gone")
     (repo / ".worktrees" / ".logs").mkdir(parents=True, exist_ok=True)
     (repo / ".worktrees" / ".logs" / "gone.log").write_text("x" * 5000)
+    cli.ok("review", "gone", "--comment", "README.md:1", "a line")
     cli.ok("worktree", "remove", "gone")
     cli.ok("worktree", "create", "old-clean")
     cli.ok("worktree", "keep", "old-clean")
@@ -419,6 +420,7 @@ def test_gc_dry_run_and_real_run_never_touch_dirty_work(cli: CLI, repo: Path) ->
     real = cli.json("gc", "--older-than", "0")
     assert real["freed_bytes"] >= 5000
     assert not (repo / ".worktrees" / ".logs" / "gone.log").exists()
+    assert not list((repo / ".worktrees" / ".reviews").iterdir())  # the removed worktree's review went too
     assert not (repo / ".worktrees" / "old-clean").exists()
     assert (repo / ".worktrees" / "old-dirty" / "precious.txt").read_text() == "unsaved\n"
     assert [e["name"] for e in cli.json("worktree", "list")] == ["old-dirty"]

@@ -117,9 +117,9 @@ class GcReport:
 
 def collect(worktrees: WorktreeService, remove: Callable[[str], object], older_than_days: float = 14.0,
             dry_run: bool = False) -> GcReport:
-    """Prune git's records, delete logs and temp dirs of removed worktrees, finish interrupted deletes, and remove
-    kept worktrees that are clean, merged and older than the limit (with `remove`: the remove operation, branch
-    and all). A dirty worktree is never touched."""
+    """Prune git's records, delete logs, temp dirs and review records of removed worktrees, finish interrupted
+    deletes, and remove kept worktrees that are clean, merged and older than the limit (with `remove`: the remove
+    operation, branch and all). A dirty worktree is never touched."""
     project = worktrees.project
     project.require_git()
     older_than_days = validate.finite_number(older_than_days, "--older-than", minimum=0, maximum=36500)
@@ -140,9 +140,10 @@ def collect(worktrees: WorktreeService, remove: Callable[[str], object], older_t
     removed = [e for e in entries if e.status == WorktreeStatus.REMOVED and e.name not in live]
     reviews = ReviewStore(project)
     for entry in removed:
+        review = reviews.path(entry.name)  # its comments and verdicts: nobody reads them once it is gone
         for path in (project.log_path(entry.name), project.logs_dir / f"{entry.name}.hooks.log",
                      session_record_path(project, entry.name), project.tmpdir_for(entry.name),
-                     project.sandbox_home_for(entry.name)):
+                     project.sandbox_home_for(entry.name), review, review.with_name(review.name + ".bak")):
             if path.exists():
                 size = tree_size(path) if path.is_dir() else path.stat().st_size
                 report.actions.append(f"delete {path.relative_to(project.state_dir)} ({human(size)})")
