@@ -563,15 +563,22 @@ async def test_a_comment_added_in_the_diff_view_reaches_the_agent_as_one_paste(r
     wait_for(lambda: "ready" in cli("session", "capture", "w").stdout)
     lines_file(repo / ".worktrees" / "w")
     app = make_app(Project.discover(repo))
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        def toasts() -> str:
+            return " ".join(str(t.render()) for t in app.screen.query("Toast"))
+
         screen = main_screen(app)
         await until(pilot, lambda: screen.entries)
         await select(pilot, screen, "w")
         await pilot.press("r")  # no diff on show: said, nothing asked
+        await until(pilot, lambda: "Open w's diff (d)" in toasts())
         await pilot.press("D")
         diff = screen.query_one(DiffView)
         await until(pilot, lambda: diff.worktree == "w" and diff.has_focus and diff.place() is not None)
         assert diff.place() == ("app.py", 1, "def main():")
+        await pilot.press("up", "r")  # the hunk's header: the diff is open, so it says where a comment goes
+        await until(pilot, lambda: "not a removed one or a header" in toasts())
+        await pilot.press("down")
         await pilot.press("down")
         assert diff.place() == ("app.py", 2, "    print('hello')")
         await pilot.press("r")

@@ -160,8 +160,12 @@ class WorktreeActions:
         view = self.view
         place = view.layout_part.diff_place(name)
         if place is None:
-            view.notify(f"Open {name}'s diff (d) and move its cursor to an added or unchanged line first",
-                        severity="warning")
+            if view.layout_part.diff_shows(name):  # it said "open the diff" over the diff it had open
+                view.notify("A comment goes on the new side: move the cursor to an added (+) or unchanged line, "
+                            "not a removed one or a header", severity="warning")
+            else:
+                view.notify(f"Open {name}'s diff (d) and move its cursor to an added or unchanged line first",
+                            severity="warning")
             return
         from daintree_tui.tui.screens.review_comment import ReviewCommentScreen  # a dialog: imported when opened
 

@@ -150,6 +150,14 @@ class DashboardLayout:
         view = later.diff_view(self.view.pane)
         return view.place() if view.worktree == name else None
 
+    def diff_shows(self, name: str) -> bool:
+        """Whether the diff view holds `name`'s diff now."""
+        if not self.mounted:
+            return False
+        from daintree_tui.tui.screens import later  # loaded with the tabs
+
+        return later.diff_view(self.view.pane).worktree == name
+
     def diff_tab(self) -> None:
         """The diff tab, with the current worktree's diff (`d`)."""
         self.then(self._diff_tab)
