@@ -636,6 +636,8 @@ def test_host_key_verification_failed_says_how_to_accept_the_key(sshd: Sshd, far
     assert proc.returncode == 1
     (line,) = proc.stderr.strip().splitlines()
     assert "Host key verification failed" in line and "ssh-keyscan" in line and "accept-new" in line, line
+    # The host's own ssh config file: `ssh dt-far` alone would read ~/.ssh/config (found in a trial).
+    assert f"`ssh -F {strict} dt-far`" in line and f"accept-new` in {strict}" in line, line
 
 
 def test_a_hung_host_is_one_line_within_seconds_not_a_hang(far: str, sshd: Sshd, cli: CLI) -> None:

@@ -186,10 +186,14 @@ class RemoteHost:
             return None
         reason = host_words(lines[-1][5:] if lines[-1].startswith("ssh: ") else lines[-1])
         if "Host key verification failed" in reason:
-            reason += (f" (ssh does not know this host's key yet: connect once with `ssh {self.config.ssh}` and "
-                       "accept it after checking its fingerprint, or add it with `ssh-keyscan HOST >> "
-                       "~/.ssh/known_hosts`; `StrictHostKeyChecking accept-new` in ~/.ssh/config takes a new host's "
-                       "key on first contact)")
+            # With a config file of its own, a plain `ssh TARGET` reads ~/.ssh/config instead, where the alias
+            # may not even resolve: the hint names the file.
+            config = self.ssh_config
+            given = f"-F {shlex.quote(str(Path(config).expanduser()))} " if config else ""
+            reason += (f" (ssh does not know this host's key yet: connect once with `ssh {given}"
+                       f"{shlex.quote(self.config.ssh)}` and accept it after checking its fingerprint, or add it "
+                       "with `ssh-keyscan HOST >> ~/.ssh/known_hosts`; `StrictHostKeyChecking accept-new` in "
+                       f"{config or '~/.ssh/config'} takes a new host's key on first contact)")
         return reason
 
     def run_command(self, remote: str, *, input: str | None = None, timeout: float | None = 60.0,
