@@ -72,7 +72,7 @@ async def test_remote_host_in_the_dashboard_attach_type_unreachable_and_back(
         return str(remote.json("session", "capture", "agent", "--host", far)["screen"])
 
     app = make_app(Project.discover(repo))
-    async with app.run_test(size=(220, 40)) as pilot:
+    async with app.run_test(size=(220, 40), notifications=True) as pilot:
         screen = app.screen
         assert isinstance(screen, MainScreen)
         table = screen.query_one(WorktreeTable)
@@ -108,6 +108,9 @@ async def test_remote_host_in_the_dashboard_attach_type_unreachable_and_back(
         # Local-only actions on the remote row are refused; the local worktree of the same name stays as it was.
         await pilot.press("m")
         await pilot.press("C")
+        await pilot.press("r")  # said the whole command that comments, not just `review NAME`
+        await until(pilot, lambda: any("in a shell, `daintree review agent --comment PATH:LINE TEXT --host far`"
+                                       in str(t.render()) for t in app.screen.query("Toast")))
         await pilot.pause(0.3)
         assert isinstance(app.screen, MainScreen)
         assert [w["name"] for w in cli.json("worktree", "list")] == ["agent"]

@@ -37,10 +37,15 @@ if TYPE_CHECKING:
     from daintree_tui.sessions.manager import SessionInfo
     from daintree_tui.tui.screens.new_task import HostAgents, NewTask
 
-LOCAL_ONLY = {"commit": "worktree commit", "merge": "worktree merge", "pr": "worktree pr",
-              "diff": "worktree diff", "copy_path": "worktree status", "inject_task": "session send",
-              "start_session": "session start", "stop_session": "session stop", "review_comment": "review",
-              "review_send": "review", "checkpoints": "checkpoint list", "review_send_ci": "review --send-ci"}
+
+LOCAL_ONLY = {"commit": "worktree commit {name} -m MSG", "merge": "worktree merge {name}",
+              "pr": "worktree pr {name}", "diff": "worktree diff {name}", "copy_path": "worktree status {name}",
+              "inject_task": "session send {name} --task", "start_session": "session start {name}",
+              "stop_session": "session stop {name}", "review_comment": "review {name} --comment PATH:LINE TEXT",
+              "review_send": "review {name} --send", "checkpoints": "checkpoint list {name}",
+              "review_send_ci": "review {name} --send-ci"}
+"""The command line that does each local-only action on a remote row (`--host HOST` added), whole: `r` said
+`daintree review NAME --host far` and what that prints is the review, not how to comment."""
 
 
 class HostsView(Dashboard, Protocol):
@@ -184,8 +189,9 @@ class HostRows:
         if not is_remote(key):
             return False
         host, name = split_key(key)
-        self.view.notify(f"{name} is on host {host}: run `daintree {LOCAL_ONLY[action]} {name} --host {host}` "
-                         "there", title="not from the dashboard", severity="warning")
+        command = LOCAL_ONLY[action].format(name=name)
+        self.view.notify(f"{name} is on host {host}: in a shell, `daintree {command} --host {host}`",
+                         title="not from the dashboard", severity="warning")
         return True
 
     def open_session(self, key: str) -> None:
