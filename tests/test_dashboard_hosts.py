@@ -129,9 +129,12 @@ async def test_remote_host_in_the_dashboard_attach_type_unreachable_and_back(
         await until(pilot, lambda: screen.hosts_watch.states[far].status == "unreachable")
         await until(pilot, lambda: greyed(table, "agent@far"))
         assert row(table, "agent@far")["host"] == "far ✗"
-        table.styles.width = 200  # wide enough for the output column, which then says since when, time and all
-        await until(pilot, lambda: re.fullmatch(r"no answer since \d\d:\d\d:\d\d",
+        await until(pilot, lambda: re.fullmatch(r"since \d\d:\d\d:\d\d, no answer",
                                                 row(table, "agent@far").get("activity", "")))
+        # At the width a 220-column dashboard gives its list, the time is within what the column shows (the
+        # words came first, and their end, the time, was cut).
+        shown = row(table, "agent@far")["activity"][:table.column_widths["activity"]]
+        assert re.match(r"since \d\d:\d\d:\d\d", shown), (shown, table.column_widths)
         assert row(table, "agent@far")["name"].startswith("agent")  # the last known state stays
         await until(pilot, lambda: terminal.worktree is None)  # the ssh client ended with its connection
         assert "does not answer" in terminal.placeholder
@@ -156,6 +159,19 @@ def test_host_filter_words_and_remote_rows() -> None:
     assert entry.name == "feat@box" and entry.extra["host"] == "box" and entry.extra["reachable"]
     assert matches("host:box", entry) and matches("host:b feat", entry)
     assert not matches("host:local", entry) and not matches("host:vm", entry) and not matches("other", entry)
+
+
+def test_a_greyed_rows_time_survives_the_output_column_of_a_200_column_dashboard() -> None:
+    """Found in a trial: at 200 columns, with a conflict column and a 12-letter name, the list is 84 cells wide
+    and the output column 18: "no answer since 05:46:51" showed as "no answer since 05:46"."""
+    from daintree_tui.services.hosts_feed import HostState
+    from daintree_tui.tui.hosts import since
+    from daintree_tui.tui.widgets.worktree_table import fit_columns
+
+    state = HostState("box", 3, reachable=False, worktrees=(), updated_at=time.time() - 5, checked_at=time.time())
+    width = dict((c.key, w) for c, w in fit_columns(84, 12, hosts=True, conflicts=True))["activity"]
+    stamp = time.strftime("%H:%M:%S", time.localtime(state.updated_at))
+    assert since(state)[:width].startswith(f"since {stamp}"), (since(state), width)
 
 
 async def test_quick_create_on_a_host_attaches_over_ssh_and_shows_its_facts(

@@ -90,6 +90,11 @@ class RowTable(DataTable[Text]):
     def column_keys(self) -> tuple[str, ...]:
         return tuple(key for key, _ in self._layout)
 
+    @property
+    def column_widths(self) -> dict[str, int]:
+        """The cells each shown column has (what a longer cell is cut to)."""
+        return dict(self._layout)
+
     def row_line(self, key: str, inputs: object, build: Callable[[], tuple[Cell, ...]]) -> Text:
         """The line of row `key`, built (cells by `build`, then laid out) only when `inputs` or the columns
         changed since it was last built."""
