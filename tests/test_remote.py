@@ -663,3 +663,33 @@ def test_a_hung_host_is_one_line_within_seconds_not_a_hang(far: str, sshd: Sshd,
     finally:
         sshd.thaw(frozen)
     assert wait_for(lambda: feed.poll()["far"].status == "ok", timeout=30)
+
+
+def test_queue_run_over_a_hung_host_says_so_as_it_happens_and_when_it_is_back(
+        far: str, sshd: Sshd, repo: Path, cli: CLI) -> None:
+    """Found in a trial: `queue run --hosts far` with far's sshd stopped printed nothing for 40 s, then at Ctrl-C
+    `error: host far: host far: exit -2` and no word that the host had hung."""
+    import signal
+
+    cli.json("worktree", "list", "--host", far)  # the master connection is up, as in a run that went on a while
+    task = cli.json("task", "create", "job", "--agent", "shell")["id"]
+    frozen = sshd.freeze()
+    proc = subprocess.Popen([DAINTREE, "queue", "run", "--hosts", far, "--interval", "0.2"], cwd=repo,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    assert proc.stdout is not None
+    try:
+        began = time.monotonic()
+        first = proc.stdout.readline()
+        assert first.startswith(f"unreachable: {far} (") and "nothing new goes there" in first, first
+        assert time.monotonic() - began < 15
+        sshd.thaw(frozen)
+        frozen = []
+        seen = [proc.stdout.readline() for _ in range(2)]  # the placement and the host's return, in either order
+        assert f"{far} answers again\n" in seen and any(f"started task {task} in job@{far}" in s for s in seen), seen
+    finally:
+        sshd.thaw(frozen)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert f"host {far}: host {far}" not in out + err, out + err
+    cli.ok("session", "stop", "job", "--host", far)

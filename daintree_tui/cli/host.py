@@ -95,10 +95,24 @@ def run_host_queue(args: argparse.Namespace, services: Services) -> int:
         write_line(said, event.line())
         said.flush()
 
+    away: set[str] = set()
+
     def report_errors(step: HostStepReport) -> None:
         for message in step.errors:
             error(message)
         waits(step.waiting_on)
+        # A host that hangs or goes away, and its return, said as it happens: a run over a hung host printed
+        # nothing for 40 s (each poll waits for its bound), then no word of the host at all.
+        for name in step.unreachable:
+            if name not in away:
+                why = queue.feed.states[name].error or "no answer"
+                write_line(said, f"unreachable: {name} ({one_line(why)}): nothing new goes there; its agents "
+                           "keep running and its tasks stay as they are")
+        for name in sorted(away - set(step.unreachable)):
+            write_line(said, f"{name} answers again")
+        away.clear()
+        away.update(step.unreachable)
+        said.flush()
 
     with ctrl_c_stops() as stop:
         report = queue.run(once=args.once, interval=args.interval, stop=stop, on_event=tell, on_step=report_errors)
