@@ -416,3 +416,29 @@ async def test_bakeoff_pick_merges_the_winner_and_answers_to_the_sessions_role(r
     assert (repo / "answer.txt").read_text() == "7\n"
     assert cli.json("task", "show", "1")["status"] == "completed"
     assert cli.json("bakeoff", "show", record["id"])["picked"] == b
+
+
+async def test_stdio_serves_without_the_sdk(repo: Path, cli: CLI, tmp_path: Path) -> None:
+    """The stdio server imports neither the SDK nor pydantic (their import was 90% of an agent's wait for its
+    tools); the SDK's own clients still talk to it: the handshake client, and the one that first probes the
+    stateless revision (`server/discover`, answered "method not found": it falls back to the handshake)."""
+    from mcp import Client
+
+    report = tmp_path / "modules.txt"
+    code = ("import sys, atexit, daintree_tui.cli as c\n"
+            "atexit.register(lambda: open(sys.argv[1], 'w').write(' '.join(sorted(sys.modules))))\n"
+            "c.main(['mcp', '--repo', sys.argv[2]])\n")
+    command = [sys.executable, "-c", code, str(report), str(repo)]
+    cli.ok("task", "create", "over stdio")
+    async with mcp_client(repo, command=command) as session:
+        assert "task_list" in await tool_names(session)
+        assert [t["subject"] for t in await call(session, "task_list")] == ["over stdio"]
+        await session.send_ping()
+    loaded = set(report.read_text().split())
+    assert not {"mcp", "pydantic", "anyio"} & loaded
+    params = StdioServerParameters(command=sys.executable, args=["-m", "daintree_tui", "mcp", "--repo", str(repo)],
+                                   cwd=str(repo))
+    async with Client(params) as client:  # mode "auto": discover first
+        result = await client.call_tool("task_list", {})
+        assert not result.is_error
+        assert [t["subject"] for t in json.loads(result.content[0].text)] == ["over stdio"]  # type: ignore[union-attr]

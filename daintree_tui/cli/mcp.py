@@ -29,17 +29,19 @@ def cmd_mcp(args: argparse.Namespace, services: Services) -> int:
         tools = InboxTools(services, inbox, args.role, args.worktree, reply_wait=args.reply_wait or REPLY_WAIT)
     else:
         tools = DaintreeTools(services, resolve_access(services.project, args.role, args.worktree))
-    from daintree_tui.mcp import server  # the SDK is imported here, by this command only
-
     if args.http is not None:
         _require_free_port(args.http)  # uvicorn's own failure was its URL, a traceback line and exit 3
+        from daintree_tui.mcp import server  # the SDK is imported here, by `--http` only
+
         token, path = server.http_token()
         sys.stderr.write(f"daintree: MCP on http://127.0.0.1:{args.http}/mcp; clients send `Authorization: Bearer "
                          f"TOKEN`, the token in {path}\n")
         sys.stderr.flush()
         server.serve_http(tools, args.http, token)
     else:
-        server.serve_stdio(tools)
+        from daintree_tui.mcp.stdio import serve_stdio  # the standard library only: ready in a fraction of a second
+
+        serve_stdio(tools)
     return 0
 
 

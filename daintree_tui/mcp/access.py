@@ -23,7 +23,7 @@ from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.index import Index, find
 from daintree_tui.core.log import warn
 from daintree_tui.core.project import Project
-from daintree_tui.sessions.manager import read_session_record
+from daintree_tui.sessions.session_info import read_session_record
 
 LEAD = "lead"
 WORKER = "worker"

@@ -1,4 +1,5 @@
-"""`DaintreeTools` on the wire: the MCP SDK's low-level `Server` over stdio, or streamable HTTP on 127.0.0.1.
+"""`DaintreeTools` on the wire over streamable HTTP on 127.0.0.1: the MCP SDK's low-level `Server` (stdio is
+`stdio.py`'s, without the SDK: its import took 2 s of every agent session's start).
 
 The low-level server because the schemas and the results are ours to the byte: the tool list follows the
 caller's access, a tool's result is the CLI's `--json` text, and a `DaintreeError` becomes a tool error
@@ -19,7 +20,6 @@ from typing import Any
 import anyio
 import mcp.types as types
 from mcp.server import Server, ServerRequestContext
-from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from mcp.types.jsonrpc import INVALID_PARAMS
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -27,13 +27,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from daintree_tui import __version__
 from daintree_tui.core.errors import DaintreeError
 from daintree_tui.core.sandbox import secrets_dir
-from daintree_tui.mcp.tools import ToolBackend, to_json
-
-INSTRUCTIONS = (
-    "daintree: a task board (.tasks/) and git worktrees (.worktrees/), one per task, each with its own branch, "
-    "ports and agent session. A lead plans tasks, creates a worktree per task, starts an agent in it, watches "
-    "sessions and events, and removes worktrees when their work is merged. Results are JSON."
-)
+from daintree_tui.mcp.tools import INSTRUCTIONS, ToolBackend, to_json
 
 
 def _error(message: str, exit_code: int) -> types.CallToolResult:
@@ -88,17 +82,6 @@ def build_server(tools: ToolBackend) -> Server[Any]:
 
     return Server("daintree", version=__version__, instructions=INSTRUCTIONS, on_list_tools=list_tools,
                   on_call_tool=call_tool, on_list_resources=list_resources, on_read_resource=read_resource)
-
-
-def serve_stdio(tools: ToolBackend) -> None:
-    """Serve one client on stdin/stdout until it hangs up."""
-    server = build_server(tools)
-
-    async def main() -> None:
-        async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
-
-    anyio.run(main)
 
 
 TOKEN_FILE = "mcp-http-token"

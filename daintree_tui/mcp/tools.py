@@ -165,6 +165,13 @@ def _check(spec: ToolSpec, arguments: dict[str, Any]) -> dict[str, Any]:
     return checked
 
 
+INSTRUCTIONS = (
+    "daintree: a task board (.tasks/) and git worktrees (.worktrees/), one per task, each with its own branch, "
+    "ports and agent session. A lead plans tasks, creates a worktree per task, starts an agent in it, watches "
+    "sessions and events, and removes worktrees when their work is merged. Results are JSON."
+)
+
+
 def to_json(data: Any) -> str:
     """The JSON text the CLI prints with --json."""
     return json.dumps(data, indent=2, default=str)
