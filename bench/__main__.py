@@ -13,6 +13,7 @@ from bench import (
     dashboard,
     first_screen,
     latency,
+    mcp_start,
     radar,
     remote,
     remote_idle,
@@ -30,7 +31,7 @@ def main() -> None:
     print(f"# daintree benchmarks on {platform.node() or 'this machine'}: {os.cpu_count()} cores, "
           f"Python {platform.python_version()}\n")
     for module in (create, dashboard, first_screen, terminal, latency, scale, scale_live, remote, remote_idle, sandbox,
-                   radar):
+                   radar, mcp_start):
         print(module.run(), flush=True)
 
 
