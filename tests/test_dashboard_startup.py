@@ -144,3 +144,39 @@ async def test_the_first_frame_shows_no_placeholder_names_and_no_session_is_said
         await until(pilot, lambda: screen.terminal.worktree == "busy" and "agent ready" in shown_text(app))
         screen.query_one(WorktreeTable).select_name("idle")  # a worktree that has none says so, once known
         await until(pilot, lambda: "No session here" in shown_text(app) and " idle  no session" in shown_text(app))
+
+
+async def test_status_events_read_no_git_facts_and_another_process_merge_reads_them_all(
+        repo: Path, cli: CLI, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every session's status change appends to events.jsonl: that is the log to read on, not every worktree's
+    git facts again (a few confined git calls each: with 40 busy agents that was the dashboard's largest cost).
+    An event of another process that can move branches (a merge, a worktree made) reads them all again."""
+    from daintree_tui.tui.backend import Backend
+    from daintree_tui.tui.widgets.events_log import EventsLog
+
+    cli.ok("worktree", "create", "one")
+    cli.ok("worktree", "create", "two")
+    passes: list[tuple[str, ...]] = []
+    facts = Backend.facts
+
+    def counted(self: Backend, entries: tuple[Any, ...]) -> Any:
+        passes.append(tuple(e.name for e in entries))
+        return facts(self, entries)
+
+    monkeypatch.setattr(Backend, "facts", counted)
+    project = Project.discover(repo)
+    app = make_app(project)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: screen.later_mounted and screen.query("EventsLog") and passes)
+        log = screen.query_one(EventsLog)
+        await until(pilot, lambda: len(log.records) >= len(events(repo)))
+        before = len(passes)
+        for status in ("running", "waiting", "running"):
+            project.events.append(f"session.{status}", worktree={"name": "one"}, agent="busy")
+        await until(pilot, lambda: [r["event"] for r in log.records][-3:] == ["session.running", "session.waiting",
+                                                                              "session.running"])
+        await pilot.pause(0.5)
+        assert len(passes) == before, passes[before:]
+        project.events.append("worktree.merged", worktree={"name": "two"})
+        await until(pilot, lambda: len(passes) > before and set(passes[-1]) == {"one", "two"})

@@ -7,15 +7,19 @@ pick the sandbox mode, and core cannot import sessions or services).
 from __future__ import annotations
 
 from daintree_tui.core.index import Index, find
+from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.project import Project
 from daintree_tui.core.state_files import read_own_state
 from daintree_tui.core.tasks import TaskService
 
 
-def worktree_role(project: Project, name: str) -> str | None:
-    """The role a worktree's commands run under: its task's, else its session's agent's, else `default_role`."""
+def worktree_role(project: Project, name: str, entry: WorktreeEntry | None = None) -> str | None:
+    """The role a worktree's commands run under: its task's, else its session's agent's, else `default_role`.
+    `entry`: the worktree's index entry when the caller holds it (the facts of 100 worktrees read the index once,
+    not once each)."""
     cfg = project.config
-    entry = find(Index(project).load(), name)
+    if entry is None or entry.name != name:
+        entry = find(Index(project).load(), name)
     if entry is not None and entry.task_id is not None:
         tasks = TaskService(project)
         task = tasks.find(entry.task_id)

@@ -40,7 +40,7 @@ class WorktreeGit:
         self.project = project
         self.entry = entry
         self.path = Path(entry.path)
-        choice = choose(project.config, role=worktree_role(project, entry.name))
+        choice = choose(project.config, role=worktree_role(project, entry.name, entry))
         self.confined = choice.active
         self._backend = choice.backend
         self._spec: SandboxSpec | None = None

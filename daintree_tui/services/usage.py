@@ -138,8 +138,9 @@ class BudgetGuard:
         if infos is None:
             infos = self.manager.list(with_screens=False)
         live = {i.name: i for i in infos if str(i.status) != "exited"}
-        for name in live:
-            self.manager.update_usage(name)
+        for name, info in live.items():
+            if info.status_source != "output":  # only an agent wired to report (hooks) has usage records to read:
+                self.manager.update_usage(name)  # the others' session records are not read on every poll
         if not cfg.budget:
             return BudgetReport()
         checks, session_task = budget_checks(self.manager, live)

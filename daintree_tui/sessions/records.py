@@ -111,6 +111,9 @@ class UsageTracker:
     def __init__(self, project: Project) -> None:
         self.project = project
         self._scanned: dict[str, float] = {}
+        self._read: dict[tuple[str, float, bool], tuple[tuple[int, int, int, int], list[RunUsage]]] = {}
+        """`runs` as last computed, with the file's (inode, size, mtime) and the prices it was computed from: the
+        dashboard asks for every session's on every poll, and a file that did not change gives what it gave."""
 
     @property
     def prices(self) -> dict[str, Price]:
@@ -254,12 +257,25 @@ class UsageTracker:
 
     def runs(self, name: str, since: float = 0.0, current_only: bool = False) -> list[RunUsage]:
         """Usage of a session's runs (the current one only, or all), counted from `since`."""
+        key = (name, since, current_only)
+        try:
+            st = os.stat(self.path(name), follow_symlinks=False)
+            seen: tuple[int, int, int, int] | None = (st.st_ino, st.st_size, st.st_mtime_ns,
+                                                      id(self.project.config.pricing))
+        except OSError:
+            seen = None
+        known = self._read.get(key)
+        if seen is not None and known is not None and known[0] == seen:
+            return list(known[1])
         runs = self.load(name)["runs"]
         if current_only:
             runs = runs[-1:]
         prices = self.prices
-        return [RunUsage(name, str(r.get("agent") or "?"), r.get("task_id"), float(r.get("started_at") or 0.0),
-                         _bucket_totals(r, prices, since), r.get("last_record_at")) for r in runs]
+        found = [RunUsage(name, str(r.get("agent") or "?"), r.get("task_id"), float(r.get("started_at") or 0.0),
+                          _bucket_totals(r, prices, since), r.get("last_record_at")) for r in runs]
+        if seen is not None:
+            self._read[key] = (seen, found)
+        return list(found)
 
     def all_runs(self, since: float = 0.0) -> list[RunUsage]:
         """Every run of every session that ever recorded usage here (removed worktrees included)."""

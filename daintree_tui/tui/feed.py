@@ -89,6 +89,9 @@ class DashboardFeed(Widget):
         self._looked = False
         self.reads_started = False
         self._facts_lock = threading.Lock()
+        self._backlog_read = False
+        self._facts_due = False
+        """An operation ran: the next snapshot reads every worktree's git facts again, changed list or not."""
         self._changed_lock = threading.Lock()
         self._changed: set[str] | None = None
         """Worktrees whose files changed since the radar last read them (None: every one, as at the start). Kept
@@ -281,27 +284,46 @@ class DashboardFeed(Widget):
 
     def refresh_all(self) -> None:
         """After an operation: read the project again and poll."""
+        self._facts_due = True
         self.load_snapshot()
         self.load_events()
         self.poll_now()
 
     @on(SnapshotLoaded)
     def snapshot_loaded(self, message: SnapshotLoaded) -> None:
+        # Git facts again for every worktree only when the list changed or after an operation (it may have moved
+        # a branch): each is a few confined git calls, and a session's status change rewrites state files.
+        # A worktree's own changes reach the facts through the watcher (`files_changed`).
+        changed = message.snapshot.entries != self.entries
         self.entries = message.snapshot.entries
-        if self.reads_started:
+        if self.reads_started and (changed or self._facts_due):
+            self._facts_due = False
             self.load_facts(self.entries)
 
     @on(FilesChanged)
     def files_changed(self, message: FilesChanged) -> None:
         self.files_touched(message.worktrees_touched)
         if message.state_changed:
+            self._facts_due = self._facts_due or bool(message.worktrees_touched)
             self.load_snapshot()
             self.load_events()
-        elif message.worktrees_touched:
+        else:
+            if message.events_changed:
+                self.load_events()
             touched = tuple(e for e in self.entries if e.name in message.worktrees_touched)
             if touched:
                 self.load_facts(touched)
         message.stop()
+
+    @on(EventsAppended)
+    def events_appended(self, message: EventsAppended) -> None:
+        """What another process did (a merge, a worktree made or removed) can move any worktree's ahead/behind:
+        facts again for all, then. A session's status changes (`session.*`, most of the log) move none."""
+        backlog, self._backlog_read = not self._backlog_read, True  # the first read: the log's tail, old news
+        if backlog or not self.reads_started:
+            return
+        if any(not str(r.get("event", "")).startswith("session.") for r in message.records):
+            self.load_facts(self.entries)
 
     @work(thread=True, exit_on_error=False, exclusive=True, group="watch", description="watch state files")
     def monitor_files(self) -> None:
@@ -314,21 +336,24 @@ class DashboardFeed(Widget):
         worktrees_root = project.worktrees_root
         if not worktrees_root.is_relative_to(project.state_dir) and worktrees_root.is_dir():
             roots.append(worktrees_root)
+        events_log = project.events.path.name
         worker = get_current_worker()
         for changes in watch(*roots, debounce=150, step=50, stop_event=self._stop_watching,
                              watch_filter=lambda _, path: watched(path)):
             if worker.is_cancelled:
                 return
-            state, touched = False, set()
+            state, events, touched = False, False, set()
             for _, raw in changes:
                 path = Path(raw)
-                if path.parent in (project.tasks_dir, project.state_dir):
+                if path.parent == project.state_dir and path.name.startswith(events_log):
+                    events = True  # events.jsonl and its rotation: the log to read on, not the lists
+                elif path.parent in (project.tasks_dir, project.state_dir):
                     state = True
                 elif path.is_relative_to(worktrees_root):
                     rel = path.relative_to(worktrees_root).parts
                     if rel:
                         touched.add(rel[0])
-            self.post_message(FilesChanged(state, frozenset(touched)))
+            self.post_message(FilesChanged(state, frozenset(touched), events_changed=events))
 
     def on_unmount(self) -> None:
         self._stop_watching.set()

@@ -57,16 +57,19 @@ class SessionsPolled(Message):
 class FilesChanged(Message):
     """Something under .tasks/ or .worktrees/ changed (debounced by watchfiles)."""
 
-    def __init__(self, state_changed: bool, worktrees_touched: frozenset[str]) -> None:
+    def __init__(self, state_changed: bool, worktrees_touched: frozenset[str], events_changed: bool = False) -> None:
         super().__init__()
         self.state_changed = state_changed
         self.worktrees_touched = worktrees_touched
+        self.events_changed = events_changed
+        """Only the event log grew (each status change of each session appends to it): no list to read again."""
 
     def can_replace(self, message: Message) -> bool:
         # A newer notice absorbs an older one that was not handled yet: nothing it said is lost.
         if not isinstance(message, FilesChanged):
             return False
         self.state_changed = self.state_changed or message.state_changed
+        self.events_changed = self.events_changed or message.events_changed
         self.worktrees_touched = self.worktrees_touched | message.worktrees_touched
         return True
 
