@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 from textual.binding import Binding
 from textual.widgets import Button, Checkbox, Input
-from textual.worker import WorkerState
 
 from daintree_tui.core.project import Project
 from daintree_tui.tui.app import DaintreeApp, make_app
@@ -297,8 +296,7 @@ async def test_cli_change_appears_live(repo: Path, cli: CLI) -> None:
     app = make_app(Project.discover(repo))
     async with app.run_test(size=(120, 40)) as pilot:
         screen = main_screen(app)
-        await until(pilot, lambda: any(w.group == "watch" and w.state == WorkerState.RUNNING
-                                       for w in screen.feed.workers))
+        await until(pilot, lambda: screen.feed.watching)
         loop = asyncio.get_running_loop()
         start = loop.time()
         await asyncio.to_thread(cli.ok, "task", "create", "Made in another shell")

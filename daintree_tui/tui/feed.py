@@ -12,13 +12,12 @@ import threading
 import time
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from textual import on, work
 from textual.timer import Timer
 from textual.widget import Widget
-from textual.worker import Worker, WorkerState, get_current_worker
+from textual.worker import Worker, WorkerState
 
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.tui.messages import (
@@ -35,20 +34,7 @@ from daintree_tui.tui.messages import (
 
 if TYPE_CHECKING:
     from daintree_tui.tui.backend import Backend
-
-# What the watcher leaves alone: the sessions' logs and records, and the bookkeeping the poll itself writes (the
-# inboxes and git quarantines it looks into for every worktree, caches, the dashboard's own .ui.json): when those
-# counted, every poll reloaded the lists and painted the screen again (three times the CPU of an idle dashboard
-# with a dialog open over two worktrees).
-IGNORED_STATE_DIRS = (".logs", ".tmp", ".trash", ".sessions", ".journal", ".sandbox-home", ".locks", ".ui.json",
-                      ".inbox", ".agent-git", ".cache", ".train")
-
-
-def watched(path: str) -> bool:
-    """Whether a change at `path` (under the state or tasks folder) can change what the lists show. The temporary
-    file of an atomic write (`.NAME.RANDOM.tmp`) counts as its target."""
-    return not any(f"/{d}/" in path or path.endswith(f"/{d}") or f"/.{d}." in path for d in IGNORED_STATE_DIRS)
-
+    from daintree_tui.tui.file_watch import FileWatch
 
 class DashboardFeed(Widget):
     """Polls sessions on one timer and watches files; posts SnapshotLoaded, SessionsPolled and friends."""
@@ -83,7 +69,7 @@ class DashboardFeed(Widget):
         self._today_read_at = float("-inf")
         self._events_offset = 0
         self._events_lock = threading.Lock()
-        self._stop_watching = threading.Event()
+        self._watch: FileWatch | None = None
         self._live_lock = threading.Lock()
         self._unmounted = False
         self._looked = False
@@ -296,6 +282,8 @@ class DashboardFeed(Widget):
         # A worktree's own changes reach the facts through the watcher (`files_changed`).
         changed = message.snapshot.entries != self.entries
         self.entries = message.snapshot.entries
+        if changed and self._watch is not None:
+            self._watch.watch_worktrees((e.name, e.path) for e in self.entries if e.live)
         if self.reads_started and (changed or self._facts_due):
             self._facts_due = False
             self.load_facts(self.entries)
@@ -325,38 +313,26 @@ class DashboardFeed(Widget):
         if any(not str(r.get("event", "")).startswith("session.") for r in message.records):
             self.load_facts(self.entries)
 
-    @work(thread=True, exit_on_error=False, exclusive=True, group="watch", description="watch state files")
-    def monitor_files(self) -> None:
-        from watchfiles import watch
+    @property
+    def watching(self) -> bool:
+        """Whether the file watch was started (`start_reads`)."""
+        return self._watch is not None
 
-        project = self.backend.project
-        project.tasks_dir.mkdir(exist_ok=True)
-        project.state_dir.mkdir(exist_ok=True)
-        roots = [project.tasks_dir, project.state_dir]
-        worktrees_root = project.worktrees_root
-        if not worktrees_root.is_relative_to(project.state_dir) and worktrees_root.is_dir():
-            roots.append(worktrees_root)
-        events_log = project.events.path.name
-        worker = get_current_worker()
-        for changes in watch(*roots, debounce=150, step=50, stop_event=self._stop_watching,
-                             watch_filter=lambda _, path: watched(path)):
-            if worker.is_cancelled:
-                return
-            state, events, touched = False, False, set()
-            for _, raw in changes:
-                path = Path(raw)
-                if path.parent == project.state_dir and path.name.startswith(events_log):
-                    events = True  # events.jsonl and its rotation: the log to read on, not the lists
-                elif path.parent in (project.tasks_dir, project.state_dir):
-                    state = True
-                elif path.is_relative_to(worktrees_root):
-                    rel = path.relative_to(worktrees_root).parts
-                    if rel:
-                        touched.add(rel[0])
-            self.post_message(FilesChanged(state, frozenset(touched), events_changed=events))
+    def monitor_files(self) -> None:
+        """Watch the state and tasks folders' files and the worktrees (`FileWatch`); its threads post
+        `FilesChanged`."""
+        from daintree_tui.tui.file_watch import FileWatch
+
+        def changed(state: bool, events: bool, touched: frozenset[str]) -> None:
+            self.post_message(FilesChanged(state, touched, events_changed=events))
+
+        self._watch = FileWatch(self.backend.project, changed)
+        self._watch.start()
+        self._watch.watch_worktrees((e.name, e.path) for e in self.entries if e.live)
 
     def on_unmount(self) -> None:
-        self._stop_watching.set()
+        if self._watch is not None:
+            self._watch.close()
         if self._timer is not None:
             self._timer.stop()
         with self._live_lock:  # a poll starting the control client now sees this and leaves it unstarted

@@ -111,6 +111,9 @@ class TerminalView(Widget, can_focus=True):
         self._paint_timer: Timer | None = None
         self.pacer = FramePacer()  # when output is repainted (tests give it a frame interval of their own)
         self._strips: dict[int, Strip] = {}
+        """Each screen line's strip, by its line number (dropped when the line changed)."""
+        self._lines: dict[tuple[object, ...], Strip] = {}
+        """Strips by what their line holds (width, columns and cells), the last ~two screens of them."""
         self._cursor_line: int | None = None
         self.bytes_read = 0
         self.held: str | None = None
@@ -178,6 +181,7 @@ class TerminalView(Widget, can_focus=True):
         self.held = None
         self.set_reactive(TerminalView.worktree, worktree)
         self._strips.clear()
+        self._lines.clear()
         self.refresh()
 
     def detach(self) -> None:
@@ -188,6 +192,7 @@ class TerminalView(Widget, can_focus=True):
         self.set_reactive(TerminalView.worktree, None)
         self._blank = None  # a blank one when next asked for
         self._strips.clear()
+        self._lines.clear()
         self.refresh()
 
     def on_unmount(self) -> None:
@@ -257,7 +262,15 @@ class TerminalView(Widget, can_focus=True):
                 return render_screen_line(self.emulator, y, width, screen.cursor.x)
             strip = self._strips.get(y)
             if strip is None or strip.cell_length != width:
-                strip = render_screen_line(self.emulator, y, width, None)
+                # By content too: a line that scrolled up is the one drawn a line lower before (a session
+                # printing a line a second scrolls every line of the pane once a second).
+                key = (width, screen.columns, tuple(screen.buffer[y].items()))
+                strip = self._lines.get(key)
+                if strip is None:
+                    strip = render_screen_line(self.emulator, y, width, None)
+                    self._lines[key] = strip
+                    if len(self._lines) > 2 * screen.lines + 8:
+                        del self._lines[next(iter(self._lines))]  # the oldest: gone from the screen first
                 self._strips[y] = strip
             return strip
 
@@ -331,6 +344,7 @@ class TerminalView(Widget, can_focus=True):
             with self._locked():
                 self.emulator.resize(cols, rows)
         self._strips.clear()
+        self._lines.clear()
         if self.attachment is not None:
             self.attachment.resize(cols, rows)
         self.refresh()

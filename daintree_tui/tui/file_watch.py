@@ -1,0 +1,121 @@
+"""FileWatch: what changed on disk that the dashboard shows, told to the feed (`DashboardFeed`) as it happens.
+
+Two watches, each a thread of its own: the state and tasks folders' own files (the index, the event log, the task
+files), not recursively, and the worktrees, each recursively (their files make the dirty counts and the radar). The
+folders below the state folder are not watched at all: the sessions' logs there grow with every line an agent
+prints, and with forty busy agents the watch of them woke ~190 times a second to be told of nothing to show.
+The worktrees' watch is started again when the list of worktrees changes (`watch_worktrees`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from daintree_tui.core.project import Project
+
+IGNORED_STATE_DIRS = (".logs", ".tmp", ".trash", ".sessions", ".journal", ".sandbox-home", ".locks", ".ui.json",
+                      ".inbox", ".agent-git", ".cache", ".train")
+"""What is left alone: the sessions' logs and records, and the bookkeeping the poll itself writes (the inboxes and
+git quarantines it looks into for every worktree, caches, the dashboard's own .ui.json): when those counted, every
+poll reloaded the lists and painted the screen again."""
+
+Changed = Callable[[bool, bool, frozenset[str]], None]
+"""Told `(state_changed, events_changed, worktrees_touched)`, from a watch's thread."""
+
+
+def watched(path: str) -> bool:
+    """Whether a change at `path` (under the state or tasks folder) can change what the lists show. The temporary
+    file of an atomic write (`.NAME.RANDOM.tmp`) counts as its target."""
+    return not any(f"/{d}/" in path or path.endswith(f"/{d}") or f"/.{d}." in path for d in IGNORED_STATE_DIRS)
+
+
+class FileWatch:
+    """The project's two watches; `close` ends both."""
+
+    def __init__(self, project: Project, changed: Changed) -> None:
+        self.project = project
+        self.changed = changed
+        self._closed = threading.Event()
+        self._lock = threading.Lock()
+        self._worktrees_stop: threading.Event | None = None
+        self._worktrees: frozenset[tuple[str, str]] = frozenset()
+        self.seen: deque[str] = deque(maxlen=256)
+        """The last paths the state watch was told of, before any filter (what the watch cost, for the tests)."""
+
+    def start(self) -> None:
+        project = self.project
+        project.tasks_dir.mkdir(exist_ok=True)
+        project.state_dir.mkdir(exist_ok=True)
+        threading.Thread(target=self._watch_state, name="watch-state", daemon=True).start()
+
+    def watch_worktrees(self, worktrees: Iterable[tuple[str, str]]) -> None:
+        """Watch these worktrees (name, path), in place of those watched until now (nothing when they are the
+        same)."""
+        wanted = frozenset((name, path) for name, path in worktrees if Path(path).is_dir())
+        with self._lock:
+            if self._closed.is_set() or wanted == self._worktrees:
+                return
+            if self._worktrees_stop is not None:
+                self._worktrees_stop.set()
+            self._worktrees, self._worktrees_stop = wanted, threading.Event()
+            if wanted:
+                threading.Thread(target=self._watch_worktrees, args=(wanted, self._worktrees_stop),
+                                 name="watch-worktrees", daemon=True).start()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed.set()
+            if self._worktrees_stop is not None:
+                self._worktrees_stop.set()
+
+    def _shown(self, path: str) -> bool:
+        self.seen.append(path)
+        return watched(path)
+
+    def _watch_state(self) -> None:
+        from watchfiles import watch
+
+        project = self.project
+        folders = (project.tasks_dir, project.state_dir)
+        events_log = project.events.path.name
+        changes_seen = watch(*folders, debounce=150, step=50, stop_event=self._closed, recursive=False,
+                             watch_filter=lambda _, path: self._shown(path))
+        for changes in _quietly(changes_seen):
+            state = events = False
+            for _, raw in changes:
+                path = Path(raw)
+                if path.parent not in folders:
+                    continue
+                if path.parent == project.state_dir and path.name.startswith(events_log):
+                    events = True  # events.jsonl and its rotation: the log to read on, not the lists
+                else:
+                    state = True
+            if state or events:
+                self.changed(state, events, frozenset())
+
+    def _watch_worktrees(self, worktrees: frozenset[tuple[str, str]], stop: threading.Event) -> None:
+        from watchfiles import watch
+
+        owners = {Path(path): name for name, path in worktrees}
+        for changes in _quietly(watch(*owners, debounce=150, step=50, stop_event=stop, ignore_permission_denied=True)):
+            touched = set()
+            for _, raw in changes:
+                path = Path(raw)
+                owner = next((owners[p] for p in (path, *path.parents) if p in owners), None)
+                if owner is not None:
+                    touched.add(owner)
+            if touched:
+                self.changed(False, False, frozenset(touched))
+
+
+def _quietly(changes: Iterator[set[tuple[Any, str]]]) -> Iterator[set[tuple[Any, str]]]:
+    """A watch's changes until it ends; one that fails (a watched folder removed under it) just ends: the next
+    `watch_worktrees` watches what is there then, and nothing is printed over the screen."""
+    try:
+        yield from changes
+    except Exception:
+        return
