@@ -36,13 +36,14 @@ class Viewer:
     def tmux(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True)
 
-    def launch(self, command: str, cwd: Path, env: dict[str, str]) -> float:
+    def launch(self, command: str, cwd: Path, env: dict[str, str], size: tuple[int, int] = (160, 50)) -> float:
         exports = " ".join(f"{k}={v}" for k, v in env.items())
         # A fresh server each time: a new session on a server that is still shutting down dies with it.
         self.close()
         self.socket = f"daintree-bench-view-{uuid.uuid4().hex[:6]}"
         start = time.perf_counter()
-        self.tmux("new-session", "-d", "-x", "160", "-y", "50", "-c", str(cwd), f"env {exports} {command}")
+        self.tmux("new-session", "-d", "-x", str(size[0]), "-y", str(size[1]), "-c", str(cwd),
+                  f"env {exports} {command}")
         return start
 
     def wait_for(self, marker: str, timeout: float = 30.0) -> float:
