@@ -7,16 +7,24 @@ TEST_STAMP := $(VENV)/.installed
 
 .PHONY: setup run test test-fast test-agents test-slow test-lowest wheel-check docs lint typecheck pytest bench snapshots screenshots clean
 
-$(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-
 # uv installs the same packages as pip in a fraction of the time (bench/first_run.py measures both; figures in
 # the README's Quick start). It comes from the package index into the venv, so nothing needs installing first.
 # INSTALLER=pip uses pip alone.
 INSTALLER ?= uv
+# The venv comes without pip when uv installs: ensurepip was the slowest step of a new user's first `make run`
+# (6.1 s of CPU at load 8, against 0.4 s without; bench/first_run.py). uv then comes from the interpreter's own pip
+# (`pip --python`, pip >= 22.3), else from a pip put into the venv after all.
+ifeq ($(INSTALLER),pip)
+VENV_FLAGS :=
+else
+VENV_FLAGS := --without-pip
+endif
 # hatchling's editable install puts the source tree on sys.path with a one-line .pth, as an installed package is
 # found (no import hook loading pathlib, re and urllib.parse in `site` on every start of every command).
 EDITABLE := -e
+# A venv made without pip gets one where pip is needed after all (uv could not be installed, or cannot reach the
+# index).
+ENSURE_PIP := { $(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip --upgrade >/dev/null; }
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 PIP_INSTALL := $(PIP) install --quiet $(EDITABLE)
 # The dev tools are PEP 735 dependency groups (pyproject.toml): uv and pip >= 25.1 read `--group`. The venv's own
@@ -29,13 +37,19 @@ INSTALL_GROUPS = $(PIP_FOR_GROUPS) && $(PIP_INSTALL) $(1)
 else
 INSTALLER_BIN := $(BIN)/uv
 # Falls back to pip when uv could not be installed or cannot reach the index (uv ignores pip's own config).
-INSTALL = { [ -x $(BIN)/uv ] && $(BIN)/uv pip install --quiet --python $(BIN)/python $(EDITABLE) $(1); } || $(PIP_INSTALL) $(1)
+INSTALL = { [ -x $(BIN)/uv ] && $(BIN)/uv pip install --quiet --python $(BIN)/python $(EDITABLE) $(1); } \
+	|| { $(ENSURE_PIP) && $(PIP_INSTALL) $(1); }
 INSTALL_GROUPS = { [ -x $(BIN)/uv ] && $(BIN)/uv pip install --quiet --python $(BIN)/python $(EDITABLE) $(1); } \
-	|| { $(PIP_FOR_GROUPS) && $(PIP_INSTALL) $(1); }
+	|| { $(ENSURE_PIP) && $(PIP_FOR_GROUPS) && $(PIP_INSTALL) $(1); }
 endif
 
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
+
 $(BIN)/uv: | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv || echo "uv unavailable: installing with pip"
+	$(PYTHON) -m pip --python $(BIN)/python install --quiet --disable-pip-version-check uv 2>/dev/null \
+		|| { $(ENSURE_PIP) && $(BIN)/python -m pip install --quiet --disable-pip-version-check uv; } \
+		|| echo "uv unavailable: installing with pip"
 
 # `make run` needs only the package; the checks (`make setup`, `make test`) add the dev group (tests, lint, docs).
 $(RUN_STAMP): pyproject.toml | $(INSTALLER_BIN)
