@@ -95,7 +95,10 @@ def measure(source: Path, installer: str, cold_cache: bool, keep_log: Path | Non
             Path(f"/tmp/tmux-{os.getuid()}/{socket}").unlink(missing_ok=True)  # tmux may leave it behind
             _stop_demo_sessions(clone, tmp / "tmp", env)
         if phases is not None and stamps.exists():
-            lines = [line.split(" ", 1) for line in stamps.read_text().splitlines() if " " in line]
+            # A recipe of several lines (`\` continuations) is one command whose text spans lines: its stamp is
+            # the first.
+            lines = [line.split(" ", 1) for line in stamps.read_text().splitlines()
+                     if re.match(r"\d+\.\d+ ", line)]
             phases += [(float(ts) - float(lines[0][0]), command) for ts, command in lines[1:]]
         text = log.read_text(errors="replace") if log.exists() else ""
         if keep_log is not None:

@@ -1,4 +1,4 @@
-"""Benchmark 9: an agent's MCP server, from its spawn until `initialize` and `list_tools` are answered.
+"""Benchmark 10: an agent's MCP server, from its spawn until `initialize` and `list_tools` are answered.
 
 Each sample is the MCP SDK's own stdio client (the SDK imported before the clock starts) spawning the server in a
 repository with three tasks: the clock runs from just before the spawn to the answer of `initialize`, and on to
@@ -114,7 +114,7 @@ def run() -> str:
         rows.append([name, f"{ready:.0f} ms", f"{listed * 1000:.0f} ms",
                      f"{min(times) * 1000:.0f}-{max(times) * 1000:.0f} ms", f"{listed / floor:.2f}x",
                      f"{listed / ours:.2f}x", "< 500 ms" if k == 0 else ""])
-    return table(f"9. MCP server, spawn to `initialize` and to `list_tools` answered, the SDK's stdio client, median "
+    return table(f"10. MCP server, spawn to `initialize` and to `list_tools` answered, the SDK's stdio client, median "
                  f"of {RUNS} interleaved (load {load_start} to {load_end})", rows,
                  ["server", "initialize", "list_tools", "min-max", "vs floor", "vs daintree mcp", "target"])
 
