@@ -150,7 +150,10 @@ class StdioServer:
                 raise
             return tool_error(f"daintree: internal error: {type(exc).__name__}: {exc} (DAINTREE_DEBUG=1 for details)",
                               1)
-        return {"content": [{"type": "text", "text": to_json(data)}]}
+        text = to_json(data)
+        # Structured too, as errors are (an object: a list or a value goes under "result"), as server.py does.
+        structured = json.loads(text) if isinstance(data, dict) else {"result": json.loads(text)}
+        return {"content": [{"type": "text", "text": text}], "structuredContent": structured}
 
     def _read_resource(self, uri: str) -> dict[str, Any]:
         found = self.tools.resources().get(uri)
