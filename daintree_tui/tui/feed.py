@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from daintree_tui.tui.backend import Backend
     from daintree_tui.tui.file_watch import FileWatch
 
+
 class DashboardFeed(Widget):
     """Polls sessions on one timer and watches files; posts SnapshotLoaded, SessionsPolled and friends."""
 
