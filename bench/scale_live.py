@@ -216,7 +216,7 @@ def report(label: str, results: list[dict[str, float]]) -> str:
     for r in results:
         cpu_target, echo_target, rss_target = targets.get(int(r["busy"]), ("", "", ""))
         rows.append([str(int(r["busy"])), str(int(r["rows"])), f"{r['opened']:.1f}%", f"{r['dash']:.1f}%",
-                     cpu_target, f"{r['server']:.1f}%", f"{r['dash'] / r['server']:.1f}x" if r["server"] else "",
+                     cpu_target, f"{r['server']:.1f}%", f"{r['dash'] / r['server']:.1f}x" if r["server"] >= 0.5 else "",
                      f"{r['rss']:.0f} MB", rss_target, f"{r['echo']:.1f} ms",
                      f"{r['echo'] / base['echo']:.2f}x" if base["echo"] else "", echo_target, f"{r['load']:.1f}"])
     if len(busy_rows) >= 2:  # a slope needs two counts (DAINTREE_BENCH_BUSY=0 or =40 alone has none)
