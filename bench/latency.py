@@ -131,10 +131,11 @@ def measure_line(term: OuterTerminal, line_id: str, keys: int) -> list[float]:
         # a typist's pace (~100 words a minute): the next key comes after the screen settled
         time.sleep(0.02)
     term.send(b"\r")
-    # Twice at the start of a terminal line (the echo and cat's copy): the dashboard's row of the session shows
-    # its last line too, and counting that one let the next line be typed before cat's copy came.
-    at_start = re.compile(r"(?m)(?:^|▕)" + re.escape(typed))
-    term.wait_for(lambda text: len(at_start.findall(text)) >= 2)
+    # Twice at the end of a screen line, where the terminal is (the echo and cat's copy): the dashboard's row of
+    # the session shows its last line too, mid-line, and counting that one let the next line be typed before
+    # cat's copy came.
+    at_end = re.compile(re.escape(typed) + r" *$", re.MULTILINE)
+    term.wait_for(lambda text: len(at_end.findall(text)) >= 2)
     return samples
 
 
