@@ -26,7 +26,7 @@ def cmd_task_create(args: argparse.Namespace, services: Services) -> int:
         extra["role"] = args.role
     task = services.tasks.create(args.subject, args.description or "", task_ids(args.blocked_by, "--blocked-by"),
                                  extra=extra)
-    emit(args, task.to_dict(), f"created task {task.id}: {task.subject}")
+    emit(args, task.listed(), f"created task {task.id}: {task.subject}")
     return 0
 
 
@@ -68,7 +68,7 @@ def cmd_task_update(args: argparse.Namespace, services: Services) -> int:
         raise InputError("nothing to update: give --status, --owner, --subject, --description or --blocked-by")
     task = services.tasks.update(the_id, status=status, owner=args.owner, subject=args.subject,
                                  description=args.description, blocked_by=blocked)
-    emit(args, task.to_dict(), f"updated task {task.id}: {task.status}")
+    emit(args, task.listed(), f"updated task {task.id}: {task.status}")
     return 0
 
 

@@ -234,7 +234,7 @@ class DaintreeTools:
     # -- tasks -----------------------------------------------------------------------------------------------
 
     def task_create(self, subject: str, description: str = "") -> dict[str, Any]:
-        return self.services.tasks.create(subject, description).to_dict()
+        return self.services.tasks.create(subject, description).listed()
 
     def task_list(self) -> list[dict[str, Any]]:
         tasks = self.services.tasks.list()
@@ -251,7 +251,7 @@ class DaintreeTools:
         if parsed is None and owner is None:
             raise InputError("nothing to update: give status or owner")
         self._own_task(task_id)
-        return self.services.tasks.update(task_id, status=parsed, owner=owner).to_dict()
+        return self.services.tasks.update(task_id, status=parsed, owner=owner).listed()
 
     # -- worktrees -------------------------------------------------------------------------------------------
 
