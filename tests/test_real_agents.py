@@ -80,7 +80,10 @@ AGENTS = {
     # Inside, git has the identity the sandbox gives it to commit on its branch: no "Update git name" advice.
     # It asks one user in ten (by the id in its analytics.json) whether to share analytics: answered no, here (its
     # uploads, failing without network, print errors at random times).
-    "aider": Agent("aider", (r"\.gitignore", r"Login to OpenRouter", r"openrouter\.ai/auth[\s\S]*Control-C"),
+    # daintree starts aider with --no-gitignore (its offer to edit .gitignore was a tracked change), so its first
+    # question is the sign-in; Enter opens it, a second Enter leaves it waiting for the browser.
+    "aider": Agent("aider", (r"Login to OpenRouter", r"openrouter\.ai/auth[\s\S]*Control-C",
+                             r"openrouter\.ai/auth[\s\S]*Control-C"),
                    volatile=r"^Update git (name|email) with",
                    seed=((".aider/analytics.json", '{"uuid": "ffffffff-ffff-4fff-bfff-ffffffffffff", '
                                                    '"permanently_disable": true, "asked_opt_in": true}\n'),)),
