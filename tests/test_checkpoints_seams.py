@@ -175,3 +175,62 @@ async def test_a_huge_step_diff_is_cut_and_the_timeline_stays_live(repo: Path, c
         await until(pilot, lambda: app.screen.query_one(CheckpointTimeline).row_count == 1)
         await until(pilot, lambda: "diff cut at" in shown(), timeout=30)
         assert len(app.screen.query_one(DiffView).lines) < 20000
+
+
+
+@needs_bwrap
+@pytest.mark.parametrize("sandbox", ["on", "off"])
+def test_a_name_that_is_not_utf8_is_shown_by_worktree_diff(repo: Path, sandbox: str) -> None:
+    """The agent names files `c\xff.txt` (committed, then changed) and `n\xff.txt` (untracked, Latin-1 in it)
+    from inside its sandbox: `worktree diff` and `--stat` ended in an internal error (UnicodeDecodeError) over
+    git's output where the worktree's git runs unconfined, as the checkpoints did before they read it as bytes.
+    The names are the bytes they are, shown escaped; the dashboard's `d` reads the same."""
+    cli = CLI(repo, subprocess=True)  # stdout as the shell has it: strict UTF-8 would refuse a lone surrogate
+    cli.ok("worktree", "create", "w")
+    script = ("printf 'one\\n' > \"$(printf 'c\\377.txt')\"; git add -A; git commit -qm odd; "
+              "printf 'two\\n' >> \"$(printf 'c\\377.txt')\"; printf 'caf\\351\\n' > \"$(printf 'n\\377.txt')\"")
+    proc = cli("worktree", "run", "w", "--", "sh", "-c", script)
+    assert proc.returncode == 0, proc.stderr
+    user_config(f'sandbox = "{sandbox}"\n')  # the agent's files are as they are; only the outside's git differs
+    shown = cli("worktree", "diff", "w")
+    assert shown.returncode == 0, shown.stderr
+    assert '"b/c\\377.txt"' in shown.stdout and '"b/n\\377.txt"' in shown.stdout and "+caf\\xe9" in shown.stdout
+    stat = cli("worktree", "diff", "w", "--stat")
+    assert stat.returncode == 0, stat.stderr
+    assert " n\\xff.txt (untracked) | 1 +" in stat.stdout and '"c\\377.txt" | 2 ++' in stat.stdout
+    assert "+caf\udce9" in cli.json("worktree", "diff", "w")["diff"]  # JSON: the byte as its lone surrogate
+
+
+@needs_bwrap
+async def test_a_huge_worktree_diff_is_cut_and_the_diff_view_stays_live(repo: Path, cli: CLI) -> None:
+    """`worktree diff` read the whole of what git printed of the agent's files (each untracked one up to 8 MiB,
+    as many as it likes, and a committed one of any size) and the dashboard's `d` highlighted it all on its event
+    loop. Both are cut now, and say so: 8 MiB for the CLI, 256 KiB for the diff view."""
+    from daintree_tui.core.project import Project
+    from daintree_tui.core.review import DIFF_LIMIT
+    from daintree_tui.tui.app import make_app
+    from daintree_tui.tui.widgets.diff_view import DiffView
+    from tests.test_dashboard import configure, main_screen, select, until
+
+    cli.ok("worktree", "create", "w")
+    script = ("yes 'a committed line' | head -c 6291456 > big.txt; git add big.txt; git commit -qm big; "
+              "for n in 1 2 3; do yes 'an untracked line' | head -c 4194304 > u$n.txt; done")
+    proc = cli("worktree", "run", "w", "--", "sh", "-c", script)
+    assert proc.returncode == 0, proc.stderr
+    patch = cli.ok("worktree", "diff", "w").stdout
+    assert DIFF_LIMIT - 1024 < len(patch) < DIFF_LIMIT + 1024
+    assert patch.endswith("[diff cut at 8 MiB: `--stat` lists every file that differs]\n")
+    assert "+++ b/u1.txt" in patch and "b/u3.txt" not in patch  # the first untracked file fills what is left
+    stat = cli.ok("worktree", "diff", "w", "--stat").stdout
+    assert "big.txt" in stat and " u3.txt (untracked) |" in stat and "cut" not in stat
+    configure(repo)
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: len(screen.entries) == 1)
+        await select(pilot, screen, "w")
+        await pilot.press("d")
+        view = screen.query_one(DiffView)
+        await until(pilot, lambda: view.worktree == "w"
+                    and any("diff cut at 256 KiB" in str(line.text) for line in view.lines[-3:]), timeout=30)
+        assert len(view.lines) < 20000

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from daintree_tui.core import git as g
+from daintree_tui.core.capped import cut_at, read_capped
 from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.index import Index, find
 from daintree_tui.core.log import suppressed
@@ -270,25 +271,10 @@ def diff(project: Project, old: str | None, new: str, *, stat_only: bool = False
     if old is None:  # the empty tree, in the repository's own hash
         old = g.git(project.root, "hash-object", "-t", "tree", "--stdin", input="").stdout.strip()
     argv, env = command(project.root, *args, old, new, "--")
-    try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                env=env)
-    except FileNotFoundError:
-        raise OperationError(g.NO_GIT) from None
-    assert proc.stdout is not None
-    data = proc.stdout.read(limit + 1)
-    cut = len(data) > limit
-    if cut:
-        proc.kill()
-    _, err = proc.communicate()
-    if not cut and proc.returncode != 0:
-        said = err.decode("utf-8", "replace")
-        raise OperationError(f"git diff failed: {g.last_line(said) or f'exit {proc.returncode}'}")
-    text = data[:limit].decode("utf-8", "surrogateescape")
-    if not cut:
-        return text
-    size = f"{limit >> 20} MiB" if limit >= 1 << 20 else f"{limit >> 10} KiB"
-    return text[:text.rfind("\n") + 1] + f"[diff cut at {size}: `--stat` lists every file that differs]\n"
+    read = read_capped(argv, env, limit)
+    if not read.cut and read.returncode != 0:
+        raise OperationError(f"git diff failed: {g.last_line(read.stderr) or f'exit {read.returncode}'}")
+    return cut_at(read.text, limit) if read.cut else read.text
 
 
 def _in_the_way(worktree: Path, before: set[str], target: list[str]) -> list[str]:
