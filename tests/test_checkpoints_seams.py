@@ -138,6 +138,50 @@ def test_a_flood_of_turn_ends_queues_one_checkpoint_per_worktree(repo: Path, tmu
     assert len(made) == 1 and made[0]["reason"] == "waiting"  # the files were checkpointed all the same
 
 
+
+def _signal(inbox: Path, n: int, state: str) -> None:
+    """What the agent writes into its inbox, as its `daintree session signal` would."""
+    import json
+    import time
+
+    body = {"id": f"{n:032x}", "kind": "signal", "payload": {"state": state}, "created_at": time.time()}
+    (inbox / f"req-{n:032x}.json").write_text(json.dumps(body))
+
+
+@needs_tmux
+def test_a_flood_of_turn_ends_queues_one_hook_run_per_worktree_and_kind(repo: Path, tmux_socket: str) -> None:
+    """The same flood, for the user's hooks: each flip to `waiting` queued its own `on_waiting` run (a sandbox, a
+    shell, whatever the user's command does) on the one worker thread. A run waiting to begin is the run of every
+    such flip meanwhile; one that has begun is not, so a hook still runs after each real transition."""
+    import threading
+
+    from daintree_tui.core.project import Project
+    from daintree_tui.services import Services
+
+    user_config(QUIET + '[hooks]\non_waiting = ["echo $DAINTREE_WORKTREE >> $TMPDIR/waiting.txt"]\n')
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "w", "--agent", "quiet")
+    services = Services(Project.discover(repo))
+    inbox = services.project.inbox_for("w")
+    marker = repo / ".worktrees" / ".tmp" / "w" / "waiting.txt"
+    wait_for(lambda: inbox.is_dir() and "ready" in cli("session", "capture", "w").stdout, timeout=30)
+    wait_for(lambda: services.observer.wait_for_hooks(60) and not services.observe_tick().transitions)
+    before = marker.read_text().count("w\n") if marker.exists() else 0
+    observer = services.observer
+    released = threading.Event()
+    observer.after_turn = lambda name, status: released.wait(60)  # the worker busy: every flip waits behind it
+    for n in range(20):
+        _signal(inbox, n, "running" if n % 2 == 0 else "waiting")
+        services.observe_tick()
+    released.set()
+    assert observer.wait_for_hooks(60)
+    assert marker.read_text().count("w\n") - before == 1  # one run for the 10 waits, after the last of them
+    for n in range(20, 22):  # a wait after that run began: its own run
+        _signal(inbox, n, "running" if n % 2 == 0 else "waiting")
+        services.observe_tick()
+    assert observer.wait_for_hooks(60)
+    assert marker.read_text().count("w\n") - before == 2
+
 @needs_bwrap
 async def test_a_huge_step_diff_is_cut_and_the_timeline_stays_live(repo: Path, cli: CLI) -> None:
     """Any file under 64 MiB goes into a checkpoint, and the timeline showed each step's diff whole: 40 MiB of
