@@ -278,3 +278,61 @@ async def test_a_huge_worktree_diff_is_cut_and_the_diff_view_stays_live(repo: Pa
         await until(pilot, lambda: view.worktree == "w"
                     and any("diff cut at 256 KiB" in str(line.text) for line in view.lines[-3:]), timeout=30)
         assert len(view.lines) < 20000
+
+
+def _long_chain(repo: Path, name: str, count: int) -> None:
+    """`count` checkpoints of worktree `name` as a daintree before the `Checkpoint-Seq` trailer recorded them
+    (commit-tree's messages, one file that changes each step), written at once by `git fast-import`."""
+    import subprocess
+
+    stream = []
+    for n in range(1, count + 1):
+        message = (f"daintree checkpoint of {name} (waiting)\n\nCheckpoint-Ts: {1.7e9 + n:.3f}\n"
+                   f"Checkpoint-Reason: waiting\nCheckpoint-Files: 1\nCheckpoint-Prompt: step {n}\n").encode()
+        content = f"{n}\n".encode()
+        stream += [f"commit refs/daintree/checkpoints/{name}\n".encode(),
+                   f"committer daintree checkpoint <checkpoint@daintree.invalid> {1_700_000_000 + n} +0000\n"
+                   f"data {len(message)}\n".encode(), message,
+                   f"deleteall\nM 100644 inline step.txt\ndata {len(content)}\n".encode(), content, b"\n"]
+    subprocess.run(["git", "-C", str(repo), "fast-import", "--quiet"], input=b"".join(stream), check=True)
+
+
+def test_a_long_chain_costs_a_read_of_what_is_shown(repo: Path, cli: CLI) -> None:
+    """The chain has no bound (a checkpoint a turn, for as long as the worktree lives), and each list, timeline
+    and turn's checkpoint read all of it: with 50 000, 1.2 s of `git log` and parsing each. The next checkpoint
+    reads the tip alone, a listing the newest 200 (`--all`: every one), with ids as in the whole chain."""
+    from daintree_tui.core import git as g
+    from daintree_tui.core.project import Project
+    from daintree_tui.mcp.access import Access
+    from daintree_tui.mcp.tools import DaintreeTools
+    from daintree_tui.services import Services
+
+    cli.ok("worktree", "create", "w")
+    _long_chain(repo, "w", 5000)
+    listed_now = listed(cli, "w")
+    assert [c["id"] for c in listed_now] == list(range(4801, 5001))  # counted once: no trailer says so
+    assert listed_now[-1]["prompt"] == "step 5000"
+    shown = cli.ok("checkpoint", "list", "w").stdout
+    assert "the newest 200 of 5000 (--all lists every one)" in shown and "\n4801 " in shown
+    every = cli.json("checkpoint", "list", "w", "--all")
+    assert len(every) == 5000 and every[0]["id"] == 1 and every[0]["prompt"] == "step 1"
+    lead = DaintreeTools(Services(Project.discover(repo)), Access("lead"))
+    assert lead.call("checkpoint_list", {"name": "w"}) == listed_now
+    assert lead.call("checkpoint_list", {"name": "w", "all": True}) == every
+    (repo / ".worktrees" / "w" / "step.txt").write_text("mine\n")
+    made = cli.json("checkpoint", "create", "w")["checkpoint"]
+    assert made["id"] == 5001
+    message = g.git(repo, "log", "-1", "--format=%B", made["commit"]).stdout
+    assert "Checkpoint-Seq: 5001\n" in message  # its id, read from the tip from now on
+    assert [c["id"] for c in listed(cli, "w")][-2:] == [5000, 5001]
+    # Older than the listing: by id and by a commit's digits; a step's diff from the one before.
+    assert cli.json("checkpoint", "diff", "w", "1", "--step")["from"] == "base"
+    step = cli.json("checkpoint", "diff", "w", "2", "--step")
+    assert (step["from"], step["to"]) == ("1", "2") and "-1\n+2\n" in step["patch"]
+    old = every[99]["commit"]
+    shown_by_digits = cli.json("checkpoint", "diff", "w", old[:10], "101")
+    assert (shown_by_digits["from"], shown_by_digits["to"]) == ("100", "101")
+    assert cli("checkpoint", "diff", "w", "5002").returncode == 2
+    restored = cli.json("checkpoint", "restore", "w", "3")
+    assert restored["before"] == 5001 and (repo / ".worktrees" / "w" / "step.txt").read_text() == "3\n"
+    assert cli.json("checkpoint", "restore", "w", "5001")["before"] == 5002
