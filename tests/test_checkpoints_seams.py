@@ -336,3 +336,43 @@ def test_a_long_chain_costs_a_read_of_what_is_shown(repo: Path, cli: CLI) -> Non
     restored = cli.json("checkpoint", "restore", "w", "3")
     assert restored["before"] == 5001 and (repo / ".worktrees" / "w" / "step.txt").read_text() == "3\n"
     assert cli.json("checkpoint", "restore", "w", "5001")["before"] == 5002
+
+
+async def test_the_timeline_shows_the_newest_and_keeps_the_cursor_on_an_id(repo: Path, cli: CLI) -> None:
+    """The timeline reads the newest 200: its rows are ids 101..300, and after a restore its cursor goes back to
+    the restored id (it went to the row of that number: id 250 put it on the newest)."""
+    from daintree_tui.core.project import Project
+    from daintree_tui.tui.app import make_app
+    from daintree_tui.tui.screens.checkpoints import CheckpointsScreen
+    from daintree_tui.tui.screens.confirm import ConfirmScreen
+    from daintree_tui.tui.screens.main import MainScreen
+    from daintree_tui.tui.widgets.checkpoint_timeline import CheckpointTimeline
+    from daintree_tui.tui.widgets.worktree_table import WorktreeTable
+    from tests.test_dashboard import configure, until
+
+    cli.ok("worktree", "create", "w")
+    _long_chain(repo, "w", 300)
+    configure(repo)
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, MainScreen) and len(app.screen.entries) == 1)
+        main = app.screen
+        main.query_one(WorktreeTable).select_name("w")
+        await until(pilot, lambda: main.selected == "w")
+        await pilot.press("h")
+        await until(pilot, lambda: isinstance(app.screen, CheckpointsScreen) and app.screen.is_mounted)
+        screen = app.screen
+        timeline = screen.query_one(CheckpointTimeline)
+        await until(pilot, lambda: timeline.row_count == 200 and timeline.selected is not None)
+        assert timeline.selected is not None and timeline.selected.id == 300
+        assert "the newest 200 of 300" in str(screen.query_one("#checkpoints-title").render())
+        timeline.move_cursor(row=149)
+        await until(pilot, lambda: timeline.selected is not None and timeline.selected.id == 250)
+        await pilot.press("r")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen) and app.screen.is_mounted)
+        await pilot.click("#yes")
+        await until(pilot, lambda: any("restored checkpoint 250" in str(t.render())
+                                       for t in app.screen.query("Toast")))
+        await until(pilot, lambda: timeline.row_count == 200 and timeline.checkpoints[-1].id == 301)
+        assert timeline.selected is not None and timeline.selected.id == 250
+        assert (repo / ".worktrees" / "w" / "step.txt").read_text() == "250\n"
