@@ -19,12 +19,14 @@ def _when(ts: float) -> str:
 
 
 def cmd_checkpoint_list(args: argparse.Namespace, services: Services) -> int:
-    found = services.ops.checkpoint_list(args.name)
+    found = services.ops.checkpoint_list(args.name, every=args.all)
 
     def text() -> str:
         if not found:
             return f"{args.name} has no checkpoints yet (one is taken each time its agent's turn ends)"
         lines = [f"{'ID':>3}  {'WHEN':19}  {'COMMIT':12}  {'FILES':>5}  {'WHY':8}  PROMPT"]
+        if found[0].id > 1:
+            lines.append(f"...  the newest {len(found)} of {found[-1].id} (--all lists every one)")
         for c in found:
             lines.append(f"{c.id:>3}  {_when(c.ts):19}  {c.commit[:12]}  {c.files:>5}  {c.reason:8}  "
                          f"{c.prompt or ''}")
@@ -35,10 +37,10 @@ def cmd_checkpoint_list(args: argparse.Namespace, services: Services) -> int:
 
 
 def cmd_checkpoint_create(args: argparse.Namespace, services: Services) -> int:
-    made, chain = services.ops.checkpoint_create(args.name)
+    made, newest = services.ops.checkpoint_create(args.name)
     if made is None:
-        last = f"checkpoint {chain[-1].id}" if chain else "its base"
-        emit(args, {"created": False, "checkpoint": chain[-1].to_dict() if chain else None},
+        last = f"checkpoint {newest.id}" if newest else "its base"
+        emit(args, {"created": False, "checkpoint": newest.to_dict() if newest else None},
              f"{args.name}: nothing changed since {last}: no checkpoint taken")
         return 0
     emit(args, {"created": True, "checkpoint": made.to_dict()},
@@ -77,8 +79,10 @@ def cmd_checkpoint_restore(args: argparse.Namespace, services: Services) -> int:
 def register(sub: Any, add: AddCommand, common: argparse.ArgumentParser) -> None:
     checkpoint = add(sub, "checkpoint", None, "a worktree's files after each turn of its agent: list, diff, restore")
     csub = checkpoint.add_subparsers(dest="checkpoint_command", metavar="ACTION", required=True)
-    p = add(csub, "list", cmd_checkpoint_list, "the checkpoints of a worktree, oldest first (id 1)")
+    p = add(csub, "list", cmd_checkpoint_list, "the newest 200 checkpoints of a worktree, oldest first (id 1: the "
+            "first of all)")
     p.add_argument("name", metavar="NAME", help="a live worktree")
+    p.add_argument("--all", action="store_true", help="every checkpoint, not only the newest 200")
     p = add(csub, "create", cmd_checkpoint_create, "take a checkpoint of the worktree's files now")
     p.add_argument("name", metavar="NAME", help="a live worktree")
     p = add(csub, "diff", cmd_checkpoint_diff, "the diff from checkpoint ID to ID2 (default: the files now)")

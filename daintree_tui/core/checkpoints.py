@@ -10,7 +10,11 @@ turn of its agent, as a chain of commits on `refs/daintree/checkpoints/<name>` (
   is found live in the index: a remove, which deletes the ref under the same lock, never leaves one behind. The
   common dir is read-only in every sandbox, so no agent writes or moves the ref.
 - **Ids** are the checkpoints' places in the chain, oldest first (1, 2, 3 ...): the chain only grows while the
-  worktree lives, so an id stays what it names. A commit's hex prefix (4 or more digits) names one too.
+  worktree lives, so an id stays what it names. A commit's hex prefix (4 or more digits) names one too. Each
+  commit says its own id (`Checkpoint-Seq`), so a read costs what it shows, whatever the chain's length: the next
+  checkpoint reads the tip alone, a listing the newest LIST_NEWEST (50 000 checkpoints took every list and every
+  turn's checkpoint 1.2 s of `git log` and parsing). A chain from before the trailer is counted once
+  (`rev-list --count`).
 - **Restored** inside the sandbox again: a temporary index read from the tree of the state before (itself
   checkpointed first, so a restore is undone by restoring that), refreshed against the files (a file changed
   meanwhile stops it), then `read-tree -m -u BEFORE TARGET`, which writes and deletes only what differs and
@@ -29,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from daintree_tui.core import git as g
+from daintree_tui.core.capped import cut_at, read_capped
 from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.index import Index, find
 from daintree_tui.core.log import suppressed
@@ -42,6 +47,7 @@ from daintree_tui.core.worktree_git import WorktreeGit
 REF_PREFIX = "refs/daintree/checkpoints/"
 DIFF_LIMIT = 8 << 20  # bytes of a diff read (`checkpoint diff`); the dashboard's timeline reads less
 PROMPT_LIMIT = 200  # characters of the turn's first prompt line kept in the commit message
+LIST_NEWEST = 200  # checkpoints a listing (`checkpoint list`, the timeline, MCP) reads unless asked for all
 REASONS = ("waiting", "exited", "manual", "restore")
 _IDENTITY = {"GIT_AUTHOR_NAME": "daintree checkpoint", "GIT_AUTHOR_EMAIL": "checkpoint@daintree.invalid",
              "GIT_COMMITTER_NAME": "daintree checkpoint", "GIT_COMMITTER_EMAIL": "checkpoint@daintree.invalid"}
@@ -121,8 +127,8 @@ def prompt_line(text: str | None) -> str | None:
     return None
 
 
-def _message(name: str, reason: str, ts: float, files: int, head: str | None, prompt: str | None) -> str:
-    lines = [f"daintree checkpoint of {name} ({reason})", "", f"{_TRAILER}Ts: {ts:.3f}",
+def _message(name: str, reason: str, ts: float, files: int, head: str | None, prompt: str | None, seq: int) -> str:
+    lines = [f"daintree checkpoint of {name} ({reason})", "", f"{_TRAILER}Seq: {seq}", f"{_TRAILER}Ts: {ts:.3f}",
              f"{_TRAILER}Reason: {reason}", f"{_TRAILER}Files: {files}"]
     if head:
         lines.append(f"{_TRAILER}Head: {head}")
@@ -131,12 +137,17 @@ def _message(name: str, reason: str, ts: float, files: int, head: str | None, pr
     return "\n".join(lines) + "\n"
 
 
-def _parse(index: int, commit: str, tree: str, parents: str, body: str) -> Checkpoint:
+def _fields(body: str) -> dict[str, str]:
     fields: dict[str, str] = {}
     for line in body.splitlines():
         key, sep, value = line.partition(": ")
         if sep and key.startswith(_TRAILER):
             fields[key[len(_TRAILER):].lower()] = value
+    return fields
+
+
+def _parse(index: int, commit: str, tree: str, parents: str, body: str) -> Checkpoint:
+    fields = _fields(body)
     try:
         ts = float(fields.get("ts", "0"))
         files = int(fields.get("files", "0"))
@@ -150,37 +161,90 @@ def tip(project: Project, name: str) -> str | None:
     return g.rev_parse_commit(project.root, ref_for(name))
 
 
-def chain(project: Project, name: str) -> list[Checkpoint]:
-    """Worktree `name`'s checkpoints, oldest first (none: [])."""
-    head = tip(project, name)
-    if head is None:
-        return []
-    out = g.git(project.root, "log", "--first-parent", "--reverse", "--format=%H%x1f%T%x1f%P%x1f%B%x1e",
-                head, "--").stdout
-    found: list[Checkpoint] = []
+_FORMAT = "--format=%H%x1f%T%x1f%P%x1f%B%x1e"
+
+
+def _log(project: Project, rev: str, count: int | None) -> list[list[str]]:
+    """The records (commit, tree, parents, message) of `count` checkpoints (None: all) from `rev` down, newest
+    first."""
+    out = g.git(project.root, "log", "--first-parent", *([f"-n{count}"] if count is not None else []), _FORMAT,
+                rev, "--").stdout
+    found = []
     for record in out.split("\x1e"):
         parts = record.strip("\n").split("\x1f")
         if len(parts) == 4 and oid(parts[0]):
-            found.append(_parse(len(found) + 1, *parts))
+            found.append(parts)
     return found
 
 
-def resolve(checkpoints: list[Checkpoint], name: str, ident: str) -> Checkpoint:
-    """The checkpoint `ident` names: its id, or a unique hex prefix (4+) of its commit.
+def _id_of(project: Project, record: list[str], at_least: int) -> int:
+    """The id of the checkpoint `record` is: what it says (`Checkpoint-Seq`), or (a chain from before it said
+    so, or a number that cannot be: fewer than the checkpoints read down from it) the commits down from it."""
+    said = _fields(record[3]).get("seq", "")
+    if said.isdigit() and len(said) < 10 and int(said) >= at_least:
+        return int(said)
+    return int(g.git(project.root, "rev-list", "--count", "--first-parent", record[0], "--").stdout.strip() or 0)
+
+
+def chain(project: Project, name: str, newest: int | None = None) -> list[Checkpoint]:
+    """Worktree `name`'s checkpoints, oldest first (none: []): the newest `newest` of them (None: all), each with
+    its id in the whole chain."""
+    head = tip(project, name)
+    if head is None:
+        return []
+    records = _log(project, head, newest)
+    if not records:
+        return []
+    whole = newest is None or len(records) < newest or not records[-1][2].split()
+    top = len(records) if whole else _id_of(project, records[0], len(records))
+    return [_parse(top - n, *record) for n, record in reversed(list(enumerate(records)))]
+
+
+def last(project: Project, name: str) -> Checkpoint | None:
+    """Worktree `name`'s newest checkpoint (what the next one goes on top of), read from the tip alone."""
+    found = chain(project, name, 1)
+    return found[-1] if found else None
+
+
+def before(project: Project, checkpoint: Checkpoint) -> Checkpoint | None:
+    """The checkpoint before `checkpoint` (None: it is the first)."""
+    if checkpoint.parent is None or checkpoint.id <= 1:
+        return None
+    records = _log(project, checkpoint.parent, 1)
+    return _parse(checkpoint.id - 1, *records[0]) if records else None
+
+
+def resolve(project: Project, name: str, ident: str) -> Checkpoint:
+    """The checkpoint `ident` names: its id, or a unique hex prefix (4+) of its commit (looked for among the
+    newest LIST_NEWEST first, which the listing shows; the whole chain only when not there).
 
     Raises:
         InputError: no such checkpoint (exit 2).
     """
     text = ident.strip()
-    known = f"its checkpoints are 1..{len(checkpoints)}" if checkpoints else "it has no checkpoints yet"
+    newest = chain(project, name, LIST_NEWEST)
+    top = newest[-1] if newest else None
+    known = f"its checkpoints are 1..{top.id}" if top else "it has no checkpoints yet"
     if text.isdigit() and len(text) < 10:
         number = int(text)
-        if 1 <= number <= len(checkpoints):
-            return checkpoints[number - 1]
+        if top is not None and 1 <= number <= top.id:
+            if number >= newest[0].id:
+                return newest[number - newest[0].id]
+            records = _log(project, f"{top.commit}~{top.id - number}", 1)
+            if records:
+                return _parse(number, *records[0])
         raise InputError(f"{name} has no checkpoint {text} ({known})")
     lowered = text.lower()
-    if len(lowered) >= 4 and set(lowered) <= set("0123456789abcdef"):
-        matches = [c for c in checkpoints if c.commit.startswith(lowered)]
+    if top is not None and len(lowered) >= 4 and set(lowered) <= set("0123456789abcdef"):
+        matches = [c for c in newest if c.commit.startswith(lowered)]
+        if not matches and newest[0].id > 1:  # older than the listing shows: the chain's commits, no messages
+            older = g.git(project.root, "rev-list", "--first-parent", newest[0].commit, "--").stdout.split()[1:]
+            places = [n for n, commit in enumerate(older) if commit.startswith(lowered)]
+            if len(places) > 1:
+                raise InputError(f"{text} names several checkpoints of {name}: give more digits, or its id")
+            records = _log(project, older[places[0]], 1) if places else []
+            if records:
+                return _parse(newest[0].id - 1 - places[0], *records[0])
         if len(matches) == 1:
             return matches[0]
         if len(matches) > 1:
@@ -219,9 +283,10 @@ def changed_paths(project: Project, old: str | None, new: str) -> list[str]:
 
 
 def take(project: Project, entry: WorktreeEntry, reason: str, prompt: str | None = None, *,
-         tree: str | None = None, head: str | None = None) -> tuple[Checkpoint | None, list[Checkpoint]]:
+         tree: str | None = None, head: str | None = None) -> tuple[Checkpoint | None, Checkpoint | None]:
     """Record the worktree's files as a checkpoint unless they are as the last one (or, with none yet, as its
-    base commit). Returns the new checkpoint (None when nothing changed) and the chain after.
+    base commit). Returns the new checkpoint (None when nothing changed) and the newest one after (the new one,
+    the last one, or None when there is none). Reads the chain's tip alone, however long the chain.
 
     Raises:
         OperationError: the files could not be read whole, the worktree went away, git failed.
@@ -231,16 +296,16 @@ def take(project: Project, entry: WorktreeEntry, reason: str, prompt: str | None
     ref = ref_for(entry.name)
     root = project.root
     for _ in range(_ATTEMPTS):
-        checkpoints = chain(project, entry.name)
-        last = checkpoints[-1] if checkpoints else None
-        before = last.tree if last is not None else base_tree(project, entry)
+        newest = last(project, entry.name)
+        before = newest.tree if newest is not None else base_tree(project, entry)
         if tree == before:
-            return None, checkpoints
+            return None, newest
         ts = round(time.time(), 3)
         files = len(changed_paths(project, before, tree))
-        message = _message(entry.name, reason, ts, files, head, prompt_line(prompt))
-        argv, env = command(root, "commit-tree", "--no-gpg-sign", tree, *(["-p", last.commit] if last else []),
-                            "-F", "-")
+        seq = newest.id + 1 if newest is not None else 1
+        message = _message(entry.name, reason, ts, files, head, prompt_line(prompt), seq)
+        argv, env = command(root, "commit-tree", "--no-gpg-sign", tree,
+                            *(["-p", newest.commit] if newest else []), "-F", "-")
         proc = subprocess.run(argv, capture_output=True, text=True, input=message, check=False,
                               env={**env, **_IDENTITY, "GIT_AUTHOR_DATE": f"@{int(ts)} +0000",
                                    "GIT_COMMITTER_DATE": f"@{int(ts)} +0000"})
@@ -253,11 +318,11 @@ def take(project: Project, entry: WorktreeEntry, reason: str, prompt: str | None
             if current is None or not current.live or current.path != entry.path:
                 raise OperationError(f"worktree {entry.name} was removed: no checkpoint recorded")
             moved = g.git(root, "update-ref", "-m", f"daintree checkpoint ({reason})", ref, commit,
-                          last.commit if last else "", check=False)
+                          newest.commit if newest else "", check=False)
         if moved.returncode == 0:
-            made = Checkpoint(len(checkpoints) + 1, commit, tree, ts, files, reason, head, prompt_line(prompt),
-                              last.commit if last else None)
-            return made, [*checkpoints, made]
+            made = Checkpoint(seq, commit, tree, ts, files, reason, head, prompt_line(prompt),
+                              newest.commit if newest else None)
+            return made, made
     raise OperationError(f"the checkpoints of {entry.name} kept moving: none recorded (try again)")
 
 
@@ -270,25 +335,10 @@ def diff(project: Project, old: str | None, new: str, *, stat_only: bool = False
     if old is None:  # the empty tree, in the repository's own hash
         old = g.git(project.root, "hash-object", "-t", "tree", "--stdin", input="").stdout.strip()
     argv, env = command(project.root, *args, old, new, "--")
-    try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                env=env)
-    except FileNotFoundError:
-        raise OperationError(g.NO_GIT) from None
-    assert proc.stdout is not None
-    data = proc.stdout.read(limit + 1)
-    cut = len(data) > limit
-    if cut:
-        proc.kill()
-    _, err = proc.communicate()
-    if not cut and proc.returncode != 0:
-        said = err.decode("utf-8", "replace")
-        raise OperationError(f"git diff failed: {g.last_line(said) or f'exit {proc.returncode}'}")
-    text = data[:limit].decode("utf-8", "surrogateescape")
-    if not cut:
-        return text
-    size = f"{limit >> 20} MiB" if limit >= 1 << 20 else f"{limit >> 10} KiB"
-    return text[:text.rfind("\n") + 1] + f"[diff cut at {size}: `--stat` lists every file that differs]\n"
+    read = read_capped(argv, env, limit)
+    if not read.cut and read.returncode != 0:
+        raise OperationError(f"git diff failed: {g.last_line(read.stderr) or f'exit {read.returncode}'}")
+    return cut_at(read.text, limit) if read.cut else read.text
 
 
 def _in_the_way(worktree: Path, before: set[str], target: list[str]) -> list[str]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from daintree_tui.core import git as g
+from daintree_tui.core.capped import BYTES, cut_at
 from daintree_tui.core.confined_commit import commit_confined
 from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.ignored_paths import IGNORED_MARK, ignored_in_the_way, marked, written_paths
@@ -22,6 +23,7 @@ from daintree_tui.core.worktrees import WorktreeService
 __all__ = ["IGNORED_MARK", "STRATEGIES", "MergeResult", "ReviewService", "ignored_in_the_way", "marked"]
 
 UNTRACKED_DIFF_BYTES = 8 * 1024 * 1024  # an untracked file larger than this is named in a diff, not shown
+DIFF_LIMIT = 8 << 20  # bytes of `worktree diff` (the whole of it); the dashboard's diff view reads less
 
 
 def _line_count(path: Path) -> int:
@@ -49,41 +51,61 @@ class ReviewService:
 
     # -- diff ------------------------------------------------------------------------------------------------
 
-    def diff(self, name: str, stat: bool = False) -> str:
+    def diff(self, name: str, stat: bool = False, limit: int = DIFF_LIMIT) -> str:
         """Changes against the base commit: committed, uncommitted and untracked files alike; first a line
         `replaces an ignored file: PATH` for each path that a merge would refuse (`ignored_replaced`)."""
-        return marked(*self.diff_report(name, stat))
+        return marked(*self.diff_report(name, stat, limit))
 
-    def diff_report(self, name: str, stat: bool = False) -> tuple[str, list[str]]:
-        """The diff as git gives it (no mark), and what it would replace that is ignored (`ignored_replaced`)."""
+    def diff_report(self, name: str, stat: bool = False, limit: int = DIFF_LIMIT) -> tuple[str, list[str]]:
+        """The diff as git gives it (no mark), and what it would replace that is ignored (`ignored_replaced`).
+        At most `limit` bytes of it, then a line that says it was cut: the files are as large as the agent made
+        them (every untracked one up to UNTRACKED_DIFF_BYTES, as many as it likes), and the dashboard highlights
+        the whole of what it reads on its event loop."""
         entry = self._entry(name, check_log=False)  # what is in the worktree, whatever its branch says
         path = Path(entry.path)
         git = WorktreeGit(self.project, entry)
         untracked = git.untracked()
         ignored = self.ignored_replaced(entry, git, untracked)
         args = ["diff", "--no-color", "--no-ext-diff"] + (["--stat"] if stat else []) + [entry.base_commit]
-        parts = [git(*args).stdout]
+        read = git.capped(args, limit)
+        parts = [read.text]
+        room = limit - len(read.text.encode("utf-8", BYTES))
+        cut = read.cut
         shown: list[str] = []
         for rel in untracked:
+            if cut:
+                break
             try:
                 info = os.lstat(path / rel)
             except OSError:
                 continue
+            line = None
             if file_mode.S_ISREG(info.st_mode) and info.st_size > UNTRACKED_DIFF_BYTES:
                 # The agent's file: a sparse one of 100 GB took `--stat` to MemoryError (one line without end)
                 # and the dashboard's diff to minutes of git reading zeros.
-                parts.append(f" {rel} (untracked) | {info.st_size} bytes, not shown\n" if stat else
-                             f"untracked file {rel}: {info.st_size} bytes, too large to show\n")
+                line = (f" {rel} (untracked) | {info.st_size} bytes, not shown\n" if stat else
+                        f"untracked file {rel}: {info.st_size} bytes, too large to show\n")
             elif stat:
                 lines = _line_count(path / rel) if file_mode.S_ISREG(info.st_mode) else 0
-                parts.append(f" {rel} (untracked) | {lines} +\n")
+                line = f" {rel} (untracked) | {lines} +\n"
             else:
                 shown.append(rel)
-        if shown:
+            if line is not None:
+                size = len(line.encode("utf-8", BYTES))
+                cut = size > room
+                parts.append(line[:max(room, 0)])
+                room -= size
+        if shown and not cut:
             # One sandboxed git for them all: `diff --no-index` compares two paths, so a shell loop runs it.
             loop = 'for f; do git diff --no-color --no-index -- /dev/null "$f"; done; exit 0'
-            parts.append(git.run_shell(loop, shown).stdout)
-        return "".join(parts), ignored
+            more = git.capped(shown, room, shell=loop)
+            parts.append(more.text)
+            cut = more.cut
+        text = "".join(parts)
+        if cut:
+            text = cut_at(text, limit, "file list" if stat else "diff", "" if stat else
+                          "`--stat` lists every file that differs")
+        return text, ignored
 
     def ignored_replaced(self, entry: WorktreeEntry, git: WorktreeGit, untracked: list[str]) -> list[str]:
         """What the checkout of the worktree's merge target holds ignored that its changes would replace (so a

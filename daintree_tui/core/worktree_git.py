@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from daintree_tui.core import git as g
+from daintree_tui.core.capped import BYTES, Capped, read_capped
 from daintree_tui.core.errors import OperationError
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.project import Project
@@ -29,8 +30,9 @@ from daintree_tui.core.sandbox import SandboxSpec, bring_in, choose, program_dir
 
 GIT_TIMEOUT = 60.0  # seconds: an index the agent made a FIFO never answers
 # What git says here names the agent's files, in bytes that need not be UTF-8 (`n\xff.txt`): read as the bytes
-# they are (lone surrogates, which escape_controls shows as `\xff`), never a UnicodeDecodeError.
-_BYTES = "surrogateescape"
+# they are (lone surrogates, which escape_controls shows as `\xff`), never a UnicodeDecodeError; with no sandbox
+# too (`worktree diff` ended in an internal error there).
+_BYTES = BYTES
 
 
 class WorktreeGit:
@@ -58,10 +60,42 @@ class WorktreeGit:
         """`git -C cwd args...` inside the worktree's sandbox (as `core.git.git` where it has none)."""
         if self._problem is not None:
             raise self._problem
-        if self._spec is None:
-            return g.git(cwd, *args, check=check, input=input)
         argv, env = g.command(cwd, *args)
+        if self._spec is None:
+            try:
+                proc = subprocess.run(argv, capture_output=True, text=True, env=env, input=input, errors=_BYTES,
+                                      stdin=None if input is not None else subprocess.DEVNULL, check=False)
+            except FileNotFoundError:
+                raise OperationError(g.NO_GIT) from None
+            if check and proc.returncode != 0:
+                raise OperationError(f"git {args[0]} failed: {g.last_line(proc.stderr) or f'exit {proc.returncode}'}")
+            return proc
         return self._confined(argv, env, args[0], check, input, timeout)
+
+    def capped(self, args: list[str], limit: int, *, shell: str | None = None) -> Capped:
+        """At most `limit` bytes of what `git args...` (or `sh -c shell` with `args` as "$@") prints in the
+        worktree, in its sandbox as `run` and `run_shell`: a diff is as large as the agent's files.
+
+        Raises:
+            OperationError: no answer in GIT_TIMEOUT, git failed.
+        """
+        if self._problem is not None:
+            raise self._problem
+        if shell is None:
+            argv, env = g.command(self.path, *args)
+        else:
+            _, env = g.command(self.path)
+            argv = ["sh", "-c", shell, "sh", *args]
+        if self._spec is not None:
+            argv = self._backend.wrap(argv, self._spec, prepared=self._prepared)
+            self._prepared = True
+        read = read_capped(argv, env, limit, cwd=self.path, timeout=GIT_TIMEOUT)
+        what = "diff" if shell is not None else args[0]
+        if read.timed_out:
+            raise OperationError(f"git {what} in {self.entry.name} gave no answer in {GIT_TIMEOUT:.0f} s")
+        if not read.cut and read.returncode != 0:
+            raise OperationError(f"git {what} failed: {g.last_line(read.stderr) or f'exit {read.returncode}'}")
+        return read
 
     def run_shell(self, script: str, args: list[str]) -> subprocess.CompletedProcess[str]:
         """`sh -c script` in the worktree, with git's environment, `args` as "$@": several git calls in one

@@ -94,9 +94,11 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec("session_capture", "The text on a session's screen.",
              {"name": _arg(_STRING, "worktree name")},
              {"history": _arg({"type": "integer", "minimum": 0, "default": 0}, "lines of scrollback to include")}),
-    ToolSpec("checkpoint_list", "A worktree's checkpoints (its files after each turn of its agent), oldest first: "
-             "id, ts, commit, files changed, reason, the turn's first prompt line where known.",
-             {"name": _arg(_STRING, "worktree name")}, worker=True),
+    ToolSpec("checkpoint_list", "A worktree's newest 200 checkpoints (its files after each turn of its agent), "
+             "oldest first: id (1 = the first of all), ts, commit, files changed, reason, the turn's first prompt "
+             "line where known.",
+             {"name": _arg(_STRING, "worktree name")}, {"all": _arg(_FLAG, "every checkpoint, not only the newest")},
+             worker=True),
     ToolSpec("bakeoff_create", "Bake-off: one worktree and session per agent on the same task and base.",
              {"task_id": _TASK_ID, "agents": _arg({"type": "array", "items": _STRING, "minItems": 1},
                                                   "agent presets, one candidate each")},
@@ -359,9 +361,9 @@ class DaintreeTools:
 
     # -- checkpoints -----------------------------------------------------------------------------------------
 
-    def checkpoint_list(self, name: str) -> list[dict[str, Any]]:
+    def checkpoint_list(self, name: str, all: bool = False) -> list[dict[str, Any]]:  # the tool's own word
         self._own_worktree(name)
-        return [c.to_dict() for c in self.services.ops.checkpoint_list(name)]  # `checkpoint list --json`
+        return [c.to_dict() for c in self.services.ops.checkpoint_list(name, every=all)]  # `checkpoint list --json`
 
     # -- bake-offs -------------------------------------------------------------------------------------------
 

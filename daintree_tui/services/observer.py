@@ -7,7 +7,9 @@ the sessions layer stores it with a compare-and-set under the project lock, and 
 made the change logs the event and runs the hook.
 
 Hooks (`on_waiting`, `on_session_exit`) may run for minutes, so they run on this observer's own worker thread,
-one at a time, in the order their transitions were recorded; `close()` waits for them.
+one at a time, in the order their transitions were recorded; `close()` waits for them. A worktree's run of a hook
+that waits to begin is the run of every later transition to that status too (the agent's own word flips its
+status at will): each run begins after a real transition, and none waits behind another of its kind.
 """
 
 from __future__ import annotations
@@ -71,6 +73,9 @@ class SessionObserver:
         # agent's own word (`session signal`, 20 a pass through its inbox) flipped running/waiting, and each flip
         # queued a tree read on the one worker thread the user's hooks and every other worktree wait on too.
         self._turns: dict[str, SessionStatus] = {}
+        # (worktree, hook) -> the exit code its queued, not begun run passes on: one run at most waits for each, so
+        # the flips above queued no more user commands than checkpoints.
+        self._hook_runs: dict[tuple[str, str], int | None] = {}
 
     def poll(self, with_screens: bool = True) -> Observed:
         """Observe every session; record the transitions not yet recorded (by anyone)."""
@@ -98,7 +103,11 @@ class SessionObserver:
             if not queued:
                 self._later(self._after_turn, name)
         if hook is not None and reason != "stopped":
-            self._later(self._run_hook, name, hook, exit_code)
+            with self._guard:
+                queued = (name, hook) in self._hook_runs
+                self._hook_runs[(name, hook)] = exit_code  # the newest transition's
+            if not queued:
+                self._later(self._run_hook, name, hook)
         return Transition(name, status, exit_code, reason)
 
     def signal(self, name: str, state: str, exit_code: int | None = None,
@@ -141,8 +150,11 @@ class SessionObserver:
         with suppressed(DaintreeError, OSError):
             self.after_turn(name, status)
 
-    def _run_hook(self, name: str, hook: str, exit_code: int | None) -> None:
-        """Run `on_session_exit` / `on_waiting`; their failures are events (run_hooks logs them), never errors."""
+    def _run_hook(self, name: str, hook: str) -> None:
+        """Run `on_session_exit` / `on_waiting`; their failures are events (run_hooks logs them), never errors.
+        The transitions recorded from here on queue a run of their own."""
+        with self._guard:
+            exit_code = self._hook_runs.pop((name, hook))
         entry = find(Index(self.project).load(), name)
         if entry is None or not entry.live or not Path(entry.path).is_dir():
             return

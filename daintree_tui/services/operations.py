@@ -462,14 +462,16 @@ class Operations:
 
     # -- checkpoints -------------------------------------------------------------------------------------------
 
-    def checkpoint_list(self, name: str) -> list[Checkpoint]:
-        """Worktree `name`'s checkpoints, oldest first (core/checkpoints.py); a removed worktree has none."""
+    def checkpoint_list(self, name: str, every: bool = False) -> list[Checkpoint]:
+        """Worktree `name`'s newest checkpoints (checkpoints.LIST_NEWEST; `every`: all of them), oldest first, ids
+        as in the whole chain (core/checkpoints.py); a removed worktree has none."""
         from daintree_tui.core import checkpoints
 
         services = self.services
         services.project.require_git()
         entry = services.worktrees.get(name)
-        return checkpoints.chain(services.project, entry.name) if entry.live else []
+        newest = None if every else checkpoints.LIST_NEWEST
+        return checkpoints.chain(services.project, entry.name, newest) if entry.live else []
 
     def _checkpointable(self, name: str, what: str) -> WorktreeEntry:
         """A live worktree whose files can be read, asked for by a person: the checkpoints are no agent's to
@@ -493,16 +495,16 @@ class Operations:
                                        commit=made.commit, reason=made.reason, files=made.files,
                                        task=services.tasks.brief_of(entry.task_id))
 
-    def checkpoint_create(self, name: str) -> tuple[Checkpoint | None, list[Checkpoint]]:
+    def checkpoint_create(self, name: str) -> tuple[Checkpoint | None, Checkpoint | None]:
         """A checkpoint of worktree `name`'s files now, by hand: the new one (None when nothing changed since the
-        last) and the chain after."""
+        last) and the newest after (None: there is none, the files are as at the worktree's base)."""
         from daintree_tui.core import checkpoints
 
         entry = self._checkpointable(name, "create")
-        made, chain = checkpoints.take(self.services.project, entry, "manual")
+        made, newest = checkpoints.take(self.services.project, entry, "manual")
         if made is not None:
             self._checkpoint_made(entry, made)
-        return made, chain
+        return made, newest
 
     def checkpoint_turn(self, name: str, status: str) -> Checkpoint | None:
         """The checkpoint at the end of an agent's turn (its session went `waiting` or `exited`: the observer
@@ -516,8 +518,8 @@ class Operations:
         entry = find(services.index.load(), name)
         if entry is None or not entry.live or not Path(entry.path).is_dir():
             return None
-        chain = checkpoints.chain(project, name)
-        prompt = services.sessions.turn_prompt(name, chain[-1].ts if chain else 0.0)
+        newest = checkpoints.last(project, name)
+        prompt = services.sessions.turn_prompt(name, newest.ts if newest else 0.0)
         made, _ = checkpoints.take(project, entry, status if status in checkpoints.REASONS else "manual", prompt)
         if made is not None:
             self._checkpoint_made(entry, made)
@@ -535,17 +537,16 @@ class Operations:
         project = services.project
         project.require_git()
         entry = services.worktrees.get(name, live=True)
-        chain = checkpoints.chain(project, name)
-        old = checkpoints.resolve(chain, name, first)
+        old = checkpoints.resolve(project, name, first)
         if step:
             if second is not None:
                 raise InputError("--step shows what one checkpoint changed: give one id")
-            before = chain[old.id - 2] if old.id > 1 else None
+            before = checkpoints.before(project, old)
             old_tree = before.tree if before else checkpoints.base_tree(project, entry)
             label_from = str(before.id) if before else "base"
             new_tree, label_to = old.tree, str(old.id)
         elif second is not None:
-            new = checkpoints.resolve(chain, name, second)
+            new = checkpoints.resolve(project, name, second)
             old_tree, label_from, new_tree, label_to = old.tree, str(old.id), new.tree, str(new.id)
         else:
             if not Path(entry.path).is_dir():
@@ -567,12 +568,13 @@ class Operations:
         services = self.services
         project = services.project
         entry = self._checkpointable(name, "restore")
-        target = checkpoints.resolve(checkpoints.chain(project, name), name, ident)
+        target = checkpoints.resolve(project, name, ident)
         tree, head = read_work_tree(project, entry)
-        made, chain = checkpoints.take(project, entry, "restore", tree=tree, head=head)
+        made, before = checkpoints.take(project, entry, "restore", tree=tree, head=head)
         if made is not None:
             self._checkpoint_made(entry, made)
-        before = made or chain[-1]
+        if before is None:  # no checkpoint at all, though the target is one: it was removed meanwhile
+            raise OperationError(f"worktree {name}'s checkpoints went away meanwhile: nothing was restored")
         files, exact = checkpoints.restore(project, entry, target, tree)
         result = checkpoints.Restored(name, target, before, tuple(files), exact)
         project.events.append("checkpoint.restored", worktree=entry.brief(), checkpoint=target.id,

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from daintree_tui.sessions.live import LiveSessions, StatusChange
     from daintree_tui.sessions.manager import SessionInfo
 
+DIFF_VIEW_BYTES = 256 << 10  # of a worktree's diff in the diff view (`d`, `D`); `worktree diff` prints 8 MiB
+
 
 @dataclass(frozen=True)
 class Snapshot:
@@ -226,8 +228,9 @@ class Backend:
         return self.services.sessions.capture(name, history=history)
 
     def diff(self, name: str) -> str:
-        """The worktree's changes against its base commit, untracked files included."""
-        return self.services.review.diff(name)
+        """The worktree's changes against its base commit, untracked files included, cut at DIFF_VIEW_BYTES (the
+        diff view highlights what it gets on the event loop, about 2.5 s a MiB)."""
+        return self.services.review.diff(name, limit=DIFF_VIEW_BYTES)
 
     def commit(self, name: str, message: str, all_changes: bool) -> dict[str, object]:
         return self.ops.commit(name, message, all_changes=all_changes)

@@ -89,7 +89,8 @@ class CheckpointsScreen(Screen[None]):
                          "ends; c takes one now)")
             self.query_one(DiffView).clear()
         else:
-            title.update(f"Checkpoints of {self.worktree}: {len(found)} (r restores the one under the cursor)")
+            shown = f"the newest {len(found)} of {found[-1].id}" if found[0].id > 1 else str(len(found))
+            title.update(f"Checkpoints of {self.worktree}: {shown} (r restores the one under the cursor)")
 
     @on(DataTable.RowHighlighted, "#timeline")
     def step_highlighted(self) -> None:
@@ -141,9 +142,9 @@ class CheckpointsScreen(Screen[None]):
                         description="checkpoint")
 
     async def create(self) -> None:
-        made, chain = await asyncio.to_thread(self.ops.checkpoint_create, self.worktree)
+        made, newest = await asyncio.to_thread(self.ops.checkpoint_create, self.worktree)
         if made is None:
-            self.notify(f"{self.worktree}: nothing changed since " + (f"checkpoint {chain[-1].id}" if chain
+            self.notify(f"{self.worktree}: nothing changed since " + (f"checkpoint {newest.id}" if newest
                                                                       else "its base"))
         else:
             self.notify(f"{self.worktree}: checkpoint {made.id} ({count_files(made.files)} changed)")

@@ -35,8 +35,9 @@ class CheckpointTimeline(DataTable[str | Text]):
             # (`[/x]` crashed the dashboard, `[@click=...]` made a link), so a Text, controls shown escaped.
             self.add_row(str(c.id), when, c.reason, str(c.files), plain(c.prompt or ""), key=str(c.id))
         if self.checkpoints:
-            wanted = select if select is not None and 1 <= select <= len(self.checkpoints) else len(self.checkpoints)
-            self.move_cursor(row=wanted - 1)
+            # An id is the place in the whole chain; the rows are its newest (ids 4801.. of 5000): found by id.
+            rows = [n for n, c in enumerate(self.checkpoints) if c.id == select]
+            self.move_cursor(row=rows[0] if rows else len(self.checkpoints) - 1)
 
     @property
     def selected(self) -> Checkpoint | None:
