@@ -332,9 +332,7 @@ async def test_the_dashboard_timeline_shows_each_step_and_restores_after_asking(
     from daintree_tui.tui.screens.checkpoints import CheckpointsScreen
     from daintree_tui.tui.screens.confirm import ConfirmScreen
     from daintree_tui.tui.screens.main import MainScreen
-    from daintree_tui.tui.widgets.checkpoint_timeline import CheckpointTimeline
     from daintree_tui.tui.widgets.diff_view import DiffView
-    from daintree_tui.tui.widgets.worktree_table import WorktreeTable
     from tests.test_dashboard import configure, until
 
     wt = _worktree_with_two_checkpoints(cli, repo)
@@ -345,13 +343,7 @@ async def test_the_dashboard_timeline_shows_each_step_and_restores_after_asking(
         return "\n".join(str(line.text) for line in app.screen.query_one(DiffView).lines)
 
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
-        await until(pilot, lambda: isinstance(app.screen, MainScreen) and len(app.screen.entries) == 1)
-        main = app.screen
-        main.query_one(WorktreeTable).select_name("w")
-        await until(pilot, lambda: main.selected == "w")
-        await pilot.press("h")
-        await until(pilot, lambda: isinstance(app.screen, CheckpointsScreen) and app.screen.is_mounted)
-        timeline = app.screen.query_one(CheckpointTimeline)
+        timeline = await open_timeline(pilot, "w")
         await until(pilot, lambda: timeline.row_count == 2 and timeline.selected is not None)
         assert timeline.selected is not None and timeline.selected.id == 2  # the newest first under the cursor
         await until(pilot, lambda: "checkpoint 2 (since checkpoint 1)" in shown() and "step two" in shown())
@@ -372,7 +364,7 @@ async def test_the_dashboard_timeline_shows_each_step_and_restores_after_asking(
         assert not (wt / "notes" / "later.md").exists() and (wt / "app.py").read_text() == "print('step one')\n"
         assert (wt / "run.log").read_text() == "log two\n" and timeline.row_count == 2
         await pilot.press("escape")
-        await until(pilot, lambda: app.screen is main)
+        await until(pilot, lambda: isinstance(app.screen, MainScreen))
 
 
 def test_a_huge_file_is_left_out_and_left_alone(repo: Path, cli: CLI) -> None:
@@ -388,3 +380,21 @@ def test_a_huge_file_is_left_out_and_left_alone(repo: Path, cli: CLI) -> None:
     (wt / "small.txt").write_text("changed\n")
     cli.ok("checkpoint", "restore", "w", "1")
     assert (wt / "small.txt").read_text() == "small\n" and (wt / "big.bin").stat().st_size == 65 << 20
+
+
+async def open_timeline(pilot: Any, name: str) -> Any:
+    """The dashboard's checkpoint timeline of worktree `name` (the only one), opened with `h`: its table."""
+    from daintree_tui.tui.screens.checkpoints import CheckpointsScreen
+    from daintree_tui.tui.screens.main import MainScreen
+    from daintree_tui.tui.widgets.checkpoint_timeline import CheckpointTimeline
+    from daintree_tui.tui.widgets.worktree_table import WorktreeTable
+    from tests.test_dashboard import until
+
+    app = pilot.app
+    await until(pilot, lambda: isinstance(app.screen, MainScreen) and len(app.screen.entries) == 1)
+    main = app.screen
+    main.query_one(WorktreeTable).select_name(name)
+    await until(pilot, lambda: main.selected == name)
+    await pilot.press("h")
+    await until(pilot, lambda: isinstance(app.screen, CheckpointsScreen) and app.screen.is_mounted)
+    return app.screen.query_one(CheckpointTimeline)

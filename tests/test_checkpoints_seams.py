@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CLI, wait_for
-from tests.test_checkpoints import TURNS, listed, needs_bwrap, user_config, watcher
+from tests.test_checkpoints import TURNS, listed, needs_bwrap, open_timeline, user_config, watcher
 
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
@@ -30,9 +30,6 @@ async def test_a_prompt_with_markup_is_shown_as_text_in_the_timeline(repo: Path,
     from daintree_tui.services import Services
     from daintree_tui.tui.app import make_app
     from daintree_tui.tui.screens.checkpoints import CheckpointsScreen
-    from daintree_tui.tui.screens.main import MainScreen
-    from daintree_tui.tui.widgets.checkpoint_timeline import CheckpointTimeline
-    from daintree_tui.tui.widgets.worktree_table import WorktreeTable
     from tests.test_dashboard import until
 
     user_config(TURNS)
@@ -47,13 +44,7 @@ async def test_a_prompt_with_markup_is_shown_as_text_in_the_timeline(repo: Path,
 
     app = make_app(Project.discover(repo))
     async with app.run_test(size=(160, 40), notifications=True) as pilot:
-        await until(pilot, lambda: isinstance(app.screen, MainScreen) and len(app.screen.entries) == 1)
-        main = app.screen
-        main.query_one(WorktreeTable).select_name("w")
-        await until(pilot, lambda: main.selected == "w")
-        await pilot.press("h")
-        await until(pilot, lambda: isinstance(app.screen, CheckpointsScreen) and app.screen.is_mounted)
-        timeline = app.screen.query_one(CheckpointTimeline)
+        timeline = await open_timeline(pilot, "w")
         # Row 2 under the header: every bracket shown as typed, and the dashboard still there.
         await until(pilot, lambda: timeline.row_count == 2 and prompt in timeline.render_line(2).text)
         assert app.is_running and isinstance(app.screen, CheckpointsScreen)
@@ -190,11 +181,7 @@ async def test_a_huge_step_diff_is_cut_and_the_timeline_stays_live(repo: Path, c
     from daintree_tui.core.checkpoints import DIFF_LIMIT
     from daintree_tui.core.project import Project
     from daintree_tui.tui.app import make_app
-    from daintree_tui.tui.screens.checkpoints import CheckpointsScreen
-    from daintree_tui.tui.screens.main import MainScreen
-    from daintree_tui.tui.widgets.checkpoint_timeline import CheckpointTimeline
     from daintree_tui.tui.widgets.diff_view import DiffView
-    from daintree_tui.tui.widgets.worktree_table import WorktreeTable
     from tests.test_dashboard import configure, until
 
     cli.ok("worktree", "create", "w")
@@ -210,13 +197,8 @@ async def test_a_huge_step_diff_is_cut_and_the_timeline_stays_live(repo: Path, c
         return "\n".join(str(line.text) for line in app.screen.query_one(DiffView).lines)
 
     async with app.run_test(size=(120, 40)) as pilot:
-        await until(pilot, lambda: isinstance(app.screen, MainScreen) and len(app.screen.entries) == 1)
-        main = app.screen
-        main.query_one(WorktreeTable).select_name("w")
-        await until(pilot, lambda: main.selected == "w")
-        await pilot.press("h")
-        await until(pilot, lambda: isinstance(app.screen, CheckpointsScreen) and app.screen.is_mounted)
-        await until(pilot, lambda: app.screen.query_one(CheckpointTimeline).row_count == 1)
+        timeline = await open_timeline(pilot, "w")
+        await until(pilot, lambda: timeline.row_count == 1)
         await until(pilot, lambda: "diff cut at" in shown(), timeout=30)
         assert len(app.screen.query_one(DiffView).lines) < 20000
 
@@ -343,11 +325,7 @@ async def test_the_timeline_shows_the_newest_and_keeps_the_cursor_on_an_id(repo:
     the restored id (it went to the row of that number: id 250 put it on the newest)."""
     from daintree_tui.core.project import Project
     from daintree_tui.tui.app import make_app
-    from daintree_tui.tui.screens.checkpoints import CheckpointsScreen
     from daintree_tui.tui.screens.confirm import ConfirmScreen
-    from daintree_tui.tui.screens.main import MainScreen
-    from daintree_tui.tui.widgets.checkpoint_timeline import CheckpointTimeline
-    from daintree_tui.tui.widgets.worktree_table import WorktreeTable
     from tests.test_dashboard import configure, until
 
     cli.ok("worktree", "create", "w")
@@ -355,14 +333,8 @@ async def test_the_timeline_shows_the_newest_and_keeps_the_cursor_on_an_id(repo:
     configure(repo)
     app = make_app(Project.discover(repo))
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
-        await until(pilot, lambda: isinstance(app.screen, MainScreen) and len(app.screen.entries) == 1)
-        main = app.screen
-        main.query_one(WorktreeTable).select_name("w")
-        await until(pilot, lambda: main.selected == "w")
-        await pilot.press("h")
-        await until(pilot, lambda: isinstance(app.screen, CheckpointsScreen) and app.screen.is_mounted)
+        timeline = await open_timeline(pilot, "w")
         screen = app.screen
-        timeline = screen.query_one(CheckpointTimeline)
         await until(pilot, lambda: timeline.row_count == 200 and timeline.selected is not None)
         assert timeline.selected is not None and timeline.selected.id == 300
         assert "the newest 200 of 300" in str(screen.query_one("#checkpoints-title").render())
