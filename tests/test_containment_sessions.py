@@ -260,6 +260,16 @@ def test_kill_9_leaves_a_group_that_doctor_fix_removes(repo: Path, env: Path) ->
         pid = wait_for(runner, timeout=30)
         group = wait_for(lambda: [g for g in _BACKEND.groups()  # type: ignore[union-attr]
                                   if g.name.startswith(f"{name}.run.")], timeout=30)[0]
+
+        def sleeping() -> bool:  # bwrap asks to die with its parent early: once the command runs, it has
+            for line in (group.folders[0] / "cgroup.procs").read_text().split():
+                with contextlib.suppress(OSError):
+                    if Path(f"/proc/{line}/cmdline").read_bytes().startswith(b"sleep\0"):
+                        return True
+            return False
+
+        # Killed before bwrap had asked (a CI run did), its sandbox outlives the runner by the sleep's 60 s.
+        wait_for(sleeping, timeout=30)
         os.kill(pid, signal.SIGKILL)
         running.wait(timeout=60)
     finally:

@@ -6,6 +6,7 @@ All state lives under the *primary* worktree's root, also when a command runs fr
 from __future__ import annotations
 
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -48,6 +49,9 @@ class Project:
     _config: config_mod.Config | None = field(default=None, init=False, repr=False, compare=False)
     _config_signature: tuple[object, ...] = field(default=(), init=False, repr=False, compare=False)
     _config_refused: tuple[object, ...] = field(default=(), init=False, repr=False, compare=False)
+    # The dashboard's workers read the config beside its event loop: one reader at a time re-reads a changed file
+    # (two both found it bad and warned twice).
+    _config_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     @classmethod
     def discover(cls, start: Path | str | None = None) -> Project:
@@ -112,6 +116,10 @@ class Project:
         dashboard that runs for days applies a role's approval gate, a budget or a preset added meanwhile (it
         merged unapproved work while it kept the config it started with). A file that no longer reads keeps the
         last good configuration, with one warning."""
+        with self._config_lock:
+            return self._read_config()
+
+    def _read_config(self) -> config_mod.Config:
         signature = config_mod.signature(self.root)
         if self._config is None:
             self._config = config_mod.load(self.root)  # at first, a bad file is the command's error
