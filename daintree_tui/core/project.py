@@ -48,7 +48,7 @@ class Project:
     discovered_at: float = field(default_factory=time.monotonic, compare=False)
     _config: config_mod.Config | None = field(default=None, init=False, repr=False, compare=False)
     _config_signature: tuple[object, ...] = field(default=(), init=False, repr=False, compare=False)
-    _config_refused: tuple[object, ...] = field(default=(), init=False, repr=False, compare=False)
+    _config_refused: str = field(default="", init=False, repr=False, compare=False)
     # The dashboard's workers read the config beside its event loop: one reader at a time re-reads a changed file
     # (two both found it bad and warned twice).
     _config_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
@@ -127,10 +127,12 @@ class Project:
             try:
                 self._config = config_mod.load(self.root)
             except ConfigError as exc:
-                if signature != self._config_refused:
+                # Once per bad file: the signature also covers the trust records, which may change meanwhile.
+                if str(exc) != self._config_refused:
                     warn(f"{exc} (kept the configuration read before)")
-                self._config_refused = signature
+                self._config_refused = str(exc)
                 return self._config
+            self._config_refused = ""
         self._config_signature = signature
         return self._config
 

@@ -11,7 +11,9 @@ from textual.widgets import DataTable
 from daintree_tui.core.checkpoints import Checkpoint
 from daintree_tui.tui.widgets.plain import plain
 
-COLUMNS = ("#", "When", "Why", "Files", "Prompt")
+# Widths fixed (the prompt cut at its 200 characters): auto widths stayed at the labels' now and then (the rows
+# came while the table was refilled), which cut the prompt to "Prompt"'s six cells.
+COLUMNS = (("#", 6), ("When", 14), ("Why", 9), ("Files", 5), ("Prompt", 200))
 
 
 class CheckpointTimeline(DataTable[str | Text]):
@@ -22,8 +24,8 @@ class CheckpointTimeline(DataTable[str | Text]):
         self.checkpoints: tuple[Checkpoint, ...] = ()
 
     def on_mount(self) -> None:
-        for label in COLUMNS:
-            self.add_column(label, key=label.lower())
+        for label, width in COLUMNS:
+            self.add_column(label, key=label.lower(), width=width)
 
     def show(self, checkpoints: Sequence[Checkpoint], select: int | None = None) -> None:
         """Fill the table; the cursor on checkpoint `select` (default: the newest)."""
