@@ -12,6 +12,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from daintree_tui.core.validate import escape_controls
+from daintree_tui.tui.widgets.plain import first_of
 
 if TYPE_CHECKING:
     from daintree_tui.services.ci import ChecksReport
@@ -27,9 +28,7 @@ def describe(report: ChecksReport, send_key: str) -> Text:
     failed = report.failed
     if failed:
         # Check names are the repository's CI configuration's, which the agent's branch can change: text only.
-        shown = ", ".join(escape_controls(c.name) for c in failed[:NAMES_SHOWN])
-        more = f" +{len(failed) - NAMES_SHOWN}" if len(failed) > NAMES_SHOWN else ""
-        text.append(f": {shown}{more}", style="bold")
+        text.append(f": {first_of([c.name for c in failed], NAMES_SHOWN)}", style="bold")
         text.append(f"  {send_key} sends them to the agent", style="italic")
     elif report.checks:
         text.append(f" ({len(report.checks)} check{'s' if len(report.checks) != 1 else ''})", style="dim")

@@ -8,6 +8,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from daintree_tui.core.validate import escape_controls
+from daintree_tui.tui.widgets.plain import first_of
 
 Found = dict[str, tuple[tuple[str, tuple[str, ...]], ...]]
 """Per worktree: (the other worktree or branch, the files), one each."""
@@ -22,9 +23,7 @@ def describe(found: tuple[tuple[str, tuple[str, ...]], ...]) -> Text:
             text.append("; ", style="dim")
         text.append(escape_controls(other), style="bold")
         # File names are the agents' to choose: shown as text, never as markup or controls.
-        shown = ", ".join(escape_controls(f) for f in files[:FILES_SHOWN])
-        more = f" +{len(files) - FILES_SHOWN}" if len(files) > FILES_SHOWN else ""
-        text.append(f" ({shown}{more})", style="dim")
+        text.append(f" ({first_of(list(files), FILES_SHOWN)})", style="dim")
     return text
 
 

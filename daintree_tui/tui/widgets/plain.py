@@ -15,3 +15,10 @@ from daintree_tui.core.validate import escape_controls
 def plain(text: str, style: str = "") -> Text:
     """`text` as a Text: markup stays characters, controls are shown escaped (`\\x1b`)."""
     return Text(escape_controls(text), style=style)
+
+
+def first_of(names: list[str], shown: int) -> str:
+    """The first `shown` of `names`, escaped and joined, then `+N` for the rest: an agent's or a host's names in
+    one line (files in conflict, failed checks)."""
+    more = f" +{len(names) - shown}" if len(names) > shown else ""
+    return ", ".join(escape_controls(n) for n in names[:shown]) + more
