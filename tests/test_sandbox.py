@@ -1361,3 +1361,35 @@ def test_an_entry_of_run_that_goes_away_before_bwrap_starts_is_left_out(repo: Pa
         folder.rmdir()
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout.strip()) == (0, "inside"), done.stderr
+
+
+@pytest.mark.parametrize("removed", ["the endpoint", "its folder"])
+def test_a_fifo_of_run_that_goes_away_before_bwrap_starts_is_left_out(repo: Path, sandbox_env: Path,
+                                                                      removed: str) -> None:
+    """Sockets and FIFOs of /run are kept out of the sandbox. Covering each with /dev/null failed the whole start
+    when a parallel job removed it first (CI: "bwrap: Can't create file at /run/daintree-adv-.../control")."""
+    from daintree_tui.core.index import Index, find
+    from daintree_tui.core.project import Project
+    from daintree_tui.core.sandbox import spec_for
+
+    if not os.access("/run", os.W_OK):
+        pytest.skip("needs a writable /run (root) to make an entry there")
+    CLI(repo).ok("worktree", "create", "gone")
+    project = Project.discover(repo)
+    entry = find(Index(project).load(), "gone")
+    assert entry is not None
+    folder = Path(tempfile.mkdtemp(prefix="daintree-test-fifo-", dir="/run"))
+    try:
+        (folder / "deep").mkdir()
+        os.mkfifo(folder / "deep" / "control")
+        (folder / "deep" / "kept").write_text("data\n")
+        argv = BwrapSandbox().wrap(["sh", "-c", f"cat {folder}/deep/kept; test -e {folder}/deep/control || echo out"],
+                                   spec_for(project, entry))
+        (folder / "deep" / "control").unlink()
+        if removed == "its folder":
+            shutil.rmtree(folder / "deep")
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-1] == "out", done.stdout

@@ -4,7 +4,7 @@
   points we add (the inbox at /run/daintree/inbox) can be created, and so that /run is rebuilt without the
   sockets that run commands outside the sandbox (the user's systemd and D-Bus session in /run/user, docker,
   podman, containerd): connecting to a unix socket works on a read-only mount, and so does writing a FIFO: every
-  other socket and FIFO left in /run is /dev/null inside (a network namespace covers no Unix socket).
+  other socket and FIFO left in /run is left out inside (a network namespace covers no Unix socket).
 - Kernel knobs that check only the uid (/proc/sys, /proc/sysrq-trigger, ...: KERNEL_READ_ONLY) are bound
   read-only over the fresh /proc: as root, `kernel.core_pattern = |script` ran the agent's script as root
   outside (tests/test_sandbox_kernel.py).
@@ -64,14 +64,11 @@ def root_mounts(spec: SandboxSpec) -> list[str]:
     run = Path("/run")
     if run.is_dir():
         for name in sorted(os.listdir(run)):
-            child = run / name
             if name in _RUN_HIDDEN or name == "daintree":
                 continue
-            args += _mirrored(child)
+            args += _without_endpoints(run / name)
         for kept in _RUN_KEPT:
-            if (run / kept).is_dir():
-                args += ["--ro-bind", str(run / kept), str(run / kept)]
-        args += _run_endpoints_masked(run)
+            args += _without_endpoints(run / kept)
     args += _tmp_mounts(spec)
     return args
 
@@ -90,24 +87,46 @@ def _mirrored(path: Path) -> list[str]:
     return ["--ro-bind-try", str(path), str(path)]
 
 
-def _run_endpoints_masked(run: Path) -> list[str]:
-    """Every Unix socket and FIFO in what /run shows, as /dev/null: a read-only mount stops neither connect(2) nor
-    a FIFO opened for writing, and the network namespace of an allow-list (or of `network = false`) covers no
-    Unix socket. A daemon's socket there was a direct way out of the allow-list, and one that trusts its peer's
-    uid (MySQL's root by `unix_socket`) or a supervisor's root-only control pipe took a root agent for root."""
-    args: list[str] = []
-    tops = [run / name for name in sorted(os.listdir(run)) if name not in _RUN_HIDDEN and name != "daintree"]
-    for top in [*tops, *(run / kept for kept in _RUN_KEPT)]:
-        if top.is_symlink() or not top.is_dir():
-            continue
-        for folder, dirs, files in os.walk(top):  # links are not followed (they resolve inside as they do here)
-            for name in (*files, *dirs):
-                path = Path(folder) / name
-                with suppressed(OSError):
-                    mode = path.lstat().st_mode
-                    if stat.S_ISSOCK(mode) or stat.S_ISFIFO(mode):
-                        args += ["--ro-bind", "/dev/null", str(path)]
+def _without_endpoints(path: Path) -> list[str]:
+    """`path` of /run as it is outside, read-only, but for its Unix sockets and FIFOs, which are left out: a
+    read-only mount stops neither connect(2) nor a FIFO opened for writing, and the network namespace of an
+    allow-list (or of `network = false`) covers no Unix socket. A daemon's socket there was a direct way out of the
+    allow-list, and one that trusts its peer's uid (MySQL's root by `unix_socket`) or a supervisor's root-only
+    control pipe took a root agent for root.
+
+    A folder with no endpoint below it is bound whole; one with an endpoint is rebuilt in the sandbox's own /run
+    tmpfs, child by child. Every step holds when another process changes /run before bwrap starts (CI's parallel
+    jobs do): a folder made in the tmpfs always can be, and a bind is `--ro-bind-try`. Covering each endpoint with
+    /dev/null instead failed the whole start when it went away first ("Can't create file at /run/...").
+    """
+    if path.is_symlink() or not path.is_dir():
+        with suppressed(OSError):
+            if _is_endpoint(path.lstat().st_mode):
+                return []
+        return _mirrored(path)
+    if not _holds_endpoint(path):
+        return _mirrored(path)
+    try:
+        mode, names = stat.S_IMODE(path.lstat().st_mode), sorted(os.listdir(path))
+    except OSError:
+        return []  # gone since the listing
+    args = ["--perms", f"{mode:04o}", "--dir", str(path)]
+    for name in names:
+        args += _without_endpoints(path / name)
     return args
+
+
+def _is_endpoint(mode: int) -> bool:
+    return stat.S_ISSOCK(mode) or stat.S_ISFIFO(mode)
+
+
+def _holds_endpoint(folder: Path) -> bool:
+    for parent, dirs, files in os.walk(folder):  # links are not followed (they resolve inside as they do here)
+        for name in (*files, *dirs):
+            with suppressed(OSError):
+                if _is_endpoint((Path(parent) / name).lstat().st_mode):
+                    return True
+    return False
 
 
 def _kernel_mounts() -> list[str]:
