@@ -66,7 +66,10 @@ class NewTaskScreen(ModalScreen[NewTask | None]):
         self.shown_agents = list(self.agents)
         """The names the Agent list offers now."""
         self._asked: str = LOCAL
-        self._default_shown = self.default_agent  # the default of the list shown: another agent was picked
+        # The agent the person chose (None: none yet): it stays wherever the list has it. Told from the list's
+        # own default by the choosing, not by the name: one who picks the name the default also has picked it.
+        self._picked: str | None = None
+        self._shown = self.default_agent  # the value the list was last given (its Changed on mount is no pick)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="dialog"):
@@ -109,6 +112,11 @@ class NewTaskScreen(ModalScreen[NewTask | None]):
         if isinstance(event.value, str):
             self.offer(event.value)
 
+    @on(Select.Changed, "#agent")
+    def agent_picked(self, event: Select.Changed) -> None:
+        if isinstance(event.value, str) and event.value != self._shown:
+            self._picked = self._shown = event.value
+
     def offer(self, where: str) -> None:
         """Show the presets of `where` (LOCAL: this machine's), a host's once it answered."""
         if where == self._asked:
@@ -141,14 +149,12 @@ class NewTaskScreen(ModalScreen[NewTask | None]):
         """Agent list of `facts`: an agent the person picked stays when it is there; else `default` (the
         default agent of `where`)."""
         select = self.query_one("#agent", Select)
-        current = select.value
         names = sorted(facts)
-        picked = isinstance(current, str) and current != self._default_shown
-        keep = current if picked and current in names else default
+        keep = self._picked if self._picked in names else default
         with select.prevent(Select.Changed):
             select.set_options([(agent_label(facts, a), a) for a in names])
-            select.value = keep if keep in names else names[0]
-        self.offered, self._default_shown, self.shown_agents = where, default, names
+            select.value = self._shown = keep if keep in names else names[0]
+        self.offered, self.shown_agents = where, names
         self._note(note)
 
     def _note(self, text: str) -> None:
