@@ -44,3 +44,65 @@ def test_logs_are_not_watched_and_what_is_shown_is(repo: Path, cli: CLI) -> None
         assert not [p for p in watch.seen if "/.logs/" in p or "/.sessions/" in p], list(watch.seen)
     finally:
         watch.close()
+
+
+def test_what_changed_before_the_watch_was_in_place_is_read(repo: Path, cli: CLI) -> None:
+    """A recursive watch takes a moment to be set up; an edit in between was never told (the dashboard missed a
+    conflict in a loaded run). Once in place, the watch tells of every worktree it covers, once."""
+    cli.ok("worktree", "create", "one")
+    project = Project.discover(repo)
+    told: list[frozenset[str]] = []
+    watch = FileWatch(project, lambda state, events, touched: told.append(touched))
+    watch.watch_worktrees([("one", str(repo / ".worktrees" / "one"))])
+    try:
+        wait_for(lambda: frozenset({"one"}) in told, timeout=20)  # with nothing written at all
+    finally:
+        watch.close()
+
+
+NO_INOTIFY = r"""
+import sys, threading, time
+from pathlib import Path
+from daintree_tui.core.follow import follow_lines
+from daintree_tui.core.project import Project
+from daintree_tui.tui.file_watch import FileWatch
+
+Path("/proc/sys/user/max_inotify_instances").write_text("0")  # this user namespace's: no inotify at all
+repo = Path(sys.argv[1])
+told = []
+watch = FileWatch(Project.discover(repo), lambda state, events, touched: told.append(touched))
+watch.watch_worktrees([("one", str(repo / ".worktrees" / "one"))])
+deadline = time.monotonic() + 30
+while frozenset({"one"}) not in told and time.monotonic() < deadline:
+    time.sleep(0.05)
+del told[:]
+(repo / ".worktrees" / "one" / "edit.txt").write_text("edited\n")
+while frozenset({"one"}) not in told and time.monotonic() < deadline:
+    time.sleep(0.05)
+print("WORKTREE-SEEN" if told else "WORKTREE-MISSED")
+log = repo / "followed.log"
+lines = follow_lines(log, from_end=False)
+threading.Timer(0.5, lambda: log.write_text("a line\n")).start()
+print("FOLLOWED", next(lines))
+watch.close()
+"""
+
+
+def test_without_inotify_the_watches_poll(repo: Path, cli: CLI) -> None:
+    """The kernel's inotify instances are 128 a user by default: where they are used up, watchfiles cannot start.
+    The dashboard's watch ended silently and missed every edit after; `events --follow` stopped with a traceback.
+    In a user namespace whose limit is 0, both poll instead."""
+    import shutil
+    import subprocess
+    import sys
+
+    import pytest
+
+    unshare = shutil.which("unshare")
+    if unshare is None or subprocess.run([unshare, "-U", "-r", "true"], capture_output=True).returncode != 0:
+        pytest.skip("needs user namespaces (unshare -U -r)")
+    cli.ok("worktree", "create", "one")
+    done = subprocess.run([unshare, "-U", "-r", sys.executable, "-c", NO_INOTIFY, str(repo)],
+                          capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["WORKTREE-SEEN", "FOLLOWED a line"], done.stdout + done.stderr

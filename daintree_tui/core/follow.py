@@ -7,21 +7,21 @@ import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from daintree_tui.core.fs_watch import watching
+
 
 def follow_lines(path: Path, from_end: bool = True, offset: int | None = None) -> Iterator[str]:
     """Yield each new complete line appended to `path` (waits for the file to appear); runs until interrupted.
 
     `offset`: where the caller stopped reading, so nothing appended since is missed (default: the end now).
     """
-    from watchfiles import watch  # here: start-up speed, only `--follow` watches a file
-
     path.parent.mkdir(parents=True, exist_ok=True)
     if offset is None:
         offset = path.stat().st_size if from_end and path.exists() else 0
     # The line begun and not ended yet, in the pieces read: only what is new is searched for a line break (a line
     # of megabytes, read as it grew, was copied and split again whole at each change).
     pending: list[bytes] = []
-    for _ in _changes(path, watch):
+    for _ in _changes(path):
         try:
             size = path.stat().st_size
         except FileNotFoundError:
@@ -42,9 +42,9 @@ def follow_lines(path: Path, from_end: bool = True, offset: int | None = None) -
             yield line.decode("utf-8", errors="replace")
 
 
-def _changes(path: Path, watch: object) -> Iterator[object]:
+def _changes(path: Path) -> Iterator[object]:
     yield None  # read once before the first change
-    for changes in watch(path.parent, debounce=50, step=25, rust_timeout=1000, yield_on_timeout=True):  # type: ignore[operator]
+    for changes in watching((path.parent,), debounce=50, step=25):
         if not changes or any(os.path.basename(p) == path.name for _, p in changes):
             yield changes
 

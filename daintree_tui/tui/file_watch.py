@@ -5,16 +5,20 @@ files), not recursively, and the worktrees, each recursively (their files make t
 folders below the state folder are not watched at all: the sessions' logs there grow with every line an agent
 prints, and with forty busy agents the watch of them woke ~190 times a second to be told of nothing to show.
 The worktrees' watch is started again when the list of worktrees changes (`watch_worktrees`).
+
+A watch tells only of changes after its watches are in place, which takes a moment after its start (a recursive
+one walks every worktree): once it is (its first answer), every worktree it covers counts as touched, so that an
+edit made in between is read after all. A watch polls where inotify is used up (`core.fs_watch`).
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
 
+from daintree_tui.core.fs_watch import watching
 from daintree_tui.core.project import Project
 
 IGNORED_STATE_DIRS = (".logs", ".tmp", ".trash", ".sessions", ".journal", ".sandbox-home", ".locks", ".ui.json",
@@ -77,15 +81,14 @@ class FileWatch:
         return watched(path)
 
     def _watch_state(self) -> None:
-        from watchfiles import watch
-
         project = self.project
         folders = (project.tasks_dir, project.state_dir)
         events_log = project.events.path.name
-        changes_seen = watch(*folders, debounce=150, step=50, stop_event=self._closed, recursive=False,
-                             watch_filter=lambda _, path: self._shown(path))
-        for changes in _quietly(changes_seen):
-            state = events = False
+        ready = False
+        for changes in watching(folders, self._closed, recursive=False,
+                                 watch_filter=lambda _, path: self._shown(path)):
+            state = events = not ready  # in place now: what changed while it was being set up is read once
+            ready = True
             for _, raw in changes:
                 path = Path(raw)
                 if path.parent not in folders:
@@ -98,11 +101,13 @@ class FileWatch:
                 self.changed(state, events, frozenset())
 
     def _watch_worktrees(self, worktrees: frozenset[tuple[str, str]], stop: threading.Event) -> None:
-        from watchfiles import watch
-
         owners = {Path(path): name for name, path in worktrees}
-        for changes in _quietly(watch(*owners, debounce=150, step=50, stop_event=stop, ignore_permission_denied=True)):
-            touched = set()
+        ready = False
+        for changes in watching(tuple(owners), stop, ignore_permission_denied=True):
+            touched: set[str] = set()
+            if not ready:  # in place now: what changed while it was being set up is read once
+                ready = True
+                touched.update(owners.values())
             for _, raw in changes:
                 path = Path(raw)
                 owner = next((owners[p] for p in (path, *path.parents) if p in owners), None)
@@ -110,12 +115,3 @@ class FileWatch:
                     touched.add(owner)
             if touched:
                 self.changed(False, False, frozenset(touched))
-
-
-def _quietly(changes: Iterator[set[tuple[Any, str]]]) -> Iterator[set[tuple[Any, str]]]:
-    """A watch's changes until it ends; one that fails (a watched folder removed under it) just ends: the next
-    `watch_worktrees` watches what is there then, and nothing is printed over the screen."""
-    try:
-        yield from changes
-    except Exception:
-        return
