@@ -114,7 +114,7 @@ def test_a_flood_of_turn_ends_queues_one_checkpoint_per_worktree(repo: Path, tmu
     def counted(name: str, status: object) -> object:
         ran.append(str(status))
         released.wait(60)  # the first is slow (a tree of some size): every flip meanwhile waits behind it
-        return services.ops.checkpoint_turn(name, str(status))  # what `auto = true` runs
+        return services.ops.checkpoints.turn(name, str(status))  # what `auto = true` runs
 
     observer.after_turn = counted
     (repo / ".worktrees" / "w" / "work.txt").write_text("work\n")

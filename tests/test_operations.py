@@ -1,4 +1,4 @@
-"""Every interface reaches the same checks (`services/operations.py`): an agent whose command the repository's
+"""Every interface reaches the same checks (`services/operations/`): an agent whose command the repository's
 untrusted `.daintree.toml` sets is refused from the CLI, the dashboard, the queue, the bake-off and the MCP tools,
 each time before anything is made (no task, worktree, branch, bake-off or session is left behind) and without its
 command ever running. The dashboard's quick-create and its enter on a task made the task and the worktree first
@@ -87,7 +87,7 @@ def test_the_bakeoff_refuses_an_untrusted_agent_before_any_candidate(repo: Path,
     CLI(repo).ok("task", "create", "Race")
     services = Services(Project.discover(repo))
     with pytest.raises(OperationError, match="daintree trust"):
-        services.ops.bakeoff_create(1, ["mine", "repo-agent"])
+        services.ops.bakeoff.create(1, ["mine", "repo-agent"])
     nothing_made(repo, marker, tasks=1)
 
 

@@ -776,23 +776,23 @@ def test_a_role_added_while_the_dashboard_runs_gates_its_merge(cli: CLI, repo: P
     cli.ok("worktree", "create", "w")
     lines_file(repo / ".worktrees" / "w")
     agent_commit(repo / ".worktrees" / "w", "more.py", "x = 1\n", "work")
-    assert services.ops.approval_of("w") == (None, "none")
+    assert services.ops.review.approval_of("w") == (None, "none")
     user = Path(os.environ["XDG_CONFIG_HOME"]) / "daintree" / "config.toml"
     user.parent.mkdir(parents=True, exist_ok=True)
     user.write_text('default_role = "worker"\n[roles.worker]\nallow = ["commit", "merge"]\napproval = "review"\n')
     with pytest.raises(OperationError, match="nobody approved"):
-        services.ops.merge("w")
+        services.ops.landing.merge("w")
     user.write_text('default_role = "worker"\n[roles.worker\n')  # half-saved: the last good config stays
-    assert services.ops.approval_of("w") == ("worker", "review")
+    assert services.ops.review.approval_of("w") == ("worker", "review")
     # Said at the first read (on stderr; an earlier test in the same worker may have added a log handler that
     # says it again), and not again at the next ones: one warning, not one a call.
     assert "kept the configuration read before" in capsys.readouterr().err
-    assert services.ops.approval_of("w") == ("worker", "review")
-    assert services.ops.approval_of("w") == ("worker", "review")
+    assert services.ops.review.approval_of("w") == ("worker", "review")
+    assert services.ops.review.approval_of("w") == ("worker", "review")
     assert "kept the configuration read before" not in capsys.readouterr().err
     user.write_text('default_role = "worker"\n[roles.worker]\napproval = "none"\n')
-    assert services.ops.approval_of("w") == ("worker", "none")
+    assert services.ops.review.approval_of("w") == ("worker", "none")
     user.write_text('default_role = "worker"\n[roles.worker]\napproval = "review"\n')
     cli.ok("review", "w", "--approve")
-    services.ops.merge("w")
+    services.ops.landing.merge("w")
     assert git(repo, "rev-parse", "main").strip() == git(repo, "rev-parse", "wt/w").strip()

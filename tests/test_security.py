@@ -164,7 +164,7 @@ def test_untrusted_repo_commands_never_run(tmp_path: Path) -> None:
 
     services = Services(Project.discover(clone))
     bakeoffs = services.bakeoffs
-    record = services.ops.bakeoff_create(1, ["shell"], start_sessions=False)
+    record = services.ops.bakeoff.create(1, ["shell"], start_sessions=False)
     with pytest.raises(OperationError, match="daintree trust"):
         bakeoffs.score(record["id"])
     assert not any(m.exists() for m in marks.values()), [m.name for m in marks.values() if m.exists()]

@@ -19,7 +19,7 @@ def _when(ts: float) -> str:
 
 
 def cmd_checkpoint_list(args: argparse.Namespace, services: Services) -> int:
-    found = services.ops.checkpoint_list(args.name, every=args.all)
+    found = services.ops.checkpoints.list(args.name, every=args.all)
 
     def text() -> str:
         if not found:
@@ -37,7 +37,7 @@ def cmd_checkpoint_list(args: argparse.Namespace, services: Services) -> int:
 
 
 def cmd_checkpoint_create(args: argparse.Namespace, services: Services) -> int:
-    made, newest = services.ops.checkpoint_create(args.name)
+    made, newest = services.ops.checkpoints.create(args.name)
     if made is None:
         last = f"checkpoint {newest.id}" if newest else "its base"
         emit(args, {"created": False, "checkpoint": newest.to_dict() if newest else None},
@@ -49,7 +49,7 @@ def cmd_checkpoint_create(args: argparse.Namespace, services: Services) -> int:
 
 
 def cmd_checkpoint_diff(args: argparse.Namespace, services: Services) -> int:
-    result = services.ops.checkpoint_diff(args.name, args.id, args.id2, step=args.step)
+    result = services.ops.checkpoints.diff(args.name, args.id, args.id2, step=args.step)
 
     def text() -> str:
         if not result.files:
@@ -64,7 +64,7 @@ def cmd_checkpoint_diff(args: argparse.Namespace, services: Services) -> int:
 
 
 def cmd_checkpoint_restore(args: argparse.Namespace, services: Services) -> int:
-    result = services.ops.checkpoint_restore(args.name, args.id)
+    result = services.ops.checkpoints.restore(args.name, args.id)
     target, before = result.target, result.before
     said = (f"{args.name}: restored checkpoint {target.id} ({count_files(len(result.files))} changed); what "
             f"was there is checkpoint {before.id} (`daintree checkpoint restore {args.name} {before.id}` undoes it)")

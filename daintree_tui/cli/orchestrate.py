@@ -31,7 +31,7 @@ def _score_rows(scores: list[dict[str, Any]]) -> str:
 
 def cmd_bakeoff_create(args: argparse.Namespace, services: Services) -> int:
     agents = [a.strip() for a in args.agents.split(",") if a.strip()]
-    record = services.ops.bakeoff_create(task_id(args.task_id), agents, score=args.score, base=args.base)
+    record = services.ops.bakeoff.create(task_id(args.task_id), agents, score=args.score, base=args.base)
     emit(args, record.to_dict(), f"bake-off {record.id}: {', '.join(record.candidates)}")
     return 0
 
@@ -52,7 +52,7 @@ def cmd_bakeoff_pick(args: argparse.Namespace, services: Services) -> int:
     from daintree_tui.services.policy import in_session
 
     name = services.bakeoffs.best(args.id) if args.best else args.name
-    result = services.ops.bakeoff_pick(args.id, name, strategy=args.strategy, delete_branches=args.delete_branches,
+    result = services.ops.bakeoff.pick(args.id, name, strategy=args.strategy, delete_branches=args.delete_branches,
                                        caller=in_session())  # a session's role must allow the merge
     text = f"picked {name}: {result['merge']['message']}"
     if result["removed"]:

@@ -53,20 +53,20 @@ def cmd_review(args: argparse.Namespace, services: Services) -> int:
         raise InputError("a comment needs some text")
     done: list[str] = []
     if comments:
-        for comment in ops.review_comment(name, comments):
+        for comment in ops.review.comment(name, comments):
             done.append(f"added comment #{comment.id} on {escape_controls(comment.path)}:{comment.line}")
     if kind is not None:
-        ops.review_verdict(name, kind, args.message or "")
+        ops.review.verdict(name, kind, args.message or "")
         done.append(f"{'approved' if kind == 'approve' else 'requested changes on'} the head of {name}")
     sent: dict[str, Any] = {}
     if args.send:
-        sent["send"] = result = ops.review_send(name)
+        sent["send"] = result = ops.review.send(name)
         how = "pasted into its session" if result["how"] == "pasted" else "its agent started with them"
         done.append(f"sent {len(result['sent'])} comment{'s' if len(result['sent']) != 1 else ''} to {name} ({how})")
     if args.send_ci:
-        sent["send_ci"] = result = ops.review_send_ci(name)
+        sent["send_ci"] = result = ops.review.send_ci(name)
         done.append(f"sent the failed checks ({', '.join(result['failed'])}) to {name}")
-    view = ops.review_get(name)
+    view = ops.review.get(name)
     emit(args, {**view, **sent}, lambda: _text(view, done))
     return 0
 

@@ -25,7 +25,7 @@ def cmd_train(args: argparse.Namespace, services: Services) -> int:
         write_line(said, step.line())
         said.flush()
 
-    results = services.ops.train(args.names or None, into=args.into, strategy=args.strategy or DEFAULT_STRATEGY,
+    results = services.ops.landing.train(args.names or None, into=args.into, strategy=args.strategy or DEFAULT_STRATEGY,
                                 test=args.test, remove=args.remove, complete_task=args.complete_task,
                                 on_progress=progress)
     merged = [r for r in results if r.result == "merged"]

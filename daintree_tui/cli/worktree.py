@@ -87,12 +87,12 @@ def cmd_wt_list(args: argparse.Namespace, services: Services) -> int:
 
 
 def _conflicts(services: Services, live: list[Any], facts: dict[str, Any]) -> dict[str, list[str]]:
-    return services.ops.conflicts_by_name(live, facts)
+    return services.ops.landing.conflicts_by_name(live, facts)
 
 
 def cmd_wt_conflicts(args: argparse.Namespace, services: Services) -> int:
     services.project.require_git()
-    report = services.ops.conflicts(args.name)  # an unknown name: exit 2
+    report = services.ops.landing.conflicts(args.name)  # an unknown name: exit 2
     for name, why in report.unreadable.items():
         warn(f"radar: {name}: {why}")
     found = report.involving(args.name) if args.name is not None else list(report.conflicts)
@@ -112,7 +112,7 @@ def cmd_wt_status(args: argparse.Namespace, services: Services) -> int:
     # Hosts the allow-list refused (sandbox.denied), each with the one line of config that admits it. An agent
     # can make its commands ask for any name: this is data to show, never acted on.
     denied = denied_of(services.project.events, entry.name)
-    checks = services.ops.ci_checks(entry.name) if entry.live else None  # its pull request's CI, when it has one
+    checks = services.ops.review.ci_checks(entry.name) if entry.live else None  # its pull request's CI, when it has one
     data = {**entry.to_dict(), "facts": facts.to_dict(), "dirty_files": dirty, "session": session,
             "denied_hosts": denied, "checks": checks}
 
@@ -212,13 +212,13 @@ def cmd_wt_diff(args: argparse.Namespace, services: Services) -> int:
 
 
 def cmd_wt_commit(args: argparse.Namespace, services: Services) -> int:
-    result = services.ops.commit(args.name, args.message, all_changes=args.all)
+    result = services.ops.landing.commit(args.name, args.message, all_changes=args.all)
     emit(args, result, f"committed {files(len(result['files']))} in {args.name}: {result['commit'][:10]}")
     return 0
 
 
 def cmd_wt_merge(args: argparse.Namespace, services: Services) -> int:
-    result = services.ops.merge(args.name, strategy=args.strategy, into=args.into, remove=args.remove,
+    result = services.ops.landing.merge(args.name, strategy=args.strategy, into=args.into, remove=args.remove,
                                 complete_task=args.complete_task, verify=not args.no_verify)
     text = result.message + (f"\nremoved worktree {args.name}" if result.removed else "")
     emit(args, result.to_dict(), text)
@@ -226,7 +226,7 @@ def cmd_wt_merge(args: argparse.Namespace, services: Services) -> int:
 
 
 def cmd_wt_pr(args: argparse.Namespace, services: Services) -> int:
-    result = services.ops.pr(args.name, draft=args.draft)
+    result = services.ops.landing.pr(args.name, draft=args.draft)
     emit(args, result, f"opened {'draft ' if args.draft else ''}pull request: {result['url']}")
     return 0
 

@@ -273,7 +273,7 @@ class DaintreeTools:
         facts = worktrees.facts_for(entries)
         sessions = self._session_states()
         disk = self.services.disk.measure(entries)
-        conflicts = self.services.ops.conflicts_by_name([e for e in entries if e.live], facts)
+        conflicts = self.services.ops.landing.conflicts_by_name([e for e in entries if e.live], facts)
         return [{**e.to_dict(), **({"facts": facts[e.name].to_dict()} if e.name in facts else {}),
                  "session": sessions.get(e.name), "disk_bytes": disk.get(e.name),
                  "conflicts": conflicts.get(e.name, [])} for e in entries]
@@ -289,11 +289,11 @@ class DaintreeTools:
         return {**entry.to_dict(), "facts": worktrees.facts(entry).to_dict(), "dirty_files": dirty,
                 "session": self._session_states().get(entry.name),
                 "denied_hosts": denied_of(self.services.project.events, entry.name),
-                "checks": self.services.ops.ci_checks(entry.name, quick=True) if entry.live else None}
+                "checks": self.services.ops.review.ci_checks(entry.name, quick=True) if entry.live else None}
 
     def review_get(self, name: str) -> dict[str, Any]:
         self._own_worktree(name)  # a worker reads the review of its own worktree: the comments are for it
-        return self.services.ops.review_get(name, quick=True)  # an agent's turn waits on it: gh bounded
+        return self.services.ops.review.get(name, quick=True)  # an agent's turn waits on it: gh bounded
 
     def worktree_run(self, name: str, command: str) -> dict[str, Any]:
         if not command.strip():
@@ -363,14 +363,14 @@ class DaintreeTools:
 
     def checkpoint_list(self, name: str, all: bool = False) -> list[dict[str, Any]]:  # the tool's own word
         self._own_worktree(name)
-        return [c.to_dict() for c in self.services.ops.checkpoint_list(name, every=all)]  # `checkpoint list --json`
+        return [c.to_dict() for c in self.services.ops.checkpoints.list(name, every=all)]  # `checkpoint list --json`
 
     # -- bake-offs -------------------------------------------------------------------------------------------
 
     def bakeoff_create(self, task_id: int, agents: list[str], score: str | None = None,
                        base_ref: str | None = None) -> dict[str, Any]:
         names = [a.strip() for a in agents]
-        return self.services.ops.bakeoff_create(task_id, names, score=score, base=base_ref).to_dict()
+        return self.services.ops.bakeoff.create(task_id, names, score=score, base=base_ref).to_dict()
 
     def bakeoff_score(self, bakeoff_id: str, score: str | None = None, minimize: bool = False,
                       timeout: float | None = None) -> list[dict[str, Any]]:
@@ -385,7 +385,7 @@ class DaintreeTools:
             raise InputError("bakeoff_pick: name the winner, or pick the best of the last scoring with best (one of "
                              "the two)")
         winner = self.services.bakeoffs.best(bakeoff_id) if best else str(name)
-        return self.services.ops.bakeoff_pick(bakeoff_id, winner, strategy=strategy,
+        return self.services.ops.bakeoff.pick(bakeoff_id, winner, strategy=strategy,
                                               delete_branches=delete_branches, caller=self.access.worktree)
 
     # -- resources -------------------------------------------------------------------------------------------

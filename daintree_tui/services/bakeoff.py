@@ -137,8 +137,8 @@ def rank(scores: list[Score], minimize: bool = False) -> list[Score]:
 
 
 class BakeoffService:
-    """The bake-off registry and scoring; creating and picking are operations (`services.operations`): they make
-    and remove worktrees and start sessions."""
+    """The bake-off registry and scoring; creating and picking are operations (`ops.bakeoff`, in
+    services/operations/bakeoff.py): they make and remove worktrees and start sessions."""
 
     def __init__(self, worktrees: WorktreeService,
                  usage: Callable[[Sequence[str]], Mapping[str, Mapping[str, Any]]] | None = None) -> None:

@@ -133,7 +133,7 @@ class Services:
 
     def _checkpoint_turn(self, name: str, status: SessionStatus) -> None:
         if self.auto_checkpoints():
-            self.ops.checkpoint_turn(name, str(status))
+            self.ops.checkpoints.turn(name, str(status))
 
     def auto_checkpoints(self) -> bool:
         """`[checkpoints] auto` of the user's config (default true), read again only when the file changed: the

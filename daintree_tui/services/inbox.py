@@ -351,7 +351,7 @@ def _rebuild(services: Services, owner: str, action: str, payload: dict[str, Any
         all_changes = _bool_field(payload, "all")
         # `--message=TEXT`, one word: a message starting with a dash is text when the approved request is replayed.
         argv = ["worktree", "commit", owner, f"--message={message}", *(["--all"] if all_changes else [])]
-        return argv, lambda: ops.commit(owner, message, all_changes=all_changes)
+        return argv, lambda: ops.landing.commit(owner, message, all_changes=all_changes)
     if action == "merge":
         strategy = _str_field(payload, "strategy", 10) or "ff"
         if strategy not in STRATEGIES:
@@ -359,11 +359,12 @@ def _rebuild(services: Services, owner: str, action: str, payload: dict[str, Any
         remove, complete = _bool_field(payload, "remove"), _bool_field(payload, "complete_task")
         argv = ["worktree", "merge", owner, "--strategy", strategy, *(["--remove"] if remove else []),
                 *(["--complete-task"] if complete else [])]
-        return argv, lambda: ops.merge(owner, strategy=strategy, remove=remove, complete_task=complete).to_dict()
+        return argv, lambda: ops.landing.merge(owner, strategy=strategy, remove=remove,
+                                               complete_task=complete).to_dict()
     if action == "remove":
         complete, delete = _bool_field(payload, "complete_task"), _bool_field(payload, "delete_branch")
         argv = ["worktree", "remove", owner, *(["--complete-task"] if complete else []),
                 *(["--delete-branch"] if delete else [])]
         return argv, lambda: ops.remove(owner, complete_task=complete, delete_branch=delete).to_dict()
     draft = _bool_field(payload, "draft")
-    return ["worktree", "pr", owner, *(["--draft"] if draft else [])], lambda: ops.pr(owner, draft=draft)
+    return ["worktree", "pr", owner, *(["--draft"] if draft else [])], lambda: ops.landing.pr(owner, draft=draft)

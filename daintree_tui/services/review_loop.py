@@ -117,7 +117,7 @@ class ReviewLoop:
         review = self.load(entry)
         head = self.head(entry, quick=True)
         worktree = Path(entry.path)
-        role, approval = self.services.ops.approval_of(name)
+        role, approval = self.services.ops.review.approval_of(name)
         report = self.checks(review, quick=quick) if with_checks else None
         verdict = review.verdict_for(head)
         return {

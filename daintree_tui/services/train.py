@@ -296,7 +296,7 @@ class Train:
             return TrainResult(name, "skipped", reason=f"{entry.branch} or {target} names no commit")
         if g.is_ancestor(root, branch_tip, target_tip):
             return TrainResult(name, "skipped", reason=f"already merged into {target}")
-        missing = self.services.ops.approval_missing(name, head=branch_tip)  # of the very head it merges
+        missing = self.services.ops.review.approval_missing(name, head=branch_tip)  # of the very head it merges
         if missing:
             return TrainResult(name, "skipped", reason="not approved for a merge: " + "; ".join(missing))
         step = _Step(entry, target, holder, target_tip, branch_tip)

@@ -233,22 +233,22 @@ class Backend:
         return self.services.review.diff(name, limit=DIFF_VIEW_BYTES)
 
     def commit(self, name: str, message: str, all_changes: bool) -> dict[str, object]:
-        return self.ops.commit(name, message, all_changes=all_changes)
+        return self.ops.landing.commit(name, message, all_changes=all_changes)
 
     def merge(self, name: str, strategy: str, into: str | None, remove: bool, complete_task: bool) -> MergeResult:
-        return self.ops.merge(name, strategy=strategy, into=into, remove=remove, complete_task=complete_task)
+        return self.ops.landing.merge(name, strategy=strategy, into=into, remove=remove, complete_task=complete_task)
 
     def merge_target(self, name: str) -> str:
         return self.services.review.target_branch(self.services.worktrees.get(name, live=True), None)
 
     def pr(self, name: str) -> dict[str, object]:
-        return self.ops.pr(name)
+        return self.ops.landing.pr(name)
 
     def bakeoff(self, task_id: int, agents: list[str], score: str | None) -> Bakeoff:
-        return self.ops.bakeoff_create(task_id, agents, score=score)
+        return self.ops.bakeoff.create(task_id, agents, score=score)
 
     def pick(self, bakeoff_id: str, name: str) -> dict[str, Any]:
-        return self.ops.bakeoff_pick(bakeoff_id, name)
+        return self.ops.bakeoff.pick(bakeoff_id, name)
 
     def read_events(self, offset: int) -> tuple[list[dict[str, object]], int]:
         """Event records appended since byte `offset` (complete lines only) and the new offset; a long log is

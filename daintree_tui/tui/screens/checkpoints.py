@@ -78,7 +78,7 @@ class CheckpointsScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="checkpoints", description="checkpoints")
     def load(self, select: int | None = None) -> None:
-        found = self.ops.checkpoint_list(self.worktree)
+        found = self.ops.checkpoints.list(self.worktree)
         self.app.call_from_thread(self.show_timeline, found, select)
 
     def show_timeline(self, found: list[Checkpoint], select: int | None) -> None:
@@ -100,7 +100,7 @@ class CheckpointsScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="checkpoint-step", description="checkpoint diff")
     def load_step(self, ident: int) -> None:
-        step = self.ops.checkpoint_diff(self.worktree, str(ident), step=True, limit=STEP_DIFF_BYTES)
+        step = self.ops.checkpoints.diff(self.worktree, str(ident), step=True, limit=STEP_DIFF_BYTES)
         self.app.call_from_thread(self.show_step, ident, step.start, step.patch)
 
     def show_step(self, ident: int, start: str, patch: str) -> None:
@@ -129,7 +129,7 @@ class CheckpointsScreen(Screen[None]):
             yes="Restore")
         if not await self.app.push_screen_wait(question):
             return
-        result = await asyncio.to_thread(self.ops.checkpoint_restore, self.worktree, str(chosen.id))
+        result = await asyncio.to_thread(self.ops.checkpoints.restore, self.worktree, str(chosen.id))
         if result.files:
             self.notify(f"{self.worktree}: restored checkpoint {chosen.id} ({count_files(len(result.files))}); "
                         f"the files before are checkpoint {result.before.id}")
@@ -142,7 +142,7 @@ class CheckpointsScreen(Screen[None]):
                         description="checkpoint")
 
     async def create(self) -> None:
-        made, newest = await asyncio.to_thread(self.ops.checkpoint_create, self.worktree)
+        made, newest = await asyncio.to_thread(self.ops.checkpoints.create, self.worktree)
         if made is None:
             self.notify(f"{self.worktree}: nothing changed since " + (f"checkpoint {newest.id}" if newest
                                                                       else "its base"))

@@ -201,7 +201,7 @@ async def refuse_uncommitted(screen: Dashboard, name: str) -> None:
 
 async def merge(screen: Dashboard, name: str) -> None:
     await refuse_uncommitted(screen, name)  # before the dialog: its choices would be for nothing
-    await asyncio.to_thread(screen.backend.ops.require_approved, name)  # the role's review or checks of the head
+    await asyncio.to_thread(screen.backend.ops.review.require_approved, name)  # the role's review or checks of the head
     target = await asyncio.to_thread(screen.backend.merge_target, name)
     from daintree_tui.tui.screens.merge import MergeScreen  # a dialog: imported when first opened
 
@@ -233,7 +233,7 @@ async def review_comment(screen: Dashboard, name: str, path: str, line: int,
     text = await dialog
     if text is None:
         return
-    made = await asyncio.to_thread(screen.backend.ops.review_comment, name, [(path, line, text)])
+    made = await asyncio.to_thread(screen.backend.ops.review.comment, name, [(path, line, text)])
     from daintree_tui.tui.keymap import shown_key
 
     key = shown_key(screen.backend.project.config.keys, "review_send")
@@ -242,7 +242,7 @@ async def review_comment(screen: Dashboard, name: str, path: str, line: int,
 
 async def review_send(screen: Dashboard, name: str) -> None:
     """Every unsent comment to `name`'s agent, as one paste (its agent started with them when none runs)."""
-    result = await asyncio.to_thread(screen.backend.ops.review_send, name)
+    result = await asyncio.to_thread(screen.backend.ops.review.send, name)
     count = len(result["sent"])
     how = "" if result["how"] == "pasted" else " (its agent started with them)"
     screen.operation_done(f"Sent {count} comment{'s' if count != 1 else ''} to {name}{how}")
@@ -250,7 +250,7 @@ async def review_send(screen: Dashboard, name: str) -> None:
 
 async def review_send_ci(screen: Dashboard, name: str) -> None:
     """The failed checks of `name`'s pull request, with their log tails, to its agent as one paste."""
-    result = await asyncio.to_thread(screen.backend.ops.review_send_ci, name)
+    result = await asyncio.to_thread(screen.backend.ops.review.send_ci, name)
     failed = result["failed"]
     how = "" if result["how"] == "pasted" else " (its agent started with them)"
     screen.operation_done(f"Sent {len(failed)} failed check{'s' if len(failed) != 1 else ''} to {name}: "

@@ -173,7 +173,7 @@ async def run_train(screen: Dashboard) -> None:
         if progress.is_attached:
             app.call_from_thread(progress.report, step)
 
-    results = await asyncio.to_thread(backend.ops.train, list(choice.names), strategy=choice.strategy,
+    results = await asyncio.to_thread(backend.ops.landing.train, list(choice.names), strategy=choice.strategy,
                                       test=choice.test, remove=choice.remove, complete_task=choice.complete_task,
                                       on_progress=report)
     if progress.is_attached:
