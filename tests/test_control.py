@@ -302,7 +302,7 @@ def test_live_sessions_record_each_change_once_and_believe_the_hook(repo: Path, 
     WorktreeService(project).create("one")
     manager = SessionManager(project)
     seen: list[StatusChange] = []
-    live = LiveSessions(manager, record=lambda c: manager.record_transition(c.worktree, c.new, c.exit_code),
+    live = LiveSessions(manager, record=lambda c: manager.records.transition(c.worktree, c.new, c.exit_code),
                         on_change=seen.append).start()
     try:
         manager.start("one", "hooked", size=(80, 10))

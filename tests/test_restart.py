@@ -114,9 +114,9 @@ def test_sessions_lost_with_the_server_are_offered_even_when_their_hangup_was_re
     for name in ("hung", "stopped", "done", "running"):
         WorktreeService(services.project).create(name)
         seen[name] = services.sessions.start(name, "echo").started_at
-    services.sessions.record_transition("hung", SessionStatus.EXITED, HANGUP_EXIT)
+    services.sessions.records.transition("hung", SessionStatus.EXITED, HANGUP_EXIT)
     services.sessions.stop("stopped")
-    services.sessions.record_transition("done", SessionStatus.EXITED, 0)
+    services.sessions.records.transition("done", SessionStatus.EXITED, 0)
     names = ["hung", "stopped", "done", "running"]
     assert services.lost_sessions(dict.fromkeys(names)) == {}, "the server still runs: nothing is lost"
     subprocess.run(["tmux", "-L", tmux_socket, "kill-server"], check=True)

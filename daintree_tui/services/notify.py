@@ -114,7 +114,7 @@ def notice_for(record: Mapping[str, Any], host: str | None = None) -> Notice | N
             kind, text = "done", f"{who} finished (exit 0)"
         else:
             kind, text = "failed", f"{who} exited ({code if isinstance(code, int) else 'no code'})"
-            limit = record.get("limit")  # the cgroup limit that stopped it (sessions/manager.py, at the exit)
+            limit = record.get("limit")  # the cgroup limit that stopped it (sessions/session_records.py, at the exit)
             if limit in ("oom-killed", "pids limit"):
                 text += f": {'oom-killed (its memory limit)' if limit == 'oom-killed' else 'its pids limit'}"
     elif event == "task.completed" and worktree and task:

@@ -93,7 +93,7 @@ class SessionObserver:
                reason: str | None = None) -> Transition | None:
         """Record one transition (event, then hook, unless it was stopped on purpose); None when another
         observer recorded it first or nothing changed."""
-        if not self.sessions.record_transition(name, status, exit_code, reason=reason):
+        if not self.sessions.records.transition(name, status, exit_code, reason=reason):
             return None
         hook = HOOK_FOR.get(status)
         if hook is not None and self.after_turn is not None:

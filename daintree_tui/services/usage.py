@@ -211,7 +211,7 @@ class BudgetGuard:
 
     def _mark(self, name: str, check: BudgetCheck | None) -> None:
         """Record (or clear) `over_budget` in the session record."""
-        self.manager.mark_over_budget(name, check.to_dict() if check is not None else None)
+        self.manager.records.mark_over_budget(name, check.to_dict() if check is not None else None)
 
 
 def budget_checks(manager: SessionManager, sessions: Iterable[str]) -> tuple[list[BudgetCheck], dict[str, int | None]]:

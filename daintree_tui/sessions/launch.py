@@ -92,10 +92,12 @@ def _record_unsandboxed(record: dict[str, Any], why: str, env: dict[str, str]) -
 
     os.environ.update(env)  # the session's HOME and config folders: the project is found as its starter found it
     from daintree_tui.core.project import Project
-    from daintree_tui.sessions.manager import SessionManager
+    from daintree_tui.core.tasks import TaskService
+    from daintree_tui.sessions.session_records import SessionRecords
 
     project = Project.discover(Path(str(record["root"])))
-    SessionManager(project).record_unsandboxed(str(record["worktree"]), float(record["started_at"]), why)
+    SessionRecords(project, TaskService(project)).unsandboxed(str(record["worktree"]), float(record["started_at"]),
+                                                             why)
 
 
 def main(args: list[str]) -> int:

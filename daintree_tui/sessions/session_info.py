@@ -2,8 +2,8 @@
 dashboard see it.
 
 The record (`.worktrees/.sessions/<name>.json`: agent, command, start time, last recorded status, the agent's own
-signal) is written by the sessions layer alone (sessions/manager.py); the other layers read it here, never by a
-path of their own. A record that git tracks came with the repository's history, not from us, and is ignored
+signal) is written by the sessions layer alone (sessions/session_records.py); the other layers read it here, never
+by a path of their own. A record that git tracks came with the repository's history, not from us, and is ignored
 (state_files.read_own_state).
 """
 

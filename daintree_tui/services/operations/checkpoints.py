@@ -97,7 +97,7 @@ class CheckpointOps:
         if entry is None or not entry.live or not Path(entry.path).is_dir():
             return None
         newest = checkpoints.last(project, name)
-        prompt = services.sessions.turn_prompt(name, newest.ts if newest else 0.0)
+        prompt = services.sessions.records.turn_prompt(name, newest.ts if newest else 0.0)
         made, _ = checkpoints.take(project, entry, status if status in checkpoints.REASONS else "manual", prompt)
         if made is not None:
             self._made(entry, made)
