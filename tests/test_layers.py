@@ -188,14 +188,26 @@ def test_the_cycle_check_sees_a_loop_hidden_in_a_function(tmp_path: Path) -> Non
     assert import_cycles("core", fake) == [["daintree_tui.core.a", "daintree_tui.core.b"]]
 
 
-CORE_MODULE_LINES = 450
+MODULE_LINES = 450
+
+LONG_MODULES: dict[str, str] = {}
+"""The modules (path under daintree_tui/) let past MODULE_LINES, each with the written reason it is one job all the
+same. None now. No test gives the UI (tui/) a lower limit of its own, so its modules are held to this one too."""
 
 
-def test_core_modules_are_split_by_job() -> None:
-    """No module of the domain grows past ~450 lines: one that does has taken a second job (issue 28)."""
-    long = {str(p.relative_to(PACKAGE)): n for p in sorted((PACKAGE / "core").rglob("*.py"))
-            if (n := len(p.read_text(encoding="utf-8").splitlines())) > CORE_MODULE_LINES}
-    assert long == {}
+def long_modules(root: Path = PACKAGE, limit: int = MODULE_LINES) -> dict[str, int]:
+    """Every module of the package (any layer, the interfaces included) longer than `limit` lines: its lines."""
+    return {str(p.relative_to(root)): n for p in sorted(root.rglob("*.py"))
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > limit}
+
+
+def test_modules_are_split_by_job() -> None:
+    """No module of the package grows past ~450 lines: one that does has taken a second job (issue 28). An
+    exception is written down in LONG_MODULES with its reason, and leaves the list once it is short again."""
+    long = long_modules()
+    assert {path: n for path, n in long.items() if path not in LONG_MODULES} == {}
+    assert sorted(set(LONG_MODULES) - set(long)) == []
+    assert [path for path, reason in LONG_MODULES.items() if not reason.strip()] == []
 
 
 # -- one place composes each operation (the package services/operations/) ----------------------------------------
