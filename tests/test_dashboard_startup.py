@@ -171,6 +171,9 @@ async def test_status_events_read_no_git_facts_and_another_process_merge_reads_t
         await until(pilot, lambda: screen.later_mounted and screen.query("EventsLog") and passes)
         log = screen.query_one(EventsLog)
         await until(pilot, lambda: len(log.records) >= len(events(repo)))
+        # The watch, once in place, reads every worktree once (what changed while it was set up): then quiet.
+        await until(pilot, lambda: screen.feed.watch_ready)
+        await until(pilot, lambda: not [w for w in app.workers if w.group == "facts" and not w.is_finished])
         before = len(passes)
         for status in ("running", "waiting", "running"):
             project.events.append(f"session.{status}", worktree={"name": "one"}, agent="busy")
@@ -180,3 +183,23 @@ async def test_status_events_read_no_git_facts_and_another_process_merge_reads_t
         assert len(passes) == before, passes[before:]
         project.events.append("worktree.merged", worktree={"name": "two"})
         await until(pilot, lambda: len(passes) > before and set(passes[-1]) == {"one", "two"})
+
+
+async def test_a_change_the_watch_never_told_of_is_read_at_the_next_poll(
+        repo: Path, cli: CLI, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lists followed the disk only through the file watch: one that ended (a watched folder removed under
+    it) or missed a change left the dashboard showing a worktree removed long ago. The poll stats the index, the
+    event log and the tasks folder, and reads them again when they changed."""
+    from daintree_tui.tui.file_watch import FileWatch
+
+    monkeypatch.setattr(FileWatch, "start", lambda self: None)  # a watch that tells of nothing at all
+    monkeypatch.setattr(FileWatch, "watch_worktrees", lambda self, worktrees: None)
+    cli.ok("worktree", "create", "one")
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: [e.name for e in screen.entries] == ["one"] and screen.feed.watching)
+        cli.ok("worktree", "create", "two")
+        cli.ok("task", "create", "seen later")
+        await until(pilot, lambda: [e.name for e in screen.entries] == ["one", "two"], timeout=20)
+        await until(pilot, lambda: any(t.subject == "seen later" for t in screen.tasks), timeout=20)

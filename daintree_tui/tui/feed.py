@@ -20,6 +20,7 @@ from textual.widget import Widget
 from textual.worker import Worker, WorkerState
 
 from daintree_tui.core.models import WorktreeEntry
+from daintree_tui.tui.file_watch import Stamp, state_stamp
 from daintree_tui.tui.messages import (
     DiskLoaded,
     EventsAppended,
@@ -71,6 +72,7 @@ class DashboardFeed(Widget):
         self._events_offset = 0
         self._events_lock = threading.Lock()
         self._watch: FileWatch | None = None
+        self._stamp: Stamp | None = None
         self._live_lock = threading.Lock()
         self._unmounted = False
         self._looked = False
@@ -139,6 +141,7 @@ class DashboardFeed(Widget):
             self._today_read_at = time.monotonic()
             today = backend.usage_today()
         self.post_message(SessionsPolled(infos, previews, approvals, today))
+        self._stamp_seen()
         if not first_look and not self.app.is_web:  # a browser's page shows no terminal notification
             from daintree_tui.tui.away import terminal_notices  # after the first frame: not a start-up import
 
@@ -148,6 +151,18 @@ class DashboardFeed(Widget):
         if first_look and not self._unmounted:
             self._go_live()
         return changed
+
+    def _stamp_seen(self) -> None:
+        """Read the lists again when the index, the event log or the tasks changed since they were last read and
+        the watch did not say so (`state_stamp`); a change it told of may be read twice, which costs a
+        millisecond."""
+        if self._watch is None:
+            return
+        stamp = state_stamp(self.backend.project)
+        before, self._stamp = self._stamp, stamp
+        if before is not None and stamp != before:
+            lists, log = stamp[::2] != before[::2], stamp[1] != before[1]
+            self.post_message(FilesChanged(lists, frozenset(), events_changed=log))
 
     @on(Worker.StateChanged)
     def poll_finished(self, event: Worker.StateChanged) -> None:
@@ -173,6 +188,7 @@ class DashboardFeed(Widget):
     def first_snapshot(self) -> SnapshotLoaded:
         """Tasks and worktrees as on disk, read on the event loop before the first frame: the read takes about a
         millisecond, far less than painting an empty screen first and then the lists (two full renders)."""
+        self._stamp = state_stamp(self.backend.project)  # before the read: a change during it is read again
         snapshot = self.backend.snapshot()
         self.entries = snapshot.entries
         return SnapshotLoaded(snapshot)
@@ -223,6 +239,7 @@ class DashboardFeed(Widget):
 
     @work(thread=True, exit_on_error=False, exclusive=True, group="snapshot", description="read tasks and index")
     def load_snapshot(self) -> None:
+        self._stamp = state_stamp(self.backend.project)  # before the read: a change during it is read again
         self.post_message(SnapshotLoaded(self.backend.snapshot()))
 
     def files_touched(self, names: frozenset[str] | None) -> None:
@@ -318,6 +335,11 @@ class DashboardFeed(Widget):
     def watching(self) -> bool:
         """Whether the file watch was started (`start_reads`)."""
         return self._watch is not None
+
+    @property
+    def watch_ready(self) -> bool:
+        """Whether the file watch is in place and has told of what changed while it was being set up."""
+        return self._watch is not None and self._watch.ready
 
     def monitor_files(self) -> None:
         """Watch the state and tasks folders' files and the worktrees (`FileWatch`); its threads post

@@ -31,6 +31,24 @@ Changed = Callable[[bool, bool, frozenset[str]], None]
 """Told `(state_changed, events_changed, worktrees_touched)`, from a watch's thread."""
 
 
+Stamp = tuple[tuple[int, int, int] | None, ...]
+
+
+def state_stamp(project: Project) -> Stamp:
+    """What the lists are read from, as the poll sees it in three `stat`s: the index, the event log and the tasks
+    folder. A change the watch did not tell of (a watch that ended, a change in the moment it was set up) is
+    read at the next poll instead of never."""
+    stamps: list[tuple[int, int, int] | None] = []
+    for path in (project.index_path, project.events.path, project.tasks_dir):
+        try:
+            st = path.stat()
+        except OSError:
+            stamps.append(None)
+        else:
+            stamps.append((st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(stamps)
+
+
 def watched(path: str) -> bool:
     """Whether a change at `path` (under the state or tasks folder) can change what the lists show. The temporary
     file of an atomic write (`.NAME.RANDOM.tmp`) counts as its target."""
@@ -47,6 +65,8 @@ class FileWatch:
         self._lock = threading.Lock()
         self._worktrees_stop: threading.Event | None = None
         self._worktrees: frozenset[tuple[str, str]] = frozenset()
+        self._state_ready = threading.Event()
+        self._worktrees_ready = threading.Event()
         self.seen: deque[str] = deque(maxlen=256)
         """The last paths the state watch was told of, before any filter (what the watch cost, for the tests)."""
 
@@ -66,9 +86,18 @@ class FileWatch:
             if self._worktrees_stop is not None:
                 self._worktrees_stop.set()
             self._worktrees, self._worktrees_stop = wanted, threading.Event()
-            if wanted:
-                threading.Thread(target=self._watch_worktrees, args=(wanted, self._worktrees_stop),
+            self._worktrees_ready = threading.Event()
+            if not wanted:
+                self._worktrees_ready.set()
+            else:
+                threading.Thread(target=self._watch_worktrees,
+                                 args=(wanted, self._worktrees_stop, self._worktrees_ready),
                                  name="watch-worktrees", daemon=True).start()
+
+    @property
+    def ready(self) -> bool:
+        """Whether both watches are in place and have told of what changed while they were being set up."""
+        return self._state_ready.is_set() and self._worktrees_ready.is_set()
 
     def close(self) -> None:
         with self._lock:
@@ -84,11 +113,11 @@ class FileWatch:
         project = self.project
         folders = (project.tasks_dir, project.state_dir)
         events_log = project.events.path.name
-        ready = False
+        ready = self._state_ready
         for changes in watching(folders, self._closed, recursive=False,
                                  watch_filter=lambda _, path: self._shown(path)):
-            state = events = not ready  # in place now: what changed while it was being set up is read once
-            ready = True
+            # In place now: what changed while it was being set up is read once.
+            state = events = not ready.is_set()
             for _, raw in changes:
                 path = Path(raw)
                 if path.parent not in folders:
@@ -99,14 +128,14 @@ class FileWatch:
                     state = True
             if state or events:
                 self.changed(state, events, frozenset())
+            ready.set()
 
-    def _watch_worktrees(self, worktrees: frozenset[tuple[str, str]], stop: threading.Event) -> None:
+    def _watch_worktrees(self, worktrees: frozenset[tuple[str, str]], stop: threading.Event,
+                         ready: threading.Event) -> None:
         owners = {Path(path): name for name, path in worktrees}
-        ready = False
         for changes in watching(tuple(owners), stop, ignore_permission_denied=True):
             touched: set[str] = set()
-            if not ready:  # in place now: what changed while it was being set up is read once
-                ready = True
+            if not ready.is_set():  # in place now: what changed while it was being set up is read once
                 touched.update(owners.values())
             for _, raw in changes:
                 path = Path(raw)
@@ -115,3 +144,4 @@ class FileWatch:
                     touched.add(owner)
             if touched:
                 self.changed(False, False, frozenset(touched))
+            ready.set()
