@@ -38,7 +38,7 @@ PROXY_ENV = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_prox
 NO_PROXY_ENV = ("NO_PROXY", "no_proxy")
 _LIMIT_KEYS = ("memory", "pids", "cpu")
 _BRIDGE = Path(__file__).resolve().parents[1] / "net_bridge.py"
-_warned: set[str] = set()
+_warned: set[tuple[str, str]] = set()
 # The host `sandbox check` asks for to see the proxy refuse it: its refusal is not shown as the agent's.
 PROBE_DENIED_HOST = "denied.daintree.invalid"
 
@@ -63,9 +63,10 @@ class Containment:
                 "allow": list(self.allow) if self.allow is not None else None}
 
 
-def _warn_once(text: str) -> None:
-    if text not in _warned:
-        _warned.add(text)
+def _warn_once(cfg: Config, text: str) -> None:
+    key = (str(cfg.repo_config_path), text)  # once a repository: a process may serve more than one (the tests)
+    if key not in _warned:
+        _warned.add(key)
         warn(text)
 
 
@@ -114,7 +115,7 @@ def effective(cfg: Config, agent: str | None = None, role: str | None = None,
             value, where = merged.get(key, (None, ""))
             mine = own.get(key, (None, ""))[0]
             if mine is not None and (value is None or value > mine):
-                _warn_once(f"config: {where} in .daintree.toml ignored: a repository may only lower a limit "
+                _warn_once(cfg, f"config: {where} in .daintree.toml ignored: a repository may only lower a limit "
                            "before it is trusted (run `daintree trust`)")
                 chosen[key] = mine
         own_network, own_allow = _network(own, api_hosts)
@@ -122,7 +123,7 @@ def effective(cfg: Config, agent: str | None = None, role: str | None = None,
             allow is not None and own_allow is not None and not set(allow) <= set(own_allow))
         if looser:
             where = merged.get("network_extra", merged.get("network", (None, "sandbox.network")))[1]
-            _warn_once(f"config: {where or 'sandbox.network'} in .daintree.toml ignored: a repository may only "
+            _warn_once(cfg, f"config: {where or 'sandbox.network'} in .daintree.toml ignored: a repository may only "
                        "tighten the network before it is trusted (run `daintree trust`)")
             network, allow = own_network, own_allow
     if not cfg.sandbox_network:  # the user's `network = false` that an untrusted repository turned on (config)
