@@ -78,6 +78,9 @@ class DashboardFeed(Widget):
         self._looked = False
         self.reads_started = False
         self._facts_lock = threading.Lock()
+        self._facts_wanted: set[str] | None = set()
+        """Worktrees whose git facts a load is to read (None: every one). Kept here, not given to the load, for
+        the reason of `_changed`: a load for c cancelled by a newer load for d would leave c's facts unread."""
         self._backlog_read = False
         self._facts_due = False
         """An operation ran: the next snapshot reads every worktree's git facts again, changed list or not."""
@@ -234,7 +237,7 @@ class DashboardFeed(Widget):
         if self.reads_started:
             return
         self.reads_started = True
-        self.load_facts(self.entries)
+        self.want_facts(None)
         self.monitor_files()
 
     @work(thread=True, exit_on_error=False, exclusive=True, group="snapshot", description="read tasks and index")
@@ -255,12 +258,46 @@ class DashboardFeed(Widget):
             changed, self._changed = self._changed, set()
         return None if changed is None else frozenset(changed)
 
+    def want_facts(self, names: frozenset[str] | None) -> None:
+        """Read the git facts of the worktrees `names` (None: all) in the next load, and start one."""
+        with self._changed_lock:
+            if names is None or self._facts_wanted is None:
+                self._facts_wanted = None
+            else:
+                self._facts_wanted |= names
+        self.load_facts()
+
+    def _take_wanted(self) -> tuple[WorktreeEntry, ...] | None:
+        """The worktrees to read; None when an earlier load took every request (and this one has nothing to
+        do)."""
+        with self._changed_lock:
+            wanted, self._facts_wanted = self._facts_wanted, set()
+            if wanted is not None and not wanted and self._changed is not None and not self._changed:
+                return None
+        entries = self.entries
+        return entries if wanted is None else tuple(e for e in entries if e.name in wanted)
+
+    def _ask_again(self, entries: tuple[WorktreeEntry, ...]) -> None:
+        """A load that failed leaves its worktrees to the next one."""
+        with self._changed_lock:
+            if self._facts_wanted is not None:
+                self._facts_wanted |= {e.name for e in entries}
+
     @work(thread=True, exit_on_error=False, exclusive=True, group="facts", description="git facts")
-    def load_facts(self, entries: tuple[WorktreeEntry, ...]) -> None:
-        """Git facts of `entries`, then the conflict radar over every worktree, which reads again only those whose
-        files changed (`files_touched`) and the branches: all a pass costs when nothing changed."""
-        with self._facts_lock:  # one pass at a time: a newer load (the group is exclusive) follows this one
-            facts = self.backend.facts(entries)
+    def load_facts(self) -> None:
+        """Git facts of the worktrees asked for (`want_facts`), then the conflict radar over every worktree,
+        which reads again only those whose files changed (`files_touched`) and the branches: all a pass costs
+        when nothing changed. Each load takes every request made before it ran, its own and those of loads
+        cancelled before they started (the group is exclusive)."""
+        with self._facts_lock:  # one pass at a time: a newer load follows this one and takes what came since
+            entries = self._take_wanted()
+            if entries is None:
+                return
+            try:
+                facts = self.backend.facts(entries)
+            except BaseException:
+                self._ask_again(entries)
+                raise
             self.post_message(FactsLoaded(facts))
             dirty = {name: f.dirty for name, f in facts.items() if f.exists}
             changed = self._take_changed()
@@ -304,7 +341,7 @@ class DashboardFeed(Widget):
             self._watch.watch_worktrees((e.name, e.path) for e in self.entries if e.live)
         if self.reads_started and (changed or self._facts_due):
             self._facts_due = False
-            self.load_facts(self.entries)
+            self.want_facts(None)
 
     @on(FilesChanged)
     def files_changed(self, message: FilesChanged) -> None:
@@ -316,9 +353,8 @@ class DashboardFeed(Widget):
         else:
             if message.events_changed:
                 self.load_events()
-            touched = tuple(e for e in self.entries if e.name in message.worktrees_touched)
-            if touched:
-                self.load_facts(touched)
+            if any(e.name in message.worktrees_touched for e in self.entries):
+                self.want_facts(message.worktrees_touched)
         message.stop()
 
     @on(EventsAppended)
@@ -329,7 +365,7 @@ class DashboardFeed(Widget):
         if backlog or not self.reads_started:
             return
         if any(not str(r.get("event", "")).startswith("session.") for r in message.records):
-            self.load_facts(self.entries)
+            self.want_facts(None)
 
     @property
     def watching(self) -> bool:
