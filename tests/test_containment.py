@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from daintree_tui.core import limits, net_bridge, netproxy
+from daintree_tui.core import allow_list, limits, net_bridge, netproxy
 
 needs_cgroups = pytest.mark.skipif(limits.choose_backend()[0] is None and not os.environ.get("CI"),
                                    reason="no cgroup backend here (CI has cgroup v1 as root)")
@@ -109,18 +109,18 @@ def test_a_group_a_kill_left_is_swept(backend: limits.Backend) -> None:
 
 
 def test_allow_list_rules() -> None:
-    rules = netproxy.parse_rules(["api.anthropic.com", "127.0.0.1:8080", "[::1]:9000", "Example.COM:443"])
-    assert netproxy.admitted(rules, "api.anthropic.com", 443)
-    assert netproxy.admitted(rules, "API.anthropic.com.", 80)
-    assert netproxy.admitted(rules, "127.0.0.1", 8080)
-    assert not netproxy.admitted(rules, "127.0.0.1", 8081)
-    assert netproxy.admitted(rules, "::1", 9000)
-    assert netproxy.admitted(rules, "example.com", 443)
-    assert not netproxy.admitted(rules, "example.com", 80)
-    assert not netproxy.admitted(rules, "evil.api.anthropic.com", 443)
+    rules = allow_list.parse_rules(["api.anthropic.com", "127.0.0.1:8080", "[::1]:9000", "Example.COM:443"])
+    assert allow_list.admitted(rules, "api.anthropic.com", 443)
+    assert allow_list.admitted(rules, "API.anthropic.com.", 80)
+    assert allow_list.admitted(rules, "127.0.0.1", 8080)
+    assert not allow_list.admitted(rules, "127.0.0.1", 8081)
+    assert allow_list.admitted(rules, "::1", 9000)
+    assert allow_list.admitted(rules, "example.com", 443)
+    assert not allow_list.admitted(rules, "example.com", 80)
+    assert not allow_list.admitted(rules, "evil.api.anthropic.com", 443)
     for bad in ("http://x", "a b", "host:port", "[::1", "x:70000", ""):
-        with pytest.raises(netproxy.AllowListError):
-            netproxy.parse_rule(bad)
+        with pytest.raises(allow_list.AllowListError):
+            allow_list.parse_rule(bad)
 
 
 def test_request_heads() -> None:

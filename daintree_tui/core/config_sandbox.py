@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from daintree_tui.core.allow_list import AllowListError, parse_rule
 from daintree_tui.core.config_model import NetworkSetting, SandboxLevel
 from daintree_tui.core.errors import ConfigError
 from daintree_tui.core.limits import LimitsError, parse_limits
-from daintree_tui.core.netproxy import AllowListError, parse_rule
 
 LEVEL_KEYS = ("memory", "pids", "cpu", "network", "network_extra")
 TOP_LEVEL = "sandbox"

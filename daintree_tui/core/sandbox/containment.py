@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from daintree_tui.core import limits
+from daintree_tui.core.allow_list import valid_host
 from daintree_tui.core.config import Config
 from daintree_tui.core.config_model import SandboxLevel
 from daintree_tui.core.errors import OperationError
 from daintree_tui.core.fs_safe import private_dir
 from daintree_tui.core.log import warn
 from daintree_tui.core.mounts import PROXY_MOUNT
-from daintree_tui.core.netproxy import valid_host
 from daintree_tui.core.sandbox.spec import SandboxSpec
 from daintree_tui.core.trust_record import is_trusted
 
