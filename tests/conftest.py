@@ -14,6 +14,17 @@ from typing import Any
 
 import pytest
 
+# What test modules share lives in tests/helpers/ (no test module imports another: tests/test_layers.py). Its
+# asserts report their values as a test's own do; its fixture modules are plugins, so every test module finds
+# their fixtures by name.
+pytest.register_assert_rewrite("tests.helpers")
+pytest_plugins = [
+    "tests.helpers.agents_fixtures",
+    "tests.helpers.checkpoints_fixtures",
+    "tests.helpers.remote_fixtures",
+    "tests.helpers.sandbox_fixtures",
+]
+
 GIT_IDENTITY = {
     "GIT_AUTHOR_NAME": "Test", "GIT_AUTHOR_EMAIL": "test@example.invalid",
     "GIT_COMMITTER_NAME": "Test", "GIT_COMMITTER_EMAIL": "test@example.invalid",
@@ -172,7 +183,7 @@ def run_in_process(args: list[str], cwd: Path, env: dict[str, str]) -> subproces
             else:
                 os.environ[key] = value
     out.flush()
-    stdout = out.buffer.getvalue().decode("utf-8", errors="replace")  # type: ignore[attr-defined]
+    stdout = out.buffer.getvalue().decode("utf-8", errors="replace")
     return subprocess.CompletedProcess(["daintree", *args], code, stdout, err.getvalue())
 
 

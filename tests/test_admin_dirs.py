@@ -14,7 +14,6 @@ import pytest
 
 from daintree_tui.core.sandbox import BwrapSandbox
 from tests.conftest import CLI, git
-from tests.test_sandbox import sandbox_env  # noqa: F401 (a fixture)
 
 _OK, _WHY = BwrapSandbox().available()
 pytestmark = pytest.mark.skipif(not _OK, reason=f"bubblewrap cannot run here: {_WHY}")
@@ -61,7 +60,7 @@ def _forge(repo: Path, name: str, text: str) -> None:
     gitdir.write_text(text)
 
 
-def test_the_sandbox_no_longer_lets_an_agent_rewrite_its_gitdir(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+def test_the_sandbox_no_longer_lets_an_agent_rewrite_its_gitdir(repo: Path, sandbox_env: Path) -> None:
     """The issue's reproduction as written: from inside a's sandbox, a's `gitdir` rewritten to name b; every way
     to put other bytes there is refused now (write, replace, link, delete, FIFO), and b survives every prune."""
     cli = CLI(repo)
@@ -98,7 +97,7 @@ def _prune_by(cli: CLI, repo: Path, how: str) -> None:
 
 
 @pytest.mark.parametrize("how", ["doctor", "merge", "remove", "gc", "create"])
-def test_a_forged_gitdir_never_costs_another_worktree_its_record(repo: Path, sandbox_env: Path,  # noqa: F811
+def test_a_forged_gitdir_never_costs_another_worktree_its_record(repo: Path, sandbox_env: Path,
                                                                   how: str) -> None:
     cli = CLI(repo)
     cli.ok("worktree", "create", "a")
@@ -120,7 +119,7 @@ def test_a_forged_gitdir_never_costs_another_worktree_its_record(repo: Path, san
     assert not (_admin(repo, "b") / "locked").exists()  # the prune's lock went with it
 
 
-def test_a_linked_gitdir_is_replaced_not_written_through(repo: Path, sandbox_env: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_a_linked_gitdir_is_replaced_not_written_through(repo: Path, sandbox_env: Path, tmp_path: Path) -> None:
     user_file = tmp_path / "notes.txt"
     user_file.write_text("the user's own file\n")
     cli = CLI(repo)
@@ -138,7 +137,7 @@ def test_a_linked_gitdir_is_replaced_not_written_through(repo: Path, sandbox_env
 
 
 @pytest.mark.parametrize("form", ["fifo", "huge", "folder", "missing", "outside", "relative", "primary"])
-def test_every_bad_gitdir_is_rewritten_from_the_index(repo: Path, sandbox_env: Path, tmp_path: Path,  # noqa: F811
+def test_every_bad_gitdir_is_rewritten_from_the_index(repo: Path, sandbox_env: Path, tmp_path: Path,
                                                       form: str) -> None:
     """A FIFO hung `git worktree prune` (and doctor with it); a huge file was read whole; a path outside or the
     primary's `.git` made git list a there (or prune a as the primary's duplicate)."""
@@ -167,7 +166,7 @@ def test_every_bad_gitdir_is_rewritten_from_the_index(repo: Path, sandbox_env: P
     assert again.returncode == 0, again.stdout  # nothing left to find
 
 
-def test_a_record_of_no_worktree_claiming_a_live_path_is_the_one_pruned(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+def test_a_record_of_no_worktree_claiming_a_live_path_is_the_one_pruned(repo: Path, sandbox_env: Path) -> None:
     """An admin dir no index entry owns (made by hand here; sorted before b, so git keeps it and prunes b)."""
     cli = CLI(repo)
     tip = _with_work(cli, repo, "b")
@@ -182,7 +181,7 @@ def test_a_record_of_no_worktree_claiming_a_live_path_is_the_one_pruned(repo: Pa
 
 
 def test_an_agents_lock_on_its_record_neither_hangs_a_listing_nor_outlives_its_remove(
-        repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+        repo: Path, sandbox_env: Path) -> None:
     cli = CLI(repo, subprocess=True)
     cli.ok("worktree", "create", "a")
     # A lock the agent writes from inside (its record is writable there): kept the record after the remove,
@@ -202,7 +201,7 @@ def test_an_agents_lock_on_its_record_neither_hangs_a_listing_nor_outlives_its_r
         assert not os.path.lexists(locked), how
 
 
-def test_a_user_lock_stays_and_an_interrupted_prunes_lock_goes(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+def test_a_user_lock_stays_and_an_interrupted_prunes_lock_goes(repo: Path, sandbox_env: Path) -> None:
     from daintree_tui.core.admin_dirs import LOCK_MARK
 
     cli = CLI(repo)
@@ -215,7 +214,7 @@ def test_a_user_lock_stays_and_an_interrupted_prunes_lock_goes(repo: Path, sandb
     assert not (_admin(repo, "b") / "locked").exists()
 
 
-def test_an_agent_that_deletes_its_head_gets_it_back_from_the_index(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+def test_an_agent_that_deletes_its_head_gets_it_back_from_the_index(repo: Path, sandbox_env: Path) -> None:
     """With `gitdir` read-only inside, an agent that empties its record leaves a worktree without HEAD (`git fsck`
     of the whole repository then fails), not one git forgets: the index says which branch it was on."""
     cli = CLI(repo)
@@ -229,7 +228,7 @@ def test_an_agent_that_deletes_its_head_gets_it_back_from_the_index(repo: Path, 
     git(repo, "fsck")
 
 
-def test_a_merge_never_runs_git_where_a_forged_record_says_the_target_is(repo: Path, sandbox_env: Path,  # noqa: F811
+def test_a_merge_never_runs_git_where_a_forged_record_says_the_target_is(repo: Path, sandbox_env: Path,
                                                                           tmp_path: Path) -> None:
     """The merge asks git where its target is checked out, and checks that checkout for uncommitted work there:
     a's record saying `release` is checked out at a repository of the agent's choosing had the user's git run
@@ -251,7 +250,7 @@ def test_a_merge_never_runs_git_where_a_forged_record_says_the_target_is(repo: P
     assert (_admin(repo, "a") / "gitdir").read_text() == f"{_worktree(repo, 'a')}/.git\n"
 
 
-def test_a_record_found_by_name_alone_is_never_another_worktrees(repo: Path, sandbox_env: Path,  # noqa: F811
+def test_a_record_found_by_name_alone_is_never_another_worktrees(repo: Path, sandbox_env: Path,
                                                                  tmp_path: Path) -> None:
     """A worktree whose `.git` file is gone is matched to a record by git's naming (`worktrees/<name>`); the user's
     own `git worktree add ../x` holds the record `x` (daintree's x then got `x1`), and it stays the user's."""

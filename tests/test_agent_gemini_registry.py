@@ -6,13 +6,12 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from tests.test_attacks import _agent_sandbox_of_me, _run_inside, needs_bwrap
-from tests.test_sandbox import sandbox_env  # noqa: F401 (a fixture)
+from tests.helpers.sandbox import agent_sandbox_of_me, needs_bwrap, run_inside
 
 
 @needs_bwrap
 def test_a_sandboxed_gemini_cannot_hand_its_history_folder_to_another_project(repo: Path,
-                                                                              sandbox_env: Path) -> None:  # noqa: F811
+                                                                              sandbox_env: Path) -> None:
     """gemini finds a project's folders by projects.json (path -> folder name), checked against the
     `.project_root` in each of them. An agent mapped the user's primary to its own writable history folder and
     wrote that folder's `.project_root` naming the primary: the user's own gemini, there, would take the folder as
@@ -23,13 +22,13 @@ def test_a_sandboxed_gemini_cannot_hand_its_history_folder_to_another_project(re
     primary = str(repo.resolve())
     worktree = str((repo / ".worktrees" / "me").resolve())
     own = hashlib.sha256(worktree.encode()).hexdigest()
-    sandbox, env = _agent_sandbox_of_me(repo, "gemini")
+    sandbox, env = agent_sandbox_of_me(repo, "gemini")
     attack = (f"cd ~/.gemini; printf '{{\"projects\": {{\"{primary}\": \"{own}\"}}}}' > projects.json && echo map-ok;"
               f" printf '{primary}' > history/{own}/.project_root && echo wrote-marker;"
               f" rm -f history/{own}/.project_root && echo removed-marker;"
               f" mkdir -p history/{own}/.git && echo '[core] fsmonitor = evil' > history/{own}/.git/config"
               " && echo data-ok; true")
-    proc = _run_inside(sandbox, env, attack)
+    proc = run_inside(sandbox, env, attack)
     assert "map-ok" in proc.stdout, proc.stderr  # projects.json is gemini's to write (it renames over it)
     assert "wrote-marker" not in proc.stdout and "removed-marker" not in proc.stdout, proc.stdout
     assert (history / own / ".project_root").read_text() == worktree

@@ -32,7 +32,7 @@ from daintree_tui.sessions.usage import (
     price_for,
     read_new_lines,
 )
-from tests.conftest import CLI, events, git, path_without_agents, wait_for
+from tests.conftest import CLI, events, git, wait_for
 
 FIXTURES = Path(__file__).parent / "fixtures"
 sys.path.insert(0, str(FIXTURES))
@@ -145,20 +145,6 @@ def test_pricing_longest_prefix_and_user_override(tmp_path: Path, monkeypatch: p
 
 
 # -- presets: installed, default agent, resume -----------------------------------------------------------------
-
-
-@pytest.fixture
-def fake_bin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The fake agents first on PATH and a private HOME (where they keep their records)."""
-    bin_dir = fake_agent.install(tmp_path / "bin")
-    home = tmp_path / "agent-home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{path_without_agents()}")  # the fakes, never the real CLIs
-    for var in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME", "GEMINI_CLI_SYSTEM_DEFAULTS_PATH",
-                "OPENCODE_CONFIG", "OPENCODE_CONFIG_DIR"):
-        monkeypatch.delenv(var, raising=False)
-    return bin_dir
 
 
 def test_default_agent_is_the_first_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo: Path) -> None:
@@ -570,7 +556,6 @@ def test_signal_ignores_a_late_older_signal(cli: CLI, repo: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "daintree_tui", "session", "signal", "sig", "running",
                            '{"type": "agent-turn-complete"}', "--repo", str(repo)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-
 
 
 def test_dashboard_session_cell_shows_cost_and_over_budget() -> None:

@@ -8,36 +8,18 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from daintree_tui.core.sandbox import BwrapSandbox
 from tests.conftest import CLI, events, git, wait_for
+from tests.helpers.checkpoints import TURNS, listed, open_timeline
+from tests.helpers.config import write_user_config
+from tests.helpers.sandbox import needs_bwrap
 
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
-_BWRAP, _WHY = BwrapSandbox().available()
-needs_bwrap = pytest.mark.skipif(not _BWRAP, reason=f"bubblewrap cannot run here: {_WHY}")
 
 REF = "refs/daintree/checkpoints/"
-
-# An agent of two turns: it writes, asks, waits for a line; writes again (deleting what it wrote first), asks
-# again; writes once more and exits.
-TURNS_SCRIPT = ("echo one > one.txt; printf \\\"go? \\\"; read a; echo two > two.txt; rm one.txt; "
-                "printf \\\"go? \\\"; read b; echo three > three.txt; exit 0")
-TURNS = f"""
-[checkpoints]
-auto = true
-[sessions]
-waiting_debounce = 1
-[agents.turns]
-command = "sh -c '{TURNS_SCRIPT}'"
-prompt_mode = "none"
-"""
 
 
 # Two turns: it writes, asks, waits for a line; writes again and exits.
@@ -50,16 +32,6 @@ waiting_debounce = 1
 command = "sh -c 'echo one > one.txt; printf \\"go? \\"; read a; echo two > two.txt; exit 0'"
 prompt_mode = "none"
 """
-
-
-def user_config(text: str) -> None:
-    path = Path(os.environ["XDG_CONFIG_HOME"]) / "daintree" / "config.toml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-
-
-def listed(cli: CLI, name: str) -> list[dict[str, Any]]:
-    return cli.json("checkpoint", "list", name)  # type: ignore[no-any-return]
 
 
 def tree_files(repo: Path, commit: str) -> dict[str, str]:
@@ -78,21 +50,9 @@ def watcher_pid(repo: Path) -> int | None:
     return watcher.watcher_pid(Project.discover(repo))
 
 
-@pytest.fixture
-def watcher(repo: Path, tmux_socket: str) -> Iterator[None]:
-    """`daintree session watch`, an observer beside the watcher a session start brings up: two observers, one
-    checkpoint per turn."""
-    proc = subprocess.Popen([sys.executable, "-m", "daintree_tui", "session", "watch", "--interval", "0.2"],
-                            cwd=repo, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env=os.environ.copy())
-    yield
-    proc.terminate()
-    proc.wait(timeout=30)
-
-
 @needs_tmux
 def test_each_turn_end_takes_a_checkpoint_of_the_whole_tree(repo: Path, tmux_socket: str, watcher: None) -> None:
-    user_config(TURNS)
+    write_user_config(TURNS)
     cli = CLI(repo)
     cli.ok("worktree", "create", "w", "--agent", "turns")
     wt = repo / ".worktrees" / "w"
@@ -129,7 +89,7 @@ def test_the_watcher_a_session_start_brings_up_takes_them_with_nothing_else_runn
         repo: Path, tmux_socket: str) -> None:
     """No dashboard, no `session watch`, no `[notify]` channel: the watcher the session start brought up records
     the turn ends (so takes their checkpoints), and ends after the last session."""
-    user_config(TWO_TURNS)
+    write_user_config(TWO_TURNS)
     cli = CLI(repo)  # in this process: nothing of it observes once the command returns
     cli.ok("worktree", "create", "w", "--agent", "two")
     pid = wait_for(lambda: watcher_pid(repo), timeout=15)
@@ -157,7 +117,7 @@ def test_auto_false_in_your_config_takes_none_and_starts_no_watcher(repo: Path, 
     from daintree_tui.services import Services
     from daintree_tui.sessions.status import SessionStatus
 
-    user_config(TWO_TURNS.replace("auto = true", "auto = false"))
+    write_user_config(TWO_TURNS.replace("auto = true", "auto = false"))
     cli = CLI(repo)
     cli.ok("worktree", "create", "w", "--agent", "two")
     services = Services(Project.discover(repo))  # an observer as the dashboard's poll is one
@@ -178,17 +138,17 @@ def test_a_repository_cannot_turn_them_off_and_a_bad_value_keeps_them_on(
         repo: Path, cli: CLI, monkeypatch: pytest.MonkeyPatch) -> None:
     from daintree_tui.core.user_config import auto_checkpoints_or_on
 
-    user_config("[checkpoints]\nauto = true\n")
+    write_user_config("[checkpoints]\nauto = true\n")
     (repo / ".daintree.toml").write_text("[checkpoints]\nauto = false\n")
     proc = cli.ok("worktree", "create", "x")
     assert "[checkpoints] in" in proc.stderr and "ignored: it belongs in your own config" in proc.stderr
     assert cli.json("notify", "status")["auto_checkpoints"] is True
-    user_config("[checkpoints]\nauto = \"no\"\nevery = 3\n")
+    write_user_config("[checkpoints]\nauto = \"no\"\nevery = 3\n")
     assert auto_checkpoints_or_on() is True
     proc = cli.ok("notify", "status")
     assert "checkpoints.auto must be true or false" in proc.stderr and "checkpoints.every" in proc.stderr
     monkeypatch.delenv("DAINTREE_TEST_AUTO_CHECKPOINTS_DEFAULT")  # what the suite sets: without it,
-    user_config("")
+    write_user_config("")
     assert auto_checkpoints_or_on() is True  # the default a person gets
 
 
@@ -333,7 +293,7 @@ async def test_the_dashboard_timeline_shows_each_step_and_restores_after_asking(
     from daintree_tui.tui.screens.confirm import ConfirmScreen
     from daintree_tui.tui.screens.main import MainScreen
     from daintree_tui.tui.widgets.diff_view import DiffView
-    from tests.test_dashboard import configure, until
+    from tests.helpers.dashboard import configure, until
 
     wt = _worktree_with_two_checkpoints(cli, repo)
     configure(repo)
@@ -382,19 +342,3 @@ def test_a_huge_file_is_left_out_and_left_alone(repo: Path, cli: CLI) -> None:
     assert (wt / "small.txt").read_text() == "small\n" and (wt / "big.bin").stat().st_size == 65 << 20
 
 
-async def open_timeline(pilot: Any, name: str) -> Any:
-    """The dashboard's checkpoint timeline of worktree `name` (the only one), opened with `h`: its table."""
-    from daintree_tui.tui.screens.checkpoints import CheckpointsScreen
-    from daintree_tui.tui.screens.main import MainScreen
-    from daintree_tui.tui.widgets.checkpoint_timeline import CheckpointTimeline
-    from daintree_tui.tui.widgets.worktree_table import WorktreeTable
-    from tests.test_dashboard import until
-
-    app = pilot.app
-    await until(pilot, lambda: isinstance(app.screen, MainScreen) and len(app.screen.entries) == 1)
-    main = app.screen
-    main.query_one(WorktreeTable).select_name(name)
-    await until(pilot, lambda: main.selected == name)
-    await pilot.press("h")
-    await until(pilot, lambda: isinstance(app.screen, CheckpointsScreen) and app.screen.is_mounted)
-    return app.screen.query_one(CheckpointTimeline)

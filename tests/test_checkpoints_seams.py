@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CLI, wait_for
-from tests.test_checkpoints import TURNS, listed, needs_bwrap, open_timeline, user_config, watcher
+from tests.helpers.checkpoints import TURNS, listed, open_timeline
+from tests.helpers.config import write_user_config
+from tests.helpers.sandbox import needs_bwrap
 
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
-
-__all__ = ["watcher"]  # the fixture, used by name
 
 
 @needs_tmux
@@ -30,9 +30,9 @@ async def test_a_prompt_with_markup_is_shown_as_text_in_the_timeline(repo: Path,
     from daintree_tui.services import Services
     from daintree_tui.tui.app import make_app
     from daintree_tui.tui.screens.checkpoints import CheckpointsScreen
-    from tests.test_dashboard import until
+    from tests.helpers.dashboard import until
 
-    user_config(TURNS)
+    write_user_config(TURNS)
     cli = CLI(repo)
     cli.ok("worktree", "create", "w", "--agent", "turns")
     wait_for(lambda: listed(cli, "w"), timeout=30)
@@ -100,7 +100,7 @@ def test_a_flood_of_turn_ends_queues_one_checkpoint_per_worktree(repo: Path, tmu
     from daintree_tui.core.project import Project
     from daintree_tui.services import Services
 
-    user_config(QUIET)
+    write_user_config(QUIET)
     cli = CLI(repo)
     cli.ok("worktree", "create", "w", "--agent", "quiet")
     services = Services(Project.discover(repo))
@@ -151,7 +151,7 @@ def test_a_flood_of_turn_ends_queues_one_hook_run_per_worktree_and_kind(repo: Pa
     from daintree_tui.core.project import Project
     from daintree_tui.services import Services
 
-    user_config(QUIET + '[hooks]\non_waiting = ["echo $DAINTREE_WORKTREE >> $TMPDIR/waiting.txt"]\n')
+    write_user_config(QUIET + '[hooks]\non_waiting = ["echo $DAINTREE_WORKTREE >> $TMPDIR/waiting.txt"]\n')
     cli = CLI(repo)
     cli.ok("worktree", "create", "w", "--agent", "quiet")
     services = Services(Project.discover(repo))
@@ -184,7 +184,7 @@ async def test_a_huge_step_diff_is_cut_and_the_timeline_stays_live(repo: Path, c
     from daintree_tui.core.project import Project
     from daintree_tui.tui.app import make_app
     from daintree_tui.tui.widgets.diff_view import DiffView
-    from tests.test_dashboard import configure, until
+    from tests.helpers.dashboard import configure, until
 
     cli.ok("worktree", "create", "w")
     proc = cli("worktree", "run", "w", "--", "sh", "-c", "yes 'a line of the agent' | head -c 41943040 > notes.txt")
@@ -219,7 +219,7 @@ def test_a_name_that_is_not_utf8_is_shown_by_worktree_diff(repo: Path, sandbox: 
               "printf 'two\\n' >> \"$(printf 'c\\377.txt')\"; printf 'caf\\351\\n' > \"$(printf 'n\\377.txt')\"")
     proc = cli("worktree", "run", "w", "--", "sh", "-c", script)
     assert proc.returncode == 0, proc.stderr
-    user_config(f'sandbox = "{sandbox}"\n')  # the agent's files are as they are; only the outside's git differs
+    write_user_config(f'sandbox = "{sandbox}"\n')  # the agent's files are as they are; only the outside's git differs
     shown = cli("worktree", "diff", "w")
     assert shown.returncode == 0, shown.stderr
     assert '"b/c\\377.txt"' in shown.stdout and '"b/n\\377.txt"' in shown.stdout and "+caf\\xe9" in shown.stdout
@@ -238,7 +238,7 @@ async def test_a_huge_worktree_diff_is_cut_and_the_diff_view_stays_live(repo: Pa
     from daintree_tui.core.review import DIFF_LIMIT
     from daintree_tui.tui.app import make_app
     from daintree_tui.tui.widgets.diff_view import DiffView
-    from tests.test_dashboard import configure, main_screen, select, until
+    from tests.helpers.dashboard import configure, main_screen, select, until
 
     cli.ok("worktree", "create", "w")
     script = ("yes 'a committed line' | head -c 6291456 > big.txt; git add big.txt; git commit -qm big; "
@@ -328,7 +328,7 @@ async def test_the_timeline_shows_the_newest_and_keeps_the_cursor_on_an_id(repo:
     from daintree_tui.core.project import Project
     from daintree_tui.tui.app import make_app
     from daintree_tui.tui.screens.confirm import ConfirmScreen
-    from tests.test_dashboard import configure, until
+    from tests.helpers.dashboard import configure, until
 
     cli.ok("worktree", "create", "w")
     _long_chain(repo, "w", 300)

@@ -82,7 +82,7 @@ def test_every_state_changing_command_first_recovers_a_torn_index(cli: CLI, repo
 async def test_mcp_worktree_create_returns_what_the_cli_prints(cli: CLI, repo: Path, tmux_socket: str) -> None:
     """The MCP tools return "the same JSON data the CLI prints with --json": `worktree_create` left out what the
     create copied and linked (`copied`, `linked`), which `worktree create --json` prints."""
-    from tests.test_mcp import call, mcp_client
+    from tests.helpers.mcp_client import call, mcp_client
 
     (repo / ".gitignore").write_text(".env\n")
     git(repo, "add", ".gitignore")
@@ -297,7 +297,7 @@ def test_a_first_prompt_for_the_shell_is_bad_input(cli: CLI, repo: Path, tmux_so
 async def test_mcp_session_start_refuses_a_prompt_for_the_shell(cli: CLI, repo: Path, tmux_socket: str) -> None:
     """MCP `session_start(name, agent="shell", prompt=...)` dropped the prompt without a word; it gets the CLI's
     error, and no session starts."""
-    from tests.test_mcp import fails, mcp_client
+    from tests.helpers.mcp_client import fails, mcp_client
 
     cli.ok("worktree", "create", "mcp-shell")
     async with mcp_client(repo) as mcp:

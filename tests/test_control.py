@@ -30,6 +30,7 @@ from daintree_tui.sessions.control import (
 from daintree_tui.sessions.live import LiveStatus, StatusChange
 from daintree_tui.sessions.status import SIGNAL_SLACK, SessionStatus
 from tests.conftest import wait_for
+from tests.helpers.control import drain
 
 FIXTURES = Path(__file__).parent / "fixtures" / "control"
 
@@ -155,13 +156,6 @@ def events(tmux_socket: str):  # type: ignore[no-untyped-def]
     source = SessionEvents(["tmux", "-L", tmux_socket, "-f", "/dev/null"], idle_retry=0.2)
     yield source
     source.close()
-
-
-def drain(source: SessionEvents) -> list[object]:
-    out = []
-    while not source.events.empty():
-        out.append(source.events.get())
-    return out
 
 
 def test_events_report_activity_exit_and_new_and_removed_sessions(tmux_socket: str, events: SessionEvents) -> None:
@@ -381,7 +375,7 @@ async def test_dashboard_shows_every_status_change_of_eight_busy_sessions(repo: 
     from daintree_tui.tui.app import make_app
     from daintree_tui.tui.widgets.worktree_table import WorktreeTable
     from tests.conftest import trusted_config
-    from tests.test_dashboard import main_screen, until
+    from tests.helpers.dashboard import main_screen, until
 
     count, debounce = 8, 1.0
     marks = tmp_path / "marks"

@@ -15,7 +15,7 @@ from daintree_tui.sessions.links import copyable, links_in
 from daintree_tui.tui.app import make_app
 from daintree_tui.tui.widgets.terminal import TerminalView
 from tests.conftest import CLI, trusted_config, wait_for
-from tests.test_dashboard import main_screen, until
+from tests.helpers.dashboard import main_screen, until
 
 
 def test_a_link_copies_no_invisible_or_control_characters() -> None:

@@ -15,11 +15,11 @@ import pytest
 from textual.widgets import OptionList, Select
 
 from daintree_tui.core.project import Project
-from daintree_tui.tui.app import DaintreeApp, make_app
+from daintree_tui.tui.app import make_app
 from daintree_tui.tui.widgets.terminal import TerminalView
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
 from tests.conftest import CLI, path_without_agents
-from tests.test_dashboard import main_screen, on_screen, select, title_text, until
+from tests.helpers.dashboard import main_screen, on_screen, select, title_text, toasts, until
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 import fake_agent
@@ -37,10 +37,6 @@ def only_codex(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{path_without_agents()}")  # the real CLIs, if here, too
     monkeypatch.delenv("CODEX_HOME", raising=False)
     return bin_dir
-
-
-def toasts(app: DaintreeApp) -> list[str]:
-    return [str(t.render()) for t in app.screen.query("Toast")]
 
 
 def tmux(socket: str, *args: str) -> subprocess.CompletedProcess[str]:

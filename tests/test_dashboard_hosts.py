@@ -23,9 +23,8 @@ from daintree_tui.tui.widgets.task_table import TaskTable
 from daintree_tui.tui.widgets.terminal import TerminalView
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
 from tests.conftest import CLI, trusted_config
+from tests.helpers.dashboard import until
 from tests.sshd import Sshd, sshd_available
-from tests.test_dashboard import until
-from tests.test_remote import far, far_repo, sshd  # noqa: F401 - the real-sshd fixtures
 
 pytestmark = [pytest.mark.usefixtures("tmux_socket", "quick_host_polls"),
               pytest.mark.skipif(not sshd_available(), reason="OpenSSH server or client not installed")]
@@ -63,7 +62,7 @@ def greyed(table: WorktreeTable, key: str) -> bool:
 
 
 async def test_remote_host_in_the_dashboard_attach_type_unreachable_and_back(
-        far: str, sshd: Sshd, repo: Path, cli: CLI) -> None:  # noqa: F811
+        far: str, sshd: Sshd, repo: Path, cli: CLI) -> None:
     remote = CLI(repo, subprocess=True)
     remote.json("worktree", "create", "agent", "--agent", "demo", "--host", far)
     cli.json("worktree", "create", "agent")  # a local worktree of the same name: never touched from the remote row
@@ -175,7 +174,7 @@ def test_a_greyed_rows_time_survives_the_output_column_of_a_200_column_dashboard
 
 
 async def test_quick_create_on_a_host_attaches_over_ssh_and_shows_its_facts(
-        far: str, far_repo: Path, repo: Path, cli: CLI) -> None:  # noqa: F811
+        far: str, far_repo: Path, repo: Path, cli: CLI) -> None:
     from textual.widgets import Input, Select
 
     from daintree_tui.tui.screens.new_task import LOCAL, NewTaskScreen
@@ -229,7 +228,7 @@ async def test_quick_create_on_a_host_attaches_over_ssh_and_shows_its_facts(
 
 
 async def test_the_new_task_dialog_offers_the_hosts_own_agents_and_keeps_the_one_picked(
-        far: str, far_repo: Path, repo: Path, cli: CLI) -> None:  # noqa: F811
+        far: str, far_repo: Path, repo: Path, cli: CLI) -> None:
     """Choosing Where reset the Agent and listed this machine's presets for a host: now a host's list is its own
     config's (its default first chosen), an agent picked stays where the host has it, and a host not reached keeps
     this machine's list with a note."""
@@ -237,7 +236,7 @@ async def test_the_new_task_dialog_offers_the_hosts_own_agents_and_keeps_the_one
 
     from daintree_tui.services.remote import HostConfig, save_host
     from daintree_tui.tui.screens.new_task import LOCAL, NewTaskScreen
-    from tests.test_remote import DAINTREE
+    from tests.helpers.remote import DAINTREE
 
     (far_repo / ".daintree.toml").write_text('default_agent = "faronly"\n'
                                              '[agents.faronly]\ncommand = "sh -c \'exec cat\'"\n')
@@ -286,11 +285,11 @@ async def test_the_new_task_dialog_offers_the_hosts_own_agents_and_keeps_the_one
         assert local_default != "faronly"
 
 
-async def test_auto_queue_fills_hosts_by_free_slots(sshd: Sshd, tmp_path: Path, repo: Path,  # noqa: F811
+async def test_auto_queue_fills_hosts_by_free_slots(sshd: Sshd, tmp_path: Path, repo: Path,
                                                     cli: CLI) -> None:
     from daintree_tui.services.remote import HostConfig, save_host
     from tests.conftest import make_repo
-    from tests.test_remote import DAINTREE
+    from tests.helpers.remote import DAINTREE
 
     repo_a, repo_b = make_repo(tmp_path / "repo-a"), make_repo(tmp_path / "repo-b")
     save_host(HostConfig("a", "dt-far", str(repo_a), max_sessions=2, daintree=DAINTREE))
@@ -356,7 +355,7 @@ def test_remote_facts_take_only_well_formed_counts() -> None:
 
 
 async def test_a_hung_host_greys_within_two_polls_and_keys_typed_into_its_terminal_are_held(
-        far: str, sshd: Sshd, repo: Path, cli: CLI) -> None:  # noqa: F811
+        far: str, sshd: Sshd, repo: Path, cli: CLI) -> None:
     """sshd stopped (SIGSTOP: connections open and silent, not refused): within two polls its rows are greyed;
     the terminal that showed its session drops what is typed into it, with a notice, and runs no shortcut."""
     from daintree_tui.services.hosts_feed import POLL_TIMEOUT
@@ -406,7 +405,7 @@ async def test_a_hung_host_greys_within_two_polls_and_keys_typed_into_its_termin
 
 
 async def test_a_host_down_at_start_has_a_greyed_row_that_says_never_reached(
-        far: str, sshd: Sshd, repo: Path, cli: CLI) -> None:  # noqa: F811
+        far: str, sshd: Sshd, repo: Path, cli: CLI) -> None:
     sshd.kill()
     app = make_app(Project.discover(repo))
     async with app.run_test(size=(220, 40), notifications=True) as pilot:
@@ -430,7 +429,7 @@ async def test_a_host_down_at_start_has_a_greyed_row_that_says_never_reached(
 
 
 async def test_remove_on_a_remote_row_does_what_its_dialog_says(
-        far: str, far_repo: Path, repo: Path, cli: CLI) -> None:  # noqa: F811
+        far: str, far_repo: Path, repo: Path, cli: CLI) -> None:
     """`x` on a remote row: the dialog says the host removes the worktree, and its branch when merged there;
     the host then has neither (a clean worktree's branch is merged: `wt/clean1` stayed before)."""
     from textual.widgets import Button, Static

@@ -15,7 +15,7 @@ from daintree_tui.tui.screens.train import TrainProgressScreen, TrainScreen
 from daintree_tui.tui.widgets.conflicts_bar import ConflictsBar
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
 from tests.conftest import CLI, git
-from tests.test_dashboard import main_screen, on_screen, select, until
+from tests.helpers.dashboard import main_screen, on_screen, select, until
 
 pytestmark = pytest.mark.usefixtures("tmux_socket")
 

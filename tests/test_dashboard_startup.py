@@ -16,7 +16,7 @@ from daintree_tui.tui.app import make_app
 from daintree_tui.tui.screens.main import MainScreen
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
 from tests.conftest import CLI, events
-from tests.test_dashboard import main_screen, until
+from tests.helpers.dashboard import main_screen, until
 
 pytestmark = pytest.mark.usefixtures("tmux_socket")
 
@@ -118,7 +118,7 @@ async def test_the_first_frame_shows_no_placeholder_names_and_no_session_is_said
     """Tried for real: the first frame showed `Widget#bottom-slot` and `Widget#footer-slot` (the bare widgets
     keeping the places of the tabs and the footer draw their own names) for about a second, and "no session" for a
     worktree whose agent was starting, before the first poll had said which sessions there are."""
-    from tests.test_dashboard import configure
+    from tests.helpers.dashboard import configure
 
     configure(repo)
     cli.ok("worktree", "create", "busy")

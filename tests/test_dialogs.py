@@ -3,35 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from textual.app import App
-from textual.screen import ModalScreen
 from textual.widgets import Checkbox, Label, SelectionList, Static
 
 from daintree_tui.core.git import dirty_files
-from daintree_tui.tui.app import STYLES
 from daintree_tui.tui.screens.bakeoff_new import BakeoffNewScreen
 from daintree_tui.tui.screens.commit import CommitScreen
 from daintree_tui.tui.screens.confirm import ConfirmScreen
 from daintree_tui.tui.screens.merge import MergeChoice, MergeScreen
 from daintree_tui.tui.screens.remove import RemoveScreen
 from tests.conftest import CLI
-from tests.test_dashboard import until
-
-
-class Host(App[None]):
-    """Pushes one dialog, styled as the dashboard styles it, and keeps what it was dismissed with."""
-
-    CSS_PATH = STYLES
-
-    def __init__(self, dialog: ModalScreen[Any]) -> None:
-        super().__init__()
-        self.dialog = dialog
-        self.results: list[Any] = []
-
-    def on_mount(self) -> None:
-        self.push_screen(self.dialog, self.results.append)
+from tests.helpers.dashboard import until
+from tests.helpers.dialogs import Host
 
 
 def box_of(widget: Checkbox) -> str:
@@ -193,7 +176,7 @@ async def test_the_new_task_agent_list_opens_inside_the_dialog_one_line_an_agent
     from textual.widgets._select import SelectOverlay
 
     from daintree_tui.tui.screens.new_task import NewTaskScreen
-    from tests.test_first_hour_dashboard import DashboardHost
+    from tests.helpers.dialogs import DashboardHost
 
     for size in ((120, 40), (80, 24)):
         app = DashboardHost(NewTaskScreen(AGENT_FACTS, "shell"))

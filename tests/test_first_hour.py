@@ -22,9 +22,9 @@ from daintree_tui.tui.widgets.task_table import TaskTable
 from daintree_tui.tui.widgets.terminal import TerminalView
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
 from tests.conftest import CLI, trusted_config, wait_for
-from tests.test_control import drain
-from tests.test_dashboard import configure, main_screen, on_screen, select, title_text, until
-from tests.test_dashboard_agents import toasts
+from tests.helpers.agents import CLAUDE_OFFLINE_TAIL
+from tests.helpers.control import drain
+from tests.helpers.dashboard import configure, main_screen, on_screen, select, title_text, toasts, until
 
 pytestmark = pytest.mark.usefixtures("tmux_socket")
 
@@ -58,18 +58,6 @@ async def test_opening_the_dashboard_leaves_git_status_clean(repo: Path) -> None
     status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=repo,
                             capture_output=True, text=True, check=True)
     assert status.stdout == ""
-
-
-# The end of a real claude 2.1 session log with no route to its API: words placed by cursor moves, then the
-# terminal modes it resets on exit (a charset pick `ESC ( B`, `SI`, cursor save/restore `ESC 7`/`ESC 8`).
-CLAUDE_OFFLINE_TAIL = (
-    b"\r\r\n\x1b[2GPlease\x1b[9Gcheck\x1b[15Gyour\x1b[20Ginternet\x1b[29Gconnection\x1b[40Gand\x1b[44Gnetwork"
-    b"\x1b[52Gsettings.\r\r\n\r\r\n\x1b[2GNote:\x1b[8GClaude\x1b[15GCode\x1b[20Gmight\x1b[26Gnot\x1b[30Gbe"
-    b"\x1b[33Gavailable\x1b[43Gin\x1b[46Gyour\x1b[51Gcountry.\x1b[60GCheck\r\r\n\x1b[2Gsupported\x1b[12Gcountries"
-    b"\x1b[22Gat\x1b[25G\x1b[38;5;153mhttps://anthropic.com/supported-countries\x1b[39m\r\r\n\x1b[?2026$p\x1b[c"
-    b"\x1b[?25h\x1b[?1006l\x1b[?1003l\x1b[?1002l\x1b[?1000l\x1b(B\x0f\x1b[>4m\x1b[<u\x1b[?1004l\x1b[?2031l"
-    b"\x1b[?2004l\x1b[?25h\x1b7\x1b[r\x1b8\x1b[?25h\x1b[>4m\x1b[<u\x1b[?1004l\x1b[?2031l\x1b[?2004l"
-)
 
 
 def test_the_exit_toast_quotes_the_agents_words_not_its_terminal_controls(tmp_path: Path) -> None:

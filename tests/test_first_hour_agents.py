@@ -15,7 +15,7 @@ from daintree_tui.sessions.links import links_in
 from daintree_tui.tui.app import make_app
 from daintree_tui.tui.widgets.terminal import TerminalView
 from tests.conftest import CLI, events, trusted_config, wait_for
-from tests.test_dashboard import configure, main_screen, on_screen, until
+from tests.helpers.dashboard import configure, main_screen, on_screen, until
 
 pytestmark = pytest.mark.usefixtures("tmux_socket")
 

@@ -19,7 +19,7 @@ from daintree_tui.cli.dispatch import build_parser
 from daintree_tui.core.project import Project
 from daintree_tui.core.trust import untrusted_commands
 from daintree_tui.sessions.last_words import with_last_words
-from daintree_tui.tui.app import DIALOG_BREAKPOINTS, make_app
+from daintree_tui.tui.app import make_app
 from daintree_tui.tui.screens.agent_picker import AgentPickerScreen
 from daintree_tui.tui.screens.bakeoff_new import BakeoffNewScreen
 from daintree_tui.tui.screens.commit import CommitScreen
@@ -30,8 +30,8 @@ from daintree_tui.tui.screens.remove import RemoveScreen
 from daintree_tui.tui.widgets.terminal import TerminalView
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
 from tests.conftest import CLI, trusted_config, wait_for
-from tests.test_dashboard import configure, main_screen, on_screen, title_text, until
-from tests.test_dialogs import Host
+from tests.helpers.dashboard import configure, main_screen, on_screen, title_text, until
+from tests.helpers.dialogs import DashboardHost
 
 pytestmark = pytest.mark.usefixtures("tmux_socket")
 
@@ -65,12 +65,6 @@ async def test_tab_cycles_the_lists_and_never_enters_the_terminal(repo: Path, cl
 
 def trusted(repo: Path) -> bool:
     return not untrusted_commands(Project.discover(repo).config)
-
-
-class DashboardHost(Host):
-    """A dialog alone, with the dashboard's styles and its breakpoints (a short window gets `-short`)."""
-
-    VERTICAL_BREAKPOINTS = DIALOG_BREAKPOINTS
 
 
 AGENTS = {name: {"installed": True} for name in ("claude", "codex", "gemini", "opencode", "aider", "shell")}

@@ -17,8 +17,8 @@ from daintree_tui.sessions.last_words import telling
 from daintree_tui.tui.app import make_app
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
 from tests.conftest import CLI, events, trusted_config, wait_for
-from tests.test_dashboard import main_screen, until
-from tests.test_first_hour import CLAUDE_OFFLINE_TAIL
+from tests.helpers.agents import CLAUDE_OFFLINE_TAIL
+from tests.helpers.dashboard import main_screen, until
 
 pytestmark = pytest.mark.usefixtures("tmux_socket")
 

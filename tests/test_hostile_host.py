@@ -1,4 +1,4 @@
-"""A hostile host (issue 26, item 8): a real sshd on 127.0.0.1 (the fixture of test_remote.py) whose `daintree` is
+"""A hostile host (issue 26, item 8): a real sshd on 127.0.0.1 (the `sshd` fixture) whose `daintree` is
 a script answering whatever a test writes in its answers file: `exit_code: "0x"`, a task id that is no id, tens
 of MiB of output, escape sequences. The real CLI, run as a child process, must end each with one line naming the
 host and a non-zero exit, never a traceback or an internal error, and hold only a few MiB of what the host sent.
@@ -21,7 +21,6 @@ import pytest
 
 from tests.conftest import wait_for
 from tests.sshd import Sshd, sshd_available
-from tests.test_remote import sshd  # noqa: F401 - the fixture: a private sshd, its client config in our env
 
 pytestmark = pytest.mark.skipif(not sshd_available(), reason="OpenSSH server or client not installed")
 
@@ -92,7 +91,7 @@ class Hostile:
 
 
 @pytest.fixture
-def evil(sshd: Sshd, tmp_path: Path) -> Hostile:  # noqa: F811 - the fixture imported above
+def evil(sshd: Sshd, tmp_path: Path) -> Hostile:
     return Hostile(tmp_path / "evil")
 
 
@@ -430,7 +429,7 @@ async def test_the_dashboard_shows_a_hosts_rows_typed_and_its_junk_as_that_hosts
     from daintree_tui.tui.screens.main import MainScreen
     from daintree_tui.tui.widgets.terminal import TerminalView
     from daintree_tui.tui.widgets.worktree_table import WorktreeTable
-    from tests.test_dashboard import select, until
+    from tests.helpers.dashboard import select, until
 
     monkeypatch.setattr(HostsWatch, "interval", 0.5)
     running = session_record("a", status="exited", exit_code=3, usage={"cost": 1.5, "model": "m\x1b]52;c;eA==\x07"})
@@ -472,7 +471,7 @@ async def test_a_host_listing_one_worktree_twice_never_ends_the_dashboard(
     from daintree_tui.tui.hosts import HostsWatch
     from daintree_tui.tui.screens.main import MainScreen
     from daintree_tui.tui.widgets.worktree_table import WorktreeTable
-    from tests.test_dashboard import until
+    from tests.helpers.dashboard import until
 
     monkeypatch.setattr(HostsWatch, "interval", 0.5)
     evil.answer({"worktree list": [worktree_record("a", evil.repo), worktree_record("b", evil.repo)]})

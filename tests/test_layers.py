@@ -285,3 +285,63 @@ def test_the_composition_check_sees_a_step_and_a_check(tmp_path: Path) -> None:
                                       "daintree_tui/tui/backend.py:3: preset.check_program",
                                       "daintree_tui/tui/backend.py:4: worktrees.create",
                                       "daintree_tui/tui/backend.py:5: sessions.start"]
+
+
+# -- tests by subject, what they share in tests/helpers/ (issue 28) ---------------------------------------------
+
+TESTS = Path(__file__).resolve().parent
+
+
+def names_a_test_module(module: str, root: Path = TESTS) -> bool:
+    """`test_x...` (the tests folder on sys.path) or `tests.test_x...`: a module of the test suite's own tests."""
+    parts = module.split(".")
+    return parts[0].startswith("test_") or (parts[0] == root.name and len(parts) > 1 and parts[1].startswith("test_"))
+
+
+def imports_of_test_modules(root: Path = TESTS) -> list[str]:
+    """Every import of a test module (tests/test_*.py) anywhere under `root` (test modules, conftest, helpers;
+    function-level imports included, relative ones resolved), as `file:line: module`."""
+    bad = []
+    for path in sorted(root.rglob("*.py")):
+        package = list(path.relative_to(root.parent).parent.parts)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                found = [alias.name for alias in node.names if names_a_test_module(alias.name, root)]
+            elif isinstance(node, ast.ImportFrom):
+                base = ".".join([*package[: len(package) - node.level + 1], *([node.module] if node.module else [])]) \
+                    if node.level else node.module or ""
+                found = [base] if names_a_test_module(base, root) else [
+                    f"{base}.{alias.name}" for alias in node.names if names_a_test_module(f"{base}.{alias.name}", root)]
+            else:
+                continue
+            bad += [f"{path.relative_to(root.parent)}:{node.lineno}: {module}" for module in found]
+    return bad
+
+
+def test_no_test_module_imports_another() -> None:
+    """A test module holds tests of one subject; what several share is in tests/helpers/ (helpers by name,
+    fixtures through conftest's `pytest_plugins`), never taken from another test module."""
+    assert imports_of_test_modules() == []
+
+
+def test_the_import_check_sees_a_test_module_imported_every_way(tmp_path: Path) -> None:
+    """The check itself: a test module taken by any spelling (absolute, bare, relative, as an attribute of the
+    package, inside a function), by a test module or a helper, is caught; conftest, helpers and a module of
+    tests/ that is not a test module are not."""
+    fake = tmp_path / "tests"
+    (fake / "helpers").mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "helpers" / "__init__.py").write_text("")
+    (fake / "test_b.py").write_text("def test_x() -> None:\n    pass\n")
+    (fake / "test_a.py").write_text(
+        "import tests.test_b\nfrom tests.test_b import x\nfrom test_b import y\nfrom .test_b import z\n"
+        "from . import test_b\nfrom tests import test_b as other\n"
+        "from tests.conftest import CLI\nfrom tests.helpers.dashboard import until\nfrom tests import sshd\n"
+        "from .helpers import dialogs\nimport testing_tools\n"
+        "def later() -> None:\n    from tests.test_b import w\n")
+    (fake / "helpers" / "radar.py").write_text("from ..test_b import x\nfrom . import test_data\n")
+    assert imports_of_test_modules(fake) == [
+        "tests/helpers/radar.py:1: tests.test_b",
+        "tests/test_a.py:1: tests.test_b", "tests/test_a.py:2: tests.test_b", "tests/test_a.py:3: test_b",
+        "tests/test_a.py:4: tests.test_b", "tests/test_a.py:5: tests.test_b", "tests/test_a.py:6: tests.test_b",
+        "tests/test_a.py:13: tests.test_b"]

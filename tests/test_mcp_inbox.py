@@ -16,7 +16,7 @@ import pytest
 
 from daintree_tui.core.sandbox import BwrapSandbox
 from tests.conftest import CLI, events, wait_for
-from tests.test_mcp import call, fails, mcp_client, task_file, tool_names
+from tests.helpers.mcp_client import call, fails, mcp_client, task_file, tool_names
 
 _OK, _WHY = BwrapSandbox().available()
 pytestmark = pytest.mark.skipif(not _OK, reason=f"bubblewrap cannot run here: {_WHY}")

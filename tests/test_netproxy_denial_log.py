@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from tests.conftest import CLI
-from tests.test_sandbox import _write_user_config, sandbox_env  # noqa: F401 (a fixture)
+from tests.helpers.config import write_user_config
 
 FLOOD = r"""
 import socket
@@ -27,8 +27,8 @@ print("FLOODED")
 """
 
 
-def test_a_flood_of_refusals_does_not_flood_the_event_log(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
-    _write_user_config('[sandbox]\nnetwork = ["127.0.0.1:9"]\n')
+def test_a_flood_of_refusals_does_not_flood_the_event_log(repo: Path, sandbox_env: Path) -> None:
+    write_user_config('[sandbox]\nnetwork = ["127.0.0.1:9"]\n')
     cli = CLI(repo)
     cli.ok("worktree", "create", "noisy")
     log = repo / ".worktrees" / "events.jsonl"

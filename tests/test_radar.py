@@ -13,17 +13,7 @@ from daintree_tui.core.radar_merge import MergeAnswer, parse_merge_tree
 from daintree_tui.core.worktrees import WorktreeService
 from tests.conftest import CLI, git
 from tests.conftest import commit_file as commit
-
-
-def three_lines(middle: str) -> str:
-    return f"one\n{middle}\nthree\n"
-
-
-def setup_repo(repo: Path, cli: CLI) -> Path:
-    commit(repo, "app.py", three_lines("two"), "app")
-    for name in ("a", "b", "c", "d"):
-        cli.ok("worktree", "create", name)
-    return repo / ".worktrees"
+from tests.helpers.radar import setup_repo, three_lines
 
 
 def test_committed_uncommitted_and_base_conflicts_each_pair_once(cli: CLI, repo: Path) -> None:

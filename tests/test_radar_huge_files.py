@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import CLI
-from tests.test_radar import setup_repo, three_lines
+from tests.helpers.radar import setup_repo, three_lines
 
 
 def test_a_huge_sparse_file_does_not_stall_the_radar(cli: CLI, repo: Path) -> None:

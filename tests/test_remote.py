@@ -7,22 +7,19 @@ host's `daintree` setting) with user dirs of its own (sshd's SetEnv), so local a
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import CLI, Lines, make_repo, wait_for
+from tests.helpers.remote import DAINTREE, run_in_pty
 from tests.sshd import Sshd, sshd_available
 
 pytestmark = pytest.mark.skipif(
@@ -30,46 +27,6 @@ pytestmark = pytest.mark.skipif(
     reason="OpenSSH server or client not installed (/usr/sbin/sshd, ssh, ssh-keygen): apt-get install "
            "openssh-server openssh-client",
 )
-DAINTREE = str(Path(sys.executable).parent / "daintree")
-
-
-@pytest.fixture
-def sshd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Iterator[Sshd]:
-    login_shell = getattr(request, "param", None)  # indirect parametrization: the far side's login shell
-    if login_shell and not shutil.which(login_shell):
-        pytest.skip(f"{login_shell} not installed")
-    base = tmp_path / "ssh"
-    base.mkdir(mode=0o700)
-    server = Sshd(base, tmp_path / "remote-home", shutil.which(login_shell) if login_shell else None)
-    # Control sockets need a short path (unix socket paths are limited to about 104 bytes).
-    controls = Path(tempfile.mkdtemp(prefix="dt-ssh-"))
-    monkeypatch.setenv("DAINTREE_SSH_CONFIG", str(server.client_config))
-    monkeypatch.setenv("DAINTREE_SSH_CONTROL_DIR", str(controls))
-    server.start()
-    yield server
-    for alias in ("dt-far", "dt-other"):
-        subprocess.run(["ssh", "-F", str(server.client_config), "-o", f"ControlPath={controls}/%C", "-O", "exit",
-                        alias], capture_output=True, stdin=subprocess.DEVNULL)
-    server.kill()
-    # The far side's tmux servers: one per repository, named from its path (only the repos of this test).
-    for path in tmp_path.glob("*repo*"):
-        name = "daintree-" + hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:10]
-        subprocess.run(["tmux", "-L", name, "kill-server"], capture_output=True)
-    shutil.rmtree(controls, ignore_errors=True)
-
-
-@pytest.fixture
-def far_repo(tmp_path: Path) -> Path:
-    return make_repo(tmp_path / "far-repo")
-
-
-@pytest.fixture
-def far(sshd: Sshd, far_repo: Path) -> str:
-    """Host `far`: localhost over SSH, its own repository, this venv's daintree."""
-    from daintree_tui.services.remote import HostConfig, save_host
-
-    save_host(HostConfig("far", "dt-far", str(far_repo), max_sessions=2, daintree=DAINTREE))
-    return "far"
 
 
 def remote(name: str = "far") -> object:
@@ -374,37 +331,8 @@ def test_remote_session_capture_attach_and_dropped_connection(far: str, sshd: Ss
 
     # What the dashboard's terminal runs in its PTY to show the remote session.
     attach = host.attach_argv(str(info["session"]), str(info["socket"]), str(info["tmux_conf"]))  # type: ignore
-    shown = _run_in_pty(attach, until=b"again-42")
+    shown = run_in_pty(attach, until=b"again-42")
     assert b"again-42" in shown
-
-
-def _run_in_pty(argv: list[str], until: bytes, timeout: float = 20, env: dict[str, str] | None = None) -> bytes:
-    """Run `argv` on a PTY (as the terminal widget does) until `until` shows up; returns what it printed."""
-    import pty
-    import select
-
-    pid, fd = pty.fork()
-    if pid == 0:  # pragma: no cover - the child
-        os.environ["TERM"] = "xterm-256color"
-        for key, value in (env or {}).items():
-            if value:
-                os.environ[key] = value
-            else:
-                os.environ.pop(key, None)
-        os.execvp(argv[0], argv)
-    seen = b""
-    deadline = time.monotonic() + timeout
-    try:
-        while until not in seen and time.monotonic() < deadline:
-            ready, _, _ = select.select([fd], [], [], 0.2)
-            if ready:
-                with contextlib.suppress(OSError):
-                    seen += os.read(fd, 65536)
-    finally:
-        os.kill(pid, signal.SIGTERM)
-        os.waitpid(pid, 0)
-        os.close(fd)
-    return seen
 
 
 def followers(repo: Path) -> list[str]:
@@ -617,7 +545,7 @@ def test_remote_attach_draws_utf8_where_the_host_has_no_locale(far: str, cli: CL
     info = _session(cli, far, "glyphs")
     host = remote(far)
     attach = host.attach_argv(str(info["session"]), str(info["socket"]), str(info["tmux_conf"]))  # type: ignore
-    shown = _run_in_pty(attach, until=b":end", env={"LANG": "", "LC_ALL": "", "LC_CTYPE": ""})
+    shown = run_in_pty(attach, until=b":end", env={"LANG": "", "LC_ALL": "", "LC_CTYPE": ""})
     assert "mark:✻✔●:end".encode() in shown, shown[-400:]
 
 

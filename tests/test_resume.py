@@ -109,7 +109,7 @@ async def test_the_dashboard_offers_to_resume_after_a_restart(repo: Path, tmux_s
 
     from daintree_tui.services import resume
     from daintree_tui.tui.app import make_app
-    from tests.test_dashboard import on_screen, until
+    from tests.helpers.dashboard import on_screen, until
 
     monkeypatch.setattr(resume, "START_SETTLE", 0.0)
     CLI(repo).ok("worktree", "create", "one", "--agent", "claude")

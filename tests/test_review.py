@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CLI, events, git, trusted_config, wait_for
+from tests.helpers.agents import RECORDER  # the recording agent the train's tests use
 
 
 def agent_commit(wt: Path, name: str, text: str, message: str) -> None:
@@ -231,8 +232,6 @@ def test_context_injection_reaches_a_real_session(cli: CLI, repo: Path) -> None:
 
 
 # -- the review loop (issue 30): comments sent to the agent, approvals that gate the merge, CI back to the agent -----
-
-from tests.test_train import RECORDER  # noqa: E402 - the recording agent the train's tests use
 
 
 def lines_file(wt: Path, name: str = "app.py") -> None:
@@ -532,7 +531,7 @@ def test_an_untrusted_repo_config_may_ask_for_more_review_never_less(cli: CLI, r
 
 
 async def test_mcp_review_get_reads_the_review_and_approves_nothing(repo: Path, cli: CLI) -> None:
-    from tests.test_mcp import call, fails, mcp_client, tool_names
+    from tests.helpers.mcp_client import call, fails, mcp_client, tool_names
 
     cli.ok("worktree", "create", "mine")
     cli.ok("worktree", "create", "theirs")
@@ -556,7 +555,7 @@ async def test_a_comment_added_in_the_diff_view_reaches_the_agent_as_one_paste(r
     from daintree_tui.core.project import Project
     from daintree_tui.tui.app import make_app
     from daintree_tui.tui.widgets.diff_view import DiffView
-    from tests.test_dashboard import main_screen, on_screen, select, until
+    from tests.helpers.dashboard import main_screen, on_screen, select, until
 
     recording_agent(repo, tmp_path, "[notifications]\nbell = false\n")
     cli.ok("worktree", "create", "w", "--agent", "rec")
@@ -665,7 +664,7 @@ async def test_mcp_review_get_answers_within_seconds_when_gh_is_slow(repo: Path,
     import time
 
     from daintree_tui.services.ci import QUICK_TIMEOUT, ChecksCache
-    from tests.test_mcp import call, mcp_client
+    from tests.helpers.mcp_client import call, mcp_client
 
     checks, slow = tmp_path / "checks.json", tmp_path / "slow"
     checks.write_text(json.dumps(CHECKS))
@@ -704,7 +703,7 @@ async def test_the_dashboard_shows_ci_checks_and_p_sends_the_failures(repo: Path
     from daintree_tui.core.project import Project
     from daintree_tui.tui.app import make_app
     from daintree_tui.tui.widgets.checks_bar import ChecksBar
-    from tests.test_dashboard import main_screen, on_screen, select, until
+    from tests.helpers.dashboard import main_screen, on_screen, select, until
 
     recording_agent(repo, tmp_path, "[notifications]\nbell = false\n")
     remote = tmp_path / "remote.git"

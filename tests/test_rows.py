@@ -14,7 +14,7 @@ from daintree_tui.sessions.manager import SessionInfo
 from daintree_tui.sessions.status import SessionStatus
 from daintree_tui.tui.widgets.rows import compose_line
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
-from tests.test_dashboard import until
+from tests.helpers.dashboard import until
 
 ROWS = 200
 

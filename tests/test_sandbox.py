@@ -12,7 +12,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ import pytest
 
 from daintree_tui.core.sandbox import BwrapSandbox
 from tests.conftest import CLI, events, git, make_repo, mcp_http_server, trusted_config, wait_for
+from tests.helpers.config import write_user_config
 
 _OK, _WHY = BwrapSandbox().available()
 pytestmark = pytest.mark.skipif(not _OK, reason=f"bubblewrap cannot run here: {_WHY}")
@@ -69,12 +69,6 @@ def test_tmp(tmp_path):
 """
 
 
-def _write_user_config(text: str) -> None:
-    path = Path(os.environ["XDG_CONFIG_HOME"]) / "daintree" / "config.toml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-
-
 def _results(state: Path) -> dict[str, int]:
     path = state / "results"
     if not path.exists():
@@ -87,16 +81,6 @@ def _results(state: Path) -> dict[str, int]:
         else:
             out[line] = 0
     return out
-
-
-@pytest.fixture
-def sandbox_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tmux_socket: str) -> Iterator[Path]:
-    """A private HOME (read-only inside the sandbox) and the venv's `daintree` on PATH."""
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("PATH", f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    yield home
 
 
 def _processed_until_done(project: Any, state: Path, timeout: float = 90.0) -> dict[str, int]:
@@ -136,7 +120,7 @@ def test_attacker_session_is_confined(repo: Path, sandbox_env: Path) -> None:
     home = sandbox_env
     attack = home / "attack.sh"  # visible (read-only) inside: /tmp itself is not
     attack.write_text(ATTACK)
-    _write_user_config(f"""
+    write_user_config(f"""
 default_role = "worker"
 [roles.worker]
 allow = ["commit", "pr"]
@@ -198,7 +182,7 @@ def test_rm_rf_of_the_primary_from_inside_costs_only_its_own_work(repo: Path, sa
     wrecker = home / "wreck.sh"
     wrecker.write_text('#!/bin/sh\nrm -rf "$PRIMARY" "$HOME" / 2>/dev/null\n'
                        'mkdir -p "$HOME/.claude"; echo DONE > "$HOME/.claude/results"\n')
-    _write_user_config(f'[agents.claude]\ncommand = "sh {wrecker}"\nprompt_mode = "none"\n')
+    write_user_config(f'[agents.claude]\ncommand = "sh {wrecker}"\nprompt_mode = "none"\n')
     cli = CLI(repo)
     cli.ok("worktree", "create", "other")
     cli.ok("worktree", "create", "wreck")
@@ -240,7 +224,7 @@ def test_demo_agent_and_shell_render_inside_the_sandbox(repo: Path, sandbox_env:
 
 
 def test_hooks_and_run_are_sandboxed(repo: Path, sandbox_env: Path) -> None:
-    _write_user_config("""
+    write_user_config("""
 [hooks]
 post_create = ["touch hook-ran; touch ../../hook-escaped || true"]
 """)
@@ -301,7 +285,7 @@ def test_claude_keeps_its_config_inside_the_sandbox(repo: Path, sandbox_env: Pat
     (CLAUDE_CONFIG_DIR), starting as a copy of the user's ~/.claude.json, which stays as it was."""
     script = sandbox_env / "claude-like.sh"  # visible (read-only) inside: /tmp itself is not
     script.write_text(CLAUDE_LIKE)
-    _write_user_config(f'[agents.claude]\ncommand = "sh {script}"\nprompt_mode = "none"\n')
+    write_user_config(f'[agents.claude]\ncommand = "sh {script}"\nprompt_mode = "none"\n')
     (sandbox_env / ".claude.json").write_text('{"hasCompletedOnboarding": true}\n')
     cli = CLI(repo)
     cli.ok("worktree", "create", "c1")
@@ -359,7 +343,7 @@ def test_sandbox_check_reports_the_boundary(repo: Path, sandbox_env: Path) -> No
 
 
 def test_sandbox_off_is_honest(repo: Path, sandbox_env: Path) -> None:
-    _write_user_config('sandbox = "off"\n')
+    write_user_config('sandbox = "off"\n')
     cli = CLI(repo)
     cli.ok("worktree", "create", "o1")
     proc = cli("sandbox", "check", "o1")
@@ -383,7 +367,7 @@ def test_repo_config_cannot_turn_the_sandbox_off(repo: Path, sandbox_env: Path) 
 
 def test_on_fails_closed_when_bubblewrap_cannot_work(repo: Path, sandbox_env: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    _write_user_config('[sandbox]\nmode = "on"\n')
+    write_user_config('[sandbox]\nmode = "on"\n')
     cli = CLI(repo)
     cli.ok("worktree", "create", "f1")
     empty = repo.parent / "nobin"
@@ -461,7 +445,7 @@ def test_inbox_identity_is_the_inbox_not_the_request(repo: Path, sandbox_env: Pa
 
 def test_run_timeout_kills_the_whole_sandbox_and_background_hooks_outlive_the_cli(repo: Path,
                                                                                   sandbox_env: Path) -> None:
-    _write_user_config("""
+    write_user_config("""
 [hooks]
 post_create = [{command = "sleep 1; touch bg-done", background = true}]
 """)
@@ -503,13 +487,13 @@ def test_inbox_of_a_removed_worktree_is_dropped(repo: Path, sandbox_env: Path) -
     ('[roles.w]\nallow = ["commit"]\nsandbox = true\n', "roles.w.sandbox"),
 ])
 def test_bad_sandbox_config_is_one_line_naming_the_key(repo: Path, text: str, key: str) -> None:
-    _write_user_config(text)
+    write_user_config(text)
     proc = CLI(repo)("sandbox", "status")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and key in proc.stderr, proc.stderr
 
 
 def test_network_off_unshares_the_network(repo: Path, sandbox_env: Path) -> None:
-    _write_user_config("[sandbox]\nnetwork = false\n")
+    write_user_config("[sandbox]\nnetwork = false\n")
     cli = CLI(repo)
     cli.ok("worktree", "create", "n1")
     proc = cli("worktree", "run", "n1", "--", "cat", "/proc/net/dev")
@@ -931,7 +915,7 @@ def test_a_worker_cannot_mint_a_task_with_a_stronger_role(repo: Path, sandbox_en
     from daintree_tui.services import Services
     from daintree_tui.services.inbox import process_inboxes
 
-    _write_user_config("""
+    write_user_config("""
 default_role = "worker"
 [roles.worker]
 allow = ["commit"]
@@ -1182,7 +1166,7 @@ def _claude_sandbox_of_me(repo: Path) -> tuple[Any, dict[str, str]]:
     from daintree_tui.sessions.presets import resolve_preset
     from daintree_tui.sessions.sandbox import session_sandbox
 
-    _write_user_config('[agents.claude]\ncommand = "sh"\n')
+    write_user_config('[agents.claude]\ncommand = "sh"\n')
     CLI(repo).ok("worktree", "create", "me")
     project = Project.discover(repo)
     entry = find(Index(project).load(), "me")
@@ -1256,7 +1240,7 @@ def test_gemini_saves_its_project_registry_inside_the_sandbox(repo: Path, sandbo
     (gemini / "state.json").write_text("{}\n")
     script = sandbox_env / "gemini-like.sh"
     script.write_text(GEMINI_LIKE)
-    _write_user_config(f'[agents.gemini]\ncommand = "sh {script}"\nprompt_mode = "none"\n')
+    write_user_config(f'[agents.gemini]\ncommand = "sh {script}"\nprompt_mode = "none"\n')
     cli = CLI(repo)
     cli.ok("worktree", "create", "g1")
     assert cli.json("session", "start", "g1", "--agent", "gemini")["sandbox"]["active"] is True
@@ -1289,7 +1273,7 @@ def test_sandboxed_gemini_keeps_its_folder_trust_answers_in_its_own_copy(repo: P
     (gemini / "trustedFolders.json").write_text('"/mine": "TRUST_FOLDER"\n')
     script = sandbox_env / "gemini-trusts.sh"
     script.write_text(GEMINI_TRUSTS)
-    _write_user_config(f'[agents.gemini]\ncommand = "sh {script}"\nprompt_mode = "none"\n')
+    write_user_config(f'[agents.gemini]\ncommand = "sh {script}"\nprompt_mode = "none"\n')
     cli = CLI(repo)
     cli.ok("worktree", "create", "g2")
     assert cli.json("session", "start", "g2", "--agent", "gemini")["sandbox"]["active"] is True
@@ -1324,7 +1308,7 @@ def test_sandboxed_gemini_saves_its_sign_in_choice_in_a_settings_copy_of_its_own
     (gemini / "settings.json").write_text('{"general": {"vimMode": true}}\n')
     script = sandbox_env / "gemini-signs-in.sh"
     script.write_text(GEMINI_SIGNS_IN)
-    _write_user_config(f'[agents.gemini]\ncommand = "sh {script}"\nprompt_mode = "none"\n')
+    write_user_config(f'[agents.gemini]\ncommand = "sh {script}"\nprompt_mode = "none"\n')
     cli = CLI(repo)
     cli.ok("worktree", "create", "g3")
     assert cli.json("session", "start", "g3", "--agent", "gemini")["sandbox"]["active"] is True

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CLI
-from tests.test_sandbox import _write_user_config, sandbox_env  # noqa: F401 (a fixture)
+from tests.helpers.config import write_user_config
 
 ATTACK = r"""
 import os, socket, sys
@@ -83,11 +83,11 @@ def daemon_in_run() -> Iterator[tuple[Path, Path, Callable[[], bytes]]]:
 # With the host's network too: a daemon that trusts its socket's peer (MySQL's root by unix_socket, a supervisor's
 # control pipe, root-only) takes a root agent for root.
 @pytest.mark.parametrize("network", ['["127.0.0.1:9"]', "false", "true"])
-def test_no_unix_socket_or_fifo_in_run_is_a_way_out(repo: Path, sandbox_env: Path,  # noqa: F811
+def test_no_unix_socket_or_fifo_in_run_is_a_way_out(repo: Path, sandbox_env: Path,
                                                     daemon_in_run: tuple[Path, Path, Callable[[], bytes]],
                                                     network: str) -> None:
     path, fifo, heard = daemon_in_run
-    _write_user_config(f"[sandbox]\nnetwork = {network}\n")
+    write_user_config(f"[sandbox]\nnetwork = {network}\n")
     cli = CLI(repo)
     cli.ok("worktree", "create", "leak")
     proc = cli("worktree", "run", "leak", "--", "python3", "-c", ATTACK, str(path), str(fifo))

@@ -12,24 +12,15 @@ import pytest
 
 from daintree_tui.core.sandbox import BwrapSandbox
 from tests.conftest import CLI, git
-from tests.test_sandbox import sandbox_env  # noqa: F401 (a fixture)
+from tests.helpers.git_seams import ADMIN, COMMON, run_in_worktree
 
 _OK, _WHY = BwrapSandbox().available()
 pytestmark = pytest.mark.skipif(not _OK, reason=f"bubblewrap cannot run here: {_WHY}")
 
-ADMIN = '"$(git rev-parse --absolute-git-dir)"'
-COMMON = '"$(git rev-parse --path-format=absolute --git-common-dir)"'
-
-
-def _inside(cli: CLI, name: str, script: str) -> str:
-    proc = cli("worktree", "run", name, "--", "sh", "-c", script)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc.stdout
-
 
 @pytest.mark.parametrize("strategy", ["commit", "rebase"])
 def test_a_link_in_the_admin_dir_is_never_written_through_by_a_commit_or_a_merge(
-        repo: Path, sandbox_env: Path, strategy: str) -> None:  # noqa: F811
+        repo: Path, sandbox_env: Path, strategy: str) -> None:
     """`logs/HEAD -> ~/.bashrc` and `COMMIT_EDITMSG -> ~/.ssh/authorized_keys`, then a commit asked for (the user's
     `worktree commit`, which an inbox request replays) or a rebase merge (whose `reset --keep` ran outside): git
     appended `... commit: ; echo PWNED > $HOME/pwned #` to the user's .bashrc and replaced authorized_keys with
@@ -43,10 +34,11 @@ def test_a_link_in_the_admin_dir_is_never_written_through_by_a_commit_or_a_merge
     cli.ok("worktree", "create", "a1")
     plant = f"ln -sf {bashrc} {ADMIN}/logs/HEAD && ln -sf {keys} {ADMIN}/COMMIT_EDITMSG"
     if strategy == "commit":
-        _inside(cli, "a1", f"{plant} && echo work > work.txt")
+        run_in_worktree(cli, "a1", f"{plant} && echo work > work.txt")
         cli.ok("worktree", "commit", "a1", "-m", "; echo PWNED > $HOME/pwned #\nssh-rsa AAAA the-agents-key", "--all")
     else:
-        _inside(cli, "a1", f"echo work > work.txt && git add work.txt && git commit -qm 'agent work' && {plant}")
+        run_in_worktree(cli, "a1",
+                        f"echo work > work.txt && git add work.txt && git commit -qm 'agent work' && {plant}")
         (repo / "main.txt").write_text("main moves on\n")
         git(repo, "add", "main.txt")
         git(repo, "commit", "-q", "-m", "main moves")
@@ -58,16 +50,16 @@ def test_a_link_in_the_admin_dir_is_never_written_through_by_a_commit_or_a_merge
     assert git(repo, "show", "wt/a1:work.txt") == "work\n"  # the work itself landed
 
 
-def test_fan_out_links_in_the_object_store_never_catch_the_users_objects(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+def test_fan_out_links_in_the_object_store_never_catch_the_users_objects(repo: Path, sandbox_env: Path) -> None:
     """`objects/00..ff` made links into the agent's worktree: every object the user's git wrote afterwards landed
     there, the agent rewrote the user's blob, and the user's next commit held the agent's content. Inside, the
     shared store is read-only now; `objects/` is the agent's quarantine, and a link there is refused."""
     cli = CLI(repo)
     cli.ok("worktree", "create", "a1")
-    out = _inside(cli, "a1", f'cd {COMMON}/objects && for d in 00 0a 5f c6 ff; do rm -rf "$d"; '
-                             'mkdir -p "$PWD/../../.worktrees/a1/loot" 2>/dev/null; '
-                             'ln -s "$OLDPWD/loot" "$d" && echo linked; done; '
-                             "touch /run/daintree/objects/pack/x 2>/dev/null && echo shared-writable; true")
+    out = run_in_worktree(cli, "a1", f'cd {COMMON}/objects && for d in 00 0a 5f c6 ff; do rm -rf "$d"; '
+                                     'mkdir -p "$PWD/../../.worktrees/a1/loot" 2>/dev/null; '
+                                     'ln -s "$OLDPWD/loot" "$d" && echo linked; done; '
+                                     "touch /run/daintree/objects/pack/x 2>/dev/null && echo shared-writable; true")
     assert "linked" in out and "shared-writable" not in out
     shared = repo / ".git" / "objects"
     assert not any(p.is_symlink() for p in shared.iterdir())
@@ -75,15 +67,15 @@ def test_fan_out_links_in_the_object_store_never_catch_the_users_objects(repo: P
     git(repo, "add", "app.py")
     git(repo, "commit", "-q", "-m", "the user's work")
     # The agent rewrites every object file it can reach in its worktree, then anything runs again.
-    _inside(cli, "a1", 'find . -path ./.git -prune -o -type f -print | while read f; do chmod u+w "$f"; '
-                       "printf 'x' > \"$f\"; done; true")
+    run_in_worktree(cli, "a1", 'find . -path ./.git -prune -o -type f -print | while read f; do chmod u+w "$f"; '
+                               "printf 'x' > \"$f\"; done; true")
     cli.ok("worktree", "list")
     assert git(repo, "show", "HEAD:app.py") == "print('the user')\n"
     assert git(repo, "fsck", "--no-dangling") == ""
     assert not any(p.is_symlink() for p in shared.iterdir())
 
 
-def test_only_objects_that_match_their_names_join_the_store(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+def test_only_objects_that_match_their_names_join_the_store(repo: Path, sandbox_env: Path) -> None:
     """What an agent writes as an object comes in only through the check: a forged object named after the user's
     uncommitted file, a link, a FIFO, bad zlib; its genuine objects (its commit) do come in."""
     cli = CLI(repo)
@@ -95,10 +87,10 @@ def test_only_objects_that_match_their_names_join_the_store(repo: Path, sandbox_
     quarantine = repo / ".worktrees" / ".agent-git" / "a1" / "objects"
     payload = repo / ".worktrees" / "a1" / "payload"
     payload.write_bytes(forged)
-    out = _inside(cli, "a1", f'O={COMMON}/objects; mkdir -p "$O/{oid[:2]}" "$O/ab" "$O/cd" "$O/ef" && '
-                       f'cp payload "$O/{oid[:2]}/{oid[2:]}" && ln -s /etc/passwd "$O/ab/{"1" * 38}" && '
-                       f'mkfifo "$O/cd/{"2" * 38}" && printf garbage > "$O/ef/{"3" * 38}" && rm payload && '
-                       "echo own > own.txt && git add own.txt && git commit -qm own && echo committed")
+    out = run_in_worktree(cli, "a1", f'O={COMMON}/objects; mkdir -p "$O/{oid[:2]}" "$O/ab" "$O/cd" "$O/ef" && '
+                               f'cp payload "$O/{oid[:2]}/{oid[2:]}" && ln -s /etc/passwd "$O/ab/{"1" * 38}" && '
+                               f'mkfifo "$O/cd/{"2" * 38}" && printf garbage > "$O/ef/{"3" * 38}" && rm payload && '
+                               "echo own > own.txt && git add own.txt && git commit -qm own && echo committed")
     assert "committed" in out  # every plant was written, in its quarantine (brought in as `run` returned)
     cli.ok("worktree", "list")  # the outside brings it in
     shared = repo / ".git" / "objects"
@@ -110,20 +102,20 @@ def test_only_objects_that_match_their_names_join_the_store(repo: Path, sandbox_
     assert git(repo, "cat-file", "-p", ":app.py") == "print('the user')\n"
 
 
-def test_a_planted_ref_lock_or_folder_blocks_no_other_worktree(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+def test_a_planted_ref_lock_or_folder_blocks_no_other_worktree(repo: Path, sandbox_env: Path) -> None:
     """`refs/heads/wt/b.lock` (a plain file made by a) left b unable to commit, inside or outside ("git -c failed:
     remove the file manually"), and a folder `refs/heads/wt/c/` blocked creating c. What a plants now lands in its
     own ref folder, seen by nobody else."""
     cli = CLI(repo)
     cli.ok("worktree", "create", "a")
     cli.ok("worktree", "create", "b")
-    _inside(cli, "a", f'R={COMMON}/refs/heads/wt; echo x > "$R/b.lock"; mkdir -p "$R/c/x"; '
-                      f'echo 0000000000000000000000000000000000000000 > "$R/b"; true')
+    run_in_worktree(cli, "a", f'R={COMMON}/refs/heads/wt; echo x > "$R/b.lock"; mkdir -p "$R/c/x"; '
+                              f'echo 0000000000000000000000000000000000000000 > "$R/b"; true')
     assert not (repo / ".git" / "refs" / "heads" / "wt" / "b.lock").exists()
     assert not (repo / ".git" / "refs" / "heads" / "wt" / "c").exists()
     main = git(repo, "rev-parse", "main").strip()
     assert git(repo, "rev-parse", "wt/b").strip() == main
-    _inside(cli, "b", "echo inside > i.txt && git add i.txt && git commit -qm inside")
+    run_in_worktree(cli, "b", "echo inside > i.txt && git add i.txt && git commit -qm inside")
     (repo / ".worktrees" / "b" / "o.txt").write_text("outside\n")
     cli.ok("worktree", "commit", "b", "-m", "outside", "--all")
     assert git(repo, "log", "--format=%s", "wt/b").split() == ["outside", "inside", *git(
@@ -132,13 +124,13 @@ def test_a_planted_ref_lock_or_folder_blocks_no_other_worktree(repo: Path, sandb
     assert git(repo, "rev-parse", "wt/c").strip() == main
 
 
-def test_an_agent_moves_only_its_own_branch_and_only_to_whole_commits(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+def test_an_agent_moves_only_its_own_branch_and_only_to_whole_commits(repo: Path, sandbox_env: Path) -> None:
     """The agent's ref file is the one ref it can move; the outside takes its value only when the commit and all
     it reaches came in through the check, and never over a move the user made meanwhile."""
     cli = CLI(repo)
     cli.ok("worktree", "create", "a")
     # A commit whose tree was never written: the branch must not point at it.
-    _inside(cli, "a", f'echo {"e" * 40} > {COMMON}/refs/heads/wt/a; true')
+    run_in_worktree(cli, "a", f'echo {"e" * 40} > {COMMON}/refs/heads/wt/a; true')
     cli.ok("worktree", "list")
     main = git(repo, "rev-parse", "main").strip()
     assert git(repo, "rev-parse", "wt/a").strip() == main
@@ -147,21 +139,21 @@ def test_an_agent_moves_only_its_own_branch_and_only_to_whole_commits(repo: Path
     git(repo, "add", "u.txt")
     git(repo, "commit", "-q", "-m", "user")
     git(repo, "update-ref", "refs/heads/wt/a", "main")
-    out = _inside(cli, "a", "git rev-parse HEAD")
+    out = run_in_worktree(cli, "a", "git rev-parse HEAD")
     assert out.strip() == git(repo, "rev-parse", "main").strip()
 
 
-def test_a_commit_made_by_run_is_on_its_branch_when_run_returns(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+def test_a_commit_made_by_run_is_on_its_branch_when_run_returns(repo: Path, sandbox_env: Path) -> None:
     """Found by a new user's trial: `worktree run` returned 0 after a commit, and `git log wt/NAME` in the primary
     still showed the old tip until the next daintree command."""
     cli = CLI(repo)
     cli.ok("worktree", "create", "r1")
-    _inside(cli, "r1", "echo r > r.txt && git add r.txt && git commit -qm 'from run'")
+    run_in_worktree(cli, "r1", "echo r > r.txt && git add r.txt && git commit -qm 'from run'")
     assert git(repo, "log", "-1", "--format=%s", "wt/r1").strip() == "from run"
 
 
 def test_a_commit_the_agent_makes_as_a_look_starts_stays_on_its_branch(
-        repo: Path, sandbox_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+        repo: Path, sandbox_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Seen in full parallel runs (the bake-off view test, under load): the dashboard's look at a new worktree (a
     confined `git status` for its facts) starts a sandbox, which brings in what the agent's git wrote and then
     gives the agent its branch. An agent committing between the two was given the old branch back over its
@@ -176,14 +168,14 @@ def test_a_commit_the_agent_makes_as_a_look_starts_stays_on_its_branch(
     with monkeypatch.context() as patched:
         # No bring-in: the agent's commit is one its worktree's next look has not seen when it starts.
         patched.setattr(agent_git, "bring_in", lambda *args, **kwargs: None)
-        _inside(cli, "a", "echo a > a.txt && git add a.txt && git commit -qm 'the agent'")
+        run_in_worktree(cli, "a", "echo a > a.txt && git add a.txt && git commit -qm 'the agent'")
         project = Project.discover(repo)
         entry = find(Index(project).load(), "a")
         assert entry is not None
         WorktreeGit(project, entry).dirty_files()  # the look, as the dashboard's facts take it
     cli.ok("worktree", "list")
     assert git(repo, "log", "-1", "--format=%s", "wt/a").strip() == "the agent"
-    assert _inside(cli, "a", "git log -1 --format=%s").strip() == "the agent"
+    assert run_in_worktree(cli, "a", "git log -1 --format=%s").strip() == "the agent"
 
 
 def test_one_worktree_prepared_from_two_threads_at_once_fails_neither(repo: Path, tmp_path: Path) -> None:

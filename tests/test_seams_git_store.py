@@ -12,7 +12,6 @@ import pytest
 
 from daintree_tui.core.sandbox import BwrapSandbox
 from tests.conftest import CLI, git, wait_for
-from tests.test_sandbox import sandbox_env  # noqa: F401 (a fixture)
 
 _OK, _WHY = BwrapSandbox().available()
 pytestmark = pytest.mark.skipif(not _OK, reason=f"bubblewrap cannot run here: {_WHY}")
@@ -31,7 +30,7 @@ git rev-parse HEAD > "$C/refs/heads/wt/b1" && echo moved
 
 
 def test_a_branch_made_while_another_agent_runs_cannot_be_moved_into_a_merge(repo: Path,
-                                                                             sandbox_env: Path) -> None:  # noqa: F811
+                                                                             sandbox_env: Path) -> None:
     """The sandbox bound the agent's ref folder (refs/heads/wt/) writable and every branch already in it read-only;
     a branch created later (a lead's new worker, the user's next worktree) was writable to the running agent, which
     pointed it at its own commit: the user's merge of b1 then merged a1's setup.sh into main. Now the ref folder an
@@ -58,7 +57,7 @@ def test_a_branch_made_while_another_agent_runs_cannot_be_moved_into_a_merge(rep
     assert not (repo / "setup.sh").exists()
 
 
-def test_an_agents_own_commits_still_merge(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+def test_an_agents_own_commits_still_merge(repo: Path, sandbox_env: Path) -> None:
     cli = CLI(repo)
     cli.ok("worktree", "create", "c1")
     proc = cli("worktree", "run", "c1", "--", "sh", "-c", "echo x > f && git add f && git commit -qm own")
@@ -67,7 +66,7 @@ def test_an_agents_own_commits_still_merge(repo: Path, sandbox_env: Path) -> Non
     assert (repo / "f").read_text() == "x\n"
 
 
-def test_a_link_or_fifo_planted_among_the_branches_stops_nothing(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+def test_a_link_or_fifo_planted_among_the_branches_stops_nothing(repo: Path, sandbox_env: Path) -> None:
     """refs/heads/wt/ was writable to every running agent: a dangling link left there stopped every other
     worktree's sandbox from starting (bwrap: "Can't find source path"), and a FIFO hung every git that lists the
     branches. What an agent plants in its ref folder now stays there, seen by no other."""
@@ -92,26 +91,26 @@ PLANT = ("import hashlib, os, sys, zlib\n"
          "open(os.path.join(d, oid[2:]), 'wb').write(zlib.compress(b'blob %d\\0' % len(evil) + evil))\n")
 
 
-def test_a_planted_object_cannot_hide_behind_the_check_budget(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+def test_a_planted_object_cannot_hide_behind_the_check_budget(repo: Path, sandbox_env: Path) -> None:
     """A sandbox start checked loose objects against their names only up to a budget of bytes, in name order: an
     agent that wrote enough genuine objects first had its forged object, named after the user's uncommitted app.py,
     left unchecked, and the user's `git add` kept the agent's content. Every object now comes in checked through
     the agent's quarantine, whatever came before it."""
-    from tests.test_attacks import _agent_sandbox_of_me, _run_inside
+    from tests.helpers.sandbox import agent_sandbox_of_me, run_inside
 
-    sandbox, env = _agent_sandbox_of_me(repo, "claude")
+    sandbox, env = agent_sandbox_of_me(repo, "claude")
     (repo / "app.py").write_text("print('the user')\n")  # changed, not committed yet
     objects = repo / git(repo, "rev-parse", "--git-common-dir").strip() / "objects"
     junk = "for i in $(seq 1 200); do head -c 4096 /dev/urandom | git hash-object -w --stdin >/dev/null; done"
-    proc = _run_inside(sandbox, env, f"{junk}; python3 -c \"$0\" {repo / 'app.py'} {objects}"
-                       .replace("$0", PLANT.replace('"', '\\"')))
+    proc = run_inside(sandbox, env, f"{junk}; python3 -c \"$0\" {repo / 'app.py'} {objects}"
+                      .replace("$0", PLANT.replace('"', '\\"')))
     assert proc.returncode == 0, proc.stderr
-    _run_inside(sandbox, env, "true")  # the next start checks before it packs
+    run_inside(sandbox, env, "true")  # the next start checks before it packs
     git(repo, "add", "app.py")
     assert git(repo, "cat-file", "-p", ":app.py") == "print('the user')\n"
 
 
-def test_alternates_cannot_be_added_where_objects_info_is_missing(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+def test_alternates_cannot_be_added_where_objects_info_is_missing(repo: Path, sandbox_env: Path) -> None:
     """A repository without objects/info (git gc or a tool removed the empty folder) let the agent create
     `objects/info/alternates` naming a folder of its own, whose objects the user's git then found. What the agent
     sees as objects/ is its quarantine now: an alternates file written there names folders for its own git only."""

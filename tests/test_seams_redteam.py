@@ -16,8 +16,7 @@ import pytest
 
 from daintree_tui.core.sandbox import BwrapSandbox
 from tests.conftest import CLI, git
-from tests.test_sandbox import sandbox_env  # noqa: F401 (a fixture)
-from tests.test_seams_git import ADMIN, COMMON, _inside  # one helper for both attack files
+from tests.helpers.git_seams import ADMIN, COMMON, run_in_worktree
 
 _OK, _WHY = BwrapSandbox().available()
 pytestmark = pytest.mark.skipif(not _OK, reason=f"bubblewrap cannot run here: {_WHY}")
@@ -33,7 +32,7 @@ def _repository_is_whole(repo: Path) -> None:
 
 @pytest.mark.parametrize("forged", ["head", "gitdir"])
 def test_an_agents_head_never_makes_its_worktree_the_checkout_a_merge_advances(
-        repo: Path, sandbox_env: Path, forged: str) -> None:  # noqa: F811
+        repo: Path, sandbox_env: Path, forged: str) -> None:
     """The target (`develop`, a1's base) is checked out nowhere. Agent b writes its admin dir's HEAD as
     `ref: refs/heads/develop`, keeps its status clean with `assume-unchanged` and plants `.husky/post-merge`: a
     merge of a1 (which an agent asks for through its inbox) found develop "checked out" in b's worktree and ran
@@ -53,29 +52,29 @@ def test_an_agents_head_never_makes_its_worktree_the_checkout_a_merge_advances(
     cli.ok("worktree", "create", "a1", "--base", "develop")
     cli.ok("worktree", "create", "b")
     gitdir = f"echo {repo / '.git'} > {ADMIN}/gitdir; " if forged == "gitdir" else ""
-    _inside(cli, "b", f"printf '#!/bin/sh\\ntouch {mark}\\n' > .husky/post-merge && "
-                      "git update-index --assume-unchanged .husky/post-merge && "
-                      f"echo 'ref: refs/heads/develop' > {ADMIN}/HEAD && {gitdir}git status --short")
-    _inside(cli, "a1", "echo w > w.txt && git add w.txt && git commit -qm w")
+    run_in_worktree(cli, "b", f"printf '#!/bin/sh\\ntouch {mark}\\n' > .husky/post-merge && "
+                              "git update-index --assume-unchanged .husky/post-merge && "
+                              f"echo 'ref: refs/heads/develop' > {ADMIN}/HEAD && {gitdir}git status --short")
+    run_in_worktree(cli, "a1", "echo w > w.txt && git add w.txt && git commit -qm w")
     cli.ok("worktree", "merge", "a1")
     assert not mark.exists(), "b's hook ran outside its sandbox"
     assert git(repo, "rev-parse", "main").strip() == main
     assert git(repo, "rev-parse", "develop").strip() == git(repo, "rev-parse", "wt/a1").strip()
 
 
-def test_a_merge_into_another_sandboxed_agents_own_branch_is_refused(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+def test_a_merge_into_another_sandboxed_agents_own_branch_is_refused(repo: Path, sandbox_env: Path) -> None:
     """`--into wt/b`: b's checkout is b's agent's; git run there from outside follows its links and hooks."""
     cli = CLI(repo)
     cli.ok("worktree", "create", "a1")
     cli.ok("worktree", "create", "b")
-    _inside(cli, "a1", "echo w > w.txt && git add w.txt && git commit -qm w")
+    run_in_worktree(cli, "a1", "echo w > w.txt && git add w.txt && git commit -qm w")
     before = git(repo, "rev-parse", "wt/b")
     proc = cli("worktree", "merge", "a1", "--into", "wt/b")
     assert proc.returncode == 1 and "worktree b's own branch" in proc.stderr, proc.stderr
     assert git(repo, "rev-parse", "wt/b") == before
 
 
-def test_a_commit_never_names_a_tree_that_is_not_whole(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+def test_a_commit_never_names_a_tree_that_is_not_whole(repo: Path, sandbox_env: Path) -> None:
     """The agent writes a tree naming a blob that exists nowhere (`mktree --missing`) and reads it into its index
     (`read-tree`, which primes the index's cache of trees): the sandboxed `write-tree` answers with that tree
     without looking at a blob, the check takes the tree (its content is what its name says), and the commit made
@@ -83,8 +82,8 @@ def test_a_commit_never_names_a_tree_that_is_not_whole(repo: Path, sandbox_env: 
     cli = CLI(repo)
     cli.ok("worktree", "create", "a1")
     ghost = "e" * 40
-    _inside(cli, "a1", f"T=$( (git ls-tree HEAD; printf '100644 blob {ghost}\\tghost.txt\\n') | git mktree --missing) "
-                       '&& git read-tree "$T" && test "$(git write-tree)" = "$T"')
+    run_in_worktree(cli, "a1", f"T=$( (git ls-tree HEAD; printf '100644 blob {ghost}\\tghost.txt\\n') "
+                               '| git mktree --missing) && git read-tree "$T" && test "$(git write-tree)" = "$T"')
     before = git(repo, "rev-parse", "wt/a1")
     proc = cli("worktree", "commit", "a1", "-m", "work")
     assert proc.returncode == 1 and "did not come through" in proc.stderr, proc.stdout + proc.stderr
@@ -97,7 +96,7 @@ def test_a_commit_never_names_a_tree_that_is_not_whole(repo: Path, sandbox_env: 
 DEEP = 'mkdir -p "$(printf "d/%.0s" $(seq 1500))"'
 
 
-def test_folders_too_deep_for_python_never_stop_remove_or_doctor(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+def test_folders_too_deep_for_python_never_stop_remove_or_doctor(repo: Path, sandbox_env: Path) -> None:
     """Folders 1,500 levels deep (made in a second) in the agent's quarantine, its caches and its inbox: Python's
     recursive rmtree raised RecursionError out of `worktree remove` (the worktree already moved to the trash, its
     entry still active) and out of every `doctor --fix` after it, and out of the dashboard's poll."""
@@ -107,8 +106,8 @@ def test_folders_too_deep_for_python_never_stop_remove_or_doctor(repo: Path, san
 
     cli = CLI(repo)
     cli.ok("worktree", "create", "a1")
-    _inside(cli, "a1", f'(cd {COMMON}/objects/pack && {DEEP}) && (cd "$HOME/.cache" && {DEEP}) && '
-                       f"(cd /run/daintree/inbox && {DEEP})")
+    run_in_worktree(cli, "a1", f'(cd {COMMON}/objects/pack && {DEEP}) && (cd "$HOME/.cache" && {DEEP}) && '
+                               f"(cd /run/daintree/inbox && {DEEP})")
     state = repo / ".worktrees"
     cli.ok("worktree", "remove", "a1", "--force")
     assert not (state / ".agent-git" / "a1").exists()
@@ -164,7 +163,7 @@ def delta_bomb(levels: int, first: int = 1 << 20) -> bytes:
 
 
 def test_a_delta_bomb_in_the_quarantine_is_refused_within_a_memory_cap(
-        repo: Path, sandbox_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+        repo: Path, sandbox_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A 2 KB pack whose deltas each double their base, up to a 4 GiB blob of zeros, beside an `.idx`: the
     outside's `git index-pack` of it, at the dashboard's poll, took 6.5 GB of memory (and 8 GiB more for each
     level added, the host's memory before long). It now runs in an address space of PACK_MEMORY: the pack is
@@ -189,7 +188,7 @@ def test_a_delta_bomb_in_the_quarantine_is_refused_within_a_memory_cap(
 
 
 def test_one_poll_looks_at_a_bounded_part_of_a_flooded_quarantine(
-        repo: Path, sandbox_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+        repo: Path, sandbox_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The agent fills its quarantine with empty files named like objects (200,000 in a second or two; the
     outside needed 20 s for them, and the dashboard's poll, which brings in at every tick, stalled every inbox
     behind it). One poll now looks at QUICK_ENTRIES of them; a command takes the rest."""
@@ -203,9 +202,9 @@ def test_one_poll_looks_at_a_bounded_part_of_a_flooded_quarantine(
     cli = CLI(repo)  # in this process: the bound is read where the poll takes entries
     cli.ok("worktree", "create", "a1")
     total = 3 * quick
-    _inside(cli, "a1", f'cd {COMMON}/objects && for d in $(seq 10 40); do mkdir "$d"; done && '
-                       f"seq 1 {total} | awk '{{printf \"%d/%038x\\n\", 10 + $1 % 31, $1}}' | "
-                       "while read f; do : > \"$f\"; done")
+    run_in_worktree(cli, "a1", f'cd {COMMON}/objects && for d in $(seq 10 40); do mkdir "$d"; done && '
+                               f"seq 1 {total} | awk '{{printf \"%d/%038x\\n\", 10 + $1 % 31, $1}}' | "
+                               "while read f; do : > \"$f\"; done")
     quarantine = repo / ".worktrees" / ".agent-git" / "a1" / "objects"
 
     def left() -> int:
@@ -220,7 +219,7 @@ def test_one_poll_looks_at_a_bounded_part_of_a_flooded_quarantine(
 
 
 def test_one_poll_inflates_a_bounded_number_of_bytes(
-        repo: Path, sandbox_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+        repo: Path, sandbox_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """One zlib bomb (600 MiB of zeros in 600 KB) copied under three names that it does not hash to: each copy
     is checked whole before its name is found wrong (1.4 s for each GiB here); 5,000 copies held one poll of
     the dashboard for hours. A poll now inflates at most QUICK_BYTES (512 MiB), the object it is in finished;
@@ -241,8 +240,8 @@ def test_one_poll_inflates_a_bounded_number_of_bytes(
     (repo / "bomb").write_bytes(b"".join([*parts, pack.flush()]))
     cli = CLI(repo)  # in this process: the bound is read where the poll inflates
     cli.ok("worktree", "create", "a1")
-    _inside(cli, "a1", f'mkdir -p {COMMON}/objects/11 && for i in 1 2 3; do '
-                       f'cp {repo / "bomb"} {COMMON}/objects/11/$(printf %038x $i); done')
+    run_in_worktree(cli, "a1", f'mkdir -p {COMMON}/objects/11 && for i in 1 2 3; do '
+                               f'cp {repo / "bomb"} {COMMON}/objects/11/$(printf %038x $i); done')
     fanout = repo / ".worktrees" / ".agent-git" / "a1" / "objects" / "11"
     assert len(list(fanout.iterdir())) == 2  # `worktree run` checked one as it returned
     process_inboxes(Services(Project.discover(repo)))
@@ -251,7 +250,7 @@ def test_one_poll_inflates_a_bounded_number_of_bytes(
     assert not list(fanout.iterdir())
 
 
-def test_a_fifo_for_an_index_never_hangs_the_users_git_gc(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+def test_a_fifo_for_an_index_never_hangs_the_users_git_gc(repo: Path, sandbox_env: Path) -> None:
     """The agent makes its admin dir's `index` a FIFO: the user's own `git gc` in the primary (and the
     `gc --auto` after a commit) opens every worktree's index and waited for a writer for ever. The next poll of
     the dashboard (and anything that lists worktrees) removes it."""
@@ -261,14 +260,14 @@ def test_a_fifo_for_an_index_never_hangs_the_users_git_gc(repo: Path, sandbox_en
 
     cli = CLI(repo)
     cli.ok("worktree", "create", "a1")
-    _inside(cli, "a1", f'rm {ADMIN}/index && mkfifo {ADMIN}/index')
+    run_in_worktree(cli, "a1", f'rm {ADMIN}/index && mkfifo {ADMIN}/index')
     process_inboxes(Services(Project.discover(repo)))
     gc = subprocess.run(["git", "-C", str(repo), "gc", "--quiet"], capture_output=True, text=True, timeout=60)
     assert gc.returncode == 0, gc.stderr
 
 
 @pytest.mark.parametrize("plant", ["head", "index", "tree"])
-def test_doctor_fixes_a_head_or_index_that_names_objects_nowhere(repo: Path, sandbox_env: Path, plant: str) -> None:  # noqa: F811
+def test_doctor_fixes_a_head_or_index_that_names_objects_nowhere(repo: Path, sandbox_env: Path, plant: str) -> None:
     """The agent's admin dir names an object that exists nowhere: HEAD detached at it, an index entry for it, or
     a tree of its own (`mktree --missing`) read into the index. The user's `git gc` keeps what every worktree's
     HEAD and index name, and failed on it for the whole repository. `doctor` says so; `doctor --fix` puts HEAD
@@ -282,7 +281,7 @@ def test_doctor_fixes_a_head_or_index_that_names_objects_nowhere(repo: Path, san
         "tree": f"T=$( (git ls-tree HEAD; printf '100644 blob {ghost}\\tghost.txt\\n') | git mktree --missing) && "
                 'git read-tree "$T"',
     }[plant]
-    _inside(cli, "a1", f"echo mine > mine.txt && {script}")
+    run_in_worktree(cli, "a1", f"echo mine > mine.txt && {script}")
     gc = subprocess.run(["git", "-C", str(repo), "gc", "--quiet"], capture_output=True, text=True)
     assert gc.returncode != 0  # the attack as it was
     report = cli("doctor")
@@ -308,7 +307,7 @@ def _deep_folder(path: Path, levels: int = 1500) -> None:
         os.close(fd)
 
 
-def test_a_deep_folder_for_head_in_the_admin_dir_never_stops_a_listing(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+def test_a_deep_folder_for_head_in_the_admin_dir_never_stops_a_listing(repo: Path, sandbox_env: Path) -> None:
     """The agent makes its admin dir's HEAD a folder 1,500 levels deep (what its sandbox lets it write, as
     `rm HEAD; mkdir HEAD; cd HEAD; mkdir d; cd d; ...`): the listing removes a folder where git reads a file, and
     Python's rmtree raised RecursionError out of every `worktree list` and `doctor --fix`."""

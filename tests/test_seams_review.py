@@ -12,7 +12,6 @@ import pytest
 
 from daintree_tui.core.sandbox import BwrapSandbox
 from tests.conftest import CLI, git, trusted_config, wait_for
-from tests.test_sandbox import sandbox_env  # noqa: F401 (a fixture)
 
 _OK, _WHY = BwrapSandbox().available()
 pytestmark = pytest.mark.skipif(not _OK, reason=f"bubblewrap cannot run here: {_WHY}")
@@ -22,7 +21,7 @@ ADMIN = '"$(git rev-parse --absolute-git-dir)"'
 
 @pytest.mark.parametrize("when", ["before the merge", "between the gate and the merge"])
 def test_a_commit_made_after_the_approval_and_not_yet_brought_in_is_never_merged(
-        repo: Path, sandbox_env: Path, monkeypatch: pytest.MonkeyPatch, when: str) -> None:  # noqa: F811
+        repo: Path, sandbox_env: Path, monkeypatch: pytest.MonkeyPatch, when: str) -> None:
     """The agent commits in its sandbox after a person approved its head: the commit waits in its own ref folder
     and quarantine until the outside brings it in. The gate read the branch before that (still the approved head)
     and the merge brought it in after, so the commit nobody approved was merged. Now the gate is asked of the

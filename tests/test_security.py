@@ -22,26 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import CLI, git, make_repo, trusted_config, wait_for
+from tests.helpers.security import hostile_clone
 
 PY = sys.executable
-
-
-def hostile_clone(tmp_path: Path, files: dict[str, str], symlinks: dict[str, str] | None = None,
-                  name: str = "victim") -> Path:
-    """An upstream repository that commits `files` (state under `.worktrees/` included) and `symlinks`, and the
-    victim's fresh clone of it."""
-    upstream = make_repo(tmp_path / "upstream")
-    for rel, text in files.items():
-        (upstream / rel).parent.mkdir(parents=True, exist_ok=True)
-        (upstream / rel).write_text(text)
-    for rel, target in (symlinks or {}).items():
-        (upstream / rel).parent.mkdir(parents=True, exist_ok=True)
-        os.symlink(target, upstream / rel)
-    git(upstream, "add", "-f", "-A")
-    git(upstream, "commit", "-q", "-m", "looks harmless")
-    clone = tmp_path / name
-    subprocess.run(["git", "clone", "-q", str(upstream), str(clone)], check=True, capture_output=True)
-    return clone
 
 
 def precious(tmp_path: Path, name: str) -> Path:

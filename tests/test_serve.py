@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import CLI, Lines, wait_for
-from tests.test_dashboard import configure
+from tests.helpers.dashboard import configure
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

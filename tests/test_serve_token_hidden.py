@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CLI, Lines
-from tests.test_sandbox import sandbox_env  # noqa: F401 (a fixture)
 
 # What the agent runs: look for the serve token where the user's dirs keep things, then open the dashboard's page.
 ATTACK = r"""
@@ -45,7 +44,7 @@ except OSError as exc:
 
 
 @pytest.fixture
-def served_port(repo: Path, sandbox_env: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:  # noqa: F811
+def served_port(repo: Path, sandbox_env: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
     # The user's dirs where they are on a real machine: in the home the sandbox shows (read-only).
     monkeypatch.setenv("XDG_STATE_HOME", str(sandbox_env / ".local" / "state"))
     monkeypatch.setenv("XDG_DATA_HOME", str(sandbox_env / ".local" / "share"))

@@ -8,12 +8,12 @@ import json
 from pathlib import Path
 
 from tests.conftest import CLI, git
-from tests.test_state_files_from_git import _merge_state_files_from_a_branch, merge_a_planted_approval
+from tests.helpers.state_files import merge_a_planted_approval, merge_state_files_from_a_branch
 
 
 def test_an_index_merged_then_reset_is_still_not_daintrees(repo: Path) -> None:
     cli = CLI(repo)
-    _merge_state_files_from_a_branch(repo, cli)
+    merge_state_files_from_a_branch(repo, cli)
     git(repo, "reset", "-q", "HEAD~1")  # undo the merge, keep the files: .worktrees/ is ignored, now untracked
     assert "release" in (repo / ".worktrees" / "index.json").read_text()
     listed = cli("worktree", "list", "--json")

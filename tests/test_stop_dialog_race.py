@@ -12,7 +12,7 @@ from textual.widgets._toast import Toast
 from daintree_tui.core.project import Project
 from daintree_tui.tui.app import make_app
 from tests.conftest import CLI, trusted_config, wait_for
-from tests.test_dashboard import main_screen, on_screen, until
+from tests.helpers.dashboard import main_screen, on_screen, until
 
 pytestmark = pytest.mark.usefixtures("tmux_socket")
 

@@ -16,27 +16,10 @@ import pytest
 from daintree_tui.core.sandbox import BwrapSandbox
 from tests.conftest import CLI, events, git, trusted_config, wait_for
 from tests.conftest import commit_file as commit
+from tests.helpers.agents import RECORDER
 
 _OK, _WHY = BwrapSandbox().available()
 needs_bwrap = pytest.mark.skipif(not _OK, reason=f"bubblewrap cannot run here: {_WHY}")
-
-# A stand-in agent that asks for bracketed paste (as Claude Code and Codex do) and records every byte it is sent;
-# its input box shows a paste as they do ("[Pasted text]"), unless it is a dialog (argv[2]) that swallows one.
-RECORDER = """\
-import os, sys, tty
-tty.setraw(0)
-dialog = len(sys.argv) > 2
-os.write(1, b"\\x1b[?2004h" + (b"Trust this folder?\\r\\n> 1. Yes\\r\\n  2. No\\r\\n" if dialog else b"ready\\r\\n"))
-seen = b""
-with open(os.path.join(sys.argv[1], "got-" + os.environ["DAINTREE_WORKTREE"]), "ab") as out:
-    while chunk := os.read(0, 4096):
-        out.write(chunk)
-        out.flush()
-        seen += chunk
-        if b"\\x1b[201~" in seen and not dialog:
-            seen = b""
-            os.write(1, b"[Pasted text]\\r\\n")
-"""
 
 
 def lines(middle: str) -> str:

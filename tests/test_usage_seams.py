@@ -21,9 +21,8 @@ import pytest
 
 from daintree_tui.core.project import Project
 from tests.conftest import CLI, events, wait_for
-from tests.test_agents import fake_bin  # noqa: F401 (a fixture)
-from tests.test_attacks import _agent_sandbox_of_me, _run_inside, needs_bwrap
-from tests.test_sandbox import _write_user_config, sandbox_env  # noqa: F401 (a fixture)
+from tests.helpers.config import write_user_config
+from tests.helpers.sandbox import agent_sandbox_of_me, needs_bwrap, run_inside
 
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
@@ -77,7 +76,7 @@ def _log(worktree: Path) -> str:
 @needs_bwrap
 @needs_tmux
 def test_a_rollout_naming_another_worktree_charges_no_one(cli: CLI, repo: Path, tmux_socket: str, tmp_path: Path,
-                                                          fake_bin: Path) -> None:  # noqa: F811
+                                                          fake_bin: Path) -> None:
     from daintree_tui.services import Services
 
     home = Path(os.environ["HOME"])
@@ -87,7 +86,7 @@ def test_a_rollout_naming_another_worktree_charges_no_one(cli: CLI, repo: Path, 
     victim = (repo / ".worktrees" / "b").resolve()
     victim_home = project.sandbox_home_for("b") / "agent" / ".codex" / "sessions"
     evil = _attacker(tmp_path / "evil" / "codex", victim, victim_home, repo / ".worktrees" / ".sessions")
-    _write_user_config(f'[budget]\ndaily = 5.0\nper_session = 5.0\n\n[agents.evil]\ncommand = "{evil}"\n')
+    write_user_config(f'[budget]\ndaily = 5.0\nper_session = 5.0\n\n[agents.evil]\ncommand = "{evil}"\n')
     services = Services(Project.discover(repo))
     manager = services.sessions
     manager.start("b", "codex", size=(100, 30))
@@ -218,19 +217,19 @@ def test_a_sandboxed_run_reads_its_own_folder_and_never_the_shared_one(cli: CLI,
 
 @needs_bwrap
 def test_a_gemini_chat_naming_another_project_stays_in_the_agents_own_folder(repo: Path,
-                                                                             sandbox_env: Path) -> None:  # noqa: F811
+                                                                             sandbox_env: Path) -> None:
     """~/.gemini/tmp/<project>/chats/ was shared and writable whole: a chat recording with another worktree's
     `projectHash` was charged to that worktree, and loaded by its `--resume latest`. Inside, tmp/ is the
     sandbox's own."""
-    sandbox, env = _agent_sandbox_of_me(repo, "gemini")
+    sandbox, env = agent_sandbox_of_me(repo, "gemini")
     CLI(repo).ok("worktree", "create", "other")
     other = (repo / ".worktrees" / "other").resolve()
     want = hashlib.sha256(str(other).encode()).hexdigest()
     record = json.dumps({"sessionId": "s", "projectHash": want}) + "\n" + json.dumps(
         {"id": "m1", "type": "gemini", "model": "gemini-2.5-pro",
          "tokens": {"input": FORGED, "output": FORGED, "cached": 0}}) + "\n"
-    proc = _run_inside(sandbox, env, f"mkdir -p ~/.gemini/tmp/other/chats && printf '%s' '{record}' >"
-                       " ~/.gemini/tmp/other/chats/session-forged.jsonl && echo wrote; true")
+    proc = run_inside(sandbox, env, f"mkdir -p ~/.gemini/tmp/other/chats && printf '%s' '{record}' >"
+                      " ~/.gemini/tmp/other/chats/session-forged.jsonl && echo wrote; true")
     assert "wrote" in proc.stdout, proc.stderr
     user_tmp = sandbox_env / ".gemini" / "tmp"
     assert not list(user_tmp.rglob("session-forged.jsonl"))
@@ -246,13 +245,13 @@ def test_a_gemini_chat_naming_another_project_stays_in_the_agents_own_folder(rep
 
 
 @needs_bwrap
-def test_codex_keeps_its_thread_index_in_the_sandboxs_own_folder(repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+def test_codex_keeps_its_thread_index_in_the_sandboxs_own_folder(repo: Path, sandbox_env: Path) -> None:
     """Codex 0.171 indexes its conversations (cwd and rollout path, what `resume --last` picks) in SQLite databases
     beside its login: shared, a row planted by one agent points another session's codex, or the user's own, at a
     conversation it wrote anywhere writable. Sandboxed, CODEX_SQLITE_HOME names a folder of the sandbox's own."""
-    sandbox, env = _agent_sandbox_of_me(repo, "codex")
-    proc = _run_inside(sandbox, env, 'echo row > "$CODEX_SQLITE_HOME/state_5.sqlite" && echo "at $CODEX_SQLITE_HOME";'
-                       " ls ~/.codex/sessions; true")
+    sandbox, env = agent_sandbox_of_me(repo, "codex")
+    proc = run_inside(sandbox, env, 'echo row > "$CODEX_SQLITE_HOME/state_5.sqlite" && echo "at $CODEX_SQLITE_HOME";'
+                      " ls ~/.codex/sessions; true")
     assert "at " in proc.stdout, proc.stderr
     codex_home = sandbox_env / ".codex"
     assert not list(codex_home.rglob("state_5.sqlite"))
@@ -265,12 +264,12 @@ def test_codex_keeps_its_thread_index_in_the_sandboxs_own_folder(repo: Path, san
 @pytest.mark.skipif(shutil.which("codex") is None, reason="codex is not installed here")
 @pytest.mark.real_agents  # the real CLI, signed in or not: it failed in `make test` where codex was installed
 def test_the_real_codex_keeps_its_conversation_and_index_in_the_sandboxs_own_folders(
-        repo: Path, sandbox_env: Path) -> None:  # noqa: F811
+        repo: Path, sandbox_env: Path) -> None:
     """The real CLI (checked with codex-cli 0.171.0): where it writes its rollout and its thread index inside the
     sandbox, and that the session's usage reader finds that rollout there (its `cwd` is the worktree)."""
     from daintree_tui.services import Services
 
-    _write_user_config('[agents.codex]\ncommand = "codex exec hello"\nprompt_mode = "none"\n')
+    write_user_config('[agents.codex]\ncommand = "codex exec hello"\nprompt_mode = "none"\n')
     cli = CLI(repo)
     cli.ok("worktree", "create", "c1")
     assert cli.json("session", "start", "c1", "--agent", "codex")["sandbox"]["active"] is True
