@@ -31,22 +31,12 @@ pytestmark = pytest.mark.skipif(not _OK, reason=f"bubblewrap cannot run here: {_
 needs_cgroups = pytest.mark.skipif(_BACKEND is None and not os.environ.get("CI"),
                                    reason=f"no cgroup backend here: {_NO_BACKEND}")
 
-BIN = str(Path(sys.executable).parent)
 
 
 def _user_config(text: str) -> None:
     path = Path(os.environ["XDG_CONFIG_HOME"]) / "daintree" / "config.toml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
-
-
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tmux_socket: str) -> Iterator[Path]:
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("PATH", f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    yield home
 
 
 def _capture(cli: CLI, name: str) -> str:
@@ -58,7 +48,7 @@ def _listed(cli: CLI) -> dict[str, Any]:
 
 
 @needs_cgroups
-def test_run_is_limited_and_its_group_removed(repo: Path, env: Path) -> None:
+def test_run_is_limited_and_its_group_removed(repo: Path, sandbox_env: Path) -> None:
     _user_config('[sandbox]\nmemory = "64M"\npids = 64\ncpu = 0.5\n')
     cli = CLI(repo)
     cli.ok("worktree", "create", "r1")
@@ -78,7 +68,7 @@ BOMB = "sh -c 'bomb() { bomb | bomb & }; bomb; sleep 60'"
 
 
 @needs_cgroups
-def test_fork_bomb_and_memory_hog_stop_only_their_own_sessions(repo: Path, env: Path) -> None:
+def test_fork_bomb_and_memory_hog_stop_only_their_own_sessions(repo: Path, sandbox_env: Path) -> None:
     _user_config(f"""
 [sandbox]
 pids = 128
@@ -163,7 +153,7 @@ print("proxy", os.environ.get("HTTPS_PROXY"), os.environ.get("NO_PROXY"))
 """
 
 
-def test_allow_list_admits_only_its_hosts(repo: Path, env: Path, tmp_path: Path) -> None:
+def test_allow_list_admits_only_its_hosts(repo: Path, sandbox_env: Path, tmp_path: Path) -> None:
     served = tmp_path / "served"
     served.mkdir()
     (served / "hello.txt").write_text("hello\n")
@@ -204,7 +194,7 @@ BUSY = "import os, time\nt = time.time()\nwhile time.time() - t < 3: pass\nc = o
 
 
 @needs_cgroups
-def test_cpu_half_a_core_holds_a_busy_loop(repo: Path, env: Path) -> None:
+def test_cpu_half_a_core_holds_a_busy_loop(repo: Path, sandbox_env: Path) -> None:
     _user_config("[sandbox]\ncpu = 0.5\n")
     cli = CLI(repo)
     cli.ok("worktree", "create", "c1")
@@ -215,7 +205,7 @@ def test_cpu_half_a_core_holds_a_busy_loop(repo: Path, env: Path) -> None:
     assert float(proc.stdout.split()[-1]) <= 1.6, proc.stdout
 
 
-def test_repository_may_only_lower_limits_until_trusted(repo: Path, env: Path) -> None:
+def test_repository_may_only_lower_limits_until_trusted(repo: Path, sandbox_env: Path) -> None:
     from daintree_tui.core.config import load
     from daintree_tui.core.sandbox.containment import effective
 
@@ -240,7 +230,7 @@ def test_repository_may_only_lower_limits_until_trusted(repo: Path, env: Path) -
 
 
 @needs_cgroups
-def test_kill_9_leaves_a_group_that_doctor_fix_removes(repo: Path, env: Path) -> None:
+def test_kill_9_leaves_a_group_that_doctor_fix_removes(repo: Path, sandbox_env: Path) -> None:
     _user_config("[sandbox]\npids = 64\n")
     cli = CLI(repo)
     # Groups and processes are the machine's, seen by every test running beside this one: a name of its own.
@@ -283,7 +273,7 @@ def test_kill_9_leaves_a_group_that_doctor_fix_removes(repo: Path, env: Path) ->
 
 
 @needs_cgroups
-def test_sandbox_check_tries_each_limit_and_the_network_rule(repo: Path, env: Path) -> None:
+def test_sandbox_check_tries_each_limit_and_the_network_rule(repo: Path, sandbox_env: Path) -> None:
     _user_config('[sandbox]\nmemory = "256M"\npids = 100\ncpu = 1.5\nnetwork = "agent"\n'
                  'network_extra = ["127.0.0.1:9"]\n')
     cli = CLI(repo)
