@@ -32,6 +32,7 @@ from daintree_tui.tui.messages import (
     SnapshotLoaded,
     TrustNeeded,
 )
+from daintree_tui.tui.pending_names import PendingNames
 
 if TYPE_CHECKING:
     from daintree_tui.tui.backend import Backend
@@ -78,17 +79,13 @@ class DashboardFeed(Widget):
         self._looked = False
         self.reads_started = False
         self._facts_lock = threading.Lock()
-        self._facts_wanted: set[str] | None = set()
-        """Worktrees whose git facts a load is to read (None: every one). Kept here, not given to the load, for
-        the reason of `_changed`: a load for c cancelled by a newer load for d would leave c's facts unread."""
         self._backlog_read = False
         self._facts_due = False
         """An operation ran: the next snapshot reads every worktree's git facts again, changed list or not."""
-        self._changed_lock = threading.Lock()
-        self._changed: set[str] | None = None
-        """Worktrees whose files changed since the radar last read them (None: every one, as at the start). Kept
-        here, not given to the load: the facts group is exclusive, and a load cancelled before it ran took the
-        names with it."""
+        self._facts_wanted = PendingNames()
+        """Worktrees whose git facts the next load reads."""
+        self._changed = PendingNames(everything=True)
+        """Worktrees whose files changed since the radar last read them (every one, as at the start)."""
 
     # -- the poll chain ----------------------------------------------------------------------------------
 
@@ -247,41 +244,12 @@ class DashboardFeed(Widget):
 
     def files_touched(self, names: frozenset[str] | None) -> None:
         """Note worktrees whose files changed (None: all) for the radar's next pass."""
-        with self._changed_lock:
-            if names is None or self._changed is None:
-                self._changed = None
-            else:
-                self._changed |= names
-
-    def _take_changed(self) -> frozenset[str] | None:
-        with self._changed_lock:
-            changed, self._changed = self._changed, set()
-        return None if changed is None else frozenset(changed)
+        self._changed.add(names)
 
     def want_facts(self, names: frozenset[str] | None) -> None:
         """Read the git facts of the worktrees `names` (None: all) in the next load, and start one."""
-        with self._changed_lock:
-            if names is None or self._facts_wanted is None:
-                self._facts_wanted = None
-            else:
-                self._facts_wanted |= names
+        self._facts_wanted.add(names)
         self.load_facts()
-
-    def _take_wanted(self) -> tuple[WorktreeEntry, ...] | None:
-        """The worktrees to read; None when an earlier load took every request (and this one has nothing to
-        do)."""
-        with self._changed_lock:
-            wanted, self._facts_wanted = self._facts_wanted, set()
-            if wanted is not None and not wanted and self._changed is not None and not self._changed:
-                return None
-        entries = self.entries
-        return entries if wanted is None else tuple(e for e in entries if e.name in wanted)
-
-    def _ask_again(self, entries: tuple[WorktreeEntry, ...]) -> None:
-        """A load that failed leaves its worktrees to the next one."""
-        with self._changed_lock:
-            if self._facts_wanted is not None:
-                self._facts_wanted |= {e.name for e in entries}
 
     @work(thread=True, exit_on_error=False, exclusive=True, group="facts", description="git facts")
     def load_facts(self) -> None:
@@ -290,17 +258,18 @@ class DashboardFeed(Widget):
         when nothing changed. Each load takes every request made before it ran, its own and those of loads
         cancelled before they started (the group is exclusive)."""
         with self._facts_lock:  # one pass at a time: a newer load follows this one and takes what came since
-            entries = self._take_wanted()
-            if entries is None:
-                return
+            wanted = self._facts_wanted.take()
+            if wanted is not None and not wanted and self._changed.empty:
+                return  # an earlier load took every request
+            entries = self.entries if wanted is None else tuple(e for e in self.entries if e.name in wanted)
             try:
                 facts = self.backend.facts(entries)
             except BaseException:
-                self._ask_again(entries)
+                self._facts_wanted.add(wanted)  # the next load reads them
                 raise
             self.post_message(FactsLoaded(facts))
             dirty = {name: f.dirty for name, f in facts.items() if f.exists}
-            changed = self._take_changed()
+            changed = self._changed.take()
             try:
                 report = self.backend.services.radar.scan(self.entries, dirty=dirty, changed=changed)
             except BaseException:
