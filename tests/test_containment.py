@@ -162,6 +162,12 @@ def web(tmp_path: Path) -> Iterator[tuple[int, int, Path]]:
         server.shutdown()
 
 
+def _bound_back_from_tmp() -> list[str]:
+    """The venv and the source tree, where a clone under /tmp has them: the sandbox's /tmp is empty."""
+    folders = dict.fromkeys([sys.prefix, str(Path(net_bridge.__file__).resolve().parents[2])])
+    return [arg for folder in folders if Path(folder).is_relative_to("/tmp") for arg in ("--ro-bind", folder, folder)]
+
+
 def _sandboxed(tmp_path: Path, allow: list[str], script: str) -> tuple[subprocess.CompletedProcess[str], list[dict]]:
     sock = tmp_path / "proxy.sock"
     events = tmp_path / "events.jsonl"
@@ -174,7 +180,7 @@ def _sandboxed(tmp_path: Path, allow: list[str], script: str) -> tuple[subproces
             "--events", str(events), *[a for rule in allow for a in ("--allow", rule)], "--",
             "bwrap", "--unshare-net", "--unshare-pid", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev",
             "--proc", "/proc", "--tmpfs", "/run", "--bind", str(sock), "/run/proxy.sock", "--tmpfs", "/tmp",
-            "--bind", str(tmp_path), str(tmp_path), "--",
+            "--bind", str(tmp_path), str(tmp_path), *_bound_back_from_tmp(), "--",
             sys.executable, "-I", net_bridge.__file__, "3128", "/run/proxy.sock", "--", "sh", "-c", script]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=90, env=env)
     recorded = [json.loads(line) for line in events.read_text().splitlines()] if events.exists() else []
