@@ -299,6 +299,25 @@ def test_claude_keeps_its_config_inside_the_sandbox(repo: Path, sandbox_env: Pat
     cli.ok("session", "stop", "c1")
 
 
+def test_a_first_claude_in_the_sandbox_leaves_the_users_claude_a_config_to_find(repo: Path,
+                                                                                sandbox_env: Path) -> None:
+    """A user whose first claude ran in the sandbox had no ~/.claude.json; sandboxed claude saved its own copy and a
+    backup of it in ~/.claude/backups/, and the user's own `claude` then began with, three times over, "Claude
+    configuration file not found at: ~/.claude.json / A backup file exists at: ...". An empty one is made first
+    (what claude itself reads as nothing yet), and the sandbox's copy starts from it."""
+    script = sandbox_env / "claude-like.sh"
+    script.write_text(CLAUDE_LIKE)
+    write_user_config(f'[agents.claude]\ncommand = "sh {script}"\nprompt_mode = "none"\n')
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "c1")
+    cli.ok("session", "start", "c1", "--agent", "claude")
+    result = sandbox_env / ".claude" / "result"
+    wait_for(result.exists, timeout=30)
+    assert (sandbox_env / ".claude.json").read_text() == "{}\n"
+    assert (sandbox_env / ".claude" / ".claude.json").read_text() == "{}\nsaved\n"
+    cli.ok("session", "stop", "c1")
+
+
 def test_a_session_that_cannot_start_after_create_says_the_worktree_is_there(repo: Path, sandbox_env: Path) -> None:
     """A link planted where the sandbox's caches go makes the session refuse to start, after the worktree was
     made: the one line says both, and how to go on."""

@@ -260,7 +260,7 @@ def limit_reason_file(project: Project, name: str) -> Path:
 # Claude Code saves ~/.claude.json by writing a temporary file beside it and renaming that over it: with $HOME
 # read-only in the sandbox the write fails (EROFS), and nothing it keeps there (onboarding, folder trust, settings,
 # the account) outlives the session. CLAUDE_CONFIG_DIR moves that file into ~/.claude/, which the sandbox binds
-# writable; it starts as a copy of ~/.claude.json, so what the user had comes along.
+# writable; it starts as a copy of ~/.claude.json (made empty first when missing), so what the user had comes along.
 CLAUDE_CONFIG_ENV = "CLAUDE_CONFIG_DIR"
 # Gemini CLI asks whether to trust each new folder and saves the answer in ~/.gemini/trustedFolders.json, which the
 # user's own gemini obeys (read-only in the sandbox): the answer failed to save and gemini exited (52) at once.
@@ -290,7 +290,14 @@ def agent_environment(preset: Preset) -> dict[str, str]:
         return {}  # not claude, or the user chose the folder
     folder = Path.home() / ".claude"
     folder.mkdir(parents=True, exist_ok=True)
-    _seed(Path.home() / ".claude.json", folder / ".claude.json")
+    users = Path.home() / ".claude.json"
+    if not os.path.lexists(users):
+        # Sandboxed claude backs its copy up in ~/.claude/backups/, where the user's own claude looks too: with no
+        # ~/.claude.json beside it, that claude began with "configuration file not found ... a backup file exists"
+        # (three times). An empty one is what claude reads as nothing yet.
+        with suppressed(OSError):
+            create_new(users, "{}\n")
+    _seed(users, folder / ".claude.json")
     return {CLAUDE_CONFIG_ENV: str(folder)}
 
 
