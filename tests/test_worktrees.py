@@ -626,6 +626,14 @@ def test_a_deleted_current_folder_or_an_unknown_home_is_one_line_and_exit_2(tmp_
     assert (proc.returncode, proc.stderr) == (2, "daintree: no such directory: ~no-such-user-here/x\n")
 
 
+def test_a_repo_path_that_is_a_file_says_so(repo: Path) -> None:
+    """`--repo` naming a file said "no such directory: PATH" of a path the user could see was there."""
+    (repo / "README.md").write_text("x\n")
+    proc = subprocess.run([sys.executable, "-m", "daintree_tui", "--repo", str(repo / "README.md"), "worktree", "list"],
+                          capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stderr) == (2, f"daintree: not a directory: {repo / 'README.md'}\n")
+
+
 def test_the_collector_is_off_while_the_cli_loads_and_on_when_its_command_runs(repo: Path) -> None:
     """Off during the imports (a few ms of every command), on for the command itself: the dashboard and the
     MCP server run for hours. A caller of `main` with the collector on keeps it as it is, nothing frozen."""

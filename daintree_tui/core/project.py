@@ -63,7 +63,7 @@ class Project:
         except RuntimeError:  # `~name` of no user
             raise InputError(f"no such directory: {start}") from None
         if not path.is_dir():
-            raise InputError(f"no such directory: {path}")
+            raise InputError(f"{'not a directory' if path.exists() else 'no such directory'}: {path}")
         path = path.resolve()
         # The hooks path and HEAD's commit come in the same fork: a create needs both, and a fork is a few ms of its
         # start-up. Git prints the paths, then the commit; without one (a repository with no commit yet) it exits 1
