@@ -634,6 +634,16 @@ def test_a_repo_path_that_is_a_file_says_so(repo: Path) -> None:
     assert (proc.returncode, proc.stderr) == (2, f"daintree: not a directory: {repo / 'README.md'}\n")
 
 
+def test_an_empty_repo_option_is_bad_input_not_the_current_directory(repo: Path) -> None:
+    """`--repo "$REPO"` with the variable unset acted on whatever repository the shell stood in (a remove too)."""
+    CLI(repo).ok("worktree", "create", "w1")
+    for argv in (["--repo", ""], ["--repo="]):
+        proc = subprocess.run([sys.executable, "-m", "daintree_tui", *argv, "worktree", "remove", "w1"],
+                              capture_output=True, text=True, timeout=60, cwd=repo)
+        assert (proc.returncode, proc.stderr) == (2, "daintree: --repo is empty: give the repository's path\n")
+    assert [w["name"] for w in CLI(repo).json("worktree", "list")] == ["w1"]
+
+
 def test_the_collector_is_off_while_the_cli_loads_and_on_when_its_command_runs(repo: Path) -> None:
     """Off during the imports (a few ms of every command), on for the command itself: the dashboard and the
     MCP server run for hours. A caller of `main` with the collector on keeps it as it is, nothing frozen."""

@@ -162,7 +162,10 @@ def build_services(project: Project, *, pty_fallback: bool = False) -> Services:
 def services_for(args: argparse.Namespace) -> Services:
     """The services of the repository a parsed command names (--repo, else the current directory). Sessions need
     tmux here: without it the CLI has no session host (a PTY session would die with this process)."""
-    return build_services(Project.discover(getattr(args, "repo", None)))
+    repo = getattr(args, "repo", None)
+    if repo == "":  # `--repo "$REPO"` with the variable unset: not the current directory's repository
+        raise InputError("--repo is empty: give the repository's path")
+    return build_services(Project.discover(repo))
 
 
 def task_ids(text: str | None, flag: str) -> list[int]:
