@@ -163,3 +163,12 @@ def test_every_swallow_in_the_package_leaves_a_trace() -> None:
             for n, line in enumerate(path.read_text().splitlines(), 1)
             if re.search(r"\bsuppress\(", line) and not line.lstrip().startswith("#")]
     assert bare == [], "use daintree_tui.core.log.suppressed: " + ", ".join(bare)
+
+
+def test_json_with_no_command_is_bad_input_not_the_dashboard(repo: Path) -> None:
+    """`daintree --json` (a script that forgot its command) opened the dashboard, wrote its escape codes on the
+    stdout the script reads as JSON, and hung; so did `daintree demo --json`."""
+    for argv in (["--json"], ["demo", "--json"]):
+        proc = daintree(*argv, cwd=repo)
+        assert (proc.returncode, proc.stdout) == (2, ""), argv
+        assert proc.stderr == "daintree: the dashboard has no --json: give a command (see daintree --help)\n", argv

@@ -67,7 +67,14 @@ def cmd_trust(args: argparse.Namespace, services: Services) -> int:
     return 0
 
 
+# `daintree --json` is a script that forgot its command: the dashboard would write its screen on the stdout read as
+# JSON, and wait for keys that never come.
+NO_JSON = "the dashboard has no --json: give a command (see daintree --help)"
+
+
 def cmd_dashboard(args: argparse.Namespace, services: Services) -> int:
+    if wants_json(args):
+        raise InputError(NO_JSON)
     from daintree_tui.tui.app import run_dashboard
 
     resume_collector()  # Textual has loaded (see `cli.run`)
@@ -83,6 +90,8 @@ def cmd_demo(args: argparse.Namespace, services: Services) -> int:
         resume_collector()  # no dashboard to load first
     if args.clean:
         return _clean_demos(args)
+    if wants_json(args) and not args.no_ui:
+        raise InputError(NO_JSON)
     path = create_demo_repo(Path(args.path).expanduser() if args.path else None, start_agents=True)
     if args.no_ui:
         emit(args, {"path": str(path)}, str(path))
