@@ -37,6 +37,43 @@ def test_emoji_sequences_take_two_cells() -> None:
     assert cells == ["👍🏽", "", "x", "🇩🇪", "", "y"]
 
 
+def _rows(emu: TerminalEmulator) -> list[str]:
+    return [emu.line_text(y).rstrip() for y in range(emu.screen.lines)]
+
+
+@pytest.mark.parametrize(("sequence", "expected"), [
+    # tmux scrolls with SU (`indn` in xterm-256color's terminfo) when lines come faster than it draws: pyte
+    # 0.8.2 ignored it, and each line lost was written over the one it should have pushed up.
+    (f"{ESC}[2S", ["c", "d", "e", "", ""]),
+    (f"{ESC}[S", ["b", "c", "d", "e", ""]),
+    (f"{ESC}[9S", ["", "", "", "", ""]),
+    (f"{ESC}[2T", ["", "", "a", "b", "c"]),
+    (f"{ESC}[2;4r{ESC}[1S", ["a", "c", "d", "", "e"]),  # within the margins only
+    (f"{ESC}[2;4r{ESC}[1T", ["a", "", "b", "c", "e"]),
+    (f"{ESC}[?2S", ["a", "b", "c", "d", "e"]),  # XTSMGRAPHICS, not SU
+    (f"{ESC}[1;2;3;4;5T", ["a", "b", "c", "d", "e"]),  # xterm's mouse highlight tracking, not SD
+])
+def test_scroll_up_and_down_move_the_lines_within_the_margins(sequence: str, expected: list[str]) -> None:
+    emu = TerminalEmulator(10, 5)
+    emu.feed("a\r\nb\r\nc\r\nd\r\ne".encode())
+    emu.take_dirty()
+    emu.feed(sequence.encode())
+    assert _rows(emu) == expected
+    if _rows(emu) != ["a", "b", "c", "d", "e"]:
+        assert emu.take_dirty() == set(range(5))  # every line is drawn again
+
+
+def test_repeat_draws_the_last_character_again_and_at_most_a_screenful() -> None:
+    emu = TerminalEmulator(10, 3)
+    emu.feed(f"ab{ESC}[3b|".encode())
+    assert emu.line_text(0).rstrip() == "abbbb|"
+    emu.feed(f"{ESC}[H{ESC}[2J-{ESC}[999999999b".encode())
+    assert emu.errors == 0 and all(emu.line_text(y) == "-" * 10 for y in range(2))  # 31 drawn, not 10**9
+    fresh = TerminalEmulator(10, 1)
+    fresh.feed(f"{ESC}[5bx".encode())  # nothing drawn yet: nothing to repeat
+    assert fresh.line_text(0).rstrip() == "x"
+
+
 def test_unknown_private_sgr_does_not_lose_the_chunk() -> None:
     emu = TerminalEmulator(40, 3)
     emu.feed(b"\x1b[?4mafter\x1b[?1h")

@@ -7,6 +7,9 @@ Traps fixed here (see shared TERMINAL.md):
 - pyte raises TypeError on private CSI sequences it does not know (vim's `CSI ? 4 m`), losing the rest of the
   chunk: every CSI handler here accepts and ignores `private`.
 - Multibyte characters split across reads: bytes go through pyte's ByteStream (an incremental UTF-8 decoder).
+- pyte 0.8.2 knows no SU, SD or REP (`CSI n S`, `CSI n T`, `CSI n b`), which xterm-256color's terminfo offers
+  (indn, rin, rep) and tmux uses: typed lines echoed faster than a frame scroll with `CSI n S`, and each one
+  lost overwrote a line (an agent's terminal showed lines missing and others twice). They are handled here.
 """
 
 from __future__ import annotations
@@ -81,7 +84,8 @@ class SafeScreen(pyte.Screen):
         super().__init__(columns, lines)
         self._respond = respond
         self._join_next = False
-        for name in set(pyte.Stream.csi.values()):
+        self._last_graphic = ""
+        for name in set(EmulatorStream.csi.values()):
             method = getattr(self, name, None)
             if method is None:
                 continue
@@ -140,8 +144,52 @@ class SafeScreen(pyte.Screen):
             if width <= 0:
                 continue  # unprintable or zero-width format character: pyte would stop the whole run here
             run.append(char)
+            self._last_graphic = char
             prev_regional = code in _REGIONAL
         flush()
+
+    def _scroll_count(self, count: int | None) -> tuple[int, int, int]:
+        top, bottom = self.margins or pyte.screens.Margins(0, self.lines - 1)
+        return top, bottom, min(max(count or 1, 1), bottom - top + 1)
+
+    def scroll_up(self, count: int | None = None, *rest: int, private: bool = False) -> None:
+        """SU: the lines within the margins move up `count`, blank lines come in at the bottom; the cursor
+        stays. (`CSI ? Pn S` is another sequence: ignored.)"""
+        if private or rest:
+            return
+        top, bottom, n = self._scroll_count(count)
+        self.dirty.update(range(self.lines))
+        for y in range(top, bottom + 1):
+            if y + n <= bottom:
+                self.buffer[y] = self.buffer[y + n]
+            else:
+                self.buffer.pop(y, None)
+
+    def scroll_down(self, count: int | None = None, *rest: int, private: bool = False) -> None:
+        """SD: the lines within the margins move down `count`, blank lines come in at the top. (With more
+        parameters `CSI T` is xterm's mouse highlight tracking: ignored.)"""
+        if private or rest:
+            return
+        top, bottom, n = self._scroll_count(count)
+        self.dirty.update(range(self.lines))
+        for y in range(bottom, top - 1, -1):
+            if y - n >= top:
+                self.buffer[y] = self.buffer[y - n]
+            else:
+                self.buffer.pop(y, None)
+
+    def repeat_character(self, count: int | None = None, *rest: int, private: bool = False) -> None:
+        """REP: the character drawn last, `count` more times (at most a screenful: a count is the program's)."""
+        if private or rest or not self._last_graphic:
+            return
+        n = min(max(count or 1, 1), self.columns * self.lines)
+        super().draw(self._last_graphic * n)
+
+
+class EmulatorStream(pyte.ByteStream):
+    """pyte's byte stream with the CSI sequences SafeScreen adds (SU, SD, REP)."""
+
+    csi = {**pyte.ByteStream.csi, "S": "scroll_up", "T": "scroll_down", "b": "repeat_character"}
 
 
 class TerminalEmulator:
@@ -150,7 +198,7 @@ class TerminalEmulator:
     def __init__(self, columns: int = 80, lines: int = 24, respond: Callable[[bytes], None] | None = None) -> None:
         self._respond = respond
         self.screen = SafeScreen(columns, lines, self._answer)
-        self.stream = pyte.ByteStream(self.screen)
+        self.stream = EmulatorStream(self.screen)
         self.errors = 0
 
     def _answer(self, data: str) -> None:
