@@ -55,7 +55,7 @@ def _rows(emu: TerminalEmulator) -> list[str]:
 ])
 def test_scroll_up_and_down_move_the_lines_within_the_margins(sequence: str, expected: list[str]) -> None:
     emu = TerminalEmulator(10, 5)
-    emu.feed("a\r\nb\r\nc\r\nd\r\ne".encode())
+    emu.feed(b"a\r\nb\r\nc\r\nd\r\ne")
     emu.take_dirty()
     emu.feed(sequence.encode())
     assert _rows(emu) == expected
