@@ -179,10 +179,12 @@ class SafeScreen(pyte.Screen):
                 self.buffer.pop(y, None)
 
     def repeat_character(self, count: int | None = None, *rest: int, private: bool = False) -> None:
-        """REP: the character drawn last, `count` more times (at most a screenful: a count is the program's)."""
+        """REP: the character drawn last, `count` more times, at most a line's width: the count is the agent's,
+        and six bytes asking for a screenful each would make a read of its output cost hundreds of times what
+        the same bytes of text do, on the event loop (what programs repeat is a run within a line)."""
         if private or rest or not self._last_graphic:
             return
-        n = min(max(count or 1, 1), self.columns * self.lines)
+        n = min(max(count or 1, 1), self.columns)
         super().draw(self._last_graphic * n)
 
 
