@@ -18,6 +18,7 @@ from textual.widgets import Button, Checkbox, Input
 from daintree_tui.core.project import Project
 from daintree_tui.tui.app import DaintreeApp, make_app
 from daintree_tui.tui.messages import SessionsPolled
+from daintree_tui.tui.screens.confirm import ConfirmScreen
 from daintree_tui.tui.screens.main import MainScreen
 from daintree_tui.tui.screens.remove import RemoveScreen
 from daintree_tui.tui.widgets.session_title import TYPING_HINT
@@ -25,7 +26,7 @@ from daintree_tui.tui.widgets.task_table import TaskTable
 from daintree_tui.tui.widgets.terminal import TerminalView
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
 from tests.conftest import CLI, trusted_config
-from tests.helpers.dashboard import configure, main_screen, on_screen, select, title_text, until
+from tests.helpers.dashboard import configure, confirm, main_screen, on_screen, select, title_text, until
 
 pytestmark = pytest.mark.usefixtures("tmux_socket", "cpu_load")
 
@@ -161,7 +162,14 @@ async def test_switch_sessions_keep_and_palette(repo: Path, cli: CLI) -> None:
         await pilot.press("left_square_bracket")
         await until(pilot, lambda: terminal.worktree == "beta" and screen.selected == "beta")
         await select(pilot, screen, "alpha")
+        await pilot.press("k")  # asked first: keeping cannot be undone, and `k` is where a vim user moves up
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen) and app.screen.is_mounted)
+        assert app.screen.question == "Keep alpha?"
+        await pilot.press("escape")
+        await until(pilot, lambda: isinstance(app.screen, MainScreen))
+        assert index(repo)["alpha"]["status"] == "active"
         await pilot.press("k")
+        await confirm(pilot, app)
         await until(pilot, lambda: index(repo)["alpha"]["status"] == "kept")
         await select(pilot, screen, "beta")
         await pilot.press("ctrl+p")
@@ -170,6 +178,7 @@ async def test_switch_sessions_keep_and_palette(repo: Path, cli: CLI) -> None:
         await until(pilot, lambda: "Keep: beta" in str([str(o.prompt) for o in
                                                         app.screen.query("OptionList").first().options]))
         await pilot.press("enter")
+        await confirm(pilot, app)
         await until(pilot, lambda: index(repo)["beta"]["status"] == "kept")
 
 
@@ -420,6 +429,7 @@ async def test_keys_remap_from_config_and_previews(repo: Path, cli: CLI) -> None
         await select(pilot, screen, "one")
         assert "k" not in screen.active_bindings and screen.active_bindings["K"].binding.action == "keep"
         await pilot.press("K")
+        await confirm(pilot, app)
         await until(pilot, lambda: index(repo)["one"]["status"] == "kept")
         terminal = screen.query_one(TerminalView)
         await pilot.press("enter")
@@ -793,6 +803,7 @@ async def test_create_makes_the_new_worktree_current(repo: Path, cli: CLI) -> No
         await pilot.press("ctrl+right_square_bracket")
         await until(pilot, lambda: table.has_focus)
         await pilot.press("k")  # acts on the new worktree, not on row 1
+        await confirm(pilot, app)
         await until(pilot, lambda: index(repo)["gamma-ray"]["status"] == "kept")
         assert index(repo)["alpha"]["status"] == "active"
 
@@ -812,6 +823,7 @@ async def test_filter_then_escape_keeps_one_current_worktree(repo: Path, cli: CL
         await until(pilot, lambda: screen.query_one(WorktreeTable).row_count == 3)
         await until(pilot, lambda: consistent(screen, "cherry"))
         await pilot.press("k")
+        await confirm(pilot, app)
         await until(pilot, lambda: index(repo)["cherry"]["status"] == "kept")
         assert index(repo)["banana"]["status"] == index(repo)["apple"]["status"] == "active"
 

@@ -23,7 +23,7 @@ from daintree_tui.tui.widgets.task_table import TaskTable
 from daintree_tui.tui.widgets.terminal import TerminalView
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
 from tests.conftest import CLI, trusted_config
-from tests.helpers.dashboard import until
+from tests.helpers.dashboard import confirm, until
 from tests.sshd import Sshd, sshd_available
 
 pytestmark = [pytest.mark.usefixtures("tmux_socket", "quick_host_polls"),
@@ -116,6 +116,7 @@ async def test_remote_host_in_the_dashboard_attach_type_unreachable_and_back(
 
         # Keep goes through the host's own daintree: kept there, not here.
         await pilot.press("k")
+        await confirm(pilot, app)
         await eventually(pilot, lambda: [w["status"] for w in remote.json("worktree", "list", "--host", far)]
                          == ["kept"])
         await until(pilot, lambda: "(kept)" in row(table, "agent@far")["name"])

@@ -39,7 +39,7 @@ DASHBOARD_BINDINGS: list[BindingType] = [
             tooltip="Start or restart a session with a chosen agent"),
     Binding("S", "stop_session", "Stop", id="stop_session", show=False,
             tooltip="Stop the agent (asks; the worktree and its files stay, enter starts it again)"),
-    Binding("k", "keep", "Keep", id="keep", tooltip="Keep the worktree"),
+    Binding("k", "keep", "Keep", id="keep", tooltip="Keep the worktree (asks: keeping cannot be undone)"),
     Binding("x", "remove", "Remove", id="remove", tooltip="Remove the worktree (asks; discarding work asks twice)"),
     Binding("d", "diff", "Diff", id="diff", tooltip="Diff against the base"),
     Binding("D", "full_diff", "Full diff", id="full_diff", show=False,

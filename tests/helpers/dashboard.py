@@ -61,3 +61,11 @@ def title_text(screen: MainScreen) -> str:
 
 def toasts(app: DaintreeApp) -> list[str]:
     return [str(t.render()) for t in app.screen.query("Toast")]
+
+
+async def confirm(pilot: Any, app: DaintreeApp) -> None:
+    """Answer yes to the question the last key asked (a ConfirmScreen)."""
+    from daintree_tui.tui.screens.confirm import ConfirmScreen
+
+    await until(pilot, lambda: isinstance(app.screen, ConfirmScreen) and app.screen.is_mounted)
+    await pilot.click("#yes")

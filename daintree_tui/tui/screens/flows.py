@@ -143,7 +143,20 @@ async def stop_session(screen: Dashboard, name: str) -> None:
     screen.notify(f"Not stopped: {name}'s {info.agent} {ended}{code}", severity="warning")
 
 
+def keep_question(name: str, host: str | None = None) -> ConfirmScreen:
+    """Keeping cannot be undone (`active -> kept`): `k` is also where a vim user's hand goes to move up."""
+    where = f" on host {host}" if host else ""
+    return ConfirmScreen(
+        f"Keep {name}{where}?",
+        "A kept worktree stays as it is, its files, branch, ports and session, and is no longer active; this "
+        "cannot be undone. `daintree gc` may remove it later, once it is clean and old enough (14 days unless "
+        "--older-than says otherwise); uncommitted work is never removed.",
+        yes="Keep")
+
+
 async def keep(screen: Dashboard, name: str) -> None:
+    if not await screen.app.push_screen_wait(keep_question(name)):
+        return
     await asyncio.to_thread(screen.backend.keep, name)
     screen.operation_done(f"Kept {name}")
 

@@ -235,6 +235,8 @@ class HostRows:
                 else "its branch kept (not merged there)"
             view.notify(f"Removed {name} on host {host_name}, {branch}")
         else:
+            if not await view.app.push_screen_wait(flows.keep_question(name, host_name)):
+                return
             await asyncio.to_thread(host.run_json, ["worktree", operation, name])
             view.notify(f"Kept {name} on host {host_name}")
         self.watch.poll_now()
