@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -77,8 +78,11 @@ def scan_ignored(root: Path, skip_dirs: list[Path], limit: int | None = None,
     """
     limit = SCAN_LIMIT if limit is None else limit
     seconds = SCAN_SECONDS if seconds is None else seconds
+    # git's complaint goes to a file (not a pipe read beside stdout's, which could fill and stall it): a failure
+    # says what git said.
+    errors = tempfile.TemporaryFile()  # noqa: SIM115 (closed in the finally below, after the wait)
     proc = subprocess.Popen(["git", "-C", str(root), "ls-files", "-z", "--others", "--ignored", "--exclude-standard",
-                             "--directory"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             "--directory"], stdout=subprocess.PIPE, stderr=errors,
                             stdin=subprocess.DEVNULL)
     timer = threading.Timer(seconds, proc.kill)
     timer.start()
@@ -98,11 +102,14 @@ def scan_ignored(root: Path, skip_dirs: list[Path], limit: int | None = None,
         timer.cancel()
         proc.stdout.close()
         code = proc.wait()
+        errors.seek(0)
+        said = g.last_line(os.fsdecode(errors.read(4096)))
+        errors.close()
     if complete and code < 0:  # killed by the timer
         complete = False
         warn(f"deps: git took longer than {seconds:.0f}s to list the ignored files; using what it listed")
     elif complete and code != 0:
-        raise OperationError(f"git ls-files failed in {root} (exit {code})")
+        raise OperationError(f"git ls-files failed in {root} (exit {code}){': ' + said if said else ''}")
     elif not complete:
         warn(f"deps: stopped after {limit} ignored entries; files and dirs past them are not copied or linked")
     skip = [d.resolve() for d in skip_dirs]
