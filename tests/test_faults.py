@@ -51,6 +51,7 @@ print(",".join(mine))
 """
 
 
+@pytest.mark.stress
 def test_three_processes_creating_and_removing_at_once(repo: Path) -> None:
     procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(repo), name], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for name in ("a", "b", "c")]
@@ -177,6 +178,7 @@ def check(code: int, err: str) -> None:
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
+@pytest.mark.stress
 @FUZZ
 @given(name=st.text(min_size=0, max_size=70))
 def test_fuzz_worktree_names(fuzz_repo: Path, capsys: pytest.CaptureFixture[str], name: str) -> None:
@@ -189,6 +191,7 @@ def test_fuzz_worktree_names(fuzz_repo: Path, capsys: pytest.CaptureFixture[str]
         check(*run_cli(capsys, "worktree", "remove", name, "--repo", str(fuzz_repo), "--delete-branch"))
 
 
+@pytest.mark.stress
 @FUZZ
 @given(ref=st.text(min_size=1, max_size=40).filter(lambda r: not r.startswith("-")))
 def test_fuzz_base_refs(fuzz_repo: Path, capsys: pytest.CaptureFixture[str], ref: str) -> None:
@@ -198,6 +201,7 @@ def test_fuzz_base_refs(fuzz_repo: Path, capsys: pytest.CaptureFixture[str], ref
         check(*run_cli(capsys, "worktree", "remove", "fuzzref", "--repo", str(fuzz_repo), "--delete-branch"))
 
 
+@pytest.mark.stress
 @FUZZ
 @given(status=st.text(max_size=20).filter(lambda r: not r.startswith("-")),
        task_id=st.text(max_size=6).filter(lambda r: not r.startswith("-")))
@@ -216,6 +220,7 @@ CONFIG_KEYS = ["worktree_dir", "branch_prefix", "base", "deps.include", "deps.li
                "keys.keep", "bogus"]
 
 
+@pytest.mark.stress
 @FUZZ
 @given(key=st.sampled_from(CONFIG_KEYS), value=TOML_VALUES)
 def test_fuzz_config_values(tmp_path_factory: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str],

@@ -138,6 +138,7 @@ time.sleep(5)
 KILL_SEEDS = [0, 1, *(pytest.param(seed, marks=pytest.mark.slow) for seed in (2, 3, 4))]
 
 
+@pytest.mark.stress
 @pytest.mark.parametrize("seed", KILL_SEEDS)
 def test_kill_9_at_random_points_then_doctor_fix(repo: Path, seed: int) -> None:
     """kill -9 during create, remove and keep at seeded random moments; doctor --fix restores agreement and no

@@ -249,6 +249,7 @@ def train_process(repo: Path, *args: str) -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
 
 
+@pytest.mark.stress
 def test_kill_9_mid_train_leaves_only_tested_commits_and_doctor_fix_cleans_up(cli: CLI, repo: Path) -> None:
     commit(repo, ".gitignore", "*.local\n", "ignore")
     cli.ok("worktree", "create", "first")
