@@ -83,7 +83,7 @@ PYTEST := PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(CURDIR)/$(VENV)/pycache
 pytest: setup
 	$(PYTEST) -m "not slow and not real_agents" -n 3
 
-# The inner loop, under a minute: every test that needs none of tmux, sshd and bubblewrap (tests/conftest.py marks
+# The inner loop (its target is a minute; measured below): every test that needs none of tmux, sshd and bubblewrap (tests/conftest.py marks
 # each test `tmux`, `sshd` or `bwrap` from its fixtures and skip conditions): the CLI, git, state files, config,
 # the review and the terminal's core. It passes on a machine that has none of the three. The 8 stress tests
 # (fuzzers, kill -9 at random points, racing processes) are left to `make test`: 66-71 s without them against
