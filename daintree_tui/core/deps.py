@@ -80,10 +80,14 @@ def scan_ignored(root: Path, skip_dirs: list[Path], limit: int | None = None,
     seconds = SCAN_SECONDS if seconds is None else seconds
     # git's complaint goes to a file (not a pipe read beside stdout's, which could fill and stall it): a failure
     # says what git said.
-    errors = tempfile.TemporaryFile()  # noqa: SIM115 (closed in the finally below, after the wait)
-    proc = subprocess.Popen(["git", "-C", str(root), "ls-files", "-z", "--others", "--ignored", "--exclude-standard",
-                             "--directory"], stdout=subprocess.PIPE, stderr=errors,
-                            stdin=subprocess.DEVNULL)
+    errors = tempfile.TemporaryFile()  # noqa: SIM115 (closed once git has ended, or when it cannot start)
+    try:
+        proc = subprocess.Popen(["git", "-C", str(root), "ls-files", "-z", "--others", "--ignored",
+                                 "--exclude-standard", "--directory"], stdout=subprocess.PIPE, stderr=errors,
+                                stdin=subprocess.DEVNULL)
+    except BaseException:
+        errors.close()
+        raise
     timer = threading.Timer(seconds, proc.kill)
     timer.start()
     entries: list[str] = []
