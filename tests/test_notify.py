@@ -83,10 +83,13 @@ def user_config(text: str) -> Path:
 
 
 def watcher_running(repo: Path) -> int | None:
+    """The running watcher's pid, once it has written it: it takes its lock first, and -1 (locked, no pid yet)
+    is not the pid `notify status` reports a moment later."""
     from daintree_tui.core.project import Project
     from daintree_tui.services.watcher import watcher_pid
 
-    return watcher_pid(Project.discover(repo))
+    pid = watcher_pid(Project.discover(repo))
+    return pid if pid is not None and pid > 0 else None
 
 
 AGENTS = """
