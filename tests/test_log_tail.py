@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import random
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -141,7 +142,11 @@ def test_a_line_of_megabytes_growing_while_followed_is_read_once_and_replayed_at
     os.set_blocking(reader, False)
     out = bytearray()
 
-    def read_out() -> None:
+    def read_out(wait: float = 0.0) -> None:
+        # Woken by the pipe itself: a sleep between reads let 64 KB through a pipe each time, so the 18 MB took
+        # longer than the deadline on a loaded machine (seen at load 7), and the follower, blocked on the full
+        # pipe at the end, never got to its exit.
+        select.select([reader], [], [], wait)
         while True:
             try:
                 chunk = os.read(reader, 1 << 20)
@@ -154,8 +159,7 @@ def test_a_line_of_megabytes_growing_while_followed_is_read_once_and_replayed_at
     try:
         deadline = time.monotonic() + 30
         while b"start" not in out and time.monotonic() < deadline:
-            time.sleep(0.05)
-            read_out()
+            read_out(0.05)
         with (repo / ".worktrees" / ".logs" / "grows.log").open("ab") as log:
             for _ in range(256):  # 18 MB in 256 writes, as an agent's output grows
                 log.write(b"\x1b[H" * 24 * 1024)
@@ -165,12 +169,11 @@ def test_a_line_of_megabytes_growing_while_followed_is_read_once_and_replayed_at
             log.write(b"\ndone\n")
         deadline = time.monotonic() + 90
         while not out.endswith(b"done\n") and time.monotonic() < deadline:
-            time.sleep(0.05)
-            read_out()
+            read_out(0.05)
     finally:
         proc.send_signal(signal.SIGINT)
+        os.close(reader)  # a follower still writing gets a broken pipe, not a wait for a reader that is gone
         _, _, usage = os.wait4(proc.pid, 0)
-        os.close(reader)
     assert out.endswith(b"\x1b[H" * 3 + b"\ndone\n") and len(out) == 6 + 256 * 24 * 1024 * 3 + 6
     assert usage.ru_utime + usage.ru_stime < CPU_LIMIT / 2, usage  # (it takes under one; it took over ten)
 
