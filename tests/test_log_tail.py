@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import random
 import re
+import resource
 import select
 import signal
 import subprocess
@@ -173,9 +174,26 @@ def test_a_line_of_megabytes_growing_while_followed_is_read_once_and_replayed_at
     finally:
         proc.send_signal(signal.SIGINT)
         os.close(reader)  # a follower still writing gets a broken pipe, not a wait for a reader that is gone
-        _, _, usage = os.wait4(proc.pid, 0)
+        usage = _reaped(proc, timeout=30, seen=len(out))
     assert out.endswith(b"\x1b[H" * 3 + b"\ndone\n") and len(out) == 6 + 256 * 24 * 1024 * 3 + 6
     assert usage.ru_utime + usage.ru_stime < CPU_LIMIT / 2, usage  # (it takes under one; it took over ten)
+
+
+def _reaped(proc: subprocess.Popen[bytes], timeout: float, seen: int) -> resource.struct_rusage:
+    """The rusage of `proc` once it ended, or a failure naming where it hung (it hung twice on a loaded machine,
+    and the test then waited for pytest's timeout, which names nothing of the follower)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pid, _, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            return usage
+        time.sleep(0.05)
+    threads = {task.name: (task / "stat").read_text().split(") ")[-1].split()[0] + " "
+               + (task / "wchan").read_text() for task in Path(f"/proc/{proc.pid}/task").iterdir()}
+    proc.kill()
+    proc.wait()
+    raise AssertionError(f"the follower did not end within {timeout:.0f}s of SIGINT, {seen} bytes shown; "
+                         f"its threads (state, kernel wait): {threads}")
 
 
 # `replayable` as it was: a Python call for each sequence, to tell which to keep.
