@@ -12,7 +12,12 @@ start, the first row selected, nothing focused. For each N:
   slope of the steady figure from 40 to 100);
 - key-to-echo p95, after the windows: `aa-echo`'s terminal focused, a key written to a terminal of our own
   attached to the outer tmux until the output that shows it echoed by `cat` is read (bench.latency's method);
-- the slope: extra steady CPU per added busy session (least squares over the N).
+- the slope: extra steady CPU per added busy session (least squares over the N);
+- at the largest N, key-to-echo p95 with the busy agents paused and printing, in blocks taken in turn
+  (quiet, busy, busy, quiet, ...: ECHO_BLOCKS blocks of LINE_KEYS keys each) on the same dashboard in the same
+  minutes. The rounds of the table above are minutes apart at different N, where the machine's load swings more
+  than the dashboard does: their ratio was noise (0.81x and 5.13x in one run). Paused (SIGSTOP) agents are idle
+  sessions, as many rows, none printing.
 Before, the bench made 101 worktrees whatever N was (61 without a session at 40), recorded every status before
 the dashboard opened, focused a terminal before the window (the selected row's live preview then stood still)
 and measured 15 s once the start-up's facts were on screen: 4.1-4.5 % at 40, where the user's view cost 5-6 %.
@@ -25,8 +30,10 @@ in that order. `DAINTREE_BENCH_BUSY=0,10` and
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -44,6 +51,8 @@ START = 12.0  # seconds from the launch to the `opened` window, as issue 33 meas
 KEYS = 48
 LINE_KEYS = 24  # keys timed per typed line (after its id), as in bench.latency
 ROUNDS = 0  # echo rounds so far in this run: each types lines of its own
+ECHO_BLOCKS = int(os.environ.get("DAINTREE_BENCH_ECHO_BLOCKS", "8"))  # per state: 8 x 24 = 192 keys each
+SETTLE = 4.0  # seconds after pausing or resuming the agents: their rows' status changes (debounce, hold) pass
 BUSY = "sh -c 'i=0; while :; do i=$((i+1)); echo \\\"step $i: editing src/module_$i.py\\\"; sleep 1; done'"
 
 
@@ -123,8 +132,48 @@ def echo_p95(viewer: Viewer, round_no: int) -> float:
             line += 1
     finally:
         term.close()
-    samples.sort()
-    return samples[min(len(samples) - 1, int(len(samples) * 0.95))]
+    return p95(samples)
+
+
+def p95(samples: list[float]) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
+
+
+def busy_panes(socket: str) -> list[int]:
+    """The busy agents' first processes (unsandboxed `sh` loops: the pane's process is the loop itself)."""
+    out = subprocess.run(["tmux", "-L", socket, "list-panes", "-a", "-F", "#{session_name} #{pane_pid}"],
+                         capture_output=True, text=True).stdout
+    return [int(pid) for name, pid in (line.split() for line in out.splitlines()) if "busy-" in name]
+
+
+def pause(pids: list[int], paused: bool) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):  # a loop that ended: nothing to pause
+            os.kill(pid, signal.SIGSTOP if paused else signal.SIGCONT)
+
+
+def echo_interleaved(viewer: Viewer, socket: str, round_no: int) -> tuple[float, float, int]:
+    """p95 of key-to-echo with every busy agent paused, and printing, in blocks taken in turn (ABBA, so a drift in
+    the machine's load weighs on both alike); (quiet, busy, keys per state). The agents print again after."""
+    from bench.latency import OuterTerminal, measure_line
+
+    env = {**os.environ, "TERM": "xterm-256color", "COLORTERM": "truecolor"}
+    env.pop("TMUX", None)
+    pids = busy_panes(socket)
+    samples: dict[bool, list[float]] = {True: [], False: []}
+    term = OuterTerminal(["tmux", "-L", viewer.socket, "attach"], env, cols=200, rows=50)
+    try:
+        term.pump(1.0)
+        for block in range(2 * ECHO_BLOCKS):
+            paused = block % 4 in (0, 3)
+            pause(pids, paused)
+            time.sleep(SETTLE)
+            samples[paused] += measure_line(term, f"i{round_no}b{block}", LINE_KEYS)
+    finally:
+        pause(pids, False)
+        term.close()
+    return p95(samples[True]), p95(samples[False]), len(samples[True])
 
 
 def slope(xs: list[float], ys: list[float]) -> float:
@@ -150,7 +199,7 @@ def loadavg() -> float:
 
 
 def measure(viewer: Viewer, repo: Path, socket: str, busy: int, env: dict[str, str],
-            checkout: str | None) -> dict[str, float]:
+            checkout: str | None, interleave: bool = False) -> dict[str, float]:
     command = f"{sys.executable} -m daintree_tui"
     if checkout:
         command = f"env PYTHONPATH={checkout} {command}"
@@ -172,10 +221,15 @@ def measure(viewer: Viewer, repo: Path, socket: str, busy: int, env: dict[str, s
     # shows the lines typed before, and a line id typed again was "echoed" before any key (main's 0.1-0.2 ms).
     global ROUNDS
     ROUNDS += 1
-    p95 = echo_p95(viewer, ROUNDS)
-    return {"busy": busy, "opened": opened, "opened_server": opened_server, "dash": steady,
-            "server": steady_server, "rows": rows, "rss": rss, "echo": p95 * 1000,
-            "load": max(load_before, loadavg())}
+    echo = echo_p95(viewer, ROUNDS)
+    result = {"busy": busy, "opened": opened, "opened_server": opened_server, "dash": steady,
+              "server": steady_server, "rows": rows, "rss": rss, "echo": echo * 1000,
+              "load": max(load_before, loadavg())}
+    if interleave and busy:
+        quiet, printing, keys = echo_interleaved(viewer, socket, ROUNDS)
+        result.update(echo_quiet=quiet * 1000, echo_busy=printing * 1000, echo_keys=keys,
+                      echo_load=max(result["load"], loadavg()))
+    return result
 
 
 def run() -> str:
@@ -203,7 +257,8 @@ def run() -> str:
                     manager.start(f"busy-{started:03d}", "busy", size=(120, 40))  # type: ignore[attr-defined]
                     started += 1
                 for label, checkout in variants:
-                    results[label].append(measure(viewer, repo, socket, count, env, checkout))
+                    results[label].append(measure(viewer, repo, socket, count, env, checkout,
+                                                  interleave=count == max(COUNTS)))
                     viewer.close()
     finally:
         viewer.close()
@@ -229,6 +284,12 @@ def report(label: str, results: list[dict[str, float]]) -> str:
         rows.append(["slope per busy session", "", f"{slope(xs, [r['opened'] for r in busy_rows]):+.3f}%",
                      f"{slope(xs, [r['dash'] for r in busy_rows]):+.3f}%", "",
                      f"{slope(xs, [r['server'] for r in busy_rows]):+.3f}%", "", "", "", "", "", "", ""])
+    paired = [r for r in results if "echo_busy" in r]
+    for r in paired:
+        rows.append([f"echo p95 at {int(r['busy'])} busy, paused and printing in turn", "", "", "", "", "", "",
+                     "", "", f"{r['echo_quiet']:.1f} / {r['echo_busy']:.1f} ms ({int(r['echo_keys'])} keys each)",
+                     f"{r['echo_busy'] / r['echo_quiet']:.2f}x" if r["echo_quiet"] else "", "<= 1.5x",
+                     f"{r['echo_load']:.1f}"])
     return table(f"8. Busy agents (1 line/s each), dashboard at 200x50 in an outer tmux pane as opened, CPU over "
                  f"{WINDOW:.0f} s from {START:.0f} s after the launch (opened) and the {WINDOW:.0f} s after (steady) "
                  f"({label})", rows,
