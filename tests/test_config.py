@@ -34,6 +34,18 @@ def test_user_config_honours_xdg(repo: Path, cli: CLI) -> None:
     assert entry["branch"] == "mine/x"
 
 
+def test_user_folders_follow_the_environment_of_each_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The folders are kept per value of the variables they come from (they are asked at every config access):
+    another XDG_CONFIG_HOME or XDG_DATA_HOME later in the same process is still honoured."""
+    from daintree_tui.core.user_dirs import user_config_dir, user_data_dir
+
+    for name in ("a", "b", "a"):
+        monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / name / "config"))
+        monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / name / "data"))
+        assert user_config_dir() == tmp_path / name / "config" / "daintree"
+        assert user_data_dir() == tmp_path / name / "data" / "daintree"
+
+
 @pytest.mark.parametrize(("text", "key"), [
     ("[ports]\nrange = [10, 5]\n", "ports.range"),
     ("[ports]\nper_worktree = 0\n", "ports.per_worktree"),
