@@ -173,12 +173,7 @@ class SessionManager:
 
     def usage_summary(self, names: Sequence[str]) -> dict[str, dict[str, Any]]:
         """Tokens and estimated cost of each session's current run (as last read; `update_usage` reads more)."""
-        out = {}
-        for name in names:
-            runs = self.usage.runs(name, current_only=True)
-            if runs:
-                out[name] = runs[0].totals.to_dict()
-        return out
+        return {name: runs[0].totals.to_dict() for name, runs in self.usage.current_runs(names).items() if runs}
 
     def update_usage(self, name: str) -> None:
         """Read the session's new usage records (its agent's own files)."""

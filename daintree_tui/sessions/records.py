@@ -23,7 +23,7 @@ import contextlib
 import fcntl
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -257,11 +257,20 @@ class UsageTracker:
 
     def runs(self, name: str, since: float = 0.0, current_only: bool = False) -> list[RunUsage]:
         """Usage of a session's runs (the current one only, or all), counted from `since`."""
+        return self._runs(name, since, current_only, self.project.config.pricing)
+
+    def current_runs(self, names: Iterable[str]) -> dict[str, list[RunUsage]]:
+        """`runs(name, current_only=True)` of each session, the config looked at once for all: each look checks
+        its files for changes (three stats), and the dashboard asks for every session at every poll."""
+        pricing = self.project.config.pricing
+        return {name: self._runs(name, 0.0, True, pricing) for name in names}
+
+    def _runs(self, name: str, since: float, current_only: bool,
+              pricing: Mapping[str, Mapping[str, float]]) -> list[RunUsage]:
         key = (name, since, current_only)
         try:
             st = os.stat(self.path(name), follow_symlinks=False)
-            seen: tuple[int, int, int, int] | None = (st.st_ino, st.st_size, st.st_mtime_ns,
-                                                      id(self.project.config.pricing))
+            seen: tuple[int, int, int, int] | None = (st.st_ino, st.st_size, st.st_mtime_ns, id(pricing))
         except OSError:
             seen = None
         known = self._read.get(key)
@@ -270,7 +279,7 @@ class UsageTracker:
         runs = self.load(name)["runs"]
         if current_only:
             runs = runs[-1:]
-        prices = self.prices
+        prices = prices_from(pricing)
         found = [RunUsage(name, str(r.get("agent") or "?"), r.get("task_id"), float(r.get("started_at") or 0.0),
                           _bucket_totals(r, prices, since), r.get("last_record_at")) for r in runs]
         if seen is not None:
