@@ -375,3 +375,62 @@ def test_a_train_result_with_no_session_running_is_sent(repo: Path, tmux_socket:
     assert [(p["kind"], p["worktree"], p["status"]) for p in receiver.posts] == [
         ("train", "a", "merged"), ("train", "b", "conflict")]
     assert receiver.posts[1]["text"] == "train: b conflict: app.py"
+
+
+@needs_tmux
+async def test_the_watcher_stands_back_while_a_dashboard_records_and_its_notices_still_go(
+        repo: Path, tmux_socket: str, receiver: Receiver) -> None:
+    """The watcher's own pass (a `list-panes` fork, each session's record, inbox and agent git) repeated what an
+    open dashboard's live client records anyway: as much CPU as the dashboard at 40 busy agents. While a
+    dashboard records by events, the watcher looks at the sessions once in STAND_BACK_TICKS ticks, and its
+    notices, read from the event log at every tick, still go out once."""
+    from daintree_tui.core.project import Project
+    from daintree_tui.services import Services
+    from daintree_tui.services.watcher import STAND_BACK_TICKS, Watcher, live_observer_present
+    from daintree_tui.tui.app import make_app
+    from tests.helpers.dashboard import main_screen, until
+
+    user_config(f'[notify]\nwebhook = "{receiver.url}"\n' + AGENTS + "[agents.idle]\ncommand = \"sleep 600\"\n"
+                "prompt_mode = \"none\"\n")
+    project = Project.discover(repo)
+
+    class Counted(Watcher):
+        passes = ticks = 0
+
+        def _observe(self) -> Any:
+            self.passes += 1
+            return super()._observe()
+
+        def _notify(self, *args: Any) -> int:
+            self.ticks += 1
+            return super()._notify(*args)
+
+    watcher = Counted(Services(project), tick=0.05, log=lambda line: None)
+    stop = threading.Event()
+    # First, so that it holds the repository's lock and the sessions' starts start no watcher process.
+    thread = threading.Thread(target=watcher.run, args=(stop,), daemon=True)
+    thread.start()
+    wait_for(lambda: watcher_running(repo))
+    services = Services(project)
+    services.worktrees.create("idle")
+    services.sessions.start("idle", "idle")
+    try:
+        wait_for(lambda: watcher.ticks >= 10)
+        assert watcher.passes >= watcher.ticks - 1  # no dashboard: a pass every tick
+        app = make_app(Project.discover(repo))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: main_screen(app).started and live_observer_present(project))
+            passes, ticks = watcher.passes, watcher.ticks
+            services.worktrees.create("ask")
+            services.sessions.start("ask", "asker")
+            await until(pilot, lambda: ("waiting", "ask") in receiver.kinds(), timeout=30)
+            await until(pilot, lambda: watcher.ticks >= ticks + 4 * STAND_BACK_TICKS)
+            assert watcher.passes - passes <= (watcher.ticks - ticks) // STAND_BACK_TICKS + 1
+        assert not live_observer_present(project)  # the dashboard gone, the watcher's passes are its own again
+        passes, ticks = watcher.passes, watcher.ticks
+        wait_for(lambda: watcher.ticks >= ticks + 10)
+        assert watcher.passes - passes >= watcher.ticks - ticks - 1
+        assert receiver.kinds() == [("waiting", "ask")]
+    finally:
+        stop.set()
+        thread.join(timeout=10)

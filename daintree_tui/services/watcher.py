@@ -15,6 +15,12 @@ each notice once.
   the config has a channel, reads the event log from where it was and turns each event into at most one notice
   (services/notify.py), skipping sessions someone is typing into. A config with no channel (or a bad one) sends
   nothing and stops nothing: a channel added later is used from the next look on.
+- **Stands back while a dashboard records by events**: a dashboard's live client records each session's
+  transition as tmux reports it, and its poll applies the inboxes, so the watcher's own pass (a `list-panes`
+  fork and each session's record, inbox and agent git) only did it again, as much CPU as the dashboard itself
+  at 40 busy agents. While one holds the live-observer lock (shared, one per dashboard), the watcher makes its
+  full pass every STAND_BACK_TICKS ticks only (sessions lost with their server, a dashboard that stopped
+  polling); it reads the event log for notices at every tick as before.
 - **Ends with the last session**: when the tmux server has had none of this repository's sessions, and the event
   log nothing new, for a few seconds (sessions that vanished with the server are recorded as lost first, which
   notifies `failed`), or on SIGTERM (`daintree notify stop`). A command that records an outcome while no session
@@ -52,6 +58,8 @@ TICK = 1.0
 # for a moment, and a merge train that removes the last worktree goes on writing its results after.
 EMPTY_GRACE = 5.0
 LOCK_NAME = "notify-watcher.lock"
+LIVE_OBSERVER_LOCK = "live-observers.lock"  # held shared by each dashboard that records sessions by events
+STAND_BACK_TICKS = 5  # while one does: the watcher's own full pass once in this many ticks
 LOCK_PATIENCE = 1.0  # seconds a new watcher tries for the lock: another process's look (`watcher_pid`) takes it briefly
 # What of the environment of whoever started the first session the watcher must not keep: the session's own
 # variables (a session's command may start another) and tmux's.
@@ -78,6 +86,36 @@ def _try_lock(fd: int) -> bool:
         return True
     except BlockingIOError:
         return False
+
+
+def hold_live_observer(project: Project) -> int | None:
+    """Say that this process records the repository's sessions by events (a dashboard's live client) for as
+    long as the returned descriptor stays open (None: the lock could not be had; the watcher then goes on
+    as if no dashboard ran). Many may hold it at once."""
+    with suppressed(OSError):
+        private_dir(project.locks_dir)
+        fd = os.open(project.locks_dir / LIVE_OBSERVER_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600)
+        for _ in range(50):  # a watcher's look holds it alone for a moment
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                return fd
+            except BlockingIOError:
+                time.sleep(0.01)
+        os.close(fd)
+    return None
+
+
+def live_observer_present(project: Project) -> bool:
+    """Whether a dashboard now records this repository's sessions by events (holds the lock shared)."""
+    try:
+        fd = os.open(project.locks_dir / LIVE_OBSERVER_LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        return not _try_lock(fd)  # free: ours, let go when fd closes
+    finally:
+        os.close(fd)
 
 
 def watcher_pid(project: Project) -> int | None:
@@ -206,10 +244,13 @@ class Watcher:
         once = OncePerRun()
         seen_runs: dict[str, float | None] = {}  # live sessions of the last look: those lost with the server
         empty_since: float | None = None
+        tick = 0
         self.log(f"watching {self.project.root} (pid {os.getpid()}): {self._sends(config)}")
         try:
             while not stop.is_set():
-                infos = self._observe()
+                passed = tick % STAND_BACK_TICKS == 0 or not live_observer_present(self.project)
+                tick += 1
+                infos = self._observe() if passed else None
                 if infos is not None:
                     if not infos and seen_runs:
                         self._record_lost(seen_runs)
@@ -217,7 +258,9 @@ class Watcher:
                 read = offset
                 offset = self._notify(notifier, once, offset)
                 now = time.monotonic()
-                if infos or offset != read:
+                if not passed:
+                    pass  # no look at the sessions this tick: nothing learnt of whether any remain
+                elif infos or offset != read:
                     empty_since = None
                 elif empty_since is None:
                     empty_since = now

@@ -188,7 +188,9 @@ class SessionManager:
         host = self._host
         if host is None:
             return []
-        presets = all_presets(self.project.config)
+        # The config once a pass: each look checks its three files for changes, and this ran two a session.
+        config = self.project.config
+        presets = all_presets(config)
         states = host.list()
         metas = {s.worktree: self.meta(s.worktree) for s in states}
         patterns = {w: presets[m["agent"]].waiting_pattern for w, m in metas.items() if m.get("agent") in presets}
@@ -199,8 +201,7 @@ class SessionManager:
         for state in states:
             meta = metas[state.worktree]
             status = derive_status(self.panes.observation(state, meta, screens.get(state.worktree)), now,
-                                   self.project.config.waiting_debounce, patterns.get(state.worktree),
-                                   self.project.config.stalled_after)
+                                   config.waiting_debounce, patterns.get(state.worktree), config.stalled_after)
             infos.append(self._info(state.worktree, state, meta, status))
         return sorted(infos, key=lambda i: i.started_at)
 

@@ -7,6 +7,7 @@ this adapter keeps the names the dashboard calls and what only a UI needs (the l
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -48,6 +49,7 @@ class Backend:
         self.clock = clock
         self.services.host  # noqa: B018 - resolve the host now, on the UI thread, not first in some worker
         self.live: LiveSessions | None = None
+        self._live_presence: int | None = None  # the live-observer lock's descriptor while `live` records
 
     @property
     def ops(self) -> Operations:
@@ -79,16 +81,22 @@ class Backend:
             return True
         if self.host is None or self.host.server_argv() is None:
             return False
+        from daintree_tui.services.watcher import hold_live_observer
         from daintree_tui.sessions.live import LiveSessions  # after the first frame: not a start-up import
 
         observer = self.services.observer
         self.live = LiveSessions(self.services.sessions,
                                  record=lambda c: observer.record(c.worktree, c.new, c.exit_code),
                                  on_change=on_change).start()
+        # The repository's watcher stands back while this records (services/watcher.py).
+        self._live_presence = hold_live_observer(self.services.project)
         return True
 
     def stop_live(self) -> None:
         live, self.live = self.live, None
+        presence, self._live_presence = self._live_presence, None
+        if presence is not None:
+            os.close(presence)  # first: the watcher takes its full passes again at once
         if live is not None:
             live.close()
 
