@@ -364,8 +364,6 @@ class RemoteHost:
 
     # -- checking ------------------------------------------------------------------------------------------------
 
-    # -- checking ------------------------------------------------------------------------------------------------
-
     def check(self, local_version: str) -> HostCheck:
         """Reach the host once and look at everything daintree needs there (what it prints is typed and cut:
         see host_answers.probe_lines)."""
