@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import StdioServerParameters
 
 from tests.conftest import CLI, mcp_http_server, trusted_config, wait_for
 from tests.helpers.mcp_client import call, fails, mcp_client, task_file, tool_names
@@ -385,7 +384,7 @@ async def test_stdio_serves_without_the_sdk(repo: Path, cli: CLI, tmp_path: Path
     """The stdio server imports neither the SDK nor pydantic (their import was 90% of an agent's wait for its
     tools); the SDK's own clients still talk to it: the handshake client, and the one that first probes the
     stateless revision (`server/discover`, answered "method not found": it falls back to the handshake)."""
-    from mcp import Client
+    from mcp import Client, StdioServerParameters
 
     report = tmp_path / "modules.txt"
     code = ("import sys, atexit, daintree_tui.cli as c\n"

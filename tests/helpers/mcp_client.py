@@ -8,15 +8,18 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mcp import ClientSession, StdioServerParameters, stdio_client
+if TYPE_CHECKING:  # the SDK is imported where a client starts: 1.1 CPU-s, in every xdist worker at collection
+    from mcp import ClientSession
 
 
 @asynccontextmanager
 async def mcp_client(repo: Path, *flags: str, env: dict[str, str] | None = None,
                      command: list[str] | None = None) -> AsyncIterator[ClientSession]:
     """A real client session with `python -m daintree_tui mcp --repo REPO` (or `command`) as a subprocess."""
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
     argv = command or [sys.executable, "-m", "daintree_tui", "mcp", "--repo", str(repo), *flags]
     params = StdioServerParameters(command=argv[0], args=argv[1:], cwd=str(repo), env={**os.environ, **(env or {})})
     with open(os.devnull, "w") as errlog:
