@@ -89,9 +89,11 @@ pytest: setup
 # (fuzzers, kill -9 at random points, racing processes) are left to `make test`: 66-71 s without them against
 # 68-74 s with them, 471 tests on the quiet 2-core machine, where its 118 CPU-s make ~60 s the floor. Four
 # workers: these tests wait on nothing timed (a terminal, a host), and four kept the two cores busier than
-# three (63 s against 73 s at load 3.6-4.9, 465 tests).
+# three (63 s against 73 s at load 3.6-4.9, 465 tests). None of these tests compares a snapshot: the snapshot
+# plugin is left out (it imports jinja2 and textual, 0.4 CPU-s in each of the five processes).
 test-fast: setup
-	$(PYTEST) -m "not slow and not real_agents and not tmux and not sshd and not bwrap and not stress" -n 4
+	$(PYTEST) -p no:textual-snapshot \
+		-m "not slow and not real_agents and not tmux and not sshd and not bwrap and not stress" -n 4
 
 # The real agent CLIs (claude, codex, gemini, opencode, aider) in the sandbox and outside, 20-50 s each: CI runs
 # them after `make test` (.ci/run installs the CLIs); here they skip where a CLI is missing. One at a time: two
