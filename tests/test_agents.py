@@ -653,6 +653,7 @@ AIDER = shutil.which("aider")  # looked up before any test hides the agent CLIs 
 
 
 @pytest.mark.skipif(AIDER is None and not os.environ.get("CI"), reason="aider is not installed")
+@pytest.mark.real_agents  # the real aider (9 CPU-s, 15 s): `make test-agents` runs it, in CI after `make test`
 def test_aiders_own_files_are_not_the_worktrees_work(cli: CLI, repo: Path, tmux_socket: str) -> None:
     """The real aider, sandboxed, writes its chat history and its repo map's cache at the top of the worktree: the
     worktree stayed dirty and `train`/`worktree merge` skipped it ("uncommitted changes"). Its histories now go to
