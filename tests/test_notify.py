@@ -439,3 +439,43 @@ async def test_the_watcher_stands_back_while_a_dashboard_records_and_its_notices
     finally:
         stop.set()
         thread.join(timeout=10)
+
+
+def test_a_fifo_where_the_watchers_locks_go_stops_neither_the_watcher_nor_a_session_start(repo: Path) -> None:
+    """Whatever is found under `.worktrees/` is data (a copied repository may bring a FIFO along): the looks at the
+    live-observer lock (each watcher tick) and at the watcher's lock (each session start) opened it read-only,
+    and opening a FIFO so waits for a writer, forever: the watcher stopped at its second tick, no notice after."""
+    from daintree_tui.core.project import Project
+    from daintree_tui.services import Services
+    from daintree_tui.services.watcher import LIVE_OBSERVER_LOCK, LOCK_NAME, Watcher, watcher_pid
+
+    user_config('[notify]\nwebhook = "http://127.0.0.1:9/"\n')
+    project = Project.discover(repo)
+    project.locks_dir.mkdir(parents=True, mode=0o700)
+    os.mkfifo(project.locks_dir / LIVE_OBSERVER_LOCK)
+
+    class Counted(Watcher):
+        ticks = 0
+
+        def _notify(self, *args: Any) -> int:
+            self.ticks += 1
+            return super()._notify(*args)
+
+    watcher = Counted(Services(project), tick=0.05, log=lambda line: None)
+    stop = threading.Event()
+    thread = threading.Thread(target=watcher.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: watcher.ticks >= 3, timeout=10)
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    assert not thread.is_alive()
+
+    (project.locks_dir / LOCK_NAME).unlink()  # the watcher's, left when it ended
+    os.mkfifo(project.locks_dir / LOCK_NAME)
+    looked: list[int | None] = []
+    look = threading.Thread(target=lambda: looked.append(watcher_pid(project)), daemon=True)
+    look.start()
+    look.join(timeout=10)
+    assert looked == [None]

@@ -80,6 +80,11 @@ def _open_lock(project: Project) -> int:
     return os.open(lock_path(project), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
 
 
+# A look at a lock file: read-only, never through a link, and never waiting (a FIFO found where a lock goes, in
+# a copied repository, made a read-only open wait for a writer forever: the watcher's loop, each session start).
+_LOOK_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+
+
 def _try_lock(fd: int) -> bool:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -109,7 +114,7 @@ def hold_live_observer(project: Project) -> int | None:
 def live_observer_present(project: Project) -> bool:
     """Whether a dashboard now records this repository's sessions by events (holds the lock shared)."""
     try:
-        fd = os.open(project.locks_dir / LIVE_OBSERVER_LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(project.locks_dir / LIVE_OBSERVER_LOCK, _LOOK_FLAGS)
     except OSError:
         return False
     try:
@@ -121,7 +126,7 @@ def live_observer_present(project: Project) -> bool:
 def watcher_pid(project: Project) -> int | None:
     """The pid of the watcher running for this repository, or None when none holds the lock."""
     try:
-        fd = os.open(lock_path(project), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(lock_path(project), _LOOK_FLAGS)
     except OSError:
         return None
     try:
