@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import CLI, make_repo, wait_for
+from tests.conftest import CLI, commit_file, make_repo, wait_for
 
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
@@ -479,3 +479,32 @@ def test_a_fifo_where_the_watchers_locks_go_stops_neither_the_watcher_nor_a_sess
     look.start()
     look.join(timeout=10)
     assert looked == [None]
+
+
+@needs_tmux
+def test_a_committed_file_where_the_locks_go_leaves_the_dashboards_live_client_running(
+        repo: Path, tmux_socket: str) -> None:
+    """A clone whose commits hold a file `.worktrees/.locks`: the lock folder is refused, and saying that a
+    dashboard records (`hold_live_observer`) said so by raising out of the live client's start (the client
+    already started, the dashboard's first poll failed); it gives up instead (None), as for any lock it cannot
+    have: the watcher then makes all its passes."""
+    from daintree_tui.core.project import Project
+    from daintree_tui.services import Services
+    from daintree_tui.services.watcher import hold_live_observer, live_observer_present
+    from daintree_tui.tui.backend import Backend
+
+    commit_file(repo, ".worktrees/.locks", "not a folder\n", "a file where the locks go")
+    project = Project.discover(repo)
+    assert hold_live_observer(project) is None
+    backend = Backend(Services(project))
+    assert backend.host is not None
+    argv = backend.host.server_argv()
+    assert argv is not None
+    subprocess.run([*argv, "new-session", "-d", "-s", "dt-idle", "sleep 600"], check=True)
+    try:
+        assert backend.start_live()
+        assert backend.live is not None
+        assert not live_observer_present(project)
+    finally:
+        backend.stop_live()
+    assert (repo / ".worktrees" / ".locks").read_text() == "not a folder\n"

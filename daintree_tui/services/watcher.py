@@ -40,7 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from daintree_tui.core.errors import ConfigError, DaintreeError
+from daintree_tui.core.errors import ConfigError, DaintreeError, OperationError
 from daintree_tui.core.fs_safe import open_private_append, private_dir
 from daintree_tui.core.log import suppressed
 from daintree_tui.core.project import Project
@@ -97,7 +97,7 @@ def hold_live_observer(project: Project) -> int | None:
     """Say that this process records the repository's sessions by events (a dashboard's live client) for as
     long as the returned descriptor stays open (None: the lock could not be had; the watcher then goes on
     as if no dashboard ran). Many may hold it at once."""
-    with suppressed(OSError):
+    with suppressed(OSError, OperationError):  # a lock folder refused (a link or a file found there): None
         private_dir(project.locks_dir)
         fd = os.open(project.locks_dir / LIVE_OBSERVER_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
                      0o600)
