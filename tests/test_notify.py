@@ -508,3 +508,33 @@ def test_a_committed_file_where_the_locks_go_leaves_the_dashboards_live_client_r
     finally:
         backend.stop_live()
     assert (repo / ".worktrees" / ".locks").read_text() == "not a folder\n"
+
+
+def test_a_lock_file_with_another_name_in_a_worktree_makes_no_dashboard_of_its_holder(repo: Path) -> None:
+    """A copied tree can bring the live-observer lock as a hard link to a file of a worktree, which that
+    worktree's agent can open and hold shared: the watcher then stood back with no dashboard open, its own look
+    at the sessions once in five ticks. A lock file with another name is no dashboard's, and none holds it."""
+    import fcntl
+
+    from daintree_tui.core.project import Project
+    from daintree_tui.services import Services
+    from daintree_tui.services.watcher import LIVE_OBSERVER_LOCK, hold_live_observer, live_observer_present
+
+    project = Project.discover(repo)
+    entry = Services(project).worktrees.create("agent")
+    planted = Path(entry.path) / "notes.txt"
+    planted.write_text("")
+    project.locks_dir.mkdir(parents=True, mode=0o700, exist_ok=True)
+    os.link(planted, project.locks_dir / LIVE_OBSERVER_LOCK)
+    with planted.open("rb") as held:  # what the agent does, inside its sandbox
+        fcntl.flock(held.fileno(), fcntl.LOCK_SH)
+        assert not live_observer_present(project)
+        assert hold_live_observer(project) is None
+    (project.locks_dir / LIVE_OBSERVER_LOCK).unlink()
+    fd = hold_live_observer(project)  # the file made afresh is a lock again
+    assert fd is not None
+    try:
+        assert live_observer_present(project)
+    finally:
+        os.close(fd)
+    assert not live_observer_present(project)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import fcntl
 import os
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -93,6 +94,14 @@ def _try_lock(fd: int) -> bool:
         return False
 
 
+def _lock_of_ours(fd: int) -> bool:
+    """Whether an open lock file is one we made: a regular file of this user's with no other name. A name more
+    (a hard link that a copied tree brings, to a file in a worktree) lets whoever can open that one hold or
+    probe the same lock, though the lock folder is hidden from every sandbox."""
+    info = os.fstat(fd)
+    return stat.S_ISREG(info.st_mode) and info.st_nlink == 1 and info.st_uid == os.getuid()
+
+
 def hold_live_observer(project: Project) -> int | None:
     """Say that this process records the repository's sessions by events (a dashboard's live client) for as
     long as the returned descriptor stays open (None: the lock could not be had; the watcher then goes on
@@ -101,6 +110,9 @@ def hold_live_observer(project: Project) -> int | None:
         private_dir(project.locks_dir)
         fd = os.open(project.locks_dir / LIVE_OBSERVER_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
                      0o600)
+        if not _lock_of_ours(fd):
+            os.close(fd)
+            return None
         for _ in range(50):  # a watcher's look holds it alone for a moment
             try:
                 fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
@@ -118,7 +130,7 @@ def live_observer_present(project: Project) -> bool:
     except OSError:
         return False
     try:
-        return not _try_lock(fd)  # free: ours, let go when fd closes
+        return _lock_of_ours(fd) and not _try_lock(fd)  # free: ours, let go when fd closes
     finally:
         os.close(fd)
 
