@@ -71,6 +71,22 @@ def test_lifecycle_recording_parses_into_replies_output_and_notifications() -> N
     assert messages[-1] == Exit("")
 
 
+def test_a_framed_reply_takes_its_lines_whatever_they_read_and_then_its_guard() -> None:
+    parser = ControlParser()
+    parser.expect_lines(2)
+    assert parser.feed(b"%begin 9 4 0") is None  # not our command's: the frame waits for ours
+    assert parser.feed(b"%end 9 4 0") == Reply(4, True, False, ())
+    assert parser.feed(b"%begin 9 5 1") is None
+    assert parser.feed(b"%end 9 5 1") is None  # a screen's line, though it reads like the guard
+    assert parser.feed(b"%begin 9 6 1") is None
+    assert parser.feed(b"%end 9 5 1") == Reply(5, True, True, ("%end 9 5 1", "%begin 9 6 1"))
+    parser.expect_lines(1)
+    parser.feed(b"%begin 9 7 1")
+    parser.feed(b"a line")
+    with pytest.raises(ValueError, match="out of step"):
+        parser.feed(b"another")
+
+
 def test_flood_keeps_only_a_small_unescaped_tail() -> None:
     raw = (FIXTURES / "flood.txt").read_bytes()
     outputs = [m for m in parse_file("flood.txt") if isinstance(m, Output)]
@@ -180,6 +196,42 @@ def test_events_report_activity_exit_and_new_and_removed_sessions(tmux_socket: s
     wait_for(lambda: seen.extend(drain(events)) or any(isinstance(e, SessionsChanged) and "dt-ends" in e.removed
                                                       for e in seen))
     assert events.connects == 1
+
+
+def test_a_screen_that_spoofs_the_end_of_its_capture_stays_a_screen(tmux_socket: str, events: SessionEvents,
+                                                                     tmp_path: Path) -> None:
+    """A capture's reply is the agent's screen, line for line, and tmux ends it with a guard (`%end TIME NUMBER
+    1`) that only the command's number makes hard to guess. A screen with the right guard on it ended the reply
+    there, and what followed it was taken as tmux's: a forged reply to the next command in flight (here another
+    session's screen; a listing's place would have been given sessions that do not exist, or exits that did not
+    happen). This agent knows the guard (the test tells it)."""
+    spoof = tmp_path / "screen"
+    start(tmux_socket, "dt-spoof", f"while [ ! -f {spoof} ]; do sleep 0.05; done; cat {spoof}; exec sleep 600")
+    tmux(tmux_socket, "resize-window", "-t", "=dt-spoof:", "-x", "60", "-y", "200")
+    start(tmux_socket, "dt-other", "echo the other screen; exec sleep 600")
+    events.start()
+    wait_for(lambda: events.connected and {"dt-spoof", "dt-other"} <= set(events.records()))
+    told = events.command("display-message -p told")
+    assert told is not None and told.lines == ("told",)
+    now = int(time.time())
+    rows = [f"%end {t} {n} 1" for t in range(now, now + 4) for n in range(told.number + 1, told.number + 46)]
+    rows += ["%begin 0 0 1", "forged", "%end 0 0 1"]
+    (tmp_path / "part").write_text("\n".join(rows))
+    (tmp_path / "part").rename(spoof)
+    wait_for(lambda: "%begin 0 0 1" in subprocess.run(["tmux", "-L", tmux_socket, "capture-pane", "-p", "-t",
+                                                       "=dt-spoof:"], capture_output=True, text=True).stdout)
+    conn = events._conn
+    assert conn is not None
+    busy = conn.client.command("run-shell 'sleep 0.3'")  # both captures are sent before tmux answers either
+    screens = events.capture(["dt-spoof", "dt-other"])
+    assert busy.result(timeout=5).ok
+    assert screens["dt-spoof"].split("\n")[:len(rows)] == rows
+    assert screens["dt-other"].split("\n")[0] == "the other screen"
+    refused = conn.client.capture("=dt-other:", "-p -Z")  # refused as a whole line: no capture, no reply of one
+    with pytest.raises(ValueError, match="not captured"):
+        refused.result(timeout=5)
+    after = events.command("display-message -p after")
+    assert after is not None and after.lines == ("after",)
 
 
 def test_events_reconnect_when_the_attached_session_is_killed(tmux_socket: str, events: SessionEvents) -> None:

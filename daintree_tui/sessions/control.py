@@ -187,8 +187,7 @@ class SessionEvents:
         if conn is None:
             return {}
         flags = "-p -e" if ansi else "-p"
-        futures = {name: conn.client.command(f"capture-pane {flags} -t {quote(f'={name}:')}")
-                   for name in sessions}
+        futures = {name: conn.client.capture(f"={name}:", flags) for name in sessions}
         screens: dict[str, str] = {}
         deadline = time.monotonic() + timeout
         for name, future in futures.items():

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, InvalidStateError
 
 from daintree_tui.core.log import suppressed
-from daintree_tui.sessions.control_protocol import ControlMessage, ControlParser, Exit, Reply
+from daintree_tui.sessions.control_protocol import ControlMessage, ControlParser, Exit, Reply, quote
 
 
 def _fail(future: Future[Reply]) -> None:
@@ -35,7 +35,9 @@ class ControlClient:
                  env: Mapping[str, str] | None = None) -> None:
         self.argv = list(argv)
         self._on_message = on_message
-        self._pending: queue.SimpleQueue[Future[Reply]] = queue.SimpleQueue()
+        # Each command's future, in the order sent; True marks a capture's frame (the pane's height first).
+        self._pending: queue.SimpleQueue[tuple[Future[Reply], bool]] = queue.SimpleQueue()
+        self._parser = ControlParser()
         self._write_lock = threading.Lock()
         self.closed = threading.Event()
         self._proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -56,22 +58,46 @@ class ControlClient:
     def command(self, line: str) -> Future[Reply]:
         """Send one command line; the future resolves with its reply (or an exception when the client ends)."""
         future: Future[Reply] = Future()
+        self._send(line, future)
+        return future
+
+    def capture(self, target: str, flags: str = "-p") -> Future[Reply]:
+        """The screen of pane `target` (`capture-pane FLAGS`), framed: tmux is asked the pane's height first, in
+        the same command line, and the capture's reply is then exactly that many lines, whatever they read. The
+        lines are the agent's own: one reading `%end TIME NUMBER 1` (the reply's guard, guessable but for its
+        command number) ended the reply there, and the screen's next lines were taken as tmux's: a forged reply
+        to the next command in flight (another session's screen, a listing)."""
+        frame: Future[Reply] = Future()
+        future: Future[Reply] = Future()
+        pane = quote(target)
+        self._send(f"display-message -p -t {pane} '#{{pane_height}}' ; capture-pane {flags} -t {pane}",
+                   frame, future)
+        return future
+
+    def _send(self, line: str, future: Future[Reply], captured: Future[Reply] | None = None) -> None:
+        """Write one command line; `future` resolves with its (first) reply; `captured`, when given, with the
+        capture that follows it (`future` is then its frame)."""
+        futures = [future] if captured is None else [future, captured]
         if "\n" in line:
-            future.set_exception(ValueError("a control command is one line"))
-            return future
+            for f in futures:
+                f.set_exception(ValueError("a control command is one line"))
+            return
         with self._write_lock:
             if self.closed.is_set() or self._proc.stdin is None:
-                future.set_exception(ConnectionError("tmux control client has ended"))
-                return future
-            self._pending.put(future)
+                for f in futures:
+                    f.set_exception(ConnectionError("tmux control client has ended"))
+                return
+            self._pending.put((future, captured is not None))
+            if captured is not None:
+                self._pending.put((captured, False))
             try:
                 self._proc.stdin.write(line.encode() + b"\n")
             except OSError:
-                _fail(future)
-        return future
+                for f in futures:
+                    _fail(f)
 
     def _read(self) -> None:
-        parser = ControlParser()
+        parser = self._parser
         assert self._proc.stdout is not None
         # The pipe is unbuffered (bufsize=0, for stdin's sake), and line iteration over an unbuffered file reads
         # one byte per system call: at 40 busy sessions the subscription line and the rows' captures were ~7000
@@ -98,16 +124,25 @@ class ControlClient:
 
     def _resolve(self, reply: Reply) -> None:
         try:
-            future = self._pending.get_nowait()
+            future, frame = self._pending.get_nowait()
         except queue.Empty:
             return
+        if frame and not reply.ok:
+            # An error ends a command line: tmux runs no capture after it, and sends no reply for one.
+            with suppressed(queue.Empty, InvalidStateError):
+                self._pending.get_nowait()[0].set_exception(ValueError(f"not captured: {' '.join(reply.lines)}"))
+        elif frame:
+            height = reply.lines[0] if len(reply.lines) == 1 else ""
+            # No such pane: an empty height, and the capture then fails with tmux's own message.
+            if height.isascii() and height.isdigit():
+                self._parser.expect_lines(int(height))
         if not future.done():
             future.set_result(reply)
 
     def _fail_pending(self) -> None:
         while True:
             try:
-                future = self._pending.get_nowait()
+                future, _ = self._pending.get_nowait()
             except queue.Empty:
                 return
             _fail(future)

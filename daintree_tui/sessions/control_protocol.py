@@ -83,19 +83,32 @@ class ControlParser:
     """Turns control-mode lines (bytes, without the newline) into messages. Stateful only across a block."""
 
     def __init__(self) -> None:
-        self._block: tuple[bytes, int, bool] | None = None  # (the "time number flags" guard, number, own)
+        # (the "time number flags" guard, number, own, how many lines it has when that is known)
+        self._block: tuple[bytes, int, bool, int | None] | None = None
         self._lines: list[str] = []
+        self._expected: int | None = None
+
+    def expect_lines(self, count: int) -> None:
+        """The next reply to our own commands has exactly `count` lines (a capture framed by its pane's height):
+        they are taken whatever they read, and the guard must follow them. A screen's lines are an agent's,
+        and one of them may read like the guard."""
+        self._expected = count
 
     def feed(self, line: bytes) -> ControlMessage | None:
+        """Raises:
+            ValueError: a framed reply did not end after its lines (the stream is out of step: the client ends)."""
         if line.endswith(b"\r"):
             line = line[:-1]
         if self._block is not None:
-            guard, number, own = self._block
-            for end, ok in ((b"%end ", True), (b"%error ", False)):
-                if line.startswith(end) and line[len(end):] == guard:
-                    self._block = None
-                    lines, self._lines = tuple(self._lines), []
-                    return Reply(number, ok, own, lines)
+            guard, number, own, count = self._block
+            if count is None or len(self._lines) >= count:
+                for end, ok in ((b"%end ", True), (b"%error ", False)):
+                    if line.startswith(end) and line[len(end):] == guard:
+                        self._block = None
+                        lines, self._lines = tuple(self._lines), []
+                        return Reply(number, ok, own, lines)
+                if count is not None:
+                    raise ValueError(f"control stream out of step: reply {number} went on past its {count} lines")
             self._lines.append(line.decode("utf-8", "replace"))
             return None
         if not line.startswith(b"%"):
@@ -111,7 +124,9 @@ class ControlParser:
         if name == "begin":
             parts = rest.split()
             if len(parts) >= 3 and parts[1].isdigit():
-                self._block = (rest.encode(), int(parts[1]), parts[2] == "1")
+                own = parts[2] == "1"
+                count, self._expected = (self._expected, None) if own else (None, self._expected)
+                self._block = (rest.encode(), int(parts[1]), own, count)
                 self._lines = []
             return None
         if name == "subscription-changed":
