@@ -557,3 +557,21 @@ def test_a_lock_file_with_another_name_in_a_worktree_makes_no_dashboard_of_its_h
     finally:
         os.close(fd)
     assert not live_observer_present(project)
+
+
+@needs_tmux
+def test_a_broken_user_config_is_logged_once_plainly(repo: Path, tmux_socket: str, receiver: Receiver) -> None:
+    """Found in a trial: a typo in the user's config, which stops every notice, was logged as "config: config:
+    /…/config.toml is not valid TOML …" (the error already says where it comes from)."""
+    path = user_config(f'[notify]\nwebhook = "{receiver.url}"\n' + AGENTS)
+    cli = CLI(repo, subprocess=True)
+    cli.ok("worktree", "create", "ask", "--agent", "asker")
+    wait_for(lambda: watcher_running(repo), timeout=15)
+    try:
+        path.write_text(path.read_text() + "[notify\n")
+        log = repo / ".worktrees" / ".logs" / "notify.log"
+        line = wait_for(lambda: next((x for x in log.read_text().splitlines() if "no notices until" in x), None),
+                        timeout=15)
+        assert f"config: {path} is not valid TOML" in line and "config: config:" not in line, line
+    finally:
+        cli("notify", "stop")
