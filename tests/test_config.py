@@ -82,6 +82,17 @@ def test_a_config_broken_later_is_its_own_error_not_the_index_entrys(repo: Path,
         assert "index" not in proc.stderr and "doctor" not in proc.stderr, proc.stderr
 
 
+def test_a_broken_config_in_the_worktree_list_is_said_not_shown_as_no_sessions(repo: Path, cli: CLI) -> None:
+    """Found in a trial: with a typo in .daintree.toml, `worktree list` still listed the worktrees (it should) but
+    showed every running agent's session as "-", with exit 0 and not a word of why."""
+    cli.ok("worktree", "create", "w")
+    (repo / ".daintree.toml").write_text("[ports\n")
+    proc = cli("worktree", "list")
+    assert proc.returncode == 0 and "w " in proc.stdout, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "sessions not shown" in lines[0] and "not valid TOML" in lines[0], proc.stderr
+
+
 def test_unknown_keys_warned(repo: Path, cli: CLI) -> None:
     (repo / ".daintree.toml").write_text('colour = "red"\n[ports]\nspeed = 3\n')
     proc = cli("worktree", "create", "x")

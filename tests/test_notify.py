@@ -268,35 +268,54 @@ def test_notify_config_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
 @needs_tmux
 def test_no_notice_for_the_session_being_typed_into(repo: Path, tmux_socket: str, receiver: Receiver) -> None:
     """A person at the session (a tmux client that had a key just now) needs no notice about it; others still
-    get theirs."""
+    get theirs, and so does a session a client only shows (attached, no key since: the dashboard attaches one to
+    the session you select, and that attach counted as a key, so a session started from the dashboard, or just
+    looked at, gave no first `waiting`: "not sent: you are typing into it")."""
     import pty
 
     user_config(f'[notify]\nwebhook = "{receiver.url}"\n' + AGENTS + """
 [agents.typed]
 command = "sh -c 'read first; printf \\"proceed? \\"; read answer'"
 prompt_mode = "none"
+[agents.shown]
+command = "sh -c 'echo loading; while [ ! -e go ]; do sleep 0.2; done; printf \\"proceed? \\"; read answer'"
+prompt_mode = "none"
+waiting_pattern = '[?] $'
 """)
     cli = CLI(repo, subprocess=True)
     cli.ok("worktree", "create", "typed", "--agent", "typed")
+    cli.ok("worktree", "create", "shown", "--agent", "shown")
     wait_for(lambda: watcher_running(repo), timeout=15)
-    pid, fd = pty.fork()
-    if pid == 0:  # the person's terminal: a plain tmux client on the session
-        os.execvp("tmux", ["tmux", "-L", tmux_socket, "attach-session", "-t", "=dt-typed"])
-    try:
-        wait_for(lambda: "dt-typed" in subprocess.run(["tmux", "-L", tmux_socket, "list-clients", "-F",
-                                                       "#{client_session}"], capture_output=True, text=True).stdout,
+    clients: list[tuple[int, int]] = []
+
+    def attach(session: str) -> int:
+        pid, fd = pty.fork()
+        if pid == 0:  # the person's terminal: a plain tmux client on the session
+            os.execvp("tmux", ["tmux", "-L", tmux_socket, "attach-session", "-t", f"={session}"])
+        clients.append((pid, fd))
+        wait_for(lambda: session in subprocess.run(["tmux", "-L", tmux_socket, "list-clients", "-F",
+                                                    "#{client_session}"], capture_output=True, text=True).stdout,
                  timeout=15)
-        os.write(fd, b"go\r")  # typed by the person: the agent then asks and waits
+        return fd
+
+    try:
+        typed = attach("dt-typed")
+        attach("dt-shown")
+        time.sleep(1.1)  # tmux keeps whole seconds: a key in the second of the attach reads as none
+        os.write(typed, b"go\r")  # typed by the person: the agent then asks and waits
+        (repo / ".worktrees" / "shown" / "go").touch()  # the shown one asks, with nobody typing there
         cli.ok("worktree", "create", "crash", "--agent", "crasher")
         log = repo / ".worktrees" / ".logs" / "notify.log"
         wait_for(lambda: log.exists() and "waiting of typed not sent: you are typing into it" in log.read_text(),
                  timeout=30)
         wait_for(lambda: ("failed", "crash") in receiver.kinds(), timeout=20)
+        wait_for(lambda: ("waiting", "shown") in receiver.kinds(), timeout=20)
         assert ("waiting", "typed") not in receiver.kinds()
     finally:
-        os.kill(pid, 9)
-        os.waitpid(pid, 0)
-        os.close(fd)
+        for pid, fd in clients:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            os.close(fd)
         cli("notify", "stop")  # ours: it would tell the receiver, gone by then, of the sessions the teardown ends
 
 
@@ -538,3 +557,21 @@ def test_a_lock_file_with_another_name_in_a_worktree_makes_no_dashboard_of_its_h
     finally:
         os.close(fd)
     assert not live_observer_present(project)
+
+
+@needs_tmux
+def test_a_broken_user_config_is_logged_once_plainly(repo: Path, tmux_socket: str, receiver: Receiver) -> None:
+    """Found in a trial: a typo in the user's config, which stops every notice, was logged as "config: config:
+    /…/config.toml is not valid TOML …" (the error already says where it comes from)."""
+    path = user_config(f'[notify]\nwebhook = "{receiver.url}"\n' + AGENTS)
+    cli = CLI(repo, subprocess=True)
+    cli.ok("worktree", "create", "ask", "--agent", "asker")
+    wait_for(lambda: watcher_running(repo), timeout=15)
+    try:
+        path.write_text(path.read_text() + "[notify\n")
+        log = repo / ".worktrees" / ".logs" / "notify.log"
+        line = wait_for(lambda: next((x for x in log.read_text().splitlines() if "no notices until" in x), None),
+                        timeout=15)
+        assert f"config: {path} is not valid TOML" in line and "config: config:" not in line, line
+    finally:
+        cli("notify", "stop")

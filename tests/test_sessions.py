@@ -521,3 +521,15 @@ def test_a_change_on_its_way_when_the_session_is_stopped_does_not_undo_the_stop(
     assert kinds[-1] == "session.exited" and "session.waiting" not in kinds[kinds.index("session.exited"):]
     cli.ok("session", "start", "w", "--agent", "echo")  # a new run records its own changes
     assert services.observer.record("w", SessionStatus.WAITING, None) is not None
+
+
+def test_aider_is_waiting_at_its_yes_no_questions(cli: CLI, repo: Path) -> None:
+    """aider's preset pattern knew its prompt only: at one of its questions (its sign-in, "add this file?") it asks
+    and waits for you, and it showed `running` for ever, with no notice. The question is aider's own text."""
+    trusted_config(repo, "[agents.aider]\ncommand = \"sh -c 'echo No LLM model was specified; printf \\\"Login to "
+                         "OpenRouter or create a free account? (Y)es/(N)o [Yes]: \\\"; sleep 60'\"\n"
+                         "[sessions]\nwaiting_debounce = 120\n")
+    cli.ok("worktree", "create", "yn")
+    cli.ok("session", "start", "yn", "--agent", "aider")
+    wait_for(lambda: "(Y)es/(N)o [Yes]:" in cli("session", "capture", "yn").stdout, timeout=10)
+    wait_for(lambda: [s["status"] for s in cli.json("session", "list")] == ["waiting"], timeout=10)

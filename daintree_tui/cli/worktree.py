@@ -51,9 +51,13 @@ def _entry_row(entry: Any, facts: Any, session: str) -> list[str]:
 
 
 def _session_states(services: Services) -> dict[str, dict[str, Any]]:
+    """Each worktree's session, or none, said on stderr, when they cannot be read: the list still shows the
+    worktrees, but an unreadable config (a broken .daintree.toml) had every running agent shown as "-", no
+    session, exit 0 and not a word."""
     try:
         return {s.name: s.to_dict() for s in services.sessions.list()}
-    except DaintreeError:
+    except DaintreeError as exc:
+        warn(f"sessions not shown: {exc}")
         return {}
 
 

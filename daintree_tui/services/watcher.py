@@ -247,7 +247,7 @@ class Watcher:
         try:
             config = load_notify_config()
         except ConfigError as exc:
-            self.log(f"config: {exc}: no notices until it is fixed")
+            self.log(f"{exc}: no notices until it is fixed")  # the error says `config:` already
             config = NotifyConfig()
         self._config_read = (stamp, config)
         return config

@@ -165,7 +165,11 @@ def builtin_presets() -> dict[str, Preset]:
         "claude": Preset("claude", "claude"),
         "codex": Preset("codex", "codex"),
         "gemini": Preset("gemini", "gemini", prompt_mode="flag:--prompt-interactive"),
-        "aider": Preset("aider", "aider", prompt_mode="type", waiting_pattern=r"^\S*> $"),
+        # Its prompt, or one of its yes/no questions (io.py's confirm_ask: "... (Y)es/(N)o [Yes]: ", with
+        # "/(A)ll/(S)kip all" and "/(D)on't ask again" between, so only the end is matched: a long question wraps):
+        # its sign-in, "add this file?", "run this?" wait for you too, and showed `running` for ever, notifying
+        # nothing.
+        "aider": Preset("aider", "aider", prompt_mode="type", waiting_pattern=r"^\S*> $|\[(Yes|No)\]: $"),
         "opencode": Preset("opencode", "opencode", prompt_mode="flag:--prompt"),
         # A shell never gets a first prompt: task text typed into it would run as commands.
         "shell": Preset("shell", shlex.quote(shell), prompt_mode="none", waiting_pattern=r"[$#%>] ?$"),
