@@ -235,12 +235,13 @@ def percentile(samples: list[float], q: float) -> float:
 def run() -> str:
     tag = f"daintree-bench-{uuid.uuid4().hex[:6]}"
     other = os.environ.get("DAINTREE_BENCH_DASHBOARD_PATH")
-    saved = {key: os.environ.get(key) for key in ("DAINTREE_TMUX_SOCKET", "XDG_DATA_HOME")}
+    saved = {key: os.environ.get(key) for key in ("DAINTREE_TMUX_SOCKET", "XDG_DATA_HOME", "XDG_CONFIG_HOME")}
     burners = [subprocess.Popen([sys.executable, "-S", "-c", "while True: pass"]) for _ in range(BURNERS)]
     try:
         with tempfile.TemporaryDirectory(prefix="daintree-bench-") as tmp:
             # Trusting the bench's config writes a trust record: keep it out of the user's own.
             os.environ["XDG_DATA_HOME"] = str(Path(tmp) / "data")
+            os.environ["XDG_CONFIG_HOME"] = str(Path(tmp) / "config")  # the defaults, not the user's own config
             samples = measure(Path(tmp), tag, other)
         load = " / ".join(f"{v:.1f}" for v in os.getloadavg())  # taken before the burners end
     finally:

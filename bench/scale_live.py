@@ -256,8 +256,11 @@ def run() -> str:
     socket = f"daintree-bench-{uuid.uuid4().hex[:6]}"
     viewer = Viewer()
     data_home = tempfile.mkdtemp(prefix="daintree-bench-data-")  # the trust record: never the user's own
-    os.environ["XDG_DATA_HOME"] = data_home
-    env = {"DAINTREE_TMUX_SOCKET": socket, "TERM": "xterm-256color", "XDG_DATA_HOME": data_home}
+    # The defaults, not the user's own config (a webhook, a sandbox setting) measured with them.
+    config_home = os.path.join(data_home, "config")
+    os.environ["XDG_DATA_HOME"], os.environ["XDG_CONFIG_HOME"] = data_home, config_home
+    env = {"DAINTREE_TMUX_SOCKET": socket, "TERM": "xterm-256color", "XDG_DATA_HOME": data_home,
+           "XDG_CONFIG_HOME": config_home}
     others = [path for path in os.environ.get("DAINTREE_BENCH_DASHBOARD_PATH", "").split(os.pathsep) if path]
     variants: list[tuple[str, str | None]] = [("this checkout", None)] + [(path, path) for path in others]
     results: dict[str, list[dict[str, float]]] = {label: [] for label, _ in variants}
