@@ -3,6 +3,7 @@ transition to a real webhook receiver on 127.0.0.1, and the user's config as the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -20,6 +21,36 @@ import pytest
 from tests.conftest import CLI, commit_file, make_repo, wait_for
 
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+
+@contextlib.contextmanager
+def counted_watcher(project: Any) -> Iterator[Any]:
+    """The repository's watcher run in a thread of this test, ticking every 50 ms, counting its ticks (each
+    tick's notices) and its own passes over the sessions; stopped, and its thread ended, when the block ends."""
+    from daintree_tui.services import Services
+    from daintree_tui.services.watcher import Watcher
+
+    class Counted(Watcher):
+        passes = ticks = 0
+
+        def _observe(self) -> Any:
+            self.passes += 1
+            return super()._observe()
+
+        def _notify(self, *args: Any) -> int:
+            self.ticks += 1
+            return super()._notify(*args)
+
+    watcher = Counted(Services(project), tick=0.05, log=lambda line: None)
+    stop = threading.Event()
+    thread = threading.Thread(target=watcher.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        yield watcher
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    assert not thread.is_alive()
 
 
 class Receiver:
@@ -301,7 +332,10 @@ waiting_pattern = '[?] $'
     try:
         typed = attach("dt-typed")
         attach("dt-shown")
-        time.sleep(1.1)  # tmux keeps whole seconds: a key in the second of the attach reads as none
+        # tmux keeps whole seconds: a key in the second of the attach reads as none. Type in a later one.
+        created = subprocess.run(["tmux", "-L", tmux_socket, "list-clients", "-F", "#{client_created}"],
+                                 capture_output=True, text=True).stdout.split()
+        wait_for(lambda: time.time() >= max(int(c) for c in created) + 1, timeout=5)
         os.write(typed, b"go\r")  # typed by the person: the agent then asks and waits
         (repo / ".worktrees" / "shown" / "go").touch()  # the shown one asks, with nobody typing there
         cli.ok("worktree", "create", "crash", "--agent", "crasher")
@@ -410,7 +444,7 @@ async def test_the_watcher_stands_back_while_a_dashboard_records_and_its_notices
     notices, read from the event log at every tick, still go out once."""
     from daintree_tui.core.project import Project
     from daintree_tui.services import Services
-    from daintree_tui.services.watcher import STAND_BACK_TICKS, Watcher, live_observer_present
+    from daintree_tui.services.watcher import STAND_BACK_TICKS, live_observer_present
     from daintree_tui.tui.app import make_app
     from tests.helpers.dashboard import main_screen, until
 
@@ -418,27 +452,12 @@ async def test_the_watcher_stands_back_while_a_dashboard_records_and_its_notices
                 "prompt_mode = \"none\"\n")
     project = Project.discover(repo)
 
-    class Counted(Watcher):
-        passes = ticks = 0
-
-        def _observe(self) -> Any:
-            self.passes += 1
-            return super()._observe()
-
-        def _notify(self, *args: Any) -> int:
-            self.ticks += 1
-            return super()._notify(*args)
-
-    watcher = Counted(Services(project), tick=0.05, log=lambda line: None)
-    stop = threading.Event()
     # First, so that it holds the repository's lock and the sessions' starts start no watcher process.
-    thread = threading.Thread(target=watcher.run, args=(stop,), daemon=True)
-    thread.start()
-    wait_for(lambda: watcher_running(repo))
-    services = Services(project)
-    services.worktrees.create("idle")
-    services.sessions.start("idle", "idle")
-    try:
+    with counted_watcher(project) as watcher:
+        wait_for(lambda: watcher_running(repo))
+        services = Services(project)
+        services.worktrees.create("idle")
+        services.sessions.start("idle", "idle")
         wait_for(lambda: watcher.ticks >= 10)
         assert watcher.passes >= watcher.ticks - 1  # no dashboard: a pass every tick
         app = make_app(Project.discover(repo))
@@ -455,9 +474,6 @@ async def test_the_watcher_stands_back_while_a_dashboard_records_and_its_notices
         wait_for(lambda: watcher.ticks >= ticks + 10)
         assert watcher.passes - passes >= watcher.ticks - ticks - 1
         assert receiver.kinds() == [("waiting", "ask")]
-    finally:
-        stop.set()
-        thread.join(timeout=10)
 
 
 def test_a_fifo_where_the_watchers_locks_go_stops_neither_the_watcher_nor_a_session_start(repo: Path) -> None:
@@ -465,31 +481,15 @@ def test_a_fifo_where_the_watchers_locks_go_stops_neither_the_watcher_nor_a_sess
     live-observer lock (each watcher tick) and at the watcher's lock (each session start) opened it read-only,
     and opening a FIFO so waits for a writer, forever: the watcher stopped at its second tick, no notice after."""
     from daintree_tui.core.project import Project
-    from daintree_tui.services import Services
-    from daintree_tui.services.watcher import LIVE_OBSERVER_LOCK, LOCK_NAME, Watcher, watcher_pid
+    from daintree_tui.services.watcher import LIVE_OBSERVER_LOCK, LOCK_NAME, watcher_pid
 
     user_config('[notify]\nwebhook = "http://127.0.0.1:9/"\n')
     project = Project.discover(repo)
     project.locks_dir.mkdir(parents=True, mode=0o700)
     os.mkfifo(project.locks_dir / LIVE_OBSERVER_LOCK)
 
-    class Counted(Watcher):
-        ticks = 0
-
-        def _notify(self, *args: Any) -> int:
-            self.ticks += 1
-            return super()._notify(*args)
-
-    watcher = Counted(Services(project), tick=0.05, log=lambda line: None)
-    stop = threading.Event()
-    thread = threading.Thread(target=watcher.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
+    with counted_watcher(project) as watcher:
         wait_for(lambda: watcher.ticks >= 3, timeout=10)
-    finally:
-        stop.set()
-        thread.join(timeout=10)
-    assert not thread.is_alive()
 
     (project.locks_dir / LOCK_NAME).unlink()  # the watcher's, left when it ended
     os.mkfifo(project.locks_dir / LOCK_NAME)
