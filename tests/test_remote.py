@@ -477,6 +477,26 @@ def test_stdin_reaches_the_remote_command(far: str) -> None:
     assert (result.exit_code, result.stdout) == (0, "TYPED HERE\n")
 
 
+def test_a_connection_that_ends_mid_command_is_unreachable_not_the_commands_exit(far: str, sshd: Sshd,
+                                                                                tmp_path: Path) -> None:
+    """The master connection dies while a command runs over it: ssh exits 255 and says why only at debug level.
+    That is no answer from the host (the dashboard says it does not answer), not a command that failed there."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from daintree_tui.services.remote import HostUnreachable
+
+    host = remote(far)
+    started = tmp_path / "started"
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(host.run_command, f"touch {started}; sleep 60")  # type: ignore[attr-defined]
+        assert wait_for(started.exists, timeout=30)
+        sshd.kill()
+        assert host.stop_master()  # type: ignore[attr-defined]
+        with pytest.raises(HostUnreachable) as raised:
+            running.result(timeout=30)
+    assert "ssh exit 255" in raised.value.reason
+
+
 def test_create_on_host_makes_task_worktree_and_session_there_or_leaves_its_task_owned(far: str) -> None:
     from daintree_tui.core.errors import InputError
     from daintree_tui.services.host_queue import CREATE_FAILED_OWNER, create_on_host

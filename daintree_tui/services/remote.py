@@ -66,6 +66,7 @@ SSH_CONFIG_ENV = "DAINTREE_SSH_CONFIG"
 CONTROL_DIR_ENV = SSH_CONTROL_DIR_ENV
 DEFAULT_PERSIST = "10m"
 SSH_FAILED = 255  # ssh's own exit code when it could not connect (or the connection broke)
+NO_ANSWER = "the connection ended before an answer came (ssh exit 255)"
 # A host that hangs (its sshd stopped, a network that drops packets) holds a connection open and silent: each
 # connection (the master's, so every call over it) asks the host every KEEPALIVE_INTERVAL seconds and gives up
 # after KEEPALIVE_COUNT unanswered asks, so a hung host is told apart within about 4-6 s, not 30 s.
@@ -170,8 +171,9 @@ class RemoteHost:
         # connection failure can still be told apart and reported in one line.
         return tempfile.mkstemp(prefix="ssh-", suffix=".log", dir=self.controls)
 
-    def _ssh_failure(self, code: int, log_path: str) -> str | None:
-        """ssh's reason when `code` is ssh's own failure, else None (the remote command's 255)."""
+    def _ssh_failure(self, code: int, log_path: str, *, silent: str | None = None) -> str | None:
+        """ssh's reason when `code` is ssh's own failure, else None (the remote command's 255). A 255 with no
+        message of ssh's is `silent` (None: the remote command's own 255)."""
         if code != SSH_FAILED:
             return None
         try:
@@ -179,11 +181,11 @@ class RemoteHost:
                 log.seek(max(0, os.fstat(log.fileno()).st_size - MAX_ERROR_BYTES))
                 text = log.read(MAX_ERROR_BYTES).decode("utf-8", "replace")
         except OSError:
-            return None
+            return silent
         lines = [ln.strip() for ln in text.splitlines()
                  if ln.strip() and not ln.startswith("Warning: Permanently added")]
         if not lines:
-            return None
+            return silent
         reason = host_words(lines[-1][5:] if lines[-1].startswith("ssh: ") else lines[-1])
         if "Host key verification failed" in reason:
             # With a config file of its own, a plain `ssh TARGET` reads ~/.ssh/config instead, where the alias
@@ -217,7 +219,10 @@ class RemoteHost:
                 raise OperationError("ssh is not installed (install the OpenSSH client)") from None
             stdout, stderr = read_capped(proc, self.name, what or "a command", input=input, timeout=timeout,
                                          limit=limit)
-            reason = self._ssh_failure(proc.returncode, log_path)
+            # The commands run here are ours (daintree, `true`, the probe), none of which exits 255: a 255 with
+            # no message is ssh's, as when the master connection it shared dies mid-command (a mux client
+            # says so only at debug level), and no answer came.
+            reason = self._ssh_failure(proc.returncode, log_path, silent=NO_ANSWER)
         finally:
             with suppressed(OSError):
                 os.unlink(log_path)
