@@ -15,7 +15,7 @@ from daintree_tui.core.project import Project
 from daintree_tui.tui.app import make_app
 from daintree_tui.tui.screens.main import MainScreen
 from daintree_tui.tui.widgets.worktree_table import WorktreeTable
-from tests.conftest import CLI, events
+from tests.conftest import CLI, events, wait_for
 from tests.helpers.dashboard import main_screen, until
 
 pytestmark = pytest.mark.usefixtures("tmux_socket")
@@ -203,3 +203,74 @@ async def test_a_change_the_watch_never_told_of_is_read_at_the_next_poll(
         cli.ok("task", "create", "seen later")
         await until(pilot, lambda: [e.name for e in screen.entries] == ["one", "two"], timeout=20)
         await until(pilot, lambda: any(t.subject == "seen later" for t in screen.tasks), timeout=20)
+
+
+async def test_worktrees_read_after_the_watch_was_in_place_are_not_read_again(
+        repo: Path, cli: CLI, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first git facts pass and the worktrees' file watch start together; once the watch was in place, every
+    worktree counted as touched, and the dashboard read all their facts a second time (1.4 CPU-s of its first
+    seconds with 100 worktrees). Only those read before the watch was in place are read again: here the first
+    pass waits until it is, so none is."""
+    from daintree_tui.tui.backend import Backend
+    from daintree_tui.tui.file_watch import FileWatch
+
+    for name in ("one", "two", "three"):
+        cli.ok("worktree", "create", name)
+    in_place = FileWatch.__init__
+    told: list[float] = []
+
+    def noted(self: FileWatch, project: Project, changed: Any, on_in_place: Any = None) -> None:
+        def seen(by: float, worktrees: frozenset[str]) -> None:
+            told.append(by)
+            on_in_place(by, worktrees)
+
+        in_place(self, project, changed, seen if on_in_place is not None else None)
+
+    passes: list[tuple[str, ...]] = []
+    facts = Backend.facts
+
+    def after_the_watch(self: Backend, entries: tuple[Any, ...]) -> Any:
+        if not passes:
+            wait_for(lambda: told, timeout=30)
+        passes.append(tuple(e.name for e in entries))
+        return facts(self, entries)
+
+    monkeypatch.setattr(FileWatch, "__init__", noted)
+    monkeypatch.setattr(Backend, "facts", after_the_watch)
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: screen.feed.watch_ready and passes)
+        await until(pilot, lambda: not [w for w in app.workers if w.group == "facts" and not w.is_finished])
+        assert sorted(passes[0]) == ["one", "three", "two"]
+        assert passes[1:] == [], passes  # none read again
+        # The watch tells of what changes after: an edit is read, for that worktree alone.
+        (repo / ".worktrees" / "two" / "new.txt").write_text("edited\n")
+        await until(pilot, lambda: screen.facts.get("two") is not None and screen.facts["two"].dirty == 1)
+        assert passes[1:] == [("two",)], passes
+
+
+async def test_an_edit_right_after_the_first_read_is_shown_whenever_the_watch_came(
+        repo: Path, cli: CLI, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The other side: a worktree edited just after its first read, the watch in place then or not yet: the
+    dashboard shows the edit (told by the watch, or read again because it was read before the watch was in
+    place)."""
+    from daintree_tui.tui.backend import Backend
+
+    cli.ok("worktree", "create", "one")
+    facts = Backend.facts
+    edited: list[bool] = []
+
+    def then_edit(self: Backend, entries: tuple[Any, ...]) -> Any:
+        read = facts(self, entries)
+        if not edited:
+            (repo / ".worktrees" / "one" / "new.txt").write_text("edited\n")
+            edited.append(True)
+        return read
+
+    monkeypatch.setattr(Backend, "facts", then_edit)
+    app = make_app(Project.discover(repo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = main_screen(app)
+        await until(pilot, lambda: edited and screen.feed.watch_ready)
+        await until(pilot, lambda: screen.facts.get("one") is not None and screen.facts["one"].dirty == 1)

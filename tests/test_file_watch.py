@@ -60,6 +60,28 @@ def test_what_changed_before_the_watch_was_in_place_is_read(repo: Path, cli: CLI
         watch.close()
 
 
+def test_given_in_place_the_watch_says_by_when_it_was_in_place_and_touches_nothing(repo: Path, cli: CLI) -> None:
+    """Its first answer says a time by which every watch was in place (the one who read the worktrees reads again
+    only what it read before then), instead of counting every worktree touched."""
+    cli.ok("worktree", "create", "one")
+    told: list[tuple[frozenset[str], float]] = []
+    in_place: list[tuple[float, frozenset[str], float]] = []
+    began = time.monotonic()
+    watch = FileWatch(Project.discover(repo), lambda state, events, touched: told.append((touched, time.monotonic())),
+                      lambda by, names: in_place.append((by, names, time.monotonic())))
+    watch.watch_worktrees([("one", str(repo / ".worktrees" / "one"))])
+    try:
+        wait_for(lambda: in_place, timeout=20)
+        (by, names, answered), = in_place
+        assert names == {"one"} and began <= by <= answered, (began, in_place)
+        edited = time.monotonic()
+        (repo / ".worktrees" / "one" / "edit.txt").write_text("edited\n")
+        wait_for(lambda: told, timeout=20)
+        assert [touched for touched, _ in told] == [{"one"}] and told[0][1] > edited, told  # the edit, not the start
+    finally:
+        watch.close()
+
+
 NO_INOTIFY = r"""
 import sys, threading, time
 from pathlib import Path

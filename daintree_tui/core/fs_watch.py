@@ -20,6 +20,12 @@ POLL_MS = 1000
 """How often a watch that cannot use inotify looks again."""
 
 
+def in_place_by(first_answer: set[tuple[Any, str]], answered_at: float) -> float:
+    """A time by which a watch was surely in place, from its first answer and when it came: watchfiles sets up
+    every watch before it starts waiting, and answers "nothing" only after QUIET_ANSWER_MS of waiting."""
+    return answered_at if first_answer else answered_at - QUIET_ANSWER_MS / 1000
+
+
 def watching(paths: tuple[Path, ...], stop: threading.Event | None = None, *, debounce: int = 150, step: int = 50,
              **options: Any) -> Iterator[set[tuple[Any, str]]]:
     """The changes under `paths` until `stop` is set, and an empty set after each QUIET_ANSWER_MS without one.

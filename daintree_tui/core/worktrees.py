@@ -12,7 +12,7 @@ import re
 import shutil
 import time
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +67,9 @@ class Facts:
     dirty: int = 0
     ahead: int = 0
     behind: int = 0
+    read_at: float = field(default=0.0, compare=False)
+    """When the read of its files began (`time.monotonic()`): a file watch set up later may have missed an edit
+    made after it (`tui.pending_names.ReadsBeforeWatch`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"exists": self.exists, "dirty": self.dirty, "ahead": self.ahead, "behind": self.behind}
@@ -118,11 +121,12 @@ class WorktreeService:
         return entry
 
     def facts(self, entry: WorktreeEntry, listed: list[Path] | None = None) -> Facts:
+        began = time.monotonic()
         path = Path(entry.path)
         if not entry.live or not (path / ".git").exists():
-            return Facts(exists=path.is_dir())
+            return Facts(exists=path.is_dir(), read_at=began)
         if ownership.ownership_problem(self.project, path, listed):
-            return Facts(exists=True)  # never run git in a directory the index merely names
+            return Facts(exists=True, read_at=began)  # never run git in a directory the index merely names
         try:
             git = WorktreeGit(self.project, entry)
             dirty = len(git.dirty_files())  # its sandbox's start brings in what its agent's git wrote
@@ -132,7 +136,7 @@ class WorktreeService:
             dirty = 0
         base = g.rev_parse_commit(self.project.root, entry.base_ref) or entry.base_commit
         ahead, behind = g.ahead_behind(self.project.root, base, entry.branch)
-        return Facts(True, dirty, ahead, behind)
+        return Facts(True, dirty, ahead, behind, read_at=began)
 
     def facts_for(self, entries: Sequence[WorktreeEntry]) -> dict[str, Facts]:
         """Facts for many worktrees at once: git runs in parallel, a few forks at a time."""

@@ -20,19 +20,17 @@ from textual.widget import Widget
 from textual.worker import Worker, WorkerState
 
 from daintree_tui.core.models import WorktreeEntry
+from daintree_tui.tui.facts_pass import FactsPass
 from daintree_tui.tui.file_watch import Stamp, state_stamp
 from daintree_tui.tui.messages import (
-    DiskLoaded,
     EventsAppended,
-    FactsLoaded,
     FilesChanged,
     Notice,
-    RadarLoaded,
     SessionsPolled,
     SnapshotLoaded,
     TrustNeeded,
+    WatchInPlace,
 )
-from daintree_tui.tui.pending_names import PendingNames
 
 if TYPE_CHECKING:
     from daintree_tui.tui.backend import Backend
@@ -78,14 +76,10 @@ class DashboardFeed(Widget):
         self._unmounted = False
         self._looked = False
         self.reads_started = False
-        self._facts_lock = threading.Lock()
         self._backlog_read = False
         self._facts_due = False
         """An operation ran: the next snapshot reads every worktree's git facts again, changed list or not."""
-        self._facts_wanted = PendingNames()
-        """Worktrees whose git facts the next load reads."""
-        self._changed = PendingNames(everything=True)
-        """Worktrees whose files changed since the radar last read them (every one, as at the start)."""
+        self.facts_pass = FactsPass()
 
     # -- the poll chain ----------------------------------------------------------------------------------
 
@@ -244,39 +238,18 @@ class DashboardFeed(Widget):
 
     def files_touched(self, names: frozenset[str] | None) -> None:
         """Note worktrees whose files changed (None: all) for the radar's next pass."""
-        self._changed.add(names)
+        self.facts_pass.touched(names)
 
     def want_facts(self, names: frozenset[str] | None) -> None:
         """Read the git facts of the worktrees `names` (None: all) in the next load, and start one."""
-        self._facts_wanted.add(names)
+        self.facts_pass.want(names)
         self.load_facts()
 
     @work(thread=True, exit_on_error=False, exclusive=True, group="facts", description="git facts")
     def load_facts(self) -> None:
-        """Git facts of the worktrees asked for (`want_facts`), then the conflict radar over every worktree,
-        which reads again only those whose files changed (`files_touched`) and the branches: all a pass costs
-        when nothing changed. Each load takes every request made before it ran, its own and those of loads
+        """One pass (`FactsPass`): each load takes every request made before it ran, its own and those of loads
         cancelled before they started (the group is exclusive)."""
-        with self._facts_lock:  # one pass at a time: a newer load follows this one and takes what came since
-            wanted = self._facts_wanted.take()
-            if wanted is not None and not wanted and self._changed.empty:
-                return  # an earlier load took every request
-            entries = self.entries if wanted is None else tuple(e for e in self.entries if e.name in wanted)
-            try:
-                facts = self.backend.facts(entries)
-            except BaseException:
-                self._facts_wanted.add(wanted)  # the next load reads them
-                raise
-            self.post_message(FactsLoaded(facts))
-            dirty = {name: f.dirty for name, f in facts.items() if f.exists}
-            changed = self._changed.take()
-            try:
-                report = self.backend.services.radar.scan(self.entries, dirty=dirty, changed=changed)
-            except BaseException:
-                self.files_touched(changed)  # read them at the next pass
-                raise
-            self.post_message(RadarLoaded(report.by_worktree()))
-        self.post_message(DiskLoaded(self.backend.services.disk.measure(list(self.entries))))
+        self.facts_pass.run(self.entries, self.backend, self.post_message)
 
     @work(thread=True, exit_on_error=False, exclusive=True, group="events", description="tail events")
     def load_events(self) -> None:
@@ -326,6 +299,11 @@ class DashboardFeed(Widget):
                 self.want_facts(message.worktrees_touched)
         message.stop()
 
+    @on(WatchInPlace)
+    def watch_in_place(self, message: WatchInPlace) -> None:
+        self.load_facts()
+        message.stop()
+
     @on(EventsAppended)
     def events_appended(self, message: EventsAppended) -> None:
         """What another process did (a merge, a worktree made or removed) can move any worktree's ahead/behind:
@@ -354,7 +332,11 @@ class DashboardFeed(Widget):
         def changed(state: bool, events: bool, touched: frozenset[str]) -> None:
             self.post_message(FilesChanged(state, touched, events_changed=events))
 
-        self._watch = FileWatch(self.backend.project, changed)
+        def in_place(by: float, worktrees: frozenset[str]) -> None:
+            self.facts_pass.watch_in_place(by, worktrees)
+            self.post_message(WatchInPlace())
+
+        self._watch = FileWatch(self.backend.project, changed, in_place)
         self._watch.start()
         self._watch.watch_worktrees((e.name, e.path) for e in self.entries if e.live)
 

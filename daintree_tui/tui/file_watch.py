@@ -8,17 +8,20 @@ The worktrees' watch is started again when the list of worktrees changes (`watch
 
 A watch tells only of changes after its watches are in place, which takes a moment after its start (a recursive
 one walks every worktree): once it is (its first answer), every worktree it covers counts as touched, so that an
-edit made in between is read after all. A watch polls where inotify is used up (`core.fs_watch`).
+edit made in between is read after all; or, given `in_place`, it tells by when it was in place, and the one who
+read the worktrees reads again only what it read before then (at start-up, the dashboard read every worktree's
+git facts twice). A watch polls where inotify is used up (`core.fs_watch`).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from daintree_tui.core.fs_watch import watching
+from daintree_tui.core.fs_watch import in_place_by, watching
 from daintree_tui.core.project import Project
 
 IGNORED_STATE_DIRS = (".logs", ".tmp", ".trash", ".sessions", ".journal", ".sandbox-home", ".locks", ".ui.json",
@@ -30,6 +33,10 @@ poll reloaded the lists and painted the screen again."""
 Changed = Callable[[bool, bool, frozenset[str]], None]
 """Told `(state_changed, events_changed, worktrees_touched)`, from a watch's thread."""
 
+
+InPlace = Callable[[float, frozenset[str]], None]
+"""Told `(by, worktrees)` once the worktrees' watch is in place: every change to them after `by` (a
+`time.monotonic()`) is told; one before it may not have been."""
 
 Stamp = tuple[tuple[int, int, int] | None, ...]
 
@@ -58,9 +65,10 @@ def watched(path: str) -> bool:
 class FileWatch:
     """The project's two watches; `close` ends both."""
 
-    def __init__(self, project: Project, changed: Changed) -> None:
+    def __init__(self, project: Project, changed: Changed, in_place: InPlace | None = None) -> None:
         self.project = project
         self.changed = changed
+        self.in_place = in_place
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._worktrees_stop: threading.Event | None = None
@@ -136,7 +144,10 @@ class FileWatch:
         for changes in watching(tuple(owners), stop, ignore_permission_denied=True):
             touched: set[str] = set()
             if not ready.is_set():  # in place now: what changed while it was being set up is read once
-                touched.update(owners.values())
+                if self.in_place is not None:
+                    self.in_place(in_place_by(changes, time.monotonic()), frozenset(owners.values()))
+                else:
+                    touched.update(owners.values())
             for _, raw in changes:
                 path = Path(raw)
                 owner = next((owners[p] for p in (path, *path.parents) if p in owners), None)

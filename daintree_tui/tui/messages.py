@@ -74,6 +74,13 @@ class FilesChanged(Message):
         return True
 
 
+class WatchInPlace(Message):
+    """The worktrees' file watch is in place (`ReadsBeforeWatch` knows since when): read what it may have missed."""
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, WatchInPlace)
+
+
 class EventsAppended(Message):
     """New lines of events.jsonl."""
 

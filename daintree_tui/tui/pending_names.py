@@ -35,3 +35,4 @@ class PendingNames:
     def empty(self) -> bool:
         with self._lock:
             return self._names is not None and not self._names
+
