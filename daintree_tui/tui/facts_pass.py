@@ -91,7 +91,6 @@ class FactsPass:
             except BaseException:
                 self._wanted.add(wanted)  # the next pass reads them
                 raise
-            self._before_watch.read({name: f.read_at for name, f in facts.items()})
             post(FactsLoaded(facts))
             dirty = {name: f.dirty for name, f in facts.items() if f.exists}
             changed = self._changed.take()
@@ -100,5 +99,9 @@ class FactsPass:
             except BaseException:
                 self._changed.add(changed)  # read them at the next pass
                 raise
+            # Read, for a watch in place later, only where the radar read the files too: one whose facts alone
+            # were read keeps the files the radar read before, which may miss an edit the watch never told of.
+            self._before_watch.read({name: f.read_at for name, f in facts.items()
+                                     if changed is None or name in changed})
             post(RadarLoaded(report.by_worktree()))
         post(DiskLoaded(backend.services.disk.measure(list(entries))))
