@@ -36,7 +36,11 @@ class Sshd:
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(base / "host_key")], check=True)
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(base / "user_key")], check=True)
         shutil.copy(base / "user_key.pub", base / "authorized_keys")
-        env = {"XDG_CONFIG_HOME": remote_home / "config", "XDG_DATA_HOME": remote_home / "data",
+        # The far side is a user of its own: HOME too, so the login shell reads no dotfile of this machine's
+        # user (a ~/.bashrc that runs `pyenv rehash` takes a lock each session; one left by a killed session made
+        # every later command wait 60 s, and CI's remote tests failed as hosts that never answer).
+        remote_home.mkdir(parents=True, exist_ok=True)
+        env = {"HOME": remote_home, "XDG_CONFIG_HOME": remote_home / "config", "XDG_DATA_HOME": remote_home / "data",
                "XDG_STATE_HOME": remote_home / "state",
                "GIT_AUTHOR_NAME": "Remote", "GIT_AUTHOR_EMAIL": "r@example.invalid", "GIT_COMMITTER_NAME": "Remote",
                "GIT_COMMITTER_EMAIL": "r@example.invalid"}
