@@ -82,6 +82,38 @@ def test_given_in_place_the_watch_says_by_when_it_was_in_place_and_touches_nothi
         watch.close()
 
 
+def test_a_commit_made_from_outside_daintree_is_told(repo: Path, cli: CLI) -> None:
+    """A commit made in a worktree with the user's own git changes none of its files: the row kept its dirty count
+    and its ahead for good (seen by a new user after hours). Git's admin dir of the worktree tells of it, and the
+    main checkout's HEAD moving tells of every worktree (their behind)."""
+    from tests.conftest import git
+
+    cli.ok("worktree", "create", "one")
+    cli.ok("worktree", "create", "two")
+    told: list[frozenset[str]] = []
+    in_place: list[float] = []
+    watch = FileWatch(Project.discover(repo), lambda state, events, touched: told.append(touched),
+                      lambda by, names: in_place.append(by))
+    one = repo / ".worktrees" / "one"
+    (one / "work.txt").write_text("work\n")
+    watch.watch_worktrees([("one", str(one)), ("two", str(repo / ".worktrees" / "two"))])
+    try:
+        wait_for(lambda: in_place, timeout=20)
+        cli.ok("worktree", "list")  # the outside's own reads (the sandbox touches each config.worktree) tell nothing
+        git(one, "add", "-A")
+        wait_for(lambda: told, timeout=20)
+        assert set().union(*told) == {"one"}, told
+        del told[:]
+        git(one, "commit", "-q", "-m", "from outside")
+        wait_for(lambda: told, timeout=20)
+        assert set().union(*told) == {"one"}, told
+        del told[:]
+        git(repo, "commit", "-q", "--allow-empty", "-m", "the user's own, on main")
+        wait_for(lambda: set().union(*told) == {"one", "two"}, timeout=20)
+    finally:
+        watch.close()
+
+
 NO_INOTIFY = r"""
 import sys, threading, time
 from pathlib import Path

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from daintree_tui.core import git as g
 from daintree_tui.core.errors import ConfigError, OperationError
-from daintree_tui.core.fs_safe import small_text
+from daintree_tui.core.fs_safe import read_state_file, small_text
 from daintree_tui.core.log import suppressed, warn
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.store import read_json, remove_tree
@@ -101,6 +101,28 @@ def admin_dir_of(common_dir: Path, worktree: Path) -> Path | None:
         return None
     admin = admins / named.name
     return admin if _is_dir(admin) else None
+
+
+def git_admin_dir(common_dir: Path, worktree: Path) -> Path:
+    """The worktree's `.git/worktrees/<id>/`: the one its `.git` file names when that record's `gitdir` names the
+    worktree back (both are read-only in every sandbox), else the record whose `gitdir` names it, found from the
+    common dir's side (a `.git` file rewritten by an unsandboxed agent may point at the common dir itself)."""
+    admin_root = common_dir / "worktrees"
+    want = str(worktree / ".git")
+    named = admin_dir_of(common_dir, worktree)
+    candidates = [named] if named is not None else []
+    candidates += [admin_root / worktree.name]
+    if admin_root.is_dir():
+        candidates += sorted(p for p in admin_root.iterdir() if p.name != worktree.name)
+    for admin in candidates:
+        try:
+            # A regular file only: the admin dir is the agent's to write, and `gitdir -> /dev/zero` never ends.
+            if read_state_file(admin / "gitdir").decode(errors="replace").strip() == want \
+                    and admin.parent == admin_root:
+                return admin
+        except OSError:
+            continue
+    raise OperationError(f"cannot find git's admin dir for worktree {worktree} under {admin_root}")
 
 
 def admin_dir_named_by(common: Path, worktree: Path) -> Path | None:

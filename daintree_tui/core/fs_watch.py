@@ -8,7 +8,7 @@ then on (seen in a loaded test run), and `events --follow` stopped with a traceb
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ POLL_MS = 1000
 """How often a watch that cannot use inotify looks again."""
 
 
-def in_place_by(first_answer: set[tuple[Any, str]], answered_at: float) -> float:
+def in_place_by(first_answer: Collection[object], answered_at: float) -> float:
     """A time by which a watch was surely in place, from its first answer and when it came: watchfiles sets up
     every watch before it starts waiting, and answers "nothing" only after QUIET_ANSWER_MS of waiting."""
     return answered_at if first_answer else answered_at - QUIET_ANSWER_MS / 1000

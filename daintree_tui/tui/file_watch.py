@@ -1,7 +1,10 @@
 """FileWatch: what changed on disk that the dashboard shows, told to the feed (`DashboardFeed`) as it happens.
 
 Two watches, each a thread of its own: the state and tasks folders' own files (the index, the event log, the task
-files), not recursively, and the worktrees, each recursively (their files make the dirty counts and the radar). The
+files), not recursively, and the worktrees, each recursively (their files make the dirty counts and the radar),
+with git's side of them (each one's admin dir, the main checkout's HEAD log: a commit made with the user's own git
+changes no file of the worktree). The worktrees are an agent's to write: their watch never follows a link
+(`core.tree_watch`). The
 folders below the state folder are not watched at all: the sessions' logs there grow with every line an agent
 prints, and with forty busy agents the watch of them woke ~190 times a second to be told of nothing to show.
 The worktrees' watch is started again when the list of worktrees changes (`watch_worktrees`).
@@ -21,8 +24,11 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from daintree_tui.core.admin_dirs import git_admin_dir
+from daintree_tui.core.errors import OperationError
 from daintree_tui.core.fs_watch import in_place_by, watching
 from daintree_tui.core.project import Project
+from daintree_tui.core.tree_watch import Root, tree_changes
 
 IGNORED_STATE_DIRS = (".logs", ".tmp", ".trash", ".sessions", ".journal", ".sandbox-home", ".locks", ".ui.json",
                       ".inbox", ".agent-git", ".cache", ".train")
@@ -60,6 +66,17 @@ def watched(path: str) -> bool:
     """Whether a change at `path` (under the state or tasks folder) can change what the lists show. The temporary
     file of an atomic write (`.NAME.RANDOM.tmp`) counts as its target."""
     return not any(f"/{d}/" in path or path.endswith(f"/{d}") or f"/.{d}." in path for d in IGNORED_STATE_DIRS)
+
+
+GIT_TELLS = ("HEAD", "index", "logs")
+"""What, in a worktree's admin dir or the common dir's `logs/`, changes when a commit, `git add`, a reset or a
+checkout is made there: not the rest (the sandbox touches `config.worktree` before each of its git calls)."""
+
+
+def git_moved(root: Path, path: Path) -> bool:
+    """Whether a change at `path`, in the git folder `root` watched, is one of those GIT_TELLS of."""
+    parts = path.relative_to(root).parts
+    return bool(parts) and parts[0] in GIT_TELLS
 
 
 class FileWatch:
@@ -140,19 +157,46 @@ class FileWatch:
 
     def _watch_worktrees(self, worktrees: frozenset[tuple[str, str]], stop: threading.Event,
                          ready: threading.Event) -> None:
-        owners = {Path(path): name for name, path in worktrees}
-        for changes in watching(tuple(owners), stop, ignore_permission_denied=True):
+        from watchfiles import Change, DefaultFilter  # here: start-up speed, as in core.fs_watch
+
+        names = frozenset(name for name, _ in worktrees)
+        owners = {Path(path): frozenset({name}) for name, path in worktrees}
+        roots = [Root(path) for path in owners]
+        git_roots = self._git_roots(worktrees, names)
+        owners.update(git_roots)
+        roots += [Root(path, recursive=path.name != "logs") for path in git_roots]
+        shown = DefaultFilter()
+        for changes in tree_changes(roots, stop, skip_dir=lambda name: name in DefaultFilter.ignore_dirs):
             touched: set[str] = set()
             if not ready.is_set():  # in place now: what changed while it was being set up is read once
                 if self.in_place is not None:
-                    self.in_place(in_place_by(changes, time.monotonic()), frozenset(owners.values()))
+                    self.in_place(in_place_by(changes, time.monotonic()), names)
                 else:
-                    touched.update(owners.values())
-            for _, raw in changes:
+                    touched.update(names)
+            for raw in changes:
                 path = Path(raw)
-                owner = next((owners[p] for p in (path, *path.parents) if p in owners), None)
-                if owner is not None:
-                    touched.add(owner)
+                root = next((p for p in (path, *path.parents) if p in owners), None)
+                if root is not None and (git_moved(root, path) if root in git_roots
+                                         else shown(Change.modified, raw)):
+                    touched.update(owners[root])
             if touched:
                 self.changed(False, False, frozenset(touched))
             ready.set()
+
+    def _git_roots(self, worktrees: frozenset[tuple[str, str]], names: frozenset[str]) -> dict[Path, frozenset[str]]:
+        """Where git, not the worktree's files, tells of a commit, a `git add` or a checkout made from outside
+        daintree (the user's own git in a worktree or in the main checkout): each worktree's admin dir (its HEAD,
+        its index, its HEAD's log) and the log of the main checkout's HEAD (its moving may move every worktree's
+        ahead and behind). Found from git's side, as the sandbox's guards find them."""
+        common = self.project.common_dir
+        if common is None:
+            return {}
+        roots: dict[Path, frozenset[str]] = {}
+        for name, path in worktrees:
+            try:
+                roots[git_admin_dir(common, Path(path))] = frozenset({name})
+            except OperationError:
+                continue
+        if (common / "logs").is_dir():
+            roots[common / "logs"] = names
+        return roots

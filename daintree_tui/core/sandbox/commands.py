@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from daintree_tui.core.admin_dirs import git_admin_dir
 from daintree_tui.core.errors import OperationError
 from daintree_tui.core.fs_safe import private_dir
 from daintree_tui.core.models import WorktreeEntry
@@ -18,7 +19,7 @@ from daintree_tui.core.mounts import INBOX_MOUNT
 from daintree_tui.core.project import Project
 from daintree_tui.core.roles import worktree_role
 from daintree_tui.core.sandbox.containment import contain, effective
-from daintree_tui.core.sandbox.git_guards import AGENT_GIT_DIR, agent_git_of, git_admin_dir
+from daintree_tui.core.sandbox.git_guards import AGENT_GIT_DIR, agent_git_of
 from daintree_tui.core.sandbox.hidden import credentials, escape_hatches, secrets_dir
 from daintree_tui.core.sandbox.policy import choose, writable_paths
 from daintree_tui.core.sandbox.spec import SandboxSpec, under_tmp

@@ -11,10 +11,9 @@ import os
 from pathlib import Path
 
 from daintree_tui.core import agent_git
-from daintree_tui.core.admin_dirs import admin_dir_of
 from daintree_tui.core.agent_git import AgentGit
 from daintree_tui.core.errors import OperationError
-from daintree_tui.core.fs_safe import private_dir, read_state_file
+from daintree_tui.core.fs_safe import private_dir
 from daintree_tui.core.log import suppressed
 from daintree_tui.core.models import WorktreeEntry
 from daintree_tui.core.mounts import SHARED_OBJECTS_MOUNT
@@ -90,28 +89,6 @@ def prepare(spec: SandboxSpec) -> None:
         for folder in (spec.inbox.parent, spec.inbox):  # 0700: the requests are the agent's, the replies ours
             folder.mkdir(parents=True, exist_ok=True)
             os.chmod(folder, 0o700)
-
-
-def git_admin_dir(common_dir: Path, worktree: Path) -> Path:
-    """The worktree's `.git/worktrees/<id>/`: the one its `.git` file names when that record's `gitdir` names the
-    worktree back (both are read-only in every sandbox), else the record whose `gitdir` names it, found from the
-    common dir's side (a `.git` file rewritten by an unsandboxed agent may point at the common dir itself)."""
-    admin_root = common_dir / "worktrees"
-    want = str(worktree / ".git")
-    named = admin_dir_of(common_dir, worktree)
-    candidates = [named] if named is not None else []
-    candidates += [admin_root / worktree.name]
-    if admin_root.is_dir():
-        candidates += sorted(p for p in admin_root.iterdir() if p.name != worktree.name)
-    for admin in candidates:
-        try:
-            # A regular file only: the admin dir is the agent's to write, and `gitdir -> /dev/zero` never ends.
-            if read_state_file(admin / "gitdir").decode(errors="replace").strip() == want \
-                    and admin.parent == admin_root:
-                return admin
-        except OSError:
-            continue
-    raise OperationError(f"cannot find git's admin dir for worktree {worktree} under {admin_root}")
 
 
 AGENT_GIT_DIR = ".agent-git"
