@@ -21,6 +21,7 @@ from bench import (
     scale,
     scale_live,
     terminal,
+    tree_watch,
 )
 
 
@@ -31,7 +32,7 @@ def main() -> None:
     print(f"# daintree benchmarks on {platform.node() or 'this machine'}: {os.cpu_count()} cores, "
           f"Python {platform.python_version()}\n")
     for module in (create, dashboard, first_screen, terminal, latency, scale, scale_live, remote, remote_idle, sandbox,
-                   radar, mcp_start):
+                   radar, mcp_start, tree_watch):
         print(module.run(), flush=True)
 
 

@@ -79,6 +79,14 @@ def median_times(fns: list[Callable[[int], object]], runs: int, warmup: int = 1)
     return [statistics.median(s) for s in samples]
 
 
+def loadavg() -> str:
+    """The machine's load over the last minute, as /proc/loadavg says it ("?" where it cannot be read)."""
+    try:
+        return Path("/proc/loadavg").read_text().split()[0]
+    except OSError:
+        return "?"
+
+
 def table(title: str, rows: list[list[str]], header: list[str]) -> str:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True))  # noqa: E731

@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import DAINTREE, ensure_bytecode, small_repo, table
+from bench.common import DAINTREE, ensure_bytecode, loadavg, small_repo, table
 
 RUNS = int(os.environ.get("DAINTREE_BENCH_MCP_RUNS", "9"))
 
@@ -60,10 +60,6 @@ for line in sys.stdin:
     sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}) + "\\n")
     sys.stdout.flush()
 """
-
-
-def loadavg() -> str:
-    return Path("/proc/loadavg").read_text().split()[0]
 
 
 async def sample(argv: list[str], cwd: Path) -> tuple[float, float]:

@@ -19,20 +19,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import DAINTREE, GIT_ENV, generated_repo, git, table
+from bench.common import DAINTREE, GIT_ENV, generated_repo, git, loadavg, table
 
 FILES = 9000
 WORKTREES = 50
 CHANGED = 5
 PAIRS = 10
 RUNS = 3
-
-
-def _load() -> str:
-    try:
-        return Path("/proc/loadavg").read_text().split()[0]
-    except OSError:
-        return "?"
 
 
 def _setup(repo: Path) -> list[str]:
@@ -62,7 +55,7 @@ def _setup(repo: Path) -> list[str]:
 
 def _say(what: str) -> None:
     """Where the bench is, on stderr (its setup writes 450,000 files)."""
-    print(f"  radar bench: {what} (load {_load()})", file=sys.stderr, flush=True)
+    print(f"  radar bench: {what} (load {loadavg()})", file=sys.stderr, flush=True)
 
 
 def _timed(fn: object) -> tuple[float, object]:
@@ -76,7 +69,7 @@ def run() -> str:
     from daintree_tui.core.radar import Radar
     from daintree_tui.core.worktrees import WorktreeService
 
-    load_before = _load()
+    load_before = loadavg()
     with tempfile.TemporaryDirectory(prefix="daintree-bench-radar-") as tmp:
         repo = generated_repo(Path(tmp) / "repo", FILES)
         _say("repository made")
@@ -132,7 +125,7 @@ def run() -> str:
     ]
     return table(f"9. Conflict radar: {WORKTREES} worktrees, {FILES:,}-file repo, {CHANGED} changed files each, "
                  f"{PAIRS} overlapping pairs; median of {RUNS}, {os.cpu_count()} cores, load {load_before} to "
-                 f"{_load()}", rows, ["pass", "median", "target", "found"])
+                 f"{loadavg()}", rows, ["pass", "median", "target", "found"])
 
 
 if __name__ == "__main__":
