@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from daintree_tui.core.project import Project
+from daintree_tui.core.store import remove_tree
 from daintree_tui.tui.file_watch import FileWatch
 from tests.conftest import CLI, wait_for
 
@@ -114,11 +115,40 @@ def test_a_commit_made_from_outside_daintree_is_told(repo: Path, cli: CLI) -> No
         watch.close()
 
 
+def test_edits_in_folders_nested_deep_are_told_without_the_watch_falling_behind(repo: Path, cli: CLI) -> None:
+    """Which worktree a path is in was found among the path's parents, each a Path made and hashed: at 1,800
+    folders deep (an agent's `mkdir -p a/a/a/...`) that took 28 ms a path, the watch's thread held the GIL (the
+    dashboard's) for seconds a batch, and a thousand files made there were told after half a minute."""
+    import os
+
+    cli.ok("worktree", "create", "one")
+    one = repo / ".worktrees" / "one"
+    deep = one
+    for _ in range(1800):  # not os.makedirs: it recurses, a frame a folder
+        deep = deep / "a"
+        deep.mkdir()
+    told: list[frozenset[str]] = []
+    in_place: list[float] = []
+    watch = FileWatch(Project.discover(repo), lambda state, events, touched: told.append(touched),
+                      lambda by, names: in_place.append(by))
+    watch.watch_worktrees([("one", str(one))])
+    try:
+        wait_for(lambda: in_place, timeout=20)
+        for i in range(1000):
+            os.close(os.open(deep / f"f{i}", os.O_CREAT | os.O_WRONLY, 0o644))
+        wait_for(lambda: told, timeout=10)
+        assert set().union(*told) == {"one"}, told
+    finally:
+        watch.close()
+        remove_tree(one / "a")  # pytest's own clean-up of old temporary folders recurses, and fails on it
+
+
 NO_INOTIFY = r"""
 import sys, threading, time
 from pathlib import Path
 from daintree_tui.core.follow import follow_lines
 from daintree_tui.core.project import Project
+from daintree_tui.core.store import remove_tree
 from daintree_tui.tui.file_watch import FileWatch
 
 Path("/proc/sys/user/max_inotify_instances").write_text("0")  # this user namespace's: no inotify at all

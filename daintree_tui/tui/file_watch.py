@@ -73,10 +73,26 @@ GIT_TELLS = ("HEAD", "index", "logs")
 checkout is made there: not the rest (the sandbox touches `config.worktree` before each of its git calls)."""
 
 
-def git_moved(root: Path, path: Path) -> bool:
+def git_moved(root: str, path: str) -> bool:
     """Whether a change at `path`, in the git folder `root` watched, is one of those GIT_TELLS of."""
-    parts = path.relative_to(root).parts
-    return bool(parts) and parts[0] in GIT_TELLS
+    return path[len(root) + 1:].split("/", 1)[0] in GIT_TELLS
+
+
+class Owners:
+    """Which of the watched roots a changed path is in (the deepest one), in as many steps as there are depths of
+    roots, whatever the path's: its parents, each a Path made and hashed, took 28 ms a path 1,800 folders deep
+    (an agent's `mkdir -p a/a/a/...`), and a batch of those held the GIL, the dashboard's, for seconds."""
+
+    def __init__(self, roots: Iterable[Path]) -> None:
+        self.roots = {str(root) for root in roots}
+        self.depths = sorted({root.count("/") for root in self.roots}, reverse=True)
+
+    def of(self, path: str) -> str | None:
+        pieces = path.split("/", self.depths[0] + 1) if self.depths else []
+        for depth in self.depths:
+            if len(pieces) > depth and (root := "/".join(pieces[:depth + 1])) in self.roots:
+                return root
+        return None
 
 
 class FileWatch:
@@ -166,6 +182,9 @@ class FileWatch:
         owners.update(git_roots)
         roots += [Root(path, recursive=path.name != "logs") for path in git_roots]
         shown = DefaultFilter()
+        within = Owners(owners)
+        told_by = {str(path): names for path, names in owners.items()}
+        git_folders = {str(path) for path in git_roots}
         for changes in tree_changes(roots, stop, skip_dir=lambda name: name in DefaultFilter.ignore_dirs):
             touched: set[str] = set()
             if not ready.is_set():  # in place now: what changed while it was being set up is read once
@@ -174,11 +193,10 @@ class FileWatch:
                 else:
                     touched.update(names)
             for raw in changes:
-                path = Path(raw)
-                root = next((p for p in (path, *path.parents) if p in owners), None)
-                if root is not None and (git_moved(root, path) if root in git_roots
+                root = within.of(raw)
+                if root is not None and (git_moved(root, raw) if root in git_folders
                                          else shown(Change.modified, raw)):
-                    touched.update(owners[root])
+                    touched.update(told_by[root])
             if touched:
                 self.changed(False, False, frozenset(touched))
             ready.set()
