@@ -136,11 +136,32 @@ def test_edits_in_folders_nested_deep_are_told_without_the_watch_falling_behind(
         wait_for(lambda: in_place, timeout=20)
         for i in range(1000):
             os.close(os.open(deep / f"f{i}", os.O_CREAT | os.O_WRONLY, 0o644))
-        wait_for(lambda: told, timeout=10)
+        wait_for(lambda: told, timeout=20)
         assert set().union(*told) == {"one"}, told
     finally:
         watch.close()
         remove_tree(one / "a")  # pytest's own clean-up of old temporary folders recurses, and fails on it
+
+
+def test_a_commit_in_a_worktree_named_logs_is_told(repo: Path, cli: CLI) -> None:
+    """Its admin dir is `.git/worktrees/logs`: only the common dir's own `logs/` is watched alone (the watch
+    chose that by the folder's name, and missed this worktree's HEAD log, below its admin dir's `logs/`)."""
+    from tests.conftest import git
+
+    cli.ok("worktree", "create", "logs")
+    told: list[frozenset[str]] = []
+    in_place: list[float] = []
+    watch = FileWatch(Project.discover(repo), lambda state, events, touched: told.append(touched),
+                      lambda by, names: in_place.append(by))
+    worktree = repo / ".worktrees" / "logs"
+    watch.watch_worktrees([("logs", str(worktree))])
+    try:
+        wait_for(lambda: in_place, timeout=20)
+        git(worktree, "commit", "-q", "--allow-empty", "-m", "from outside, nothing staged")
+        wait_for(lambda: told, timeout=20)
+        assert set().union(*told) == {"logs"}, told
+    finally:
+        watch.close()
 
 
 NO_INOTIFY = r"""

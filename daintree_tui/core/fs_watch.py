@@ -22,7 +22,8 @@ POLL_MS = 1000
 
 def in_place_by(first_answer: Collection[object], answered_at: float) -> float:
     """A time by which a watch was surely in place, from its first answer and when it came: watchfiles sets up
-    every watch before it starts waiting, and answers "nothing" only after QUIET_ANSWER_MS of waiting."""
+    every watch before it starts waiting, and answers "nothing" only after QUIET_ANSWER_MS of waiting (so does
+    `core.tree_watch`)."""
     return answered_at if first_answer else answered_at - QUIET_ANSWER_MS / 1000
 
 

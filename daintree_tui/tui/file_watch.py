@@ -83,8 +83,8 @@ class Owners:
     roots, whatever the path's: its parents, each a Path made and hashed, took 28 ms a path 1,800 folders deep
     (an agent's `mkdir -p a/a/a/...`), and a batch of those held the GIL, the dashboard's, for seconds."""
 
-    def __init__(self, roots: Iterable[Path]) -> None:
-        self.roots = {str(root) for root in roots}
+    def __init__(self, roots: Iterable[str]) -> None:
+        self.roots = set(roots)
         self.depths = sorted({root.count("/") for root in self.roots}, reverse=True)
 
     def of(self, path: str) -> str | None:
@@ -176,15 +176,14 @@ class FileWatch:
         from watchfiles import Change, DefaultFilter  # here: start-up speed, as in core.fs_watch
 
         names = frozenset(name for name, _ in worktrees)
-        owners = {Path(path): frozenset({name}) for name, path in worktrees}
-        roots = [Root(path) for path in owners]
+        roots = [Root(Path(path)) for _, path in worktrees]
+        told_by = {str(root.path): frozenset({name}) for root, (name, _) in zip(roots, worktrees, strict=True)}
         git_roots = self._git_roots(worktrees, names)
-        owners.update(git_roots)
-        roots += [Root(path, recursive=path.name != "logs") for path in git_roots]
+        roots += [root for root, _ in git_roots]
+        told_by.update((str(root.path), of) for root, of in git_roots)
+        git_folders = {str(root.path) for root, _ in git_roots}
+        within = Owners(told_by)
         shown = DefaultFilter()
-        within = Owners(owners)
-        told_by = {str(path): names for path, names in owners.items()}
-        git_folders = {str(path) for path in git_roots}
         for changes in tree_changes(roots, stop, skip_dir=lambda name: name in DefaultFilter.ignore_dirs):
             touched: set[str] = set()
             if not ready.is_set():  # in place now: what changed while it was being set up is read once
@@ -201,20 +200,22 @@ class FileWatch:
                 self.changed(False, False, frozenset(touched))
             ready.set()
 
-    def _git_roots(self, worktrees: frozenset[tuple[str, str]], names: frozenset[str]) -> dict[Path, frozenset[str]]:
+    def _git_roots(self, worktrees: frozenset[tuple[str, str]],
+                   names: frozenset[str]) -> list[tuple[Root, frozenset[str]]]:
         """Where git, not the worktree's files, tells of a commit, a `git add` or a checkout made from outside
-        daintree (the user's own git in a worktree or in the main checkout): each worktree's admin dir (its HEAD,
-        its index, its HEAD's log) and the log of the main checkout's HEAD (its moving may move every worktree's
-        ahead and behind). Found from git's side, as the sandbox's guards find them."""
+        daintree (the user's own git in a worktree or in the main checkout), with the worktrees each tells of:
+        each worktree's admin dir (its HEAD, its index, its HEAD's log) and the log of the main checkout's HEAD,
+        alone (its moving may move every worktree's ahead and behind). Found from git's side, as the sandbox's
+        guards find them."""
         common = self.project.common_dir
         if common is None:
-            return {}
-        roots: dict[Path, frozenset[str]] = {}
+            return []
+        roots: list[tuple[Root, frozenset[str]]] = []
         for name, path in worktrees:
             try:
-                roots[git_admin_dir(common, Path(path))] = frozenset({name})
+                roots.append((Root(git_admin_dir(common, Path(path))), frozenset({name})))
             except OperationError:
                 continue
         if (common / "logs").is_dir():
-            roots[common / "logs"] = names
+            roots.append((Root(common / "logs", recursive=False), names))
         return roots
