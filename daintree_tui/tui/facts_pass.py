@@ -83,17 +83,21 @@ class FactsPass:
                 self._wanted.add(missed)
                 self._changed.add(missed)
             wanted = self._wanted.take()
-            if wanted is not None and not wanted and self._changed.empty:
+            # Taken before the facts are read: a change told while they are read waits for the next pass. Taken
+            # after, its worktree's dirty count here could be from before the change: a count of 0 lets the radar
+            # take the branch's tip for its files, and the request was used up on that.
+            changed = self._changed.take()
+            if wanted is not None and not wanted and changed is not None and not changed:
                 return  # an earlier pass took every request
             read = entries if wanted is None else tuple(e for e in entries if e.name in wanted)
             try:
                 facts = backend.facts(read)
             except BaseException:
                 self._wanted.add(wanted)  # the next pass reads them
+                self._changed.add(changed)
                 raise
             post(FactsLoaded(facts))
             dirty = {name: f.dirty for name, f in facts.items() if f.exists}
-            changed = self._changed.take()
             try:
                 report = backend.services.radar.scan(entries, dirty=dirty, changed=changed)
             except BaseException:

@@ -30,9 +30,3 @@ class PendingNames:
         with self._lock:
             names, self._names = self._names, set()
         return None if names is None else frozenset(names)
-
-    @property
-    def empty(self) -> bool:
-        with self._lock:
-            return self._names is not None and not self._names
-
