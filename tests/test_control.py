@@ -537,11 +537,11 @@ def test_a_session_restarted_beside_others_starts_and_is_not_waiting(repo: Path,
         first = manager.start("one", "late", size=(80, 10)).started_at
         live.events.poke()
         wait_for(lambda: time.time() > first + 4)  # the first run is past its starting grace
-        wait_for(lambda: any(c.worktree == "one" and c.new == SessionStatus.RUNNING for c in seen), timeout=10)
+        wait_for(lambda: any(c.worktree == "one" and c.new == SessionStatus.RUNNING for c in seen), timeout=30)
         del seen[:]
         manager.restart("one", "late", size=(80, 10))
         live.events.poke()
-        wait_for(lambda: any(c.worktree == "one" and c.new == SessionStatus.RUNNING for c in seen), timeout=15)
+        wait_for(lambda: any(c.worktree == "one" and c.new == SessionStatus.RUNNING for c in seen), timeout=30)
     finally:
         live.close()
     changes = [c.new for c in seen if c.worktree == "one"]
