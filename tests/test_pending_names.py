@@ -9,12 +9,11 @@ from daintree_tui.tui.pending_names import PendingNames
 
 def test_a_request_is_taken_once_by_the_next_take_and_all_absorbs_names() -> None:
     pending = PendingNames()
-    assert pending.empty and pending.take() == frozenset()
+    assert pending.take() == frozenset()
     pending.add({"c"})
     pending.add({"d"})  # a newer request: c is not dropped for it
-    assert not pending.empty
     assert pending.take() == {"c", "d"}
-    assert pending.empty and pending.take() == frozenset()
+    assert pending.take() == frozenset()
     pending.add(None)
     pending.add({"e"})  # every worktree already covers e
     assert pending.take() is None
