@@ -76,12 +76,15 @@ typecheck: setup
 # CPU, not 1.4 s), also where PYTHONDONTWRITEBYTECODE is set to keep source trees clean; this keeps them clean.
 PYTEST := PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(CURDIR)/$(VENV)/pycache $(BIN)/pytest -q -p no:cacheprovider
 
-# Three workers (pytest-xdist) on the 2-core target machine: most tests wait on git, tmux, bwrap and sshd (the
-# suite keeps ~60% of two cores busy with two workers), and every test has its own repository, tmux socket and
-# config, so they run side by side. Measured on a quiet machine: 4m52s with two workers, 4m03s with three, 3m47s
-# with four; with two CPU-bound processes beside it, three workers passed (5m46s) where four missed two timings.
+# Six workers (pytest-xdist), each taking the next test as it frees (`worksteal`: no worker left with a queue of
+# slow ones at the end), on the 2-core target machine: most tests wait on git, tmux, bwrap and sshd, and every
+# test has its own repository, tmux socket and config, so they run side by side. With six the two cores are busy
+# throughout (the machine's own count: 631 CPU-s busy, 38 idle over 336 s, tmux servers and sessions included);
+# the suite's CPU, not its waits, is then the floor. Measured on a quiet machine, 1109 tests: 7m00s with three
+# workers, 5m47s with five, 5m12s-5m56s with six; with two CPU-bound processes and another suite beside it, six
+# passed whole (8m04s).
 pytest: setup
-	$(PYTEST) -m "not slow and not real_agents" -n 3
+	$(PYTEST) -m "not slow and not real_agents" -n 6 --dist worksteal
 
 # The inner loop (its target is a minute; measured below): every test that needs none of tmux, sshd and bubblewrap (tests/conftest.py marks
 # each test `tmux`, `sshd` or `bwrap` from its fixtures and skip conditions): the CLI, git, state files, config,
