@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -323,7 +324,7 @@ def test_events_limit_and_json(cli: CLI) -> None:
 def test_events_follow_prints_new_events(cli: CLI, repo: Path) -> None:
     cli.ok("task", "create", "a")
     proc = subprocess.Popen([sys.executable, "-m", "daintree_tui", "worktree", "events", "--follow", "--json",
-                             "--limit", "0"], cwd=repo, stdout=subprocess.PIPE, text=True)
+                             "--limit", "0"], cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         lines = Lines(proc.stdout)
         # It prints only what happens after it started, which the test cannot see: add tasks until one shows.
@@ -335,8 +336,11 @@ def test_events_follow_prints_new_events(cli: CLI, repo: Path) -> None:
         assert first["task"]["subject"].startswith("b"), "the task created before it started was printed"
         cli.ok("task", "create", "c")
         assert json.loads(lines.until(lambda line: '"c"' in line))["event"] == "task.created"
+        proc.send_signal(signal.SIGINT)  # Ctrl-C: it ends between two looks, as the other loops do
+        assert proc.wait(timeout=30) == 130
+        assert proc.stderr is not None and "interrupted" in proc.stderr.read()
     finally:
-        proc.terminate()
+        proc.kill()
         proc.wait(timeout=10)
 
 

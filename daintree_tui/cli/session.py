@@ -173,15 +173,21 @@ def cmd_session_log(args: argparse.Namespace, services: Services) -> int:
         sys.stdout.write(replayable(data.decode("utf-8", errors="replace")))
     sys.stdout.flush()
     if args.follow:
-        # Follow from where the read above stopped: a line written in between is not lost.
-        for line in follow_lines(path, offset=read):
-            if as_json:
-                sys.stdout.write(json.dumps({"name": args.name, "line": line}) + "\n")
-            elif as_text:
-                sys.stdout.write("".join(f"{text}\n" for text in readable_lines(line)))
-            else:
-                sys.stdout.write((line if args.raw else replayable(line)) + "\n")
-            sys.stdout.flush()
+        # Follow from where the read above stopped: a line written in between is not lost. Ctrl-C ends it between
+        # two looks of the watch, as it ends the other loops: with the KeyboardInterrupt alone, the follower once
+        # went on past its SIGINT on a loaded machine (its main thread in the watch's sleep, seen in a test).
+        with ctrl_c_stops() as stop:
+            for line in follow_lines(path, offset=read, stop=stop):
+                if as_json:
+                    sys.stdout.write(json.dumps({"name": args.name, "line": line}) + "\n")
+                elif as_text:
+                    sys.stdout.write("".join(f"{text}\n" for text in readable_lines(line)))
+                else:
+                    sys.stdout.write((line if args.raw else replayable(line)) + "\n")
+                sys.stdout.flush()
+        if stop.is_set():
+            error("interrupted")
+            return 130
     return 0
 
 

@@ -8,8 +8,8 @@ import sys
 import time
 from typing import Any
 
-from daintree_tui.cli.common import AddCommand, task_id
-from daintree_tui.cli.output import emit, table, wants_json, write_line
+from daintree_tui.cli.common import AddCommand, ctrl_c_stops, task_id
+from daintree_tui.cli.output import emit, error, table, wants_json, write_line
 from daintree_tui.core.errors import DaintreeError, InputError
 from daintree_tui.core.event_log import event_detail
 from daintree_tui.core.log import warn
@@ -196,13 +196,17 @@ def cmd_wt_events(args: argparse.Namespace, services: Services) -> int:
     sys.stdout.flush()
     from daintree_tui.core.follow import follow_lines
 
-    for line in follow_lines(log.path, offset=end):
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        write_line(sys.stdout, json.dumps(rec) if wants_json(args) else _event_line(rec))
-        sys.stdout.flush()
+    with ctrl_c_stops() as stop:  # as `session log --follow`: Ctrl-C ends it between two looks of the watch
+        for line in follow_lines(log.path, offset=end, stop=stop):
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            write_line(sys.stdout, json.dumps(rec) if wants_json(args) else _event_line(rec))
+            sys.stdout.flush()
+    if stop.is_set():
+        error("interrupted")
+        return 130
     return 0
 
 

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from daintree_tui.core.fs_watch import watching
 
 
-def follow_lines(path: Path, from_end: bool = True, offset: int | None = None) -> Iterator[str]:
-    """Yield each new complete line appended to `path` (waits for the file to appear); runs until interrupted.
+def follow_lines(path: Path, from_end: bool = True, offset: int | None = None,
+                 stop: threading.Event | None = None) -> Iterator[str]:
+    """Yield each new complete line appended to `path` (waits for the file to appear); runs until `stop` is set
+    (the CLI's Ctrl-C sets it: `cli.common.ctrl_c_stops`) or it is interrupted.
 
     `offset`: where the caller stopped reading, so nothing appended since is missed (default: the end now).
     """
@@ -21,7 +24,7 @@ def follow_lines(path: Path, from_end: bool = True, offset: int | None = None) -
     # The line begun and not ended yet, in the pieces read: only what is new is searched for a line break (a line
     # of megabytes, read as it grew, was copied and split again whole at each change).
     pending: list[bytes] = []
-    for _ in _changes(path):
+    for _ in _changes(path, stop):
         try:
             size = path.stat().st_size
         except FileNotFoundError:
@@ -42,9 +45,9 @@ def follow_lines(path: Path, from_end: bool = True, offset: int | None = None) -
             yield line.decode("utf-8", errors="replace")
 
 
-def _changes(path: Path) -> Iterator[object]:
+def _changes(path: Path, stop: threading.Event | None) -> Iterator[object]:
     yield None  # read once before the first change
-    for changes in watching((path.parent,), debounce=50, step=25):
+    for changes in watching((path.parent,), stop, debounce=50, step=25):
         if not changes or any(os.path.basename(p) == path.name for _, p in changes):
             yield changes
 
