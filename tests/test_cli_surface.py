@@ -172,3 +172,13 @@ def test_json_with_no_command_is_bad_input_not_the_dashboard(repo: Path) -> None
         proc = daintree(*argv, cwd=repo)
         assert (proc.returncode, proc.stdout) == (2, ""), argv
         assert proc.stderr == "daintree: the dashboard has no --json: give a command (see daintree --help)\n", argv
+
+
+def test_ctrl_c_while_the_command_loads_is_one_line_and_exit_130(repo: Path) -> None:
+    """Ctrl-C in the first tenth of a second of a command (its modules still loading, before the dispatcher could
+    take it) printed a Python traceback. The SIGINT here arrives at the very start of `main`."""
+    script = ("import os, signal\nfrom daintree_tui import cli\nreal = cli.main\n"
+              "cli.main = lambda *a: (os.kill(os.getpid(), signal.SIGINT), real(*a))[1]\ncli.run()\n")
+    proc = subprocess.run([sys.executable, "-c", script, "worktree", "list"], cwd=repo, capture_output=True,
+                          text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 130 and proc.stderr == "daintree: interrupted\n", proc.stderr

@@ -144,7 +144,11 @@ def run() -> NoReturn:
     Textual has loaded."""
     gc.disable()
     start_ahead(sys.argv[1:])
-    code = main()
+    try:
+        code = main()
+    except KeyboardInterrupt:  # Ctrl-C while the command's modules load, before `dispatch` can take it: one line
+        sys.stderr.write("daintree: interrupted\n")
+        code = 130
     if threading_idle():
         try:
             sys.stdout.flush()
