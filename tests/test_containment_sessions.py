@@ -64,7 +64,7 @@ def test_run_is_limited_and_its_group_removed(repo: Path, sandbox_env: Path) -> 
 
 
 HOG = "python3 -c 'b = bytearray(600 << 20); import time; time.sleep(60)'"
-BOMB = "sh -c 'bomb() { bomb | bomb & }; bomb; sleep 60'"
+BOMB = "sh -c 'bomb() { bomb | bomb & }; bomb; exec sleep 600'"  # exec: no fork left to fail at the limit
 
 
 @needs_cgroups
