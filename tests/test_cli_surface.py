@@ -177,7 +177,10 @@ def test_json_with_no_command_is_bad_input_not_the_dashboard(repo: Path) -> None
 def test_ctrl_c_while_the_command_loads_is_one_line_and_exit_130(repo: Path) -> None:
     """Ctrl-C in the first tenth of a second of a command (its modules still loading, before the dispatcher could
     take it) printed a Python traceback. The SIGINT here arrives at the very start of `main`."""
-    script = ("import os, signal\nfrom daintree_tui import cli\nreal = cli.main\n"
+    # SIGINT as a terminal's foreground command has it: a job a script started in the background inherits it
+    # ignored (CI run under nohup saw the command carry on and exit 0).
+    script = ("import os, signal\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+              "from daintree_tui import cli\nreal = cli.main\n"
               "cli.main = lambda *a: (os.kill(os.getpid(), signal.SIGINT), real(*a))[1]\ncli.run()\n")
     proc = subprocess.run([sys.executable, "-c", script, "worktree", "list"], cwd=repo, capture_output=True,
                           text=True, timeout=60, stdin=subprocess.DEVNULL)
