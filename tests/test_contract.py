@@ -53,6 +53,45 @@ def test_session_log_with_json_is_one_document(cli: CLI, repo: Path, tmux_socket
     assert bad.returncode == 2 and bad.stdout == ""
 
 
+def test_session_log_of_a_name_that_is_no_worktree_says_so(cli: CLI, repo: Path) -> None:
+    """A typo in `session log` gets the error every command gives ("no worktree named"), followed or not; it said
+    "no log", and `--follow` waited for ever on a worktree that will never be."""
+    for follow in ((), ("--follow",)):
+        bad = cli("session", "log", "nonexist", *follow)
+        assert bad.returncode == 2 and "no worktree named 'nonexist'" in bad.stderr, bad.stderr
+    cli.ok("worktree", "create", "quiet")
+    bad = cli("session", "log", "quiet")
+    assert bad.returncode == 2 and "no log for worktree 'quiet'" in bad.stderr
+
+def test_following_the_log_of_no_running_session_says_so_on_a_terminal(cli: CLI, repo: Path) -> None:
+    """`session log --follow` of a session that ended waits for lines that will not come, as `tail -f` does: on a
+    terminal it says so first (it looked hung to a new user)."""
+    import select
+    import signal
+
+    cli.ok("worktree", "create", "ended")
+    log = repo / ".worktrees" / ".logs" / "ended.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_bytes(b"last words\n")
+    leader, follower = os.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "daintree_tui", "session", "log", "ended", "--follow"], cwd=repo,
+                            stdout=subprocess.DEVNULL, stderr=follower, stdin=subprocess.DEVNULL)
+    os.close(follower)
+    said = b""
+    try:
+        def noted() -> bool:
+            nonlocal said
+            if select.select([leader], [], [], 0.05)[0]:
+                said += os.read(leader, 4096)
+            return b"following its log until Ctrl-C" in said
+
+        wait_for(noted, timeout=30, interval=0.01)
+        assert b"no session running for ended" in said
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 130
+        os.close(leader)
+
 def test_create_after_event_shows_the_task_bound(cli: CLI, repo: Path) -> None:
     """`create` binds the task (pending -> in_progress) before `create.after`; the event showed it still pending."""
     cli.ok("task", "create", "Bind me")
