@@ -63,6 +63,7 @@ def test_session_log_of_a_name_that_is_no_worktree_says_so(cli: CLI, repo: Path)
     bad = cli("session", "log", "quiet")
     assert bad.returncode == 2 and "no log for worktree 'quiet'" in bad.stderr
 
+
 def test_following_the_log_of_no_running_session_says_so_on_a_terminal(cli: CLI, repo: Path) -> None:
     """`session log --follow` of a session that ended waits for lines that will not come, as `tail -f` does: on a
     terminal it says so first (it looked hung to a new user)."""
@@ -91,6 +92,7 @@ def test_following_the_log_of_no_running_session_says_so_on_a_terminal(cli: CLI,
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 130
         os.close(leader)
+
 
 def test_create_after_event_shows_the_task_bound(cli: CLI, repo: Path) -> None:
     """`create` binds the task (pending -> in_progress) before `create.after`; the event showed it still pending."""

@@ -124,8 +124,8 @@ def cmd_session_log(args: argparse.Namespace, services: Services) -> int:
     path = project.log_path(args.name)
     if not path.exists():
         services.sessions.require_known(args.name)  # a typo says so, whether followed or not
-    if not path.exists() and not args.follow:
-        raise InputError(f"no log for worktree {args.name!r} ({path})")
+        if not args.follow:
+            raise InputError(f"no log for worktree {args.name!r} ({path})")
     read = 0
     data = b""
     shown: list[str] = []  # on a terminal: the lines of text
@@ -179,7 +179,7 @@ def cmd_session_log(args: argparse.Namespace, services: Services) -> int:
         # two looks of the watch, as it ends the other loops: with the KeyboardInterrupt alone, the follower once
         # went on past its SIGINT on a loaded machine (its main thread in the watch's sleep, seen in a test).
         with ctrl_c_stops() as stop:
-            if sys.stderr.isatty() and not _running(services, args.name):  # else it looks hung, tail -f's way
+            if sys.stderr.isatty() and not services.sessions.running(args.name):  # else it looks hung, tail -f's way
                 error(f"no session running for {args.name}: following its log until Ctrl-C")
             for line in follow_lines(path, offset=read, stop=stop):
                 if as_json:
@@ -193,14 +193,6 @@ def cmd_session_log(args: argparse.Namespace, services: Services) -> int:
             error("interrupted")
             return 130
     return 0
-
-
-def _running(services: Services, name: str) -> bool:
-    try:
-        sessions = services.sessions.list(with_screens=False)
-    except InputError:  # no tmux: nothing runs
-        return False
-    return any(info.name == name and info.status != "exited" for info in sessions)
 
 
 def cmd_session_signal(args: argparse.Namespace, services: Services) -> int:

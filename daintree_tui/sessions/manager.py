@@ -278,6 +278,11 @@ class SessionManager:
         self._require_session(name)
         return self.host.capture(name, history=history)
 
+    def running(self, name: str) -> bool:
+        """Whether worktree `name` has a session whose agent still runs (without tmux, none does)."""
+        host = self._host
+        return host is not None and any(p.worktree == name and not p.dead for p in host.list())
+
     def _require_session(self, name: str) -> None:
         if not self.host.exists(name):
             self.require_known(name)
