@@ -373,6 +373,25 @@ def test_sandbox_off_is_honest(repo: Path, sandbox_env: Path) -> None:
     assert started["sandbox"]["active"] is False
 
 
+def test_reading_many_worktrees_probes_bubblewrap_once(repo: Path, sandbox_env: Path, tmp_path: Path) -> None:
+    cli = CLI(repo)
+    for n in range(6):
+        cli.ok("worktree", "create", f"p{n}")
+    # bubblewrap as found on PATH, each start written down: the facts of the six are read on a pool of threads,
+    # and before, each thread ran the probe of its own (8 probes for one list).
+    shim, calls = tmp_path / "shim", tmp_path / "bwrap-calls"
+    shim.mkdir()
+    (shim / "bwrap").write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {calls}\nexec {shutil.which("bwrap")} "$@"\n')
+    (shim / "bwrap").chmod(0o755)
+    proc = CLI(repo, subprocess=True)("worktree", "list", "--json",
+                                      env={"PATH": f"{shim}{os.pathsep}{os.environ['PATH']}"})
+    assert proc.returncode == 0, proc.stderr
+    assert {w["name"] for w in json.loads(proc.stdout)} >= {f"p{n}" for n in range(6)}
+    started = calls.read_text().splitlines()
+    assert sum(line.endswith(" -- true") for line in started) == 1, started
+    assert len(started) > 6  # the worktrees were read inside the sandbox, through the shim
+
+
 def test_repo_config_cannot_turn_the_sandbox_off(repo: Path, sandbox_env: Path) -> None:
     (repo / ".daintree.toml").write_text('sandbox = "off"\n')
     cli = CLI(repo)

@@ -16,6 +16,7 @@ The mount table itself is `mount_table`.
 from __future__ import annotations
 
 import shutil
+import threading
 from collections.abc import Sequence
 
 from daintree_tui.core.sandbox.git_guards import prepare
@@ -47,6 +48,9 @@ def probe_argv(binary: str) -> list[str]:
 
 
 _WORKED: set[str] = set()  # the binaries whose probe passed in this process
+# One probe at a time: the facts of many worktrees are read on a pool of threads, and each asked at once before
+# any had its answer (8 probes of ~7 ms of CPU each for one `daintree worktree list`, where one is enough).
+_PROBING = threading.Lock()
 
 
 def _probe(binary: str) -> tuple[bool, str]:
@@ -54,11 +58,13 @@ def _probe(binary: str) -> tuple[bool, str]:
     remembered for the process; a failure is not: namespaces used up by other jobs come back, and a dashboard that
     started in that moment ran every later session unconfined."""
     if binary not in _WORKED:
-        why = probe_failure(probe_argv(binary))
-        if why is not None:
-            return False, why if why.startswith("bubblewrap cannot start") else \
-                f"bubblewrap cannot create a sandbox here: {why}"
-        _WORKED.add(binary)
+        with _PROBING:
+            if binary not in _WORKED:
+                why = probe_failure(probe_argv(binary))
+                if why is not None:
+                    return False, why if why.startswith("bubblewrap cannot start") else \
+                        f"bubblewrap cannot create a sandbox here: {why}"
+                _WORKED.add(binary)
     return True, f"bubblewrap ({binary}) with a user namespace"
 
 
