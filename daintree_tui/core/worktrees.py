@@ -11,7 +11,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,7 +120,9 @@ class WorktreeService:
             require_worktree_ours(self.project, entry)
         return entry
 
-    def facts(self, entry: WorktreeEntry, listed: list[Path] | None = None) -> Facts:
+    def facts(self, entry: WorktreeEntry, listed: list[Path] | None = None,
+              bases: Mapping[str, str | None] | None = None) -> Facts:
+        """What `worktree list` shows of one worktree; `bases`: the commits of base refs already resolved."""
         began = time.monotonic()
         path = Path(entry.path)
         if not entry.live or not (path / ".git").exists():
@@ -134,7 +136,8 @@ class WorktreeService:
                 bring_in(self.project, entry, quick=True)  # left by an earlier sandboxed run
         except OperationError:
             dirty = 0
-        base = g.rev_parse_commit(self.project.root, entry.base_ref) or entry.base_commit
+        base = (bases[entry.base_ref] if bases is not None and entry.base_ref in bases
+                else g.rev_parse_commit(self.project.root, entry.base_ref)) or entry.base_commit
         ahead, behind = g.ahead_behind(self.project.root, base, entry.branch)
         return Facts(True, dirty, ahead, behind, read_at=began)
 
@@ -143,8 +146,11 @@ class WorktreeService:
         from concurrent.futures import ThreadPoolExecutor  # not for create: the CLI imports per command
 
         listed = ownership.linked_worktrees(self.project) if entries else []
+        # Most worktrees share a base (main): its commit is read once, not once a worktree (100 forks of git at
+        # 100 worktrees, a seventh of the dashboard's start-up reading).
+        bases = {ref: g.rev_parse_commit(self.project.root, ref) for ref in {e.base_ref for e in entries if e.live}}
         with ThreadPoolExecutor(max_workers=min(8, max(1, len(entries)))) as pool:
-            facts = pool.map(lambda e: self.facts(e, listed), entries)
+            facts = pool.map(lambda e: self.facts(e, listed, bases), entries)
             return dict(zip([e.name for e in entries], facts, strict=True))
 
     def dirty_files(self, entry: WorktreeEntry) -> list[str]:
