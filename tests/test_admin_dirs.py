@@ -141,9 +141,9 @@ def test_every_bad_gitdir_is_rewritten_from_the_index(repo: Path, sandbox_env: P
                                                       form: str) -> None:
     """A FIFO hung `git worktree prune` (and doctor with it); a huge file was read whole; a path outside or the
     primary's `.git` made git list a there (or prune a as the primary's duplicate)."""
-    cli = CLI(repo, subprocess=True)  # a hang shows as a timeout
-    cli.ok("worktree", "create", "a")
-    tip = _with_work(cli, repo, "b")
+    setup, cli = CLI(repo), CLI(repo, subprocess=True)  # after the damage, a hang shows as a timeout
+    setup.ok("worktree", "create", "a")
+    tip = _with_work(setup, repo, "b")
     gitdir = _admin(repo, "a") / "gitdir"
     gitdir.unlink()
     if form == "fifo":
