@@ -151,6 +151,8 @@ class DaintreeApp(App[None]):
     def announce(self, due: list[tuple[str, SessionInfo]]) -> None:
         """Sessions that started waiting or exited: notify, ring the bell, tell the desktop; once for all that one
         poll found (the demo's three agents, waiting at once, made three toasts over the terminal)."""
+        if not due:  # most polls: the config's three stats stay off the event loop
+            return
         cfg = self.backend.project.config
         said = [(name, info, self.what_happened(info)) for name, info in due
                 if cfg.notify_on.get(str(info.status), True)]
