@@ -64,7 +64,10 @@ def test_run_is_limited_and_its_group_removed(repo: Path, sandbox_env: Path) -> 
 
 
 HOG = "python3 -c 'b = bytearray(600 << 20); import time; time.sleep(60)'"
-BOMB = "sh -c 'bomb() { bomb | bomb & }; bomb; exec sleep 600'"  # exec: no fork left to fail at the limit
+# The session's own shell forks once, before the bomb exists, then execs: no fork of its own is left to fail at the
+# limit. (`bomb;` ran the pipeline in the shell itself, which forks each side of it: under load the first side's
+# descendants filled the group before the second fork, "Cannot fork" ended the shell, and the session with it.)
+BOMB = "sh -c 'bomb() { bomb | bomb & }; bomb & exec sleep 600'"
 
 
 @needs_cgroups
