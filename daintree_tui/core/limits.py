@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import shutil
 import subprocess
 import time
@@ -341,7 +340,7 @@ def choose_backend(refresh: bool = False) -> tuple[Backend | None, str]:
 
 def group_name(worktree: str, kind: str) -> str:
     safe = re.sub(r"[^A-Za-z0-9_-]", "_", worktree)[:60]
-    return f"{safe}.{kind}.{secrets.token_hex(4)}"
+    return f"{safe}.{kind}.{os.urandom(4).hex()}"
 
 
 def prefix_for(backend: Backend, group: Group, limits: Limits) -> list[str]:

@@ -12,7 +12,6 @@ import contextlib
 import os
 import shutil
 import tempfile
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -265,7 +264,7 @@ class Merger:
         root = self.project.root
         hooks = list(NO_HOOKS)
         self.project.tmp_root.mkdir(parents=True, exist_ok=True)
-        tmp = self.project.tmp_root / f".merge-{entry.name}-{uuid.uuid4().hex[:8]}"
+        tmp = self.project.tmp_root / f".merge-{entry.name}-{os.urandom(4).hex()}"
         start = target_tip if strategy != "rebase" else branch_tip
         g.git(root, *hooks, "worktree", "add", "--quiet", "--detach", str(tmp), start)
         try:

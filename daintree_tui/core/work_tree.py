@@ -7,9 +7,9 @@ before anything outside reads it. The conflict radar and the checkpoints both st
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 from daintree_tui.core import git as g
@@ -86,7 +86,7 @@ def temp_index(project: Project, name: str, what: str) -> Path:
     write, and nowhere in the worktree."""
     tmpdir = project.tmpdir_for(name)
     tmpdir.mkdir(parents=True, exist_ok=True)
-    return tmpdir / f".{what}-index-{uuid.uuid4().hex[:12]}"
+    return tmpdir / f".{what}-index-{os.urandom(6).hex()}"
 
 
 def read_work_tree(project: Project, entry: WorktreeEntry, listed: list[Path] | None = None, *,

@@ -19,7 +19,7 @@ The steps of each merge are `Merger`'s own (core/merge.py); this module composes
 from __future__ import annotations
 
 import contextlib
-import uuid
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -230,7 +230,7 @@ class Train:
         entry = step.entry
         brief = {**entry.brief(), "target": step.target, "strategy": strategy}
         task = self.worktrees.tasks.brief_of(entry.task_id)
-        tmp = self.project.train_root / f"{name}-{uuid.uuid4().hex[:8]}"
+        tmp = self.project.train_root / f"{name}-{os.urandom(4).hex()}"
         try:
             said("building")
             try:

@@ -9,9 +9,9 @@ moves is moved back at once.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
-import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -174,7 +174,7 @@ def check(project: Project, name: str, agent: str | None = None) -> CheckReport:
     agent, agent_from = (agent, "--agent") if agent else worktree_agent(project, entry)
     preset = resolve_preset(project.config, agent)
     sandbox = session_sandbox(project, entry, preset)
-    tag = uuid.uuid4().hex[:8]
+    tag = os.urandom(4).hex()
     plan = probes(project, entry, others, sandbox, tag)
     if sandbox.spec is None:
         # Nothing confines it: every probe would really write (and move main). Say so without trying.

@@ -15,7 +15,6 @@ socket bound at /run/daintree/proxy.sock) -> `net_bridge` (127.0.0.1:PORT inside
 from __future__ import annotations
 
 import os
-import secrets
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -136,7 +135,7 @@ def proxy_socket_path() -> Path:
     has at most 107 bytes), so under the runtime folder rather than a project's."""
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     folder = Path(runtime) / "daintree-net" if runtime else Path("/tmp") / f"daintree-net-{os.getuid()}"
-    return private_dir(folder, "the network proxies' sockets") / f"{secrets.token_hex(6)}.sock"
+    return private_dir(folder, "the network proxies' sockets") / f"{os.urandom(6).hex()}.sock"
 
 
 def proxy_env(env: dict[str, str]) -> None:
