@@ -8,6 +8,7 @@ import contextlib
 import http.server
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -273,6 +274,26 @@ def test_kill_9_leaves_a_group_that_doctor_fix_removes(repo: Path, sandbox_env: 
     assert "empty cgroup(s) left" in found.stdout + found.stderr and group.name in found.stdout + found.stderr
     cli("doctor", "--fix", env={"DAINTREE_SWEEP_AGE_S": "0"})
     assert not any(folder.exists() for folder in group.folders)
+
+
+@needs_cgroups
+def test_a_limited_agent_hears_its_pane_and_stop_ends_it(repo: Path, sandbox_env: Path) -> None:
+    # The agent shows what its process ignores, then waits as an agent does. Before, the limits runner's own
+    # SIG_IGN of SIGINT and SIGHUP was inherited (Ctrl-C never reached a limited agent), and the runner, the pane's
+    # session leader and so the only process the pane's hang-up reaches, waited the hang-up out: after `session
+    # stop` the agent went on for good outside any session (a fork-bomb test's `sleep 600` outlived its server).
+    _user_config('[sandbox]\npids = 64\n[agents.waits]\n'
+                 "command = \"sh -c 'grep SigIgn /proc/self/status; exec sleep 600'\"\nprompt_mode = \"none\"\n")
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "w")
+    group = cli.json("session", "start", "w", "--agent", "waits")["sandbox"]["group"]
+    shown = wait_for(lambda: re.search(r"SigIgn:\s*([0-9a-f]+)", _capture(cli, "w")), timeout=30)
+    ignored = int(shown.group(1), 16)
+    assert not ignored & (1 << (signal.SIGINT - 1) | 1 << (signal.SIGHUP - 1)), hex(ignored)
+    folder = next(g for g in _BACKEND.groups() if g.name == group).folders[0]  # type: ignore[union-attr]
+    wait_for(lambda: (folder / "cgroup.procs").read_text().strip(), timeout=15)
+    cli.ok("session", "stop", "w")
+    wait_for(lambda: not folder.exists() or not (folder / "cgroup.procs").read_text().strip(), timeout=15)
 
 
 @needs_cgroups

@@ -50,17 +50,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("a command to run after --")
     backend = _backend(args.backend)
     group = limits.Group(args.group, backend.name, tuple(Path(f) for f in args.folder))
-    # A terminal's Ctrl-C and hang-up reach the command itself (one process group): this process waits them out.
-    # What reaches this process alone (a TERM from `kill`) is passed on.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    # A terminal's Ctrl-C reaches the command itself (one process group): this process waits it out. Caught, not
+    # ignored, here and for the hang-up until it is passed on: an ignored signal stays ignored across exec, and the
+    # command (the agent, its sandbox) then never heard Ctrl-C.
+    for wait_out in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(wait_out, lambda _sig, _frame: None)
     try:
         child = subprocess.Popen(command)
     except OSError as exc:
         limits.remove(backend, group)
         print(f"daintree: cannot run {command[0]}: {exc.strerror}", file=sys.stderr)
         return 127
-    signal.signal(signal.SIGTERM, lambda sig, _frame: child.send_signal(sig))
+    # Passed on: a TERM from `kill`, and the hang-up, which the kernel gives the session leader alone. As a pane's
+    # first process this is that leader: `session stop` (tmux closing the pane) hung up only this process, which
+    # waited it out, and the agent went on for good outside any session, with its group.
+    for passed_on in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(passed_on, lambda sig, _frame: child.send_signal(sig))
     code = child.wait()
     reason = limits.remove(backend, group, wait_s=_REMOVE_WAIT_S)
     # A group whose memory reached its limit and was reclaimed, or whose fork failed once and was retried, did
