@@ -40,6 +40,12 @@ def _user_config(text: str) -> None:
     path.write_text(text)
 
 
+def default_signals_mask() -> int:
+    """The signals an agent must start with at their default action, as a SigIgn mask: Ctrl-C, the pane's
+    hang-up, a pipe's reader gone, a file size limit (Python ignores the last two for itself)."""
+    return sum(1 << (sig - 1) for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGXFSZ))
+
+
 def _capture(cli: CLI, name: str) -> str:
     return cli("session", "capture", name).stdout
 
@@ -289,11 +295,24 @@ def test_a_limited_agent_hears_its_pane_and_stop_ends_it(repo: Path, sandbox_env
     group = cli.json("session", "start", "w", "--agent", "waits")["sandbox"]["group"]
     shown = wait_for(lambda: re.search(r"SigIgn:\s*([0-9a-f]+)", _capture(cli, "w")), timeout=30)
     ignored = int(shown.group(1), 16)
-    assert not ignored & (1 << (signal.SIGINT - 1) | 1 << (signal.SIGHUP - 1)), hex(ignored)
+    assert not ignored & default_signals_mask(), hex(ignored)
     folder = next(g for g in _BACKEND.groups() if g.name == group).folders[0]  # type: ignore[union-attr]
     wait_for(lambda: (folder / "cgroup.procs").read_text().strip(), timeout=15)
     cli.ok("session", "stop", "w")
     wait_for(lambda: not folder.exists() or not (folder / "cgroup.procs").read_text().strip(), timeout=15)
+
+
+def test_an_agent_without_limits_starts_with_its_signals_at_their_defaults(repo: Path, sandbox_env: Path) -> None:
+    # The pane's launcher is Python, which ignores SIGPIPE and SIGXFSZ; its exec passed that on to every agent, so
+    # `yes | head` in an agent's shell wrote "Broken pipe" where the same shell outside daintree did not.
+    _user_config('[agents.shows]\n'
+                 "command = \"sh -c 'grep SigIgn /proc/self/status; exec sleep 600'\"\nprompt_mode = \"none\"\n")
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "u")
+    assert cli.json("session", "start", "u", "--agent", "shows")["sandbox"]["active"]
+    shown = wait_for(lambda: re.search(r"SigIgn:\s*([0-9a-f]+)", _capture(cli, "u")), timeout=30)
+    assert not int(shown.group(1), 16) & default_signals_mask(), shown.group(1)
+    cli.ok("session", "stop", "u")
 
 
 @needs_cgroups

@@ -53,9 +53,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     # A terminal's Ctrl-C reaches the command itself (one process group): this process waits it out. Caught, not
     # ignored, here and for the hang-up until it is passed on: an ignored signal stays ignored across exec, and the
     # command (the agent, its sandbox) then never heard Ctrl-C.
-    for wait_out in (signal.SIGINT, signal.SIGHUP):
-        signal.signal(wait_out, lambda _sig, _frame: None)
+    early: list[int] = []  # a hang-up or TERM before the command is there to take it: passed on once it is
+    signal.signal(signal.SIGINT, lambda _sig, _frame: None)
+    for held in (signal.SIGHUP, signal.SIGTERM):
+        signal.signal(held, lambda sig, _frame: early.append(sig))
     try:
+        if early:  # asked to end before it began: it does not begin
+            limits.remove(backend, group)
+            return 128 + early[0]
         child = subprocess.Popen(command)
     except OSError as exc:
         limits.remove(backend, group)
@@ -66,6 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # waited it out, and the agent went on for good outside any session, with its group.
     for passed_on in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(passed_on, lambda sig, _frame: child.send_signal(sig))
+    for sig in dict.fromkeys(early):
+        child.send_signal(sig)
     code = child.wait()
     reason = limits.remove(backend, group, wait_s=_REMOVE_WAIT_S)
     # A group whose memory reached its limit and was reclaimed, or whose fork failed once and was retried, did

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
 import sys
 from typing import Any
@@ -115,6 +116,11 @@ def main(args: list[str]) -> int:
     except SystemExit as refused:
         return int(refused.code or 1)
     env.update(pane)
+    # Python ignores SIGPIPE and SIGXFSZ for itself, and an ignored signal stays ignored across exec: the agent
+    # (and every shell it runs) then got EPIPE where a pipe's reader went, `yes | head` wrote "Broken pipe",
+    # where the same agent outside daintree, or a limited one (subprocess resets them), did not.
+    for python_own in (signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(python_own, signal.SIG_DFL)
     try:
         os.execvpe(argv[0], argv, env)
     except OSError as exc:
