@@ -282,21 +282,30 @@ def test_kill_9_leaves_a_group_that_doctor_fix_removes(repo: Path, sandbox_env: 
     assert not any(folder.exists() for folder in group.folders)
 
 
+# An agent that shows which signals its process ignores, then waits as an agent does.
+SHOWS_SIGNALS = "[agents.shows]\ncommand = \"sh -c 'grep SigIgn /proc/self/status; exec sleep 600'\"\n" \
+                "prompt_mode = \"none\"\n"
+
+
+def _start_showing_signals(cli: CLI, name: str) -> tuple[dict[str, Any], int]:
+    """A worktree `name` with the `shows` agent started in it: its session's sandbox record, and its SigIgn."""
+    cli.ok("worktree", "create", name)
+    sandbox = cli.json("session", "start", name, "--agent", "shows")["sandbox"]
+    shown = wait_for(lambda: re.search(r"SigIgn:\s*([0-9a-f]+)", _capture(cli, name)), timeout=30)
+    return sandbox, int(shown.group(1), 16)
+
+
 @needs_cgroups
 def test_a_limited_agent_hears_its_pane_and_stop_ends_it(repo: Path, sandbox_env: Path) -> None:
-    # The agent shows what its process ignores, then waits as an agent does. Before, the limits runner's own
-    # SIG_IGN of SIGINT and SIGHUP was inherited (Ctrl-C never reached a limited agent), and the runner, the pane's
-    # session leader and so the only process the pane's hang-up reaches, waited the hang-up out: after `session
-    # stop` the agent went on for good outside any session (a fork-bomb test's `sleep 600` outlived its server).
-    _user_config('[sandbox]\npids = 64\n[agents.waits]\n'
-                 "command = \"sh -c 'grep SigIgn /proc/self/status; exec sleep 600'\"\nprompt_mode = \"none\"\n")
+    # Before, the limits runner's own SIG_IGN of SIGINT and SIGHUP was inherited (Ctrl-C never reached a limited
+    # agent), and the runner, the pane's session leader and so the only process the pane's hang-up reaches,
+    # waited the hang-up out: after `session stop` the agent went on for good outside any session (a fork-bomb
+    # test's `sleep 600` outlived its server).
+    _user_config("[sandbox]\npids = 64\n" + SHOWS_SIGNALS)
     cli = CLI(repo)
-    cli.ok("worktree", "create", "w")
-    group = cli.json("session", "start", "w", "--agent", "waits")["sandbox"]["group"]
-    shown = wait_for(lambda: re.search(r"SigIgn:\s*([0-9a-f]+)", _capture(cli, "w")), timeout=30)
-    ignored = int(shown.group(1), 16)
+    sandbox, ignored = _start_showing_signals(cli, "w")
     assert not ignored & default_signals_mask(), hex(ignored)
-    folder = next(g for g in _BACKEND.groups() if g.name == group).folders[0]  # type: ignore[union-attr]
+    folder = next(g for g in _BACKEND.groups() if g.name == sandbox["group"]).folders[0]  # type: ignore[union-attr]
     wait_for(lambda: (folder / "cgroup.procs").read_text().strip(), timeout=15)
     cli.ok("session", "stop", "w")
     wait_for(lambda: not folder.exists() or not (folder / "cgroup.procs").read_text().strip(), timeout=15)
@@ -305,13 +314,10 @@ def test_a_limited_agent_hears_its_pane_and_stop_ends_it(repo: Path, sandbox_env
 def test_an_agent_without_limits_starts_with_its_signals_at_their_defaults(repo: Path, sandbox_env: Path) -> None:
     # The pane's launcher is Python, which ignores SIGPIPE and SIGXFSZ; its exec passed that on to every agent, so
     # `yes | head` in an agent's shell wrote "Broken pipe" where the same shell outside daintree did not.
-    _user_config('[agents.shows]\n'
-                 "command = \"sh -c 'grep SigIgn /proc/self/status; exec sleep 600'\"\nprompt_mode = \"none\"\n")
+    _user_config(SHOWS_SIGNALS)
     cli = CLI(repo)
-    cli.ok("worktree", "create", "u")
-    assert cli.json("session", "start", "u", "--agent", "shows")["sandbox"]["active"]
-    shown = wait_for(lambda: re.search(r"SigIgn:\s*([0-9a-f]+)", _capture(cli, "u")), timeout=30)
-    assert not int(shown.group(1), 16) & default_signals_mask(), shown.group(1)
+    sandbox, ignored = _start_showing_signals(cli, "u")
+    assert sandbox["active"] and not ignored & default_signals_mask(), hex(ignored)
     cli.ok("session", "stop", "u")
 
 
