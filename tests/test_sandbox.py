@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -381,7 +382,8 @@ def test_reading_many_worktrees_probes_bubblewrap_once(repo: Path, sandbox_env: 
     # and before, each thread ran the probe of its own (8 probes for one list).
     shim, calls = tmp_path / "shim", tmp_path / "bwrap-calls"
     shim.mkdir()
-    (shim / "bwrap").write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {calls}\nexec {shutil.which("bwrap")} "$@"\n')
+    (shim / "bwrap").write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {shlex.quote(str(calls))}\n'
+                                f'exec {shlex.quote(shutil.which("bwrap") or "bwrap")} "$@"\n')
     (shim / "bwrap").chmod(0o755)
     proc = CLI(repo, subprocess=True)("worktree", "list", "--json",
                                       env={"PATH": f"{shim}{os.pathsep}{os.environ['PATH']}"})

@@ -50,17 +50,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("a command to run after --")
     backend = _backend(args.backend)
     group = limits.Group(args.group, backend.name, tuple(Path(f) for f in args.folder))
-    # A terminal's Ctrl-C reaches the command itself (one process group): this process waits it out. Caught, not
-    # ignored, here and for the hang-up until it is passed on: an ignored signal stays ignored across exec, and the
-    # command (the agent, its sandbox) then never heard Ctrl-C.
-    early: list[int] = []  # a hang-up or TERM before the command is there to take it: passed on once it is
+    # A terminal's Ctrl-C reaches the command itself (one process group): this process waits it out. Every signal
+    # here is caught, never ignored: an ignored signal stays ignored across exec, and the command (the agent, its
+    # sandbox) then never heard Ctrl-C. A hang-up or TERM before the command is there to take it is held.
+    early: list[int] = []
     signal.signal(signal.SIGINT, lambda _sig, _frame: None)
     for held in (signal.SIGHUP, signal.SIGTERM):
         signal.signal(held, lambda sig, _frame: early.append(sig))
+    if early:  # asked to end before it began: it does not begin
+        limits.remove(backend, group)
+        return 128 + early[0]
     try:
-        if early:  # asked to end before it began: it does not begin
-            limits.remove(backend, group)
-            return 128 + early[0]
         child = subprocess.Popen(command)
     except OSError as exc:
         limits.remove(backend, group)
