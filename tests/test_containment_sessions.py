@@ -321,6 +321,30 @@ def test_an_agent_without_limits_starts_with_its_signals_at_their_defaults(repo:
     cli.ok("session", "stop", "u")
 
 
+HANDLES_CTRL_C = ("[agents.handles]\ncommand = \"sh -c 'trap \\\"echo interrupted\\\" INT; echo ready; "
+                  "while :; do sleep 1; done'\"\nprompt_mode = \"none\"\n")
+
+
+@pytest.mark.parametrize("contained", [
+    pytest.param("", id="sandbox"),
+    pytest.param('[sandbox]\npids = 64\nnetwork = ["127.0.0.1:9"]\n', marks=needs_cgroups, id="limits-allow-list")])
+def test_ctrl_c_in_a_sandboxed_pane_reaches_the_agent_and_not_its_sandbox(repo: Path, sandbox_env: Path,
+                                                                         contained: str) -> None:
+    # Before, bubblewrap's own process, in the pane's foreground process group beside the agent, died of the
+    # Ctrl-C and took the sandbox with it (--die-with-parent): an agent that handles Ctrl-C (aider stopping its
+    # reply) lost its session, where outside the sandbox it goes on.
+    _user_config(contained + HANDLES_CTRL_C)
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "c")
+    assert cli.json("session", "start", "c", "--agent", "handles")["sandbox"]["active"]
+    wait_for(lambda: "ready" in _capture(cli, "c"), timeout=30)
+    for times in (1, 2):
+        cli.ok("session", "send", "c", "\x03", "--no-enter")  # typed: the pane's terminal makes it SIGINT
+        wait_for(lambda: _capture(cli, "c").count("interrupted") >= times, timeout=30)  # noqa: B023
+    assert _listed(cli)["c"]["status"] != "exited", _capture(cli, "c")
+    cli.ok("session", "stop", "c")
+
+
 @needs_cgroups
 def test_sandbox_check_tries_each_limit_and_the_network_rule(repo: Path, sandbox_env: Path) -> None:
     _user_config('[sandbox]\nmemory = "256M"\npids = 100\ncpu = 1.5\nnetwork = "agent"\n'

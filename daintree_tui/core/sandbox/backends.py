@@ -8,14 +8,17 @@ Why these bwrap options, and what each one closes (tested as an attacker in test
 - `--unshare-pid` and a fresh `/proc`: with the host's pids visible, `/proc/<pid>/root` of any process of the
   same user is the host's writable filesystem, and its `/proc/<pid>/mem` is code injection.
 - `--new-session` (no controlling terminal) unless the command runs in a pane: TIOCSTI cannot type into the
-  caller's terminal.
+  caller's terminal. In a pane, bwrap ignores the terminal's Ctrl-C and Ctrl-\\ and the command has them (see
+  `_TERMINAL_SIGNALS`).
 - The environment is inherited, never passed on bwrap's argv (no `--setenv`): argv is visible in `ps`.
 The mount table itself is `mount_table`.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 import threading
 from collections.abc import Sequence
 
@@ -68,6 +71,36 @@ def _probe(binary: str) -> tuple[bool, str]:
     return True, f"bubblewrap ({binary}) with a user namespace"
 
 
+# What a terminal sends its foreground process group, a pane's: bubblewrap's own process is in it beside the agent,
+# and a Ctrl-C ended it and (`--die-with-parent`) the whole sandbox, where the same agent outside handles the signal
+# (aider stops its reply and waits; a script catches KeyboardInterrupt). In a pane bwrap runs with these ignored and
+# the command with them back at their defaults, as outside. (The sandbox's own pid 1 ignores them anyway.)
+_TERMINAL_SIGNALS = "INT,QUIT"
+_SIGNAL_PREFIXES: dict[str, tuple[list[str], list[str]]] = {}
+_SYSTEM_ENV = ("/usr/bin/env", "/bin/env")
+
+
+def _terminal_signal_prefixes() -> tuple[list[str], list[str]]:
+    """The argv before bwrap (it ignores the terminal's signals) and before the command inside (they are back at
+    their defaults): GNU env's `--ignore-signal` and `--default-signal` (coreutils 8.31). Nothing where this env
+    has neither (busybox, older coreutils): there Ctrl-C ends a sandboxed session as before. Asked once a process.
+    The outer one runs outside the sandbox: it is the system's, never one found on a PATH that may name a folder
+    of the worktree (`.`, `node_modules/.bin`), where the agent could have written an `env`."""
+    env = next((path for path in _SYSTEM_ENV if os.access(path, os.X_OK)), "")
+    if env not in _SIGNAL_PREFIXES:
+        with _PROBING:
+            if env not in _SIGNAL_PREFIXES:
+                outer = [env, f"--ignore-signal={_TERMINAL_SIGNALS}"]
+                inner = [env, f"--default-signal={_TERMINAL_SIGNALS}"]
+                try:
+                    works = bool(env) and subprocess.run([*outer, *inner, env, "--version"], stdin=subprocess.DEVNULL,
+                                                         capture_output=True, timeout=10).returncode == 0
+                except (OSError, subprocess.TimeoutExpired):
+                    works = False
+                _SIGNAL_PREFIXES[env] = (outer, inner) if works else ([], [])
+    return _SIGNAL_PREFIXES[env]
+
+
 def _isolation(network: bool, background: bool = False) -> list[str]:
     args = ["--unshare-user", "--cap-drop", "ALL", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
             "--unshare-cgroup-try"]
@@ -95,7 +128,8 @@ class BwrapSandbox:
     def wrap(self, argv: Sequence[str], spec: SandboxSpec, prepared: bool = False) -> list[str]:
         if not prepared:
             prepare(spec)
-        args = [self.binary, *_isolation(spec.network, spec.background)]
+        outer, inner = _terminal_signal_prefixes() if spec.interactive else ([], [])
+        args = [*outer, self.binary, *_isolation(spec.network, spec.background)]
         if not spec.interactive:
             args.append("--new-session")  # no controlling terminal: TIOCSTI cannot type into the caller's
         args += root_mounts(spec)
@@ -107,5 +141,5 @@ class BwrapSandbox:
             if path.is_file():
                 args += ["--ro-bind", "/dev/null", str(path)]
         args += ["--remount-ro", "/run"]
-        args += ["--chdir", str(spec.cwd or spec.worktree), "--", *argv]
+        args += ["--chdir", str(spec.cwd or spec.worktree), "--", *inner, *argv]
         return args
