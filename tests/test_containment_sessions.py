@@ -276,9 +276,13 @@ def test_kill_9_leaves_a_group_that_doctor_fix_removes(repo: Path, sandbox_env: 
         running.kill()
     wait_for(lambda: not (group.folders[0] / "cgroup.procs").read_text().strip(), timeout=30)
     assert group.folders[0].exists()  # left behind: nobody removed it
-    found = cli("doctor", env={"DAINTREE_SWEEP_AGE_S": "0"})
+    # doctor --fix removes any empty group of the machine as old as this: 0 s took the group of a test beside this
+    # one in the moment before its command joined it.
+    young = {"DAINTREE_SWEEP_AGE_S": "2"}
+    wait_for(lambda: time.time() - group.folders[0].stat().st_mtime > 2.5, timeout=30)
+    found = cli("doctor", env=young)
     assert "empty cgroup(s) left" in found.stdout + found.stderr and group.name in found.stdout + found.stderr
-    cli("doctor", "--fix", env={"DAINTREE_SWEEP_AGE_S": "0"})
+    cli("doctor", "--fix", env=young)
     assert not any(folder.exists() for folder in group.folders)
 
 
