@@ -291,6 +291,23 @@ def test_trust_is_refused_from_inside_a_session(cli: CLI, repo: Path) -> None:
     assert cli.json("trust", "--show")["trusted"] is True
 
 
+def test_trust_given_in_many_repositories_at_once_holds_for_each(tmp_path: Path) -> None:
+    """A new user trusted six repositories from six shells at once: each `daintree trust` said done, and four were
+    untrusted after (each rewrote the whole record from what it had read), so their `sandbox = "off"` was
+    ignored. One lock now spans each read-modify-write of the record."""
+    from tests.conftest import make_repo
+
+    repos = [make_repo(tmp_path / f"r{i}") for i in range(8)]
+    for index, repo in enumerate(repos):
+        (repo / ".daintree.toml").write_text(f'[hooks]\npost_create = ["echo {index}"]\n')
+    trusting = [subprocess.Popen([sys.executable, "-m", "daintree_tui", "trust", "--repo", str(repo)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for repo in repos]
+    for proc in trusting:
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0 and "trusted" in out, err
+    assert [CLI(repo).json("trust", "--show")["trusted"] for repo in repos] == [True] * len(repos)
+
+
 def test_queue_refuses_an_untrusted_agent_before_making_its_worktree(cli: CLI, repo: Path, tmux_socket: str) -> None:
     """`queue run` said "task N: ... not trusted" only after it had created the task's worktree and bound the
     task to it (a worktree with no session, and a task in_progress that nobody works on)."""

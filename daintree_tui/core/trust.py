@@ -24,6 +24,7 @@ from daintree_tui.core.trust_record import (  # re-exported: callers ask trust
     trust_diff,
     trust_file,
     trust_key,
+    trust_lock,
     trusted_copy,
     untrusted_state,
 )
@@ -44,22 +45,24 @@ def trust(project: Project) -> dict[str, str]:
     path = project.root / REPO_CONFIG_NAME
     if not path.is_file():
         raise InputError(f"nothing to trust: {path} does not exist")
-    data, _ = read_json(trust_file(), "trust record")
-    records = data if isinstance(data, dict) else {}
     content = path.read_bytes()  # hashed and kept as read once: what was shown to be trusted is what is kept
     digest = hashlib.sha256(content).hexdigest()
+    scripts_now = unconfined_scripts(project)
     copy = trusted_copy(path)
-    try:
-        private_dir(copy.parent)
-        atomic_write_text(copy, content.decode("utf-8", errors="replace"))  # 0600 (mkstemp)
-    except OSError as exc:
-        raise OperationError(f"cannot write {copy}: {exc.strerror or exc}") from None
-    records[trust_key(path)] = digest
-    scripts = records.get("scripts")
-    scripts = scripts if isinstance(scripts, dict) else {}
-    scripts[trust_key(path)] = unconfined_scripts(project)
-    records["scripts"] = scripts
-    write_json(trust_file(), records)
+    with trust_lock().hold():
+        try:
+            private_dir(copy.parent)
+            atomic_write_text(copy, content.decode("utf-8", errors="replace"))  # 0600 (mkstemp)
+        except OSError as exc:
+            raise OperationError(f"cannot write {copy}: {exc.strerror or exc}") from None
+        data, _ = read_json(trust_file(), "trust record")
+        records = data if isinstance(data, dict) else {}
+        records[trust_key(path)] = digest
+        scripts = records.get("scripts")
+        scripts = scripts if isinstance(scripts, dict) else {}
+        scripts[trust_key(path)] = scripts_now
+        records["scripts"] = scripts
+        write_json(trust_file(), records)
     return {"path": str(path), "sha256": digest}
 
 
@@ -96,14 +99,15 @@ def _command_key(project: Project, command: str) -> str:
 def remember_command(project: Project, command: str) -> None:
     """Record (in the user's data dir) that this user gave `command` for this repository on their own command
     line, so a state file that names it later (a bake-off's score command) may run it; no other may."""
-    data, _ = read_json(trust_file(), "trust record")
-    records = data if isinstance(data, dict) else {}
-    given = records.get("commands")
-    given = [c for c in given if isinstance(c, str)] if isinstance(given, list) else []
     key = _command_key(project, command)
-    if key not in given:
-        records["commands"] = [*given, key][-1000:]
-        write_json(trust_file(), records)
+    with trust_lock().hold():
+        data, _ = read_json(trust_file(), "trust record")
+        records = data if isinstance(data, dict) else {}
+        given = records.get("commands")
+        given = [c for c in given if isinstance(c, str)] if isinstance(given, list) else []
+        if key not in given:
+            records["commands"] = [*given, key][-1000:]
+            write_json(trust_file(), records)
 
 
 def command_remembered(project: Project, command: str) -> bool:

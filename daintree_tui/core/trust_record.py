@@ -8,12 +8,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from daintree_tui.core.config_model import REPO_CONFIG_NAME
-from daintree_tui.core.store import read_json
+from daintree_tui.core.store import StateLock, read_json
 from daintree_tui.core.user_dirs import user_data_dir
 
 
 def trust_file() -> Path:
     return user_data_dir() / "trust.json"
+
+
+def trust_lock() -> StateLock:
+    """Around every read-modify-write of `trust.json`: two `daintree trust` at once (two repositories) each
+    rewrote the whole record from what it had read, and one repository's trust was lost, said done."""
+    return StateLock(user_data_dir() / "trust.lock")
 
 
 def file_sha256(path: Path) -> str:
