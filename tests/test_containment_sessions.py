@@ -315,10 +315,14 @@ def test_a_limited_agent_hears_its_pane_and_stop_ends_it(repo: Path, sandbox_env
     wait_for(lambda: not folder.exists() or not (folder / "cgroup.procs").read_text().strip(), timeout=15)
 
 
-def test_an_agent_without_limits_starts_with_its_signals_at_their_defaults(repo: Path, sandbox_env: Path) -> None:
+@pytest.mark.parametrize("network", [pytest.param("", id="sandbox"),
+                                     pytest.param('[sandbox]\nnetwork = ["127.0.0.1:9"]\n', id="allow-list")])
+def test_an_agent_without_limits_starts_with_its_signals_at_their_defaults(repo: Path, sandbox_env: Path,
+                                                                           network: str) -> None:
     # The pane's launcher is Python, which ignores SIGPIPE and SIGXFSZ; its exec passed that on to every agent, so
-    # `yes | head` in an agent's shell wrote "Broken pipe" where the same shell outside daintree did not.
-    _user_config(SHOWS_SIGNALS)
+    # `yes | head` in an agent's shell wrote "Broken pipe" where the same shell outside daintree did not. With an
+    # allow-list, the bridge inside the sandbox (Python too) did the same.
+    _user_config(network + SHOWS_SIGNALS)
     cli = CLI(repo)
     sandbox, ignored = _start_showing_signals(cli, "u")
     assert sandbox["active"] and not ignored & default_signals_mask(), hex(ignored)

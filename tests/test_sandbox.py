@@ -1417,3 +1417,18 @@ def test_a_fifo_of_run_that_goes_away_before_bwrap_starts_is_left_out(repo: Path
         shutil.rmtree(folder, ignore_errors=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split()[-1] == "out", done.stdout
+
+
+def test_a_session_program_whose_path_holds_an_equals_sign_still_starts(repo: Path, sandbox_env: Path) -> None:
+    """In a pane the command runs under `env --default-signal` (Ctrl-C back at its default), and env reads a first
+    word with `=` as a variable to set: `/opt/a=b/agent` ran its first argument instead."""
+    from tests.helpers.sandbox import agent_sandbox_of_me
+
+    sandbox, env = agent_sandbox_of_me(repo, "odd")
+    program = sandbox_env / "a=b" / "agent"
+    program.parent.mkdir()
+    program.write_text("#!/bin/sh\necho agent-ran \"$1\"\n")
+    program.chmod(0o755)
+    proc = subprocess.run(sandbox.wrap([str(program), "hello"], env), env=env, capture_output=True, text=True,
+                          timeout=60, stdin=subprocess.DEVNULL)
+    assert proc.stdout == "agent-ran hello\n", proc.stderr

@@ -319,3 +319,26 @@ def test_a_deep_folder_for_head_in_the_admin_dir_never_stops_a_listing(repo: Pat
     cli.ok("worktree", "list")
     assert not head.is_dir()
     cli.ok("doctor", "--fix")
+
+
+def test_programs_an_agent_writes_in_its_worktree_never_run_outside_from_a_relative_path(
+        repo: Path, sandbox_env: Path, tmp_path: Path) -> None:
+    """A PATH with a relative entry (`.`, `node_modules/.bin`) is searched in the current folder. Run from inside an
+    agent's worktree, `daintree` found the agent's own `git` (every command's first step) and `bwrap` (the sandbox
+    itself, run as the user) there: both ran outside the sandbox."""
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "one")
+    wt = repo / ".worktrees" / "one"
+    marker = tmp_path / "ran-outside"
+    planted = wt / "node_modules" / ".bin"
+    planted.mkdir(parents=True)
+    for name in ("git", "bwrap", "tmux", "sh", "env", "true"):
+        for folder in (wt, planted):
+            (folder / name).write_text(f"#!/bin/sh\necho {name} >> {marker}\nexit 1\n")
+            (folder / name).chmod(0o755)
+    env = {"PATH": f".{os.pathsep}node_modules/.bin{os.pathsep}{os.pathsep}{os.environ['PATH']}"}
+    for args in (("worktree", "list"), ("worktree", "status", "one"),
+                 ("session", "start", "one", "--agent", "shell"), ("session", "stop", "one")):
+        proc = CLI(repo, subprocess=True)(*args, cwd=wt, env=env)
+        assert proc.returncode == 0, (args, proc.stderr)
+    assert not marker.exists(), marker.read_text()

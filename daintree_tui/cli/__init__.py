@@ -127,6 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command (default: this process's arguments) and return its exit code."""
     from daintree_tui.cli.dispatch import main as dispatch
 
+    spawn.drop_relative_path()
     return dispatch(argv)
 
 
@@ -143,6 +144,7 @@ def run() -> NoReturn:
     command's start. It is back on (`resume_collector`) before the command runs, or, for the dashboard, once
     Textual has loaded."""
     gc.disable()
+    spawn.drop_relative_path()  # before the first git starts
     start_ahead(sys.argv[1:])
     try:
         code = main()

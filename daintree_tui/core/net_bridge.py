@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import socket
 import sys
 
@@ -61,6 +62,10 @@ def main(argv: list[str]) -> int:
         finally:
             os._exit(0)
     listener.close()
+    # Python ignores SIGPIPE and SIGXFSZ for itself, and an ignored signal stays ignored across exec: the agent's
+    # `yes | head` said "Broken pipe" with an allow-list and not without one (sessions/launch.py does the same).
+    for python_own in (signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(python_own, signal.SIG_DFL)
     try:
         os.execvp(command[0], command)
     except OSError as exc:

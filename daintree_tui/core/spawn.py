@@ -37,6 +37,21 @@ _AHEAD: dict[tuple[str, tuple[str, ...]], tuple[object, subprocess.Popen[str], f
 _AHEAD_LOCK = threading.Lock()  # the dashboard's workers ask from several threads
 
 
+def absolute_path(path: str) -> str:
+    """`path` (a PATH) without its relative entries: `.`, an empty one (the same), `node_modules/.bin`. Such an
+    entry is searched in the current folder, which may be an agent's worktree: a `git` or `bwrap` the agent wrote
+    there ran outside its sandbox as the user (docs/design.md 2a, rule 9)."""
+    return os.pathsep.join(entry for entry in path.split(os.pathsep) if os.path.isabs(entry))
+
+
+def drop_relative_path() -> None:
+    """This process's PATH, and so every program it starts and every agent's environment, without relative
+    entries (`absolute_path`)."""
+    path = os.environ.get("PATH")
+    if path is not None and absolute_path(path) != path:
+        os.environ["PATH"] = absolute_path(path)
+
+
 def command(cwd: object, *args: str) -> tuple[list[str], dict[str, str]]:
     """The argv and environment of `git -C cwd args...` as daintree runs it (`core.git.git`, or a caller that runs
     it its own way, e.g. inside a worktree's sandbox).
@@ -46,7 +61,7 @@ def command(cwd: object, *args: str) -> tuple[list[str], dict[str, str]]:
     """
     if any("\0" in arg for arg in args):
         raise InputError("invalid input: it contains a NUL byte")
-    env = {**os.environ, **_GIT_ENV}
+    env = {**os.environ, **_GIT_ENV, "PATH": absolute_path(os.environ.get("PATH", os.defpath))}
     env.pop("GIT_DIR", None)
     env.pop("GIT_WORK_TREE", None)
     return ["git", *_NO_SUBMODULE_PROCESSES, "-C", str(cwd), *args], env

@@ -26,6 +26,7 @@ from daintree_tui.core.sandbox.git_guards import prepare
 from daintree_tui.core.sandbox.mount_table import root_mounts, writable_mounts
 from daintree_tui.core.sandbox.spec import SandboxSpec
 from daintree_tui.core.sandbox_probe import probe_failure
+from daintree_tui.core.spawn import absolute_path
 
 
 class NoSandbox:
@@ -94,9 +95,9 @@ def _terminal_signal_prefixes() -> tuple[list[str], list[str]]:
                 inner = [env, f"--default-signal={_TERMINAL_SIGNALS}"]
                 try:
                     works = bool(env) and subprocess.run([*outer, *inner, env, "--version"], stdin=subprocess.DEVNULL,
-                                                         capture_output=True, timeout=10).returncode == 0
+                                                         capture_output=True, timeout=5).returncode == 0
                 except (OSError, subprocess.TimeoutExpired):
-                    works = False
+                    return [], []  # no answer now (a loaded machine, no fork): asked again next time
                 _SIGNAL_PREFIXES[env] = (outer, inner) if works else ([], [])
     return _SIGNAL_PREFIXES[env]
 
@@ -118,7 +119,8 @@ class BwrapSandbox:
     name = "bwrap"
 
     def __init__(self, binary: str | None = None) -> None:
-        self.binary = binary or shutil.which("bwrap") or ""
+        # Never from a relative PATH entry: it is searched in the current folder, maybe an agent's worktree.
+        self.binary = binary or shutil.which("bwrap", path=absolute_path(os.environ.get("PATH", os.defpath))) or ""
 
     def available(self) -> tuple[bool, str]:
         if not self.binary:
@@ -128,7 +130,10 @@ class BwrapSandbox:
     def wrap(self, argv: Sequence[str], spec: SandboxSpec, prepared: bool = False) -> list[str]:
         if not prepared:
             prepare(spec)
-        outer, inner = _terminal_signal_prefixes() if spec.interactive else ([], [])
+        # env reads a first word with `=` as a variable to set (`--` does not stop it): such a program keeps the
+        # old way.
+        outer, inner = _terminal_signal_prefixes() if spec.interactive and argv and "=" not in argv[0] \
+            and "=" not in self.binary else ([], [])
         args = [*outer, self.binary, *_isolation(spec.network, spec.background)]
         if not spec.interactive:
             args.append("--new-session")  # no controlling terminal: TIOCSTI cannot type into the caller's
