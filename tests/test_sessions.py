@@ -6,6 +6,7 @@ import contextlib
 import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -533,3 +534,27 @@ def test_aider_is_waiting_at_its_yes_no_questions(cli: CLI, repo: Path) -> None:
     cli.ok("session", "start", "yn", "--agent", "aider")
     wait_for(lambda: "(Y)es/(N)o [Yes]:" in cli("session", "capture", "yn").stdout, timeout=10)
     wait_for(lambda: [s["status"] for s in cli.json("session", "list")] == ["waiting"], timeout=10)
+
+
+@pytest.mark.parametrize("sandbox", ["off", "auto"])
+def test_stop_ends_an_agent_that_outlives_its_terminals_hang_up(cli: CLI, repo: Path, tmux_socket: str,
+                                                                sandbox: str) -> None:
+    """Killing the tmux session hangs up the pane's terminal; an agent that ignores the hang-up (gemini, without
+    the sandbox: its two node processes went on in the worktree after `session stop`, parent 1) outlived it, with
+    what it had started. What is left of the pane's terminal session now gets SIGTERM."""
+    (repo / "deaf.sh").write_text('trap "" HUP\nsleep 600 &\necho child $!\nwait\n')
+    trusted_config(repo, f"[agents.deaf]\ncommand = \"sh {repo / 'deaf.sh'}\"\nsandbox = \"{sandbox}\"\n")
+    cli.ok("worktree", "create", "d")
+    cli.ok("session", "start", "d", "--agent", "deaf")
+    shown = wait_for(lambda: re.search(r"child (\d+)", cli("session", "capture", "d").stdout), timeout=30)
+    leader = int(TmuxHost(Project.discover(repo)).tmux("display-message", "-p", "-t", "=dt-d:",
+                                                      "#{pane_pid}").stdout)
+    assert _session_of(leader), "the agent's processes are in the pane's terminal session"
+    cli.ok("session", "stop", "d")
+    assert _session_of(leader) == [], (shown.group(0), _session_of(leader))
+
+
+def _session_of(sid: int) -> list[int]:
+    from daintree_tui.sessions.pane_end import session_processes
+
+    return session_processes(sid)

@@ -29,6 +29,7 @@ from daintree_tui.core.project import Project
 from daintree_tui.core.store import atomic_write_text
 from daintree_tui.sessions.host import PaneState, pane_exit, session_name, worktree_of_session
 from daintree_tui.sessions.keys import paste_text
+from daintree_tui.sessions.pane_end import end_session, leading_session
 
 TMUX_CONF = """\
 # Written by daintree: this private server never reads ~/.tmux.conf.
@@ -415,9 +416,14 @@ class TmuxHost:
         """Kill the session; kill the server too when it was the last one."""
         if not self.exists(worktree):
             return False
+        dead, _, pid = self.tmux("display-message", "-p", "-t", f"={session_name(worktree)}:",
+                                 "#{pane_dead} #{pane_pid}", check=False).stdout.strip().partition(" ")
+        leader = leading_session(int(pid)) if dead == "0" and pid.isdigit() else None  # a dead pane's pid: reused?
         self.tmux("kill-session", "-t", f"={session_name(worktree)}", check=False)
         if not self.tmux("list-sessions", check=False).stdout.strip():
             self.kill_server()
+        if leader is not None:
+            end_session(leader)  # what outlived the hang-up (pane_end)
         return True
 
     def kill_server(self) -> None:
