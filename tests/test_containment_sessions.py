@@ -367,3 +367,31 @@ def test_sandbox_check_tries_each_limit_and_the_network_rule(repo: Path, sandbox
                  "ok   network: refused denied.daintree.invalid", "ok   network: direct connection impossible"):
         assert line in out, out
     assert "denied" not in cli("worktree", "status", "s1").stdout  # the check's own probe is not the agent's
+
+
+@needs_cgroups
+def test_python_an_agent_writes_in_its_worktree_never_runs_in_the_helpers_outside(repo: Path, sandbox_env: Path,
+                                                                                 tmp_path: Path) -> None:
+    # The allow-list's proxy and the limits runner are `python -m` outside the sandbox, started in the worktree,
+    # whose folder `-m` put first on the import path: an agent's `daintree_tui/__init__.py` (or any module of the
+    # standard library's name) ran as the user at the next start, `worktree run` or `sandbox check`.
+    _user_config('[sandbox]\npids = 64\nnetwork = ["127.0.0.1:9"]\n' + SHOWS_SIGNALS)
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "p")
+    wt = repo / ".worktrees" / "p"
+    marker = tmp_path / "imported-outside"
+    for module in ("daintree_tui/__init__.py", "ipaddress.py", "argparse.py", "asyncio.py"):
+        (wt / module).parent.mkdir(exist_ok=True)
+        (wt / module).write_text(f"open({str(marker)!r}, 'a').write({module!r} + '\\n')\n")
+    daintree = str(Path(sys.executable).parent / "daintree")  # as a user runs it: `-m` here would import the plant
+
+    def inside(*args: str) -> None:
+        proc = subprocess.run([daintree, *args], cwd=wt, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, (args, proc.stderr)
+
+    inside("worktree", "run", "p", "--", "true")
+    inside("sandbox", "check", "p", "--agent", "shows")
+    inside("session", "start", "p", "--agent", "shows")
+    wait_for(lambda: "SigIgn" in _capture(cli, "p"), timeout=30)
+    cli.ok("session", "stop", "p")
+    assert not marker.exists(), marker.read_text()

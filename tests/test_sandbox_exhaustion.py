@@ -309,6 +309,29 @@ def test_the_state_lock_cannot_be_held_from_inside(repo: Path) -> None:
         _end(hold)
 
 
+def test_the_users_trust_lock_cannot_be_held_from_inside(repo: Path, tmp_path: Path, sandbox_env: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trust record's lock is in the user's data dir, which a sandbox sees read-only: an agent that flocked it
+    made every `daintree trust` (of any repository) wait its 60 s and fail. Inside it is /dev/null too."""
+    from daintree_tui.core.trust_record import trust_lock
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(sandbox_env / ".local" / "share"))  # where a user's is: seen inside
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "t1")
+    trust_lock().path.parent.mkdir(parents=True, exist_ok=True)
+    trust_lock().path.touch()  # a user who trusted a repository before
+    hold = _holding(repo, "t1", trust_lock().path)
+    try:
+        assert (repo / ".worktrees" / "t1" / "holding").read_text() != "locked"
+        other = make_repo(tmp_path / "other")
+        (other / ".daintree.toml").write_text('[hooks]\npost_create = ["true"]\n')
+        started = time.monotonic()
+        CLI(other).ok("trust")
+        assert time.monotonic() - started < 20
+    finally:
+        _end(hold)
+
+
 def test_a_sessions_usage_lock_cannot_be_held_from_inside(repo: Path, tmux_socket: str) -> None:
     """The usage lock beside a session's usage file (`.worktrees/.sessions/NAME/usage.lock`) was taken with no
     timeout, under the state lock, by every session start: an agent that held it hung `session start` (and with

@@ -213,7 +213,7 @@ def cmd_serve(args: argparse.Namespace, services: Services) -> int:
     except ImportError:
         raise OperationError("daintree serve needs textual-serve (pip install textual-serve)") from None
     token = load_token()
-    command = shlex.join([sys.executable, "-m", "daintree_tui", "--repo", str(project.root)])
+    command = shlex.join([sys.executable, "-P", "-m", "daintree_tui", "--repo", str(project.root)])
     server = server_class(command, host=bind, port=args.port, token=token)
 
     def ready(port: int) -> None:

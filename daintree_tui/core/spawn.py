@@ -44,12 +44,21 @@ def absolute_path(path: str) -> str:
     return os.pathsep.join(entry for entry in path.split(os.pathsep) if os.path.isabs(entry))
 
 
+def safe_path() -> str:
+    """This process's PATH without relative entries (`absolute_path`), else the system's default."""
+    return absolute_path(os.environ.get("PATH", os.defpath)) or os.defpath
+
+
 def drop_relative_path() -> None:
-    """This process's PATH, and so every program it starts and every agent's environment, without relative
-    entries (`absolute_path`)."""
+    """This process's PATH and PYTHONPATH, and so those of every program it starts and every agent's environment,
+    without relative entries (`absolute_path`). A PATH left with none is the system's default, never empty: an
+    empty PATH is searched in the current folder too."""
     path = os.environ.get("PATH")
     if path is not None and absolute_path(path) != path:
-        os.environ["PATH"] = absolute_path(path)
+        os.environ["PATH"] = safe_path()
+    python_path = os.environ.get("PYTHONPATH")
+    if python_path is not None and absolute_path(python_path) != python_path:
+        os.environ["PYTHONPATH"] = absolute_path(python_path)
 
 
 def command(cwd: object, *args: str) -> tuple[list[str], dict[str, str]]:
@@ -61,7 +70,7 @@ def command(cwd: object, *args: str) -> tuple[list[str], dict[str, str]]:
     """
     if any("\0" in arg for arg in args):
         raise InputError("invalid input: it contains a NUL byte")
-    env = {**os.environ, **_GIT_ENV, "PATH": absolute_path(os.environ.get("PATH", os.defpath))}
+    env = {**os.environ, **_GIT_ENV, "PATH": safe_path()}
     env.pop("GIT_DIR", None)
     env.pop("GIT_WORK_TREE", None)
     return ["git", *_NO_SUBMODULE_PROCESSES, "-C", str(cwd), *args], env

@@ -100,6 +100,8 @@ def remember_command(project: Project, command: str) -> None:
     """Record (in the user's data dir) that this user gave `command` for this repository on their own command
     line, so a state file that names it later (a bake-off's score command) may run it; no other may."""
     key = _command_key(project, command)
+    if command_remembered(project, command):
+        return  # no write, so no lock (a read-only data dir still runs a command it remembers)
     with trust_lock().hold():
         data, _ = read_json(trust_file(), "trust record")
         records = data if isinstance(data, dict) else {}

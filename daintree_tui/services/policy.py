@@ -165,8 +165,10 @@ class Approvals:
         if record.status != "approved":
             raise OperationError(f"request {record.id} is {record.status}, not approved")
         env = {k: v for k, v in os.environ.items() if k != "DAINTREE_WORKTREE"}
-        proc = subprocess.run([sys.executable, "-m", "daintree_tui", *record.argv, "--repo", str(self.project.root),
-                               *extra_args], capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
+        # -P: the caller's folder (an agent's worktree, maybe) is not on the import path: a `daintree_tui/` there
+        # ran as the user.
+        argv = [sys.executable, "-P", "-m", "daintree_tui", *record.argv, "--repo", str(self.project.root), *extra_args]
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
         return ApprovedRun(record, proc.returncode, proc.stdout, proc.stderr)
 
     def approve_and_run(self, request_id: int, extra_args: tuple[str, ...] = ()) -> ApprovedRun:

@@ -195,7 +195,7 @@ def ensure_watcher(project: Project, config: NotifyConfig | None = None, since: 
     if since is None:
         since = project.events.complete_end()  # from the start of this session: its first transition is not missed
     with open_private_append(log_path(project)) as log:
-        proc = subprocess.Popen([sys.executable, "-m", "daintree_tui", "notify", "watch", "--repo",
+        proc = subprocess.Popen([sys.executable, "-P", "-m", "daintree_tui", "notify", "watch", "--repo",
                                  str(project.root), "--since", str(since)],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, cwd=str(project.root),
                                 start_new_session=True, close_fds=True)

@@ -26,7 +26,7 @@ from daintree_tui.core.sandbox.git_guards import prepare
 from daintree_tui.core.sandbox.mount_table import root_mounts, writable_mounts
 from daintree_tui.core.sandbox.spec import SandboxSpec
 from daintree_tui.core.sandbox_probe import probe_failure
-from daintree_tui.core.spawn import absolute_path
+from daintree_tui.core.spawn import safe_path
 
 
 class NoSandbox:
@@ -120,7 +120,7 @@ class BwrapSandbox:
 
     def __init__(self, binary: str | None = None) -> None:
         # Never from a relative PATH entry: it is searched in the current folder, maybe an agent's worktree.
-        self.binary = binary or shutil.which("bwrap", path=absolute_path(os.environ.get("PATH", os.defpath))) or ""
+        self.binary = binary or shutil.which("bwrap", path=safe_path()) or ""
 
     def available(self) -> tuple[bool, str]:
         if not self.binary:

@@ -20,7 +20,7 @@ from daintree_tui.core.project import Project
 from daintree_tui.core.roles import worktree_role
 from daintree_tui.core.sandbox.containment import contain, effective
 from daintree_tui.core.sandbox.git_guards import AGENT_GIT_DIR, agent_git_of
-from daintree_tui.core.sandbox.hidden import credentials, escape_hatches, secrets_dir
+from daintree_tui.core.sandbox.hidden import credentials, escape_hatches, secrets_dir, user_locks
 from daintree_tui.core.sandbox.policy import choose, writable_paths
 from daintree_tui.core.sandbox.spec import SandboxSpec, under_tmp
 
@@ -47,7 +47,7 @@ def spec_for(project: Project, entry: WorktreeEntry, *, writable: Sequence[Path]
     hidden += [*secret_dirs, secrets_dir(), private_dir(project.logs_dir), private_dir(project.locks_dir)]
     # The state lock is a file anyone who can read it can flock: an agent that held it stopped every state
     # operation outside (each waited its 60 s, then failed). Inside it is /dev/null, whose lock nobody takes.
-    secret_files.append(project.state_dir / ".lock")
+    secret_files += [project.state_dir / ".lock", *user_locks()]
     return SandboxSpec(
         worktree=worktree, git_common_dir=common, git_admin_dir=git_admin_dir(common, worktree),
         branch=entry.branch, tmpdir=project.tmpdir_for(entry.name), agent_git=agent_git_of(project, entry.name),

@@ -178,8 +178,10 @@ def contain(wrap: Callable[[list[str], SandboxSpec], list[str]], argv: Sequence[
         spec = replace(spec, network=False)
     spec = replace(spec, limits=containment.limits)
     out = wrap(inner, spec)
+    # The proxy and the limits runner run outside the sandbox, started in the worktree: `-P` keeps its files off
+    # their import path (an agent's `daintree_tui/__init__.py` or `ipaddress.py` there ran as the user).
     if socket_path is not None:
-        proxy = [sys.executable, "-m", "daintree_tui.core.netproxy", "--socket", str(socket_path),
+        proxy = [sys.executable, "-P", "-m", "daintree_tui.core.netproxy", "--socket", str(socket_path),
                  "--worktree", worktree]
         for host in containment.allow or ():
             proxy += ["--allow", host]
@@ -202,7 +204,7 @@ def contain(wrap: Callable[[list[str], SandboxSpec], list[str]], argv: Sequence[
                     raise OperationError(f"sandbox is on but its cgroup cannot be made: {exc}") from None
                 record["limits_note"] = f"limits not applied: {exc}"
             if group is not None:
-                runner = [sys.executable, "-m", "daintree_tui.core.limits_run", "--backend", backend.name,
+                runner = [sys.executable, "-P", "-m", "daintree_tui.core.limits_run", "--backend", backend.name,
                           "--group", group.name, "--kind", kind, "--worktree", worktree]
                 for folder in group.folders:
                     runner += ["--folder", str(folder)]

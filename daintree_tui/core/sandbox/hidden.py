@@ -76,3 +76,24 @@ def secrets_dir() -> Path:
     path = user_data_dir() / "secrets"
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     return path
+
+
+USER_LOCKS = ("trust.lock", "demos.lock")  # core/trust_record.py, demo/registry.py
+
+
+def user_locks() -> list[Path]:
+    """daintree's locks in the user's data dir, each made (empty, 0600) if missing: the data dir is visible inside
+    the sandbox (read-only), and a lock anyone can read anyone can flock. An agent holding `trust.lock` made every
+    `daintree trust` wait its 60 s and fail. Inside they are /dev/null; made first, so that none appears there
+    later, when the outside makes it."""
+    folder = user_data_dir()
+    locks = []
+    for name in USER_LOCKS:
+        path = folder / name
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            os.close(os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+        except OSError:
+            continue  # a link or a read-only data dir: nothing of ours to lock there either
+        locks.append(path)
+    return locks
