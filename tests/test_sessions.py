@@ -558,3 +558,22 @@ def _session_of(sid: int) -> list[int]:
     from daintree_tui.sessions.pane_end import session_processes
 
     return session_processes(sid)
+
+
+def test_stop_ends_what_an_exited_agent_left_running_in_its_pane(cli: CLI, repo: Path, tmux_socket: str) -> None:
+    """The pane stays (remain-on-exit) after its agent exits, and its terminal with it: no hang-up came to what the
+    agent had started in the background (a dev server, a `sleep &`), and `session stop` left it running."""
+    # Deaf to the hang-up, as an interactive shell's background job is (in a process group of its own, it gets none).
+    # The agent exits once its child is deaf (before, the hang-up of its exit could come first).
+    (repo / "leaves.sh").write_text("sh -c 'trap \"\" HUP; echo $$ > ready; exec sleep 600' &\n"
+                                    "while [ ! -s ready ]; do sleep 0.05; done\necho child $(cat ready)\n")
+    trusted_config(repo, f"[agents.leaves]\ncommand = \"sh {repo / 'leaves.sh'}\"\nsandbox = \"off\"\n")
+    cli.ok("worktree", "create", "l")
+    cli.ok("session", "start", "l", "--agent", "leaves")
+    child = int(wait_for(lambda: re.search(r"child (\d+)", cli("session", "capture", "l", "--history", "50").stdout),
+                         timeout=30)[1])
+    wait_for(lambda: cli.json("session", "list")[0]["status"] == "exited", timeout=30)
+    assert b") S" in Path(f"/proc/{child}/stat").read_bytes()  # alive, asleep
+    cli.ok("session", "stop", "l")
+    wait_for(lambda: not Path(f"/proc/{child}").exists() or b") Z" in Path(f"/proc/{child}/stat").read_bytes(),
+             timeout=10)

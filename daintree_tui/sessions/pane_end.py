@@ -33,6 +33,19 @@ def leading_session(pid: int) -> int | None:
     return pid if mine and len(fields) > 3 and fields[0] != b"Z" and fields[3] == str(pid).encode() else None
 
 
+def left_by(pid: int) -> int | None:
+    """The session of a dead pane whose first process `pid` is gone, if processes of it still run (`sleep 9 &`
+    before the agent exited): `pid`, else None. A session's number is not handed out again while anything is in
+    it; were it reused after all of them ended, its new leader would hold the number, and then it is not ours."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return pid if session_processes(pid) else None
+    except PermissionError:
+        return None
+    return None  # a process with that number runs: a new one, or the pane's own still exiting
+
+
 def session_processes(sid: int) -> list[int]:
     """This user's live processes in terminal session `sid` (that of the pane's first process), this one aside."""
     if sid <= 1:

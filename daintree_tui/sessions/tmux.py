@@ -29,7 +29,7 @@ from daintree_tui.core.project import Project
 from daintree_tui.core.store import atomic_write_text
 from daintree_tui.sessions.host import PaneState, pane_exit, session_name, worktree_of_session
 from daintree_tui.sessions.keys import paste_text
-from daintree_tui.sessions.pane_end import end_session, leading_session
+from daintree_tui.sessions.pane_end import end_session, leading_session, left_by
 
 TMUX_CONF = """\
 # Written by daintree: this private server never reads ~/.tmux.conf.
@@ -418,7 +418,7 @@ class TmuxHost:
             return False
         dead, _, pid = self.tmux("display-message", "-p", "-t", f"={session_name(worktree)}:",
                                  "#{pane_dead} #{pane_pid}", check=False).stdout.strip().partition(" ")
-        leader = leading_session(int(pid)) if dead == "0" and pid.isdigit() else None  # a dead pane's pid: reused?
+        leader = None if not pid.isdigit() else leading_session(int(pid)) if dead == "0" else left_by(int(pid))
         self.tmux("kill-session", "-t", f"={session_name(worktree)}", check=False)
         if not self.tmux("list-sessions", check=False).stdout.strip():
             self.kill_server()
