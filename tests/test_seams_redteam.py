@@ -342,3 +342,23 @@ def test_programs_an_agent_writes_in_its_worktree_never_run_outside_from_a_relat
         proc = CLI(repo, subprocess=True)(*args, cwd=wt, env=env)
         assert proc.returncode == 0, (args, proc.stderr)
     assert not marker.exists(), marker.read_text()
+
+
+def test_an_unsandboxed_sessions_own_python_never_imports_the_worktrees(repo: Path, tmp_path: Path,
+                                                                      tmux_socket: str) -> None:
+    """Without the sandbox, daintree's own Python in a session (the demo agent here; the hooks' signal script and
+    the MCP server the same way) runs as the user in the worktree, where `python -m` looked first: a
+    `daintree_tui/__init__.py` an earlier, sandboxed session wrote there ran."""
+    from tests.conftest import trusted_config, wait_for
+
+    trusted_config(repo, 'sandbox = "off"\n')
+    cli = CLI(repo)
+    cli.ok("worktree", "create", "u")
+    marker = tmp_path / "imported"
+    plant = repo / ".worktrees" / "u" / "daintree_tui" / "__init__.py"
+    plant.parent.mkdir()
+    plant.write_text(f"open({str(marker)!r}, 'a').write('imported\\n')\n")
+    cli.ok("session", "start", "u", "--agent", "demo")
+    wait_for(lambda: cli("session", "capture", "u").stdout.strip(), timeout=30)
+    cli.ok("session", "stop", "u")
+    assert not marker.exists()

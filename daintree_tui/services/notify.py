@@ -220,8 +220,10 @@ def _post(url: str, body: bytes, headers: dict[str, str]) -> None:
 def run_command(argv: tuple[str, ...], notice: Notice) -> None:
     """The user's `notify.command`, with the notice's JSON on stdin (never on its command line)."""
     try:
+        # In the home folder: started where the watcher or the dashboard runs (a worktree, the repository), a
+        # `python3 -c` there imported the agent's `textwrap.py`.
         proc = subprocess.run(list(argv), input=json.dumps(notice.payload()), text=True, capture_output=True,
-                              timeout=COMMAND_TIMEOUT, check=False)
+                              timeout=COMMAND_TIMEOUT, check=False, cwd=os.path.expanduser("~"))
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise DeliveryError(str(exc), retry=False) from None
     if proc.returncode != 0:

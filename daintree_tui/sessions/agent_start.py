@@ -22,7 +22,8 @@ def wire_mcp(project: Project, name: str, preset: Preset, role: str | None, argv
              env: dict[str, str]) -> list[str]:
     """Carry `daintree mcp` into the agent when the session's role asks for it (files in its TMPDIR)."""
     unwire_mcp(env)
-    server = [sys.executable, "-m", "daintree_tui", "mcp", "--repo", str(project.root), "--worktree", name]
+    # -P: without the sandbox it runs as the user, in the worktree, whose `daintree_tui/` must not be imported.
+    server = [sys.executable, "-P", "-m", "daintree_tui", "mcp", "--repo", str(project.root), "--worktree", name]
     wiring = session_mcp_wiring(project.config, preset, role, server, project.tmpdir_for(name), env)
     if wiring is None:
         return argv

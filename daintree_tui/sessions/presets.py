@@ -160,7 +160,7 @@ API_HOSTS: dict[str, tuple[str, ...]] = {
 
 def builtin_presets() -> dict[str, Preset]:
     shell = os.environ.get("SHELL") or "/bin/sh"
-    demo = f"{shlex.quote(sys.executable)} -m daintree_tui.demo.agent"
+    demo = f"{shlex.quote(sys.executable)} -P -m daintree_tui.demo.agent"
     return {
         "claude": Preset("claude", "claude"),
         "codex": Preset("codex", "codex"),

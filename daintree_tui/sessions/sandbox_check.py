@@ -186,7 +186,7 @@ def check(project: Project, name: str, agent: str | None = None) -> CheckReport:
     spec = replace(sandbox.spec, interactive=False)
     sandbox = replace(sandbox, spec=spec)
     env = worktree_env(project, entry)
-    argv = replace(sandbox, containment=None).wrap([sys.executable, "-c", PROBE_PROGRAM,
+    argv = replace(sandbox, containment=None).wrap([sys.executable, "-I", "-c", PROBE_PROGRAM,
                                                     json.dumps([[p.label, p.kind, p.target, p.extra]
                                                                 for p in plan])], dict(env))
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=entry.path,
