@@ -279,9 +279,15 @@ def test_the_real_codex_keeps_its_conversation_and_index_in_the_sandboxs_own_fol
     user = sandbox_env / ".codex"
     assert not list((user / "sessions").rglob("rollout-*.jsonl")) and not list(user.glob("state_*.sqlite"))
     services = Services(Project.discover(repo))
-    services.sessions.update_usage("c1")
-    files = list(services.sessions.usage.load("c1")["runs"][-1]["files"])
-    assert files and all(Path(f).is_relative_to(own / "sessions") for f in files), files
+
+    def found() -> list[str]:
+        # The rollout is the session's once its first line (`session_meta`, naming the worktree) is written: on a
+        # loaded CI machine the reader looked before codex had written it, and found none.
+        services.sessions.update_usage("c1")
+        return list(services.sessions.usage.load("c1")["runs"][-1]["files"])
+
+    files = wait_for(found, timeout=30, interval=0.2)
+    assert all(Path(f).is_relative_to(own / "sessions") for f in files), files
     cli.ok("session", "stop", "c1")
 
 
