@@ -5,6 +5,7 @@ layers below the interfaces never load textual or rich."""
 from __future__ import annotations
 
 import ast
+import itertools
 import subprocess
 import sys
 from pathlib import Path
@@ -345,3 +346,30 @@ def test_the_import_check_sees_a_test_module_imported_every_way(tmp_path: Path) 
         "tests/test_a.py:1: tests.test_b", "tests/test_a.py:2: tests.test_b", "tests/test_a.py:3: test_b",
         "tests/test_a.py:4: tests.test_b", "tests/test_a.py:5: tests.test_b", "tests/test_a.py:6: tests.test_b",
         "tests/test_a.py:13: tests.test_b"]
+
+
+def _module_runs(source: str) -> list[int]:
+    """The lines of `source` that start `python -m` by hand: a list or call with `sys.executable` followed by a
+    literal `"-m"` (`core.spawn.python_module` is the one place that may)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        items: list[ast.expr] = node.elts if isinstance(node, (ast.List, ast.Tuple)) else \
+            node.args if isinstance(node, ast.Call) else []
+        for first, second in itertools.pairwise(items):
+            if (isinstance(first, ast.Attribute) and first.attr == "executable"
+                    and isinstance(second, ast.Constant) and second.value == "-m"):
+                found.append(node.lineno)
+    return found
+
+
+def test_daintrees_own_python_starts_through_python_module_alone() -> None:
+    """`python -m` puts the folder it starts in first on the import path, and many of ours start in a worktree:
+    each goes through `python_module` (`-P`), or `-I` (the pane's launcher)."""
+    bad = [f"{path.relative_to(PACKAGE)}:{line}" for path in sorted(PACKAGE.rglob("*.py"))
+           for line in _module_runs(path.read_text())]
+    assert not bad, bad
+
+
+def test_the_python_check_sees_a_hand_made_module_run() -> None:
+    assert _module_runs('import sys\nargv = [sys.executable, "-m", "x"]\n') == [2]
+    assert _module_runs('import sys\nargv = [sys.executable, "-P", "-m", "x"]\n') == []

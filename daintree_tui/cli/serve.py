@@ -31,6 +31,7 @@ from daintree_tui.cli.common import AddCommand
 from daintree_tui.cli.output import wants_json
 from daintree_tui.core.errors import InputError, OperationError
 from daintree_tui.core.log import suppressed
+from daintree_tui.core.spawn import python_module
 from daintree_tui.services import Services
 
 TOKEN_FILE = "serve-token"
@@ -213,7 +214,7 @@ def cmd_serve(args: argparse.Namespace, services: Services) -> int:
     except ImportError:
         raise OperationError("daintree serve needs textual-serve (pip install textual-serve)") from None
     token = load_token()
-    command = shlex.join([sys.executable, "-P", "-m", "daintree_tui", "--repo", str(project.root)])
+    command = shlex.join([*python_module("daintree_tui"), "--repo", str(project.root)])
     server = server_class(command, host=bind, port=args.port, token=token)
 
     def ready(port: int) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import threading
 import time
 
@@ -59,6 +60,14 @@ def drop_relative_path() -> None:
     python_path = os.environ.get("PYTHONPATH")
     if python_path is not None and absolute_path(python_path) != python_path:
         os.environ["PYTHONPATH"] = absolute_path(python_path)
+
+
+def python_module(module: str, python: str = sys.executable) -> list[str]:
+    """The argv that runs one of daintree's modules (`python -P -m module`) as its own process. `-P`: the folder
+    it starts in is not on its import path. Many start in a worktree (the allow-list's proxy, the limits runner,
+    a session's MCP server and hooks), where `-m` looked first: an agent's `daintree_tui/__init__.py` or
+    `ipaddress.py` there ran as the user."""
+    return [python, "-P", "-m", module]
 
 
 def command(cwd: object, *args: str) -> tuple[list[str], dict[str, str]]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -22,6 +21,7 @@ from daintree_tui.core.log import warn
 from daintree_tui.core.models import JsonRecord
 from daintree_tui.core.project import Project
 from daintree_tui.core.roles import worktree_role
+from daintree_tui.core.spawn import python_module
 from daintree_tui.core.store import read_json, write_json
 
 
@@ -165,9 +165,7 @@ class Approvals:
         if record.status != "approved":
             raise OperationError(f"request {record.id} is {record.status}, not approved")
         env = {k: v for k, v in os.environ.items() if k != "DAINTREE_WORKTREE"}
-        # -P: the caller's folder (an agent's worktree, maybe) is not on the import path: a `daintree_tui/` there
-        # ran as the user.
-        argv = [sys.executable, "-P", "-m", "daintree_tui", *record.argv, "--repo", str(self.project.root), *extra_args]
+        argv = [*python_module("daintree_tui"), *record.argv, "--repo", str(self.project.root), *extra_args]
         proc = subprocess.run(argv, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
         return ApprovedRun(record, proc.returncode, proc.stdout, proc.stderr)
 

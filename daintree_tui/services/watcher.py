@@ -45,6 +45,7 @@ from daintree_tui.core.errors import ConfigError, DaintreeError, OperationError
 from daintree_tui.core.fs_safe import open_private_append, private_dir
 from daintree_tui.core.log import suppressed
 from daintree_tui.core.project import Project
+from daintree_tui.core.spawn import python_module
 from daintree_tui.core.user_config import NotifyConfig, auto_checkpoints_or_on, load_notify_config, user_config_stamp
 from daintree_tui.services.notify import SESSION_KINDS, Notifier, OncePerRun, notice_for
 from daintree_tui.sessions.clients import typed_into
@@ -195,7 +196,7 @@ def ensure_watcher(project: Project, config: NotifyConfig | None = None, since: 
     if since is None:
         since = project.events.complete_end()  # from the start of this session: its first transition is not missed
     with open_private_append(log_path(project)) as log:
-        proc = subprocess.Popen([sys.executable, "-P", "-m", "daintree_tui", "notify", "watch", "--repo",
+        proc = subprocess.Popen([*python_module("daintree_tui"), "notify", "watch", "--repo",
                                  str(project.root), "--since", str(since)],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, cwd=str(project.root),
                                 start_new_session=True, close_fds=True)

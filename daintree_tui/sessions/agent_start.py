@@ -5,13 +5,13 @@ paste once the agent reads input."""
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 
 from daintree_tui.core.errors import OperationError
 from daintree_tui.core.log import suppressed
 from daintree_tui.core.project import Project
+from daintree_tui.core.spawn import python_module
 from daintree_tui.core.store import create_new
 from daintree_tui.sessions.host import SessionHost
 from daintree_tui.sessions.keys import paste_text
@@ -22,8 +22,7 @@ def wire_mcp(project: Project, name: str, preset: Preset, role: str | None, argv
              env: dict[str, str]) -> list[str]:
     """Carry `daintree mcp` into the agent when the session's role asks for it (files in its TMPDIR)."""
     unwire_mcp(env)
-    # -P: without the sandbox it runs as the user, in the worktree, whose `daintree_tui/` must not be imported.
-    server = [sys.executable, "-P", "-m", "daintree_tui", "mcp", "--repo", str(project.root), "--worktree", name]
+    server = [*python_module("daintree_tui"), "mcp", "--repo", str(project.root), "--worktree", name]
     wiring = session_mcp_wiring(project.config, preset, role, server, project.tmpdir_for(name), env)
     if wiring is None:
         return argv

@@ -19,6 +19,7 @@ from typing import Any
 from daintree_tui.core import limits
 from daintree_tui.core.errors import OperationError
 from daintree_tui.core.sandbox.containment import BRIDGE_PORT, PROBE_DENIED_HOST, Containment
+from daintree_tui.core.spawn import python_module
 
 _TIMEOUT_S = 60
 
@@ -91,7 +92,7 @@ def check_limits(containment: Containment, worktree: str, mode: str) -> list[Con
         return [ContainmentResult(f"limit {d}", mode != "on", f"cannot apply here: {why}; {word}")
                 for d in lim.describe()]
     group = backend.create(limits.group_name(worktree, "check"), lim)
-    argv = [sys.executable, "-P", "-m", "daintree_tui.core.limits_run", "--backend", backend.name, "--group",
+    argv = [*python_module("daintree_tui.core.limits_run"), "--backend", backend.name, "--group",
             group.name, "--kind", "check", *[a for f in group.folders for a in ("--folder", str(f))], "--",
             *limits.prefix_for(backend, group, lim), sys.executable, "-I", "-c", LIMITS_PROBE,
             str(limits.CGROUP_ROOT)]

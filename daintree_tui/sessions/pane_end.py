@@ -24,13 +24,20 @@ def leading_session(pid: int) -> int | None:
     """`pid`, if it is a live process of this user that leads its own terminal session (a live pane's first
     process does), else None. Asked before the kill: a dead pane's pid may be another process's by now, and
     its session someone else's (a login shell's)."""
+    return pid if _session_of(str(pid), os.getuid()) == pid else None
+
+
+def _session_of(pid: str, uid: int) -> int | None:
+    """The terminal session of live process `pid` if it is this user's (`uid`), from /proc; None when it is not,
+    has ended or is a zombie."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
-            fields = fh.read().rpartition(b")")[2].split()
-        mine = os.stat(f"/proc/{pid}").st_uid == os.getuid()
-    except OSError:
-        return None
-    return pid if mine and len(fields) > 3 and fields[0] != b"Z" and fields[3] == str(pid).encode() else None
+            fields = fh.read().rpartition(b")")[2].split()  # after the command's name: state, ppid, pgrp, session
+        if len(fields) < 4 or fields[0] == b"Z" or os.stat(f"/proc/{pid}").st_uid != uid:
+            return None
+        return int(fields[3])
+    except (OSError, ValueError):
+        return None  # gone meanwhile
 
 
 def left_by(pid: int) -> int | None:
@@ -50,23 +57,12 @@ def session_processes(sid: int) -> list[int]:
     """This user's live processes in terminal session `sid` (that of the pane's first process), this one aside."""
     if sid <= 1:
         return []
-    uid, me, wanted, found = os.getuid(), os.getpid(), str(sid).encode(), []
+    uid, me = os.getuid(), str(os.getpid())
     try:
         entries = os.listdir("/proc")
     except OSError:
         return []  # no /proc (not Linux): the hang-up is all there is
-    for name in entries:
-        if not name.isdigit() or int(name) == me:
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                fields = fh.read().rpartition(b")")[2].split()
-            # After the command's name: state, ppid, pgrp, session.
-            if len(fields) > 3 and fields[0] != b"Z" and fields[3] == wanted and os.stat(f"/proc/{name}").st_uid == uid:
-                found.append(int(name))
-        except OSError:
-            continue  # gone meanwhile
-    return found
+    return [int(name) for name in entries if name.isdigit() and name != me and _session_of(name, uid) == sid]
 
 
 def end_session(sid: int, hangup_grace: float = HANGUP_GRACE, term_grace: float = TERM_GRACE) -> list[int]:

@@ -7,7 +7,6 @@ import os
 import re
 import shlex
 import shutil
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -17,6 +16,7 @@ from daintree_tui.core import trust
 from daintree_tui.core.config import Config
 from daintree_tui.core.errors import ConfigError, InputError
 from daintree_tui.core.log import warn
+from daintree_tui.core.spawn import python_module
 from daintree_tui.sessions.agents import AgentIntegration, integration_for
 
 DEFAULT_PROMPT = "{subject}\n\n{description}"
@@ -160,7 +160,7 @@ API_HOSTS: dict[str, tuple[str, ...]] = {
 
 def builtin_presets() -> dict[str, Preset]:
     shell = os.environ.get("SHELL") or "/bin/sh"
-    demo = f"{shlex.quote(sys.executable)} -P -m daintree_tui.demo.agent"
+    demo = shlex.join(python_module("daintree_tui.demo.agent"))
     return {
         "claude": Preset("claude", "claude"),
         "codex": Preset("codex", "codex"),

@@ -30,6 +30,7 @@ from daintree_tui.core.fs_safe import private_dir
 from daintree_tui.core.log import warn
 from daintree_tui.core.mounts import PROXY_MOUNT
 from daintree_tui.core.sandbox.spec import SandboxSpec
+from daintree_tui.core.spawn import python_module
 from daintree_tui.core.trust_record import is_trusted
 
 BRIDGE_PORT = 3128  # inside the sandbox's own network namespace: no other process of the machine sees it
@@ -178,10 +179,9 @@ def contain(wrap: Callable[[list[str], SandboxSpec], list[str]], argv: Sequence[
         spec = replace(spec, network=False)
     spec = replace(spec, limits=containment.limits)
     out = wrap(inner, spec)
-    # The proxy and the limits runner run outside the sandbox, started in the worktree: `-P` keeps its files off
-    # their import path (an agent's `daintree_tui/__init__.py` or `ipaddress.py` there ran as the user).
+    # The proxy and the limits runner run outside the sandbox, started in the worktree (`python_module`).
     if socket_path is not None:
-        proxy = [sys.executable, "-P", "-m", "daintree_tui.core.netproxy", "--socket", str(socket_path),
+        proxy = [*python_module("daintree_tui.core.netproxy"), "--socket", str(socket_path),
                  "--worktree", worktree]
         for host in containment.allow or ():
             proxy += ["--allow", host]
@@ -204,7 +204,7 @@ def contain(wrap: Callable[[list[str], SandboxSpec], list[str]], argv: Sequence[
                     raise OperationError(f"sandbox is on but its cgroup cannot be made: {exc}") from None
                 record["limits_note"] = f"limits not applied: {exc}"
             if group is not None:
-                runner = [sys.executable, "-P", "-m", "daintree_tui.core.limits_run", "--backend", backend.name,
+                runner = [*python_module("daintree_tui.core.limits_run"), "--backend", backend.name,
                           "--group", group.name, "--kind", kind, "--worktree", worktree]
                 for folder in group.folders:
                     runner += ["--folder", str(folder)]

@@ -90,10 +90,15 @@ def user_locks() -> list[Path]:
     locks = []
     for name in USER_LOCKS:
         path = folder / name
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            os.close(os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
-        except OSError:
-            continue  # a link or a read-only data dir: nothing of ours to lock there either
+        if path not in _MADE:  # once a process: every worktree's git look builds a spec
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                os.close(os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+            except OSError:
+                continue  # a link or a read-only data dir: nothing of ours to lock there either
+            _MADE.add(path)
         locks.append(path)
     return locks
+
+
+_MADE: set[Path] = set()

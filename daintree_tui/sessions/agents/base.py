@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from daintree_tui.core.spawn import python_module
 from daintree_tui.sessions.usage_tail import MAX_LINE, open_record
 
 SIGNAL_SCRIPT = "signal"
@@ -76,7 +77,7 @@ def write_signal_script(ctx: SessionContext, chain: Sequence[str] | None = None)
     newer one), prints nothing (Gemini reads a hook's stdout as JSON), and always exits 0. With `chain`, it then
     runs the user's own program with the agent's arguments (Codex's `notify` the user had configured).
     """
-    daintree = " ".join(shlex.quote(p) for p in (ctx.python, "-P", "-m", "daintree_tui"))
+    daintree = " ".join(shlex.quote(p) for p in python_module("daintree_tui", ctx.python))
     lines = [
         "#!/bin/sh",
         f"# Written by daintree for session {ctx.name}: reports the agent's state to `daintree session signal`.",
