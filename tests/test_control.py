@@ -533,7 +533,9 @@ def test_a_session_restarted_beside_others_starts_and_is_not_waiting(repo: Path,
         WorktreeService(project).create(name)
     manager = SessionManager(project)
     seen: list[StatusChange] = []
-    live = LiveSessions(manager, record=lambda c: None, on_change=seen.append).start()
+    # `record` is told every change; `on_change` only the last of a batch (CI: "one" running and "other" waiting
+    # in one batch, and "one"'s running was never seen).
+    live = LiveSessions(manager, record=seen.append).start()
     try:
         manager.start("other", "idle", size=(80, 10))
         first = manager.start("one", "late", size=(80, 10)).started_at
